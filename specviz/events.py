@@ -1,0 +1,109 @@
+"""The one stream every consumer reads: small, frozen, tensor-free events.
+
+The engine yields these; the UI, the CLI, the benchmark and the tests consume them. Plain
+Python values only (the engine calls `.tolist()` once per round), so events can be kept,
+compared, and serialised to JSON without touching torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+Lane = Literal["baseline", "speculative"]
+# How the target's own token of a round came about: the baseline's plain sample ("target"),
+# the correction at the first rejection ("resample"), or the extra token after a fully
+# accepted draft ("bonus").
+NextKind = Literal["target", "resample", "bonus"]
+StopReason = Literal["max_new_tokens", "eos", "context_length", "stopped"]
+
+
+@dataclass(frozen=True)
+class DraftedToken:
+    """One drafted token and its verdict (Leviathan: q = draft, p = target)."""
+
+    token_id: int
+    draft_prob: float  # q(x): probability the draft gave the token it proposed
+    target_prob: float  # p(x): probability the target gives the same token
+    accept_prob: float  # min(1, p(x) / q(x))
+    r: float  # the uniform draw; accepted iff r < accept_prob
+    accepted: bool  # verdict as decided, left to right (False after the first rejection too)
+    decided: bool  # False for drafts after the first rejection: never examined
+
+
+@dataclass(frozen=True)
+class PositionDetail:
+    """Heavy payload for the step inspector (only with DecodeConfig.inspect)."""
+
+    draft_top: tuple[tuple[int, float], ...]  # top (id, q) at this position
+    target_top: tuple[tuple[int, float], ...]  # top (id, p) at this position
+    residual_top: tuple[tuple[int, float], ...]  # top of norm(max(0, p - q)); empty unless rejected here
+
+
+@dataclass(frozen=True)
+class PrefillEvent:
+    """The prompt went through the model(s); the target chose the first new token."""
+
+    lane: Lane
+    num_prompt_tokens: int
+    next_id: int  # the first generated token, sampled from the target
+    prefill_s: float  # seconds of model work, both models' prefills for the speculative lane
+    num_target_forwards: int
+    num_draft_forwards: int
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One round: γ drafted tokens verified by one target forward (γ = 0 for the baseline)."""
+
+    lane: Lane
+    round_index: int  # 0-based, prefill not counted
+    position: int  # number of new tokens generated before this round
+    gamma: int  # tokens drafted this round (≤ the configured γ near max_new_tokens / context)
+    drafted: tuple[DraftedToken, ...]
+    num_accepted: int
+    next_id: int  # the target's token: resample or bonus (speculative), plain sample (baseline)
+    next_kind: NextKind
+    emitted_ids: tuple[int, ...]  # accepted drafts + next_id, cut after an EOS
+    draft_s: float  # seconds drafting (draft forwards + draft sampling)
+    verify_s: float  # seconds verifying (target forward + accept/resample + cache rollback)
+    num_draft_forwards: int
+    num_target_forwards: int
+    details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
+
+
+@dataclass(frozen=True)
+class FinishEvent:
+    """The lane is done."""
+
+    lane: Lane
+    stop_reason: StopReason
+    num_new_tokens: int
+
+
+Event = Union[PrefillEvent, RoundEvent, FinishEvent]
+
+
+EVENT_TYPES = {cls.__name__: cls for cls in (PrefillEvent, RoundEvent, FinishEvent)}
+
+
+def event_to_dict(event: Event) -> dict:
+    """A JSON-ready dict tagged with the event's type."""
+    from dataclasses import asdict
+
+    return {"type": type(event).__name__, **asdict(event)}
+
+
+def event_from_dict(data: dict) -> Event:
+    """Inverse of event_to_dict (JSON turns tuples into lists; turn them back)."""
+    fields = dict(data)
+    cls = EVENT_TYPES[fields.pop("type")]
+    if cls is RoundEvent:
+        fields["drafted"] = tuple(DraftedToken(**token) for token in fields["drafted"])
+        fields["emitted_ids"] = tuple(fields["emitted_ids"])
+        if fields.get("details") is not None:
+            fields["details"] = tuple(
+                PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")))
+                for detail in fields["details"]
+            )
+    return cls(**fields)

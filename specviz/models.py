@@ -1,0 +1,232 @@
+"""Model pairs: presets, loading (transformers + accelerate), device and dtype, compatibility.
+
+A pair loads once per process (`load_pair` caches by ids, device and dtype) and is shared by
+every run and every user of the app.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+EMBEDDED_DIR = ASSETS_DIR / "specviz-pair"
+
+
+@dataclass(frozen=True)
+class PairPreset:
+    """A named draft → target pair users can pick."""
+
+    name: str
+    target_id: str  # hub id or local folder
+    draft_id: str
+    note: str  # one line for menus
+
+
+PRESETS: dict[str, PairPreset] = {
+    preset.name: preset
+    for preset in (
+        PairPreset(
+            "embedded",
+            str(EMBEDDED_DIR / "target"),
+            str(EMBEDDED_DIR / "draft"),
+            "specviz's own pair (Python code), offline",
+        ),
+        PairPreset(
+            "pythia",
+            "EleutherAI/pythia-1.4b-deduped",
+            "EleutherAI/pythia-160m-deduped",
+            "Pythia 160M → 1.4B (the seed article's pair), needs network",
+        ),
+        PairPreset(
+            "smollm2",
+            "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            "SmolLM2 135M → 1.7B Instruct, needs network",
+        ),
+        PairPreset(
+            "qwen2.5",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "Qwen2.5 0.5B → 1.5B Instruct, needs network",
+        ),
+    )
+}
+DEFAULT_PRESET = "embedded"
+
+
+class ModelLoadError(ValueError):
+    """A model could not be loaded (unknown id, no network, out of memory, bad folder)."""
+
+
+class IncompatiblePairError(ValueError):
+    """Draft and target do not share one tokenizer, so their token ids mean different things."""
+
+
+@dataclass
+class ModelPair:
+    """A target, its draft, and what the engine needs to know about them."""
+
+    target: torch.nn.Module
+    draft: torch.nn.Module | None  # None is allowed for drafters that need no model
+    tokenizer: object | None  # a transformers tokenizer; the engine itself only sees ids
+    device: torch.device  # where inputs go and sampling happens
+    vocab_size: int  # shared vocabulary: logits are sliced to this many entries
+    context_length: int  # most positions both models accept
+    eos_id: int | None
+    name: str = "custom"
+
+    def encode(self, prompt_text: str) -> list[int]:
+        """Prompt text → ids, with the messages a user needs for empty or too-long prompts."""
+        if not prompt_text or not prompt_text.strip():
+            raise ValueError("the prompt is empty: type some text to continue")
+        ids = self.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+        if len(ids) >= self.context_length:
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens long, but these models see at most {self.context_length} "
+                f"tokens: shorten it to at most {self.context_length - 1} tokens"
+            )
+        return ids
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
+
+    @classmethod
+    def from_models(cls, target, draft, tokenizer=None, name: str = "custom") -> "ModelPair":
+        """Wrap two loaded models; used by load_pair and by tests with tiny random models."""
+        vocab_sizes = [target.config.vocab_size] + ([draft.config.vocab_size] if draft is not None else [])
+        if tokenizer is not None:
+            vocab_sizes.append(len(tokenizer))
+        eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else target.config.eos_token_id
+        if isinstance(eos_id, list):
+            eos_id = eos_id[0]
+        models = [target] + ([draft] if draft is not None else [])
+        return cls(
+            target=target,
+            draft=draft,
+            tokenizer=tokenizer,
+            device=next(target.parameters()).device,
+            vocab_size=min(vocab_sizes),
+            context_length=min(context_length_of(model) for model in models),
+            eos_id=eos_id,
+            name=name,
+        )
+
+
+def context_length_of(model) -> int:
+    config = model.config
+    for attribute in ("max_position_embeddings", "n_positions", "seq_length"):
+        value = getattr(config, attribute, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 2048
+
+
+def choose_device_and_dtype(device: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """CUDA with bf16 (fp16 on older cards) when present; else CPU in float32.
+
+    float32 on CPU keeps greedy speculative output identical to the baseline: bf16 rounding
+    differs between a 1-token step and a (γ+1)-token verify, which can flip near-ties.
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda":
+        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return device, torch.float32
+
+
+def resolve_pair(preset: str | None = None, target: str | None = None, draft: str | None = None) -> PairPreset:
+    """A preset by name, or two ids; both ids are needed for a custom pair."""
+    if target or draft:
+        if not (target and draft):
+            raise ModelLoadError("a custom pair needs both a target and a draft model id")
+        return PairPreset("custom", target.strip(), draft.strip(), "custom pair")
+    name = preset or DEFAULT_PRESET
+    if name not in PRESETS:
+        raise ModelLoadError(f"unknown model pair {name!r}; choose one of: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def load_tokenizer(model_id: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(model_id, local_files_only=is_local(model_id))
+    except Exception as error:  # transformers raises OSError, ValueError, HTTP errors...
+        raise ModelLoadError(describe_load_failure(model_id, error)) from error
+
+
+def is_local(model_id: str) -> bool:
+    return Path(model_id).exists()
+
+
+def describe_load_failure(model_id: str, error: Exception) -> str:
+    if is_local(model_id):
+        return f"could not load the model folder {model_id!r}: {error}"
+    if looks_like_path(model_id):
+        return f"no model folder at {model_id!r}"
+    return (
+        f"could not load {model_id!r} from the Hugging Face Hub: check the id, and note that hub "
+        f"models need network access (the embedded pair works offline). Details: {type(error).__name__}: {error}"
+    )
+
+
+def looks_like_path(model_id: str) -> bool:
+    return model_id.startswith((".", "/", "~")) or model_id.count("/") > 1
+
+
+def check_tokenizers(target_id: str, target_tokenizer, draft_id: str, draft_tokenizer) -> None:
+    """Speculative decoding compares token ids across models: the vocabularies must agree."""
+    if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
+        raise IncompatiblePairError(
+            f"the target {target_id!r} ({len(target_tokenizer)} tokens, {type(target_tokenizer).__name__}) and "
+            f"the draft {draft_id!r} ({len(draft_tokenizer)} tokens, {type(draft_tokenizer).__name__}) use "
+            f"different vocabularies; speculative decoding needs one tokenizer shared by both models"
+        )
+
+
+def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: bool = False):
+    """from_pretrained in eval mode; `spread` lets accelerate place a too-big target across devices."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"dtype": dtype, "local_files_only": is_local(model_id)}
+    if spread and device.type == "cuda":
+        kwargs["device_map"] = "auto"  # accelerate fills the GPU first, then CPU memory
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+    except torch.OutOfMemoryError as error:
+        raise ModelLoadError(f"out of memory loading {model_id!r}: pick a smaller pair") from error
+    except Exception as error:
+        raise ModelLoadError(describe_load_failure(model_id, error)) from error
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    return model.eval()
+
+
+_cache: dict[tuple, ModelPair] = {}
+_cache_lock = threading.Lock()
+
+
+def load_pair(
+    preset: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    device: str | None = None,
+) -> ModelPair:
+    """Load (once per process) a preset or a custom pair, checking that the tokenizers agree."""
+    spec = resolve_pair(preset, target, draft)
+    torch_device, dtype = choose_device_and_dtype(device)
+    key = (spec.target_id, spec.draft_id, str(torch_device), dtype)
+    with _cache_lock:  # one load at a time: concurrent users wait for the same pair
+        if key not in _cache:
+            target_tokenizer = load_tokenizer(spec.target_id)
+            draft_tokenizer = load_tokenizer(spec.draft_id)
+            check_tokenizers(spec.target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
+            target_model = load_model(spec.target_id, torch_device, dtype, spread=True)
+            draft_model = load_model(spec.draft_id, torch_device, dtype)
+            _cache[key] = ModelPair.from_models(target_model, draft_model, target_tokenizer, name=spec.name)
+        return _cache[key]

@@ -1,0 +1,113 @@
+"""Pure tensor functions: logits → probabilities, and the accept/reject rule.
+
+Temperature, top-k and top-p are applied with transformers' own logits warpers, the same ones
+`generate` uses, and *identically* to draft and target logits: the exactness guarantee of
+speculative sampling holds for the warped target distribution only if both sides are warped
+the same way.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+
+class ProbsFn:
+    """Turns raw logits (n, vocab) into sampling probabilities (n, vocab).
+
+    Temperature 0 means greedy: the distribution is one-hot at the argmax. Greedy is then the
+    limit case of the same rejection rule (accept iff the draft's token is the target's argmax),
+    so one code path serves both.
+    """
+
+    def __init__(self, temperature: float, top_k: int = 0, top_p: float = 1.0):
+        self.greedy = temperature == 0
+        warpers = LogitsProcessorList()
+        if not self.greedy:
+            if temperature != 1.0:
+                warpers.append(TemperatureLogitsWarper(temperature))
+            if top_k > 0:
+                warpers.append(TopKLogitsWarper(top_k))
+            if top_p < 1.0:
+                warpers.append(TopPLogitsWarper(top_p))
+        self.warpers = warpers
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()  # (n, vocab)
+        if self.greedy:
+            one_hot = torch.zeros_like(logits)
+            return one_hot.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)  # (n, vocab)
+        # The warpers ignore input_ids; transformers' signature still wants the argument.
+        warped = self.warpers(None, logits)  # (n, vocab), filtered entries at -inf
+        return torch.softmax(warped, dim=-1)  # (n, vocab)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row: (n, vocab) → (n,). Never picks a zero-probability token."""
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p − q)): what the target wants that the draft over-proposed away from.
+
+    Falls back to p when the residual has no mass (p == q up to rounding), which only happens
+    where a rejection had probability ~0 anyway.
+    """
+    residual = (target_probs - draft_probs).clamp_min(0.0)  # (vocab,)
+    total = residual.sum()
+    if total <= 1e-12:
+        return target_probs
+    return residual / total
+
+
+class Verdict(NamedTuple):
+    """Outcome of one verification; tensors stay on the device until the engine reads them."""
+
+    num_accepted: int
+    next_id: int
+    is_bonus: bool
+    draft_token_probs: torch.Tensor  # (γ,) q(x_i)
+    target_token_probs: torch.Tensor  # (γ,) p(x_i)
+    accept_probs: torch.Tensor  # (γ,) min(1, p/q)
+    uniforms: torch.Tensor  # (γ,) r_i
+    residual: torch.Tensor | None  # (vocab,) the distribution the correction came from
+
+
+def accept_or_resample(
+    draft_ids: torch.Tensor,  # (γ,)
+    draft_probs: torch.Tensor,  # (γ, vocab)
+    target_probs: torch.Tensor,  # (γ+1, vocab)
+    generator: torch.Generator,
+) -> Verdict:
+    """Leviathan et al. 2023, Algorithm 1, steps 3–4, for one sequence.
+
+    Accept x_i while r_i < min(1, p(x_i)/q(x_i)); at the first rejection draw the correction
+    from norm(max(0, p − q)) at that position; if all γ are accepted, draw a bonus token from p
+    at position γ+1. The output then follows p exactly, whatever q is.
+    """
+    gamma = draft_ids.shape[0]
+    positions = torch.arange(gamma, device=draft_ids.device)
+    draft_token_probs = draft_probs[positions, draft_ids]  # (γ,)
+    target_token_probs = target_probs[positions, draft_ids]  # (γ,)
+    accept_probs = (target_token_probs / draft_token_probs).clamp(max=1.0)  # (γ,)
+    uniforms = torch.rand(gamma, generator=generator, device=draft_ids.device)  # (γ,)
+    accepted = uniforms < accept_probs  # (γ,)
+    num_accepted = int(accepted.int().cumprod(0).sum())  # length of the accepted prefix
+    if num_accepted < gamma:
+        residual = residual_distribution(target_probs[num_accepted], draft_probs[num_accepted])
+        next_id = int(sample(residual.unsqueeze(0), generator))
+        is_bonus = False
+    else:
+        residual = None
+        next_id = int(sample(target_probs[gamma : gamma + 1], generator))
+        is_bonus = True
+    return Verdict(
+        num_accepted, next_id, is_bonus, draft_token_probs, target_token_probs, accept_probs, uniforms, residual
+    )

@@ -1,0 +1,189 @@
+"""A run as data: built from the event stream, summarised into the figures people look at.
+
+`Trace.from_events(decode(...))` for a finished run, or `trace.add(event)` as events arrive
+(the app redraws from the trace after every event). Everything here is derived from the
+events' own timings, so the UI's clock never enters a speed figure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from specviz import theory
+from specviz.events import Event, FinishEvent, PrefillEvent, RoundEvent, event_from_dict, event_to_dict
+
+
+@dataclass
+class Trace:
+    """One lane's run."""
+
+    lane: str = ""
+    prefill: PrefillEvent | None = None
+    rounds: list[RoundEvent] = field(default_factory=list)
+    finish: FinishEvent | None = None
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event]) -> "Trace":
+        trace = cls()
+        for event in events:
+            trace.add(event)
+        return trace
+
+    def add(self, event: Event) -> None:
+        self.lane = event.lane
+        if isinstance(event, PrefillEvent):
+            self.prefill = event
+        elif isinstance(event, RoundEvent):
+            self.rounds.append(event)
+        elif isinstance(event, FinishEvent):
+            self.finish = event
+        else:
+            raise TypeError(f"not an engine event: {event!r}")
+
+    # --- what was generated -------------------------------------------------------------
+    @property
+    def token_ids(self) -> list[int]:
+        ids = [self.prefill.next_id] if self.prefill else []
+        for event in self.rounds:
+            ids.extend(event.emitted_ids)
+        return ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def done(self) -> bool:
+        return self.finish is not None
+
+    # --- time (model work only, as measured by the engine) -----------------------------------
+    @property
+    def wall_s(self) -> float:
+        prefill_s = self.prefill.prefill_s if self.prefill else 0.0
+        return prefill_s + sum(event.draft_s + event.verify_s for event in self.rounds)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    def timeline(self) -> list[tuple[float, int]]:
+        """(seconds since start, tokens so far) after the prefill and after every round."""
+        if not self.prefill:
+            return []
+        elapsed, count = self.prefill.prefill_s, 1
+        points = [(elapsed, count)]
+        for event in self.rounds:
+            elapsed += event.draft_s + event.verify_s
+            count += len(event.emitted_ids)
+            points.append((elapsed, count))
+        return points
+
+    # --- work done -------------------------------------------------------------------------
+    @property
+    def num_target_forwards(self) -> int:
+        prefill = self.prefill.num_target_forwards if self.prefill else 0
+        return prefill + sum(event.num_target_forwards for event in self.rounds)
+
+    @property
+    def num_draft_forwards(self) -> int:
+        prefill = self.prefill.num_draft_forwards if self.prefill else 0
+        return prefill + sum(event.num_draft_forwards for event in self.rounds)
+
+    @property
+    def mean_draft_step_s(self) -> float:
+        """Seconds per draft forward in the rounds (with its sampling), prefill excluded."""
+        forwards = sum(event.num_draft_forwards for event in self.rounds)
+        return sum(event.draft_s for event in self.rounds) / forwards if forwards else 0.0
+
+    @property
+    def mean_target_step_s(self) -> float:
+        """Seconds per target forward in the rounds: a 1-token step for the baseline."""
+        forwards = sum(event.num_target_forwards for event in self.rounds)
+        return sum(event.verify_s for event in self.rounds) / forwards if forwards else 0.0
+
+    # --- acceptance ----------------------------------------------------------------------------
+    @property
+    def num_drafted(self) -> int:
+        return sum(event.gamma for event in self.rounds)
+
+    @property
+    def num_accepted(self) -> int:
+        return sum(event.num_accepted for event in self.rounds)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """α̂: accepted drafts over drafts the target examined (those after a rejection are not).
+
+        Each examined draft is accepted with probability α (Leviathan's model), so this is the
+        maximum-likelihood estimate of α, the one the theory's formulas take.
+        """
+        examined = sum(min(event.num_accepted + 1, event.gamma) for event in self.rounds)
+        return self.num_accepted / examined if examined else 0.0
+
+    @property
+    def mean_tokens_per_round(self) -> float:
+        """New tokens per target call in the rounds (accepted drafts + the target's own token)."""
+        if not self.rounds:
+            return 0.0
+        return sum(len(event.emitted_ids) for event in self.rounds) / len(self.rounds)
+
+    def per_position_acceptance(self) -> list[float]:
+        """For draft position i: accepted / examined at i (a draft is examined if all before it passed)."""
+        max_gamma = max((event.gamma for event in self.rounds), default=0)
+        accepted, examined = [0] * max_gamma, [0] * max_gamma
+        for event in self.rounds:
+            for i in range(min(event.num_accepted + 1, event.gamma)):
+                examined[i] += 1
+                accepted[i] += i < event.num_accepted
+        return [a / e if e else 0.0 for a, e in zip(accepted, examined)]
+
+    # --- persistence -----------------------------------------------------------------------------
+    def events(self) -> list[Event]:
+        return [e for e in [self.prefill, *self.rounds, self.finish] if e is not None]
+
+    def to_dict(self) -> dict:
+        return {"lane": self.lane, "events": [event_to_dict(event) for event in self.events()]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trace":
+        trace = cls.from_events(event_from_dict(event) for event in data["events"])
+        trace.lane = data.get("lane", trace.lane)
+        return trace
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Speculative lane against the baseline lane, with Leviathan's prediction beside it."""
+
+    speedup: float  # measured: speculative tokens/s over baseline tokens/s
+    acceptance_rate: float  # α̂
+    cost_ratio: float  # c: draft step seconds over baseline target step seconds
+    predicted_speedup: float  # Leviathan's formula at the measured α̂, c and this γ
+    best_gamma: int  # the γ the formula recommends for the measured α̂ and c
+    pays: bool  # α̂ > c
+
+
+def compare(baseline: Trace, speculative: Trace, gamma: int) -> Comparison:
+    """Needs both lanes to have run at least one round; partial traces give running figures."""
+    speedup = speculative.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
+    alpha = speculative.acceptance_rate
+    target_step_s = baseline.mean_target_step_s
+    cost_ratio = speculative.mean_draft_step_s / target_step_s if target_step_s > 0 else 0.0
+    return Comparison(
+        speedup=speedup,
+        acceptance_rate=alpha,
+        cost_ratio=cost_ratio,
+        predicted_speedup=theory.expected_speedup(alpha, gamma, cost_ratio),
+        best_gamma=theory.best_gamma(alpha, cost_ratio),
+        pays=theory.speculation_pays(alpha, cost_ratio),
+    )
