@@ -316,7 +316,7 @@ def speculative_decode(
 @torch.inference_mode()
 def warm_up(pair: ModelPair) -> None:
     """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed."""
-    ids = torch.zeros((1, 4), dtype=torch.long, device=pair.device)  # (1, 4)
+    ids = torch.arange(1, 5, device=pair.device).view(1, 4) % pair.vocab_size  # (1, 4)
     for model in (pair.target, pair.draft):
         if model is not None:
             cache = DynamicCache()

@@ -114,14 +114,18 @@ class Trace:
         return sum(event.num_accepted for event in self.rounds)
 
     @property
+    def num_examined(self) -> int:
+        """Drafts the target judged: up to and including the first rejection of each round."""
+        return sum(min(event.num_accepted + 1, event.gamma) for event in self.rounds)
+
+    @property
     def acceptance_rate(self) -> float:
         """α̂: accepted drafts over drafts the target examined (those after a rejection are not).
 
         Each examined draft is accepted with probability α (Leviathan's model), so this is the
         maximum-likelihood estimate of α, the one the theory's formulas take.
         """
-        examined = sum(min(event.num_accepted + 1, event.gamma) for event in self.rounds)
-        return self.num_accepted / examined if examined else 0.0
+        return self.num_accepted / self.num_examined if self.num_examined else 0.0
 
     @property
     def mean_tokens_per_round(self) -> float:

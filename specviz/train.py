@@ -169,7 +169,9 @@ def build_model(shape: ModelShape, config: TrainConfig, eos_id: int):
         attn_pdrop=0.0,
         bos_token_id=eos_id,
         eos_token_id=eos_id,
-        pad_token_id=eos_id,
+        # No pad id: generation never pads a single sequence, and with one set transformers
+        # inspects every forward's input for padding (a device sync per step).
+        pad_token_id=None,
     )
     return GPT2LMHeadModel(model_config)
 

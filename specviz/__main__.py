@@ -1,0 +1,5 @@
+import sys
+
+from specviz.cli import main
+
+sys.exit(main())

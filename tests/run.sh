@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up (once) and run the test suite: `bash tests/run.sh [pytest args]`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q -r tests/requirements.txt
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec .venv/bin/python -m pytest tests -q "$@"
