@@ -1,0 +1,11 @@
+"""specviz: speculative decoding, live. `python app.py` serves it (Hugging Face Spaces runs this file).
+
+Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860).
+"""
+
+from specviz.ui import LAUNCH_OPTIONS, build_app
+
+demo = build_app()
+
+if __name__ == "__main__":
+    demo.launch(**LAUNCH_OPTIONS)

@@ -1,0 +1,221 @@
+"""Plotly figures of a run, built from traces only (never from models or the UI clock).
+
+Every function takes finished or partial traces and returns a `plotly.graph_objects.Figure`;
+an empty trace gives an empty figure with a hint, so the app can draw them from the first
+event on.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from specviz.events import RoundEvent
+from specviz.trace import Trace
+
+# Okabe-Ito, a palette that stays distinct under the common colour-vision deficiencies.
+COLORS = {
+    "accepted": "#009E73",  # bluish green
+    "rejected": "#D55E00",  # vermillion
+    "unexamined": "#999999",  # grey
+    "resample": "#E69F00",  # orange
+    "bonus": "#0072B2",  # blue
+    "baseline": "#555555",  # the target-only lane
+    "speculative": "#0072B2",
+    "draft": "#CC79A7",  # reddish purple: q
+    "target": "#0072B2",  # p
+    "residual": "#E69F00",  # norm(max(0, p - q))
+}
+HEIGHT = 280
+
+
+def base_figure(title: str, x_title: str, y_title: str) -> go.Figure:
+    figure = go.Figure()
+    figure.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        template="plotly_white",
+        height=HEIGHT,
+        margin={"l": 50, "r": 15, "t": 45, "b": 45},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        showlegend=True,
+    )
+    return figure
+
+
+def with_hint(figure: go.Figure, hint: str) -> go.Figure:
+    figure.add_annotation(text=hint, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font={"color": "#888"})
+    figure.update_xaxes(showticklabels=False)
+    figure.update_yaxes(showticklabels=False)
+    return figure
+
+
+def speculative_rounds(trace: Trace) -> list[RoundEvent]:
+    """Rounds that drafted something (a round near the end may draft nothing)."""
+    return [event for event in trace.rounds if event.gamma > 0]
+
+
+def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
+    """Bars: drafts accepted in each round, coloured by how the round ended; a line at γ."""
+    figure = base_figure("Accepted drafts per round", "round", "accepted tokens")
+    rounds = speculative_rounds(speculative)
+    if not rounds:
+        return with_hint(figure, "drafting starts after the target-only lane")
+    for kind, name in (("bonus", "all accepted (+ bonus)"), ("resample", "rejection (+ resample)")):
+        chosen = [event for event in rounds if event.next_kind == kind]
+        figure.add_bar(
+            x=[event.round_index + 1 for event in chosen],
+            y=[event.num_accepted for event in chosen],
+            name=name,
+            marker_color=COLORS[kind],
+            customdata=[[event.gamma] for event in chosen],
+            hovertemplate="round %{x}: %{y} of %{customdata[0]} accepted<extra></extra>",
+        )
+    figure.add_hline(y=gamma, line_dash="dash", line_color="#444", annotation_text=f"γ = {gamma}", annotation_position="top left")
+    figure.update_layout(barmode="overlay", yaxis_range=[0, gamma + 0.6])
+    return figure
+
+
+def cumulative_acceptance(speculative: Trace) -> go.Figure:
+    """α̂ after each round: accepted over examined drafts so far."""
+    figure = base_figure("Acceptance rate α̂ so far", "round", "α̂")
+    rounds = speculative_rounds(speculative)
+    if not rounds:
+        return with_hint(figure, "drafting starts after the target-only lane")
+    xs, ys = [], []
+    accepted = examined = 0
+    for event in rounds:
+        accepted += event.num_accepted
+        examined += min(event.num_accepted + 1, event.gamma)
+        xs.append(event.round_index + 1)
+        ys.append(accepted / examined if examined else 0.0)
+    figure.add_scatter(
+        x=xs, y=ys, mode="lines+markers", name="α̂", line_color=COLORS["accepted"],
+        hovertemplate="after round %{x}: α̂ = %{y:.2f}<extra></extra>",
+    )
+    figure.update_layout(yaxis_range=[0, 1.05], showlegend=False)
+    return figure
+
+
+def tokens_vs_time(baseline: Trace, speculative: Trace) -> go.Figure:
+    """Tokens generated against seconds of model work, both lanes; running speedup in the title."""
+    title = "Tokens vs time"
+    speedup = running_speedup(baseline, speculative)
+    if speedup is not None:
+        title += f" — speculative is {speedup:.2f}× the baseline's speed"
+    figure = base_figure(title, "seconds of model work", "tokens")
+    if not baseline.timeline() and not speculative.timeline():
+        return with_hint(figure, "press Run")
+    for trace, name in ((baseline, "target only"), (speculative, "speculative")):
+        timeline = trace.timeline()
+        if timeline:
+            figure.add_scatter(
+                x=[0.0] + [s for s, _ in timeline],
+                y=[0] + [n for _, n in timeline],
+                mode="lines",
+                line={"shape": "hv", "color": COLORS[trace.lane or "baseline"], "width": 2.5},
+                name=name,
+                hovertemplate="%{x:.3f} s: %{y} tokens<extra>" + name + "</extra>",
+            )
+    return figure
+
+
+def running_speedup(baseline: Trace, speculative: Trace) -> float | None:
+    """Speculative tokens/s over baseline tokens/s, once both lanes have something to show."""
+    if baseline.tokens_per_s > 0 and speculative.rounds and speculative.tokens_per_s > 0:
+        return speculative.tokens_per_s / baseline.tokens_per_s
+    return None
+
+
+def per_position_acceptance(speculative: Trace) -> go.Figure:
+    """Acceptance at draft position i among drafts the target examined; α̂ for comparison."""
+    figure = base_figure("Acceptance by draft position", "draft position", "accepted / examined")
+    rates = speculative.per_position_acceptance()
+    if not rates:
+        return with_hint(figure, "drafting starts after the target-only lane")
+    examined = [0] * len(rates)
+    for event in speculative.rounds:
+        for i in range(min(event.num_accepted + 1, event.gamma)):
+            examined[i] += 1
+    positions = list(range(1, len(rates) + 1))
+    figure.add_bar(
+        x=positions, y=rates, name="per position", marker_color=COLORS["accepted"], customdata=examined,
+        hovertemplate="position %{x}: %{y:.2f} of %{customdata} examined<extra></extra>",
+    )
+    figure.add_scatter(
+        x=positions, y=[speculative.acceptance_rate] * len(positions), mode="lines", name="α̂ (all)",
+        line={"dash": "dash", "color": "#444"},
+    )
+    figure.update_layout(yaxis_range=[0, 1.05], xaxis={"dtick": 1})
+    return figure
+
+
+def decision_distributions(
+    event: RoundEvent, labels: Mapping[int, str], max_tokens: int = 10
+) -> go.Figure:
+    """At the round's deciding position: q and p of the top tokens, and the residual if rejected.
+
+    The deciding position is the first rejection (the correction comes from the residual
+    norm(max(0, p − q))) or, for a fully accepted round, the bonus position (drawn from p).
+    """
+    position = event.num_accepted
+    figure = base_figure(decision_title(event, labels), "token", "probability")
+    if not event.details or position >= len(event.details):
+        return with_hint(figure, "no distributions recorded for this round")
+    detail = event.details[position]
+    series = [("q (draft)", detail.draft_top, COLORS["draft"]), ("p (target)", detail.target_top, COLORS["target"])]
+    if detail.residual_top:
+        series.append(("residual norm(max(0, p−q))", detail.residual_top, COLORS["residual"]))
+    token_ids = ordered_union([pairs for _, pairs, _ in series], max_tokens)
+    names = unique_names([label_of(token_id, labels) for token_id in token_ids], token_ids)
+    highest = 0.0
+    for name, pairs, color in series:
+        probs = dict(pairs)
+        values = [probs.get(token_id, 0.0) for token_id in token_ids]
+        highest = max([highest, *values])
+        figure.add_bar(
+            x=names, y=values, name=name, marker_color=color,
+            hovertemplate="%{x}: %{y:.3g}<extra>" + name + "</extra>",
+        )
+    top = min(1.05, highest * 1.15) if highest > 0 else 1.05  # flat distributions stay readable
+    figure.update_layout(barmode="group", yaxis_range=[0, top], xaxis={"type": "category"})
+    return figure
+
+
+def decision_title(event: RoundEvent, labels: Mapping[int, str]) -> str:
+    position = event.num_accepted
+    if event.next_kind == "resample" and position < len(event.drafted):
+        token = event.drafted[position]
+        return (
+            f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected "
+            f"→ resampled {label_of(event.next_id, labels)}"
+        )
+    return f"Round {event.round_index + 1}: all {event.gamma} accepted → bonus {label_of(event.next_id, labels)} from p"
+
+
+def ordered_union(groups: Sequence[Sequence[tuple[int, float]]], limit: int) -> list[int]:
+    """Token ids in order of their best probability across the groups, at most `limit`."""
+    best: dict[int, float] = {}
+    for pairs in groups:
+        for token_id, prob in pairs:
+            best[token_id] = max(best.get(token_id, 0.0), prob)
+    ranked = sorted((token_id for token_id in best if best[token_id] > 0), key=lambda t: -best[t])
+    return ranked[:limit]
+
+
+def unique_names(names: list[str], token_ids: list[int]) -> list[str]:
+    """Category labels must differ: add the id where two tokens read the same."""
+    return [f"{name} #{token_id}" if names.count(name) > 1 else name for name, token_id in zip(names, token_ids)]
+
+
+def label_of(token_id: int, labels: Mapping[int, str]) -> str:
+    """A short, visible label for a token: quotes, with whitespace spelled out."""
+    text = labels.get(token_id)
+    if text is None:
+        return f"#{token_id}"
+    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    if shown.strip() == "":
+        shown = shown.replace(" ", "␣")
+    return repr(shown) if len(shown) <= 24 else repr(shown[:22] + "…")

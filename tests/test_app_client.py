@@ -1,0 +1,79 @@
+"""The app's API endpoint, called with gradio_client against the launched server."""
+
+from __future__ import annotations
+
+import pytest
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client.exceptions import AppError  # noqa: E402
+
+PROMPT = "def fibonacci(n):\n"
+MAX_NEW_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return gradio_client.Client(app_url, verbose=False)
+
+
+def generate(client, prompt=PROMPT, **settings):
+    settings = {"pair": "embedded", "gamma": 4, "temperature": 0.0, "max_new_tokens": MAX_NEW_TOKENS, "seed": 0, **settings}
+    return client.predict(prompt=prompt, api_name="/generate", **settings)
+
+
+def test_generate_endpoint_is_listed(client):
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert "/generate" in endpoints
+
+
+def test_greedy_lanes_agree_and_stats_are_complete(client):
+    baseline_text, speculative_text, stats = generate(client, temperature=0.0)
+    assert baseline_text and baseline_text == speculative_text  # greedy: token for token
+    baseline, speculative = stats["baseline"], stats["speculative"]
+    assert baseline["num_tokens"] == speculative["num_tokens"] <= MAX_NEW_TOKENS
+    assert baseline["num_target_forwards"] == baseline["num_tokens"]  # one forward per token
+    assert baseline["num_draft_forwards"] == 0
+    assert 1 <= speculative["num_target_forwards"] <= baseline["num_target_forwards"]
+    assert speculative["num_draft_forwards"] > 0
+    assert stats["speedup"] > 0 and stats["predicted_speedup"] > 0
+    assert 0 <= stats["acceptance_rate"] <= 1
+    assert 1 <= stats["best_gamma"] <= 16
+    assert stats["settings"]["gamma"] == 4
+
+
+def test_sampling_run(client):
+    baseline_text, speculative_text, stats = generate(client, temperature=1.0, top_k=50, top_p=0.95, seed=3, gamma=6)
+    assert baseline_text and speculative_text
+    assert stats["settings"]["top_k"] == 50
+    assert 1 <= stats["speculative"]["num_tokens"] <= MAX_NEW_TOKENS
+    assert stats["speculative"]["mean_tokens_per_round"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"prompt": ""}, "prompt is empty"),
+        ({"prompt": "   \n"}, "prompt is empty"),
+        ({"gamma": 99}, "γ"),
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top-p"),
+        ({"max_new_tokens": 0}, "max new tokens"),
+        ({"pair": "no-such-pair"}, "unknown model pair"),
+        ({"pair": "custom", "target_id": "/nonexistent/target", "draft_id": "/nonexistent/draft"}, "no model folder"),
+        ({"pair": "custom", "target_id": "", "draft_id": ""}, "needs both"),
+        ({"pair": "custom", "target_id": "specviz-test/no-such-model", "draft_id": "specviz-test/no-such-draft"}, "Hugging Face Hub"),
+        ({"prompt": "x = 1\n" * 400}, "shorten"),
+    ],
+)
+def test_bad_inputs_give_clear_errors(client, settings, message):
+    with pytest.raises(AppError) as raised:
+        generate(client, **settings)
+    assert message in str(raised.value)
+    assert "Traceback" not in str(raised.value)
+
+
+def test_still_serving_after_errors(client):
+    with pytest.raises(AppError):
+        generate(client, prompt="")
+    baseline_text, speculative_text, stats = generate(client, max_new_tokens=8)
+    assert stats["baseline"]["num_tokens"] >= 1 and speculative_text

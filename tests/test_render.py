@@ -1,0 +1,112 @@
+"""render.py and plots.py on hand-made events: no models, no server, milliseconds."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+
+from specviz import plots, render
+from specviz.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
+
+VOCAB = ["<eos>", "def", " f", "(x", "):", "\n    ", "return", " x", " <b>", " & ${y}", "\t"]
+
+
+def decode(ids):
+    return "".join(VOCAB[i] for i in ids)
+
+
+def drafted(token_id, q, p, r, accepted, decided=True):
+    return DraftedToken(token_id, q, p, min(1.0, p / q), r, accepted, decided)
+
+
+def detail(residual=()):
+    return PositionDetail(((3, 0.6), (4, 0.2)), ((4, 0.5), (3, 0.3)), residual)
+
+
+def make_run() -> render.RunView:
+    run = render.RunView("x = 1\n", [1], gamma=3, settings={"temperature": 1.0})
+    baseline = [
+        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5, 6, 7])),
+        FinishEvent("baseline", "max_new_tokens", 6),
+    ]
+    speculative = [
+        PrefillEvent("speculative", 1, 2, 0.012, 1, 1),
+        RoundEvent(  # rejection at the second draft, third never examined, then a resample
+            "speculative", 0, 1, 3,
+            (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False), drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
+            1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
+            details=(detail(), detail(((4, 0.7), (5, 0.3))), detail(), detail()),
+        ),
+        RoundEvent(  # all accepted, plus a bonus
+            "speculative", 1, 3, 3,
+            (drafted(5, 0.9, 0.95, 0.1, True), drafted(6, 0.8, 0.9, 0.3, True), drafted(10, 0.5, 0.6, 0.2, True)),
+            3, 7, "bonus", (5, 6, 10, 7), 0.006, 0.025, 3, 1,
+            details=(detail(), detail(), detail(), detail()),
+        ),
+        FinishEvent("speculative", "max_new_tokens", 7),
+    ]
+    for event in baseline + speculative:
+        run.add(event, decode)
+    return run
+
+
+def test_lanes_colour_every_kind_and_escape_text():
+    run = make_run()
+    baseline_html, speculative_html = render.lanes_html(run)
+    assert baseline_html.count("tok-target") == 6
+    for kind in ("accepted", "rejected", "unexamined", "resample", "bonus"):
+        assert f"tok-{kind}" in speculative_html
+    assert "&lt;b&gt;" in speculative_html and "<b>" not in speculative_html
+    assert "&amp;" in speculative_html and "${" not in speculative_html and "&#36;&#123;y&#125;" in speculative_html
+    assert "↵" in speculative_html  # newlines drawn
+    assert 'data-done="true"' in speculative_html
+    assert "q(x) = 0.500 · p(x) = 0.100 · min(1, p/q) = 0.200 · r = 0.900 → rejected" in speculative_html
+
+
+def test_lane_text_joins_emitted_tokens_only():
+    run = make_run()
+    assert run.speculative.text == decode([2, 3, 4, 5, 6, 10, 7])
+    assert run.baseline.text == decode([2, 3, 4, 5, 6, 7])
+
+
+def test_stats_inspector_and_explainer():
+    run = make_run()
+    stats = render.stats_dict(run)
+    assert stats["speculative"]["num_target_forwards"] == 3
+    assert stats["baseline"]["num_target_forwards"] == 6
+    assert abs(stats["acceptance_rate"] - 4 / 5) < 1e-9  # 1 of 2 examined, then 3 of 3
+    json.dumps(stats)  # the API returns it as JSON
+    html = render.stats_html(run)
+    assert 'class="speedup"' in html and "×" in html
+    assert render.default_round(run) == 0
+    inspector = render.inspector_html(run, 0)
+    assert inspector.count("inspect-row") == 4  # three drafts + the resample
+    assert "not examined" in inspector
+    explainer = render.explain_html(run)
+    assert "In round 1" in explainer and "In round 2" in explainer
+    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted")
+
+
+def test_figures_have_data():
+    run = make_run()
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    figures = [
+        plots.tokens_vs_time(baseline, speculative),
+        plots.accepted_per_round(speculative, 3),
+        plots.cumulative_acceptance(speculative),
+        plots.per_position_acceptance(speculative),
+        plots.decision_distributions(speculative.rounds[0], run.speculative.labels),
+    ]
+    for figure in figures:
+        assert isinstance(figure, go.Figure) and len(figure.data) >= 1
+    assert "×" in figures[0].layout.title.text
+    residual = [trace for trace in figures[4].data if trace.name.startswith("residual")]
+    assert residual and max(residual[0].y) == 0.7
+
+
+def test_empty_traces_give_hint_figures():
+    empty = render.Trace(lane="speculative")
+    for figure in (plots.accepted_per_round(empty, 4), plots.cumulative_acceptance(empty), plots.per_position_acceptance(empty)):
+        assert len(figure.data) == 0 and figure.layout.annotations
