@@ -207,6 +207,42 @@ def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: 
     return model.eval()
 
 
+def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
+    """Fail in seconds, not minutes, when hub models are needed and the hub cannot be reached.
+
+    Without network, from_pretrained retries for about a minute per model before giving up.
+    Local folders, models already in the hub cache, offline mode and proxies skip the check.
+    """
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    remote = [model_id for model_id in model_ids if not is_local(model_id) and not looks_like_path(model_id)]
+    proxied = any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
+    if not remote or constants.HF_HUB_OFFLINE or proxied:
+        return
+    uncached = []
+    for model_id in remote:
+        try:
+            cached = try_to_load_from_cache(model_id, "config.json")
+        except Exception:  # noqa: BLE001 — a malformed id: from_pretrained will explain it
+            cached = None
+        if not isinstance(cached, str):
+            uncached.append(model_id)
+    if not uncached:
+        return
+    endpoint = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout_s).close()
+    except OSError:
+        raise ModelLoadError(
+            f"no network: cannot download {', '.join(map(repr, uncached))} from the Hugging Face Hub "
+            f"({endpoint.hostname} is unreachable); the embedded pair works offline"
+        ) from None
+
+
 _cache: dict[tuple, ModelPair] = {}
 _cache_lock = threading.Lock()
 
@@ -223,6 +259,7 @@ def load_pair(
     key = (spec.target_id, spec.draft_id, str(torch_device), dtype)
     with _cache_lock:  # one load at a time: concurrent users wait for the same pair
         if key not in _cache:
+            check_hub_access([spec.target_id, spec.draft_id])
             target_tokenizer = load_tokenizer(spec.target_id)
             draft_tokenizer = load_tokenizer(spec.draft_id)
             check_tokenizers(spec.target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
