@@ -71,6 +71,11 @@ class RoundEvent:
     num_target_forwards: int
     details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
 
+    @property
+    def num_examined(self) -> int:
+        """Drafts the target judged: the accepted prefix plus the first rejection, if any."""
+        return min(self.num_accepted + 1, self.gamma)
+
 
 @dataclass(frozen=True)
 class FinishEvent:

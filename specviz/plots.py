@@ -88,7 +88,7 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     accepted = examined = 0
     for event in rounds:
         accepted += event.num_accepted
-        examined += min(event.num_accepted + 1, event.gamma)
+        examined += event.num_examined
         xs.append(event.round_index + 1)
         ys.append(accepted / examined if examined else 0.0)
     figure.add_scatter(
@@ -132,13 +132,11 @@ def running_speedup(baseline: Trace, speculative: Trace) -> float | None:
 def per_position_acceptance(speculative: Trace) -> go.Figure:
     """Acceptance at draft position i among drafts the target examined; α̂ for comparison."""
     figure = base_figure("Acceptance by draft position", "draft position", "accepted / examined")
-    rates = speculative.per_position_acceptance()
-    if not rates:
+    counts = speculative.per_position_counts()
+    if not counts:
         return with_hint(figure, "drafting starts after the target-only lane")
-    examined = [0] * len(rates)
-    for event in speculative.rounds:
-        for i in range(min(event.num_accepted + 1, event.gamma)):
-            examined[i] += 1
+    rates = [accepted / examined if examined else 0.0 for accepted, examined in counts]
+    examined = [examined for _, examined in counts]
     positions = list(range(1, len(rates) + 1))
     figure.add_bar(
         x=positions, y=rates, name="per position", marker_color=COLORS["accepted"], customdata=examined,

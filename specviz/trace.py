@@ -33,7 +33,6 @@ class Trace:
         return trace
 
     def add(self, event: Event) -> None:
-        self.lane = event.lane
         if isinstance(event, PrefillEvent):
             self.prefill = event
         elif isinstance(event, RoundEvent):
@@ -42,6 +41,7 @@ class Trace:
             self.finish = event
         else:
             raise TypeError(f"not an engine event: {event!r}")
+        self.lane = event.lane
 
     # --- what was generated -------------------------------------------------------------
     @property
@@ -116,7 +116,7 @@ class Trace:
     @property
     def num_examined(self) -> int:
         """Drafts the target judged: up to and including the first rejection of each round."""
-        return sum(min(event.num_accepted + 1, event.gamma) for event in self.rounds)
+        return sum(event.num_examined for event in self.rounds)
 
     @property
     def acceptance_rate(self) -> float:
@@ -134,15 +134,19 @@ class Trace:
             return 0.0
         return sum(len(event.emitted_ids) for event in self.rounds) / len(self.rounds)
 
-    def per_position_acceptance(self) -> list[float]:
-        """For draft position i: accepted / examined at i (a draft is examined if all before it passed)."""
+    def per_position_counts(self) -> list[tuple[int, int]]:
+        """For draft position i: (accepted, examined); a draft is examined if all before it passed."""
         max_gamma = max((event.gamma for event in self.rounds), default=0)
         accepted, examined = [0] * max_gamma, [0] * max_gamma
         for event in self.rounds:
-            for i in range(min(event.num_accepted + 1, event.gamma)):
+            for i in range(event.num_examined):
                 examined[i] += 1
                 accepted[i] += i < event.num_accepted
-        return [a / e if e else 0.0 for a, e in zip(accepted, examined)]
+        return list(zip(accepted, examined))
+
+    def per_position_acceptance(self) -> list[float]:
+        """For draft position i: accepted / examined at i."""
+        return [a / e if e else 0.0 for a, e in self.per_position_counts()]
 
     # --- persistence -----------------------------------------------------------------------------
     def events(self) -> list[Event]:
