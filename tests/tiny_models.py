@@ -92,19 +92,26 @@ def noisy_copy(model, noise: float, seed: int = 1):
     return draft.eval()
 
 
+# Weight noise that turns a target into a draft with middling acceptance (measured: greedy α ≈ 0.4-0.55).
+DRAFT_NOISE = {"gpt2": 0.05, "gpt_neox": 0.05, "llama": 0.02, "qwen2": 0.02}
+
+
 @functools.lru_cache(maxsize=None)
 def tiny_pair(
     arch: str = "gpt2",
     seed: int = 0,
     vocab_size: int = 128,
     context_length: int = 128,
-    noise: float = 0.1,
+    noise: float | None = None,
     init_std: float = 0.3,
     hidden: int = 48,
 ) -> ModelPair:
-    """A 2-layer target and a noisy copy of it as draft, wrapped as the engine wants them (cached)."""
+    """A 2-layer target and a noisy copy of it as draft, wrapped as the engine wants them (cached).
+
+    The default noise gives a greedy acceptance rate of roughly 0.4-0.6 for every architecture.
+    """
     target = make_model(arch, seed, vocab_size, 2, hidden, context_length, init_std)
-    draft = noisy_copy(target, noise, seed + 1000)
+    draft = noisy_copy(target, DRAFT_NOISE[arch] if noise is None else noise, seed + 1000)
     return ModelPair.from_models(target, draft, name=f"tiny-{arch}")
 
 
@@ -116,3 +123,13 @@ def random_prompts(num_prompts: int, vocab_size: int, seed: int = 0, min_len: in
         length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
         prompts.append(torch.randint(3, vocab_size, (length,), generator=generator).tolist())
     return prompts
+
+
+def make_tokenizer(tokens: list[str]):
+    """A word-level PreTrainedTokenizerFast over exactly these tokens (ids in list order)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({token: i for i, token in enumerate(tokens)}, unk_token=tokens[0]))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=tokens[0], eos_token=tokens[EOS_ID], pad_token=tokens[PAD_ID])

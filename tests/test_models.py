@@ -1,0 +1,215 @@
+"""Inputs a user can get wrong, model pairs that cannot work, and padded vocabularies.
+
+Every error must say what is wrong in words a user can act on, so the tests assert on the text.
+Nothing here downloads: hub ids are tried with the hub in offline mode, and local pairs are tiny
+random models saved to temporary folders.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import specviz.models
+from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_both, speculative_decode
+from specviz.models import (
+    PRESETS,
+    IncompatiblePairError,
+    ModelLoadError,
+    ModelPair,
+    check_tokenizers,
+    load_pair,
+    load_tokenizer,
+    resolve_pair,
+)
+from specviz.trace import Trace
+from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
+
+DECODERS = (autoregressive_decode, speculative_decode, decode_both)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(gamma=0), r"gamma \(γ, tokens drafted per round\) must be an integer from 1 to 16, got 0"),
+        (dict(gamma=-3), r"gamma .* from 1 to 16, got -3"),
+        (dict(gamma=MAX_GAMMA + 1), rf"gamma .* from 1 to {MAX_GAMMA}, got {MAX_GAMMA + 1}"),
+        (dict(gamma=2.5), r"gamma .* must be an integer"),
+        (dict(temperature=-0.5), r"temperature must be ≥ 0 \(0 means greedy\), got -0.5"),
+        (dict(temperature=math.nan), r"temperature must be ≥ 0 .*got nan"),
+        (dict(top_p=0.0), r"top-p must be in \(0, 1\] \(1 turns it off\), got 0.0"),
+        (dict(top_p=1.5), r"top-p must be in \(0, 1\]"),
+        (dict(top_p=-0.2), r"top-p must be in \(0, 1\]"),
+        (dict(top_p=math.nan), r"top-p must be in \(0, 1\]"),
+        (dict(top_k=-1), r"top-k must be an integer ≥ 0 \(0 turns it off\), got -1"),
+        (dict(max_new_tokens=0), r"max new tokens must be a positive integer, got 0"),
+        (dict(max_new_tokens=-5), r"max new tokens must be a positive integer"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_clear_message(settings, message):
+    config = DecodeConfig(**settings)
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+    pair = tiny_pair("gpt2")
+    for decode in DECODERS:  # refused before any model work
+        with pytest.raises(ValueError, match=message):
+            next(iter(decode(pair, [5, 6, 7], config)))
+
+
+def test_good_settings_pass():
+    for settings in (dict(), dict(gamma=1), dict(gamma=MAX_GAMMA), dict(temperature=0.0, top_p=1.0, top_k=0),
+                     dict(temperature=2.0, top_p=0.01, top_k=3, max_new_tokens=1)):
+        DecodeConfig(**settings).validate()
+
+
+def test_bad_prompts_are_refused():
+    pair = tiny_pair("gpt2")
+    for decode in DECODERS:
+        with pytest.raises(ValueError, match="the prompt is empty"):
+            next(iter(decode(pair, [], DecodeConfig())))
+        with pytest.raises(ValueError, match=r"prompt token ids \[128, 500\] are outside the vocabulary \(size 128\)"):
+            next(iter(decode(pair, [3, 128, 500], DecodeConfig())))
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            next(iter(decode(pair, [-1], DecodeConfig())))
+
+
+def test_encode_refuses_empty_and_too_long_prompts():
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
+    pair = ModelPair.from_models(tiny_pair("gpt2", context_length=24).target, None, tokenizer)
+    for text in ("", "   ", "\n"):
+        with pytest.raises(ValueError, match="the prompt is empty"):
+            pair.encode(text)
+    assert pair.encode("w1 w2 w3") == [4, 5, 6]
+    assert pair.decode([4, 5, 6]) == "w1 w2 w3"
+    with pytest.raises(ValueError, match=r"the prompt is 30 tokens long, but these models see at most 24 tokens"):
+        pair.encode(" ".join(["w7"] * 30))
+
+
+def test_unknown_preset_and_half_custom_pairs():
+    with pytest.raises(ModelLoadError, match=r"unknown model pair 'gpt-5'; choose one of: embedded, pythia"):
+        load_pair("gpt-5")
+    with pytest.raises(ModelLoadError, match="a custom pair needs both a target and a draft model id"):
+        resolve_pair(target="some/model")
+    with pytest.raises(ModelLoadError, match="needs both"):
+        load_pair(draft="some/model")
+    assert resolve_pair().name == "embedded"
+    assert resolve_pair(target=" a/b ", draft="c/d ").target_id == "a/b"
+    for name, preset in PRESETS.items():
+        assert resolve_pair(name) is preset
+
+
+@pytest.mark.timeout(60)
+def test_unreachable_hub_id_fails_fast_with_a_clear_message(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))  # nothing cached: must not be found
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    model_id = "specviz-tests/no-such-model"
+    with pytest.raises(ModelLoadError) as error:
+        load_pair(target=model_id, draft="specviz-tests/no-such-draft")
+    message = str(error.value)
+    assert repr(model_id) in message
+    assert "Hugging Face Hub" in message and "network" in message
+    # a path that is not there reads as a missing folder, not a hub problem
+    with pytest.raises(ModelLoadError, match=r"no model folder at '\./no/such/folder'"):
+        load_tokenizer("./no/such/folder")
+
+
+def save_local_model(folder, model, tokenizer):
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_incompatible_tokenizers_are_refused_naming_both(tmp_path):
+    special = ["<s>", "</s>", "<pad>"]
+    target_tokenizer = make_tokenizer(special + [f"w{i}" for i in range(61)])
+    draft_tokenizer = make_tokenizer(special + [f"v{i}" for i in range(61)])  # same size, other words
+    target_dir, draft_dir = tmp_path / "target-model", tmp_path / "draft-model"
+    target_tokenizer.save_pretrained(target_dir)
+    draft_tokenizer.save_pretrained(draft_dir)
+    loaded_target, loaded_draft = load_tokenizer(str(target_dir)), load_tokenizer(str(draft_dir))
+    with pytest.raises(IncompatiblePairError) as error:
+        check_tokenizers(str(target_dir), loaded_target, str(draft_dir), loaded_draft)
+    message = str(error.value)
+    assert repr(str(target_dir)) in message and repr(str(draft_dir)) in message
+    assert "different vocabularies" in message and "one tokenizer shared by both models" in message
+    check_tokenizers("a", loaded_target, "b", load_tokenizer(str(target_dir)))  # the same one passes
+
+    # through load_pair too, with models in the folders: refused before the models are loaded
+    save_local_model(target_dir, make_model("llama", vocab_size=64, hidden=32), target_tokenizer)
+    save_local_model(draft_dir, make_model("llama", vocab_size=64, hidden=32, num_layers=1), draft_tokenizer)
+    with pytest.raises(IncompatiblePairError, match="target-model.*draft-model"):
+        load_pair(target=str(target_dir), draft=str(draft_dir))
+
+
+def test_local_custom_pair_loads_and_decodes(tmp_path):
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
+    # GPT-2 layout, like the embedded pair: transformers 5's AutoTokenizer loads a qwen2/llama
+    # folder's tokenizer as that model's own tokenizer class, which mangles this word-level one
+    target = make_model("gpt2", vocab_size=64, hidden=32)
+    target_dir = save_local_model(tmp_path / "target", target, tokenizer)
+    draft_dir = save_local_model(tmp_path / "draft", noisy_copy(target, 0.02), tokenizer)
+    pair = load_pair(target=target_dir, draft=draft_dir, device="cpu")
+    assert load_pair(target=target_dir, draft=draft_dir, device="cpu") is pair  # loaded once per process
+    assert pair.vocab_size == 64 and pair.eos_id == EOS_ID and pair.name == "custom"
+    assert next(pair.target.parameters()).dtype == torch.float32
+    prompt_ids = pair.encode("w3 w4 w5")
+    config = DecodeConfig(gamma=3, max_new_tokens=12, stop_at_eos=False)
+    baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config))
+    speculative = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+    assert speculative.token_ids == baseline.token_ids
+    assert isinstance(pair.decode(speculative.token_ids), str)
+    # a broken folder is a load error naming the folder, not a traceback
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="could not load the model folder"):
+        load_pair(target=str(tmp_path / "broken"), draft=draft_dir)
+
+
+def padded_pair(arch: str, shared: int = 96, padded: int = 128, with_tokenizer: bool = False):
+    """Target with `padded` embedding rows, draft with `shared`; the padding rows win every argmax."""
+    target = make_model(arch, seed=3, vocab_size=padded, hidden=32)
+    draft = make_model(arch, seed=4, vocab_size=shared, hidden=32)
+    with torch.no_grad():  # the draft: the target's weights cut to the shared vocabulary, plus noise
+        target_state = target.state_dict()
+        for name, parameter in draft.named_parameters():
+            source = target_state[name]
+            parameter.copy_(source[tuple(slice(0, n) for n in parameter.shape)])
+            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(0)) * 0.03)
+    head = target.get_output_embeddings()
+    boost = torch.zeros(padded)
+    boost[shared:] = 1e4  # what untrained padding rows could do: unsliced, the engine would emit them
+    handle = head.register_forward_hook(lambda module, args, output: output + boost)
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(shared - 3)]) if with_tokenizer else None
+    return ModelPair.from_models(target, draft, tokenizer), handle
+
+
+@pytest.mark.parametrize("arch, with_tokenizer", [("gpt2", False), ("qwen2", True)])
+def test_padded_vocabulary_is_sliced_to_the_shared_length(arch, with_tokenizer):
+    pair, handle = padded_pair(arch, with_tokenizer=with_tokenizer)
+    try:
+        assert pair.target.config.vocab_size == 128 and pair.vocab_size == 96
+        for seed, prompt_ids in enumerate(random_prompts(3, 96, seed=6)):
+            greedy = DecodeConfig(gamma=3, max_new_tokens=16, stop_at_eos=False)
+            baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, greedy))
+            speculative = Trace.from_events(speculative_decode(pair, prompt_ids, greedy))
+            assert speculative.token_ids == baseline.token_ids
+            assert speculative.num_accepted > 0
+            sampled = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=16, seed=seed, stop_at_eos=False, inspect=True)
+            for decode in (autoregressive_decode, speculative_decode):
+                trace = Trace.from_events(decode(pair, prompt_ids, sampled))
+                assert trace.num_tokens == 16
+                assert max(trace.token_ids) < 96
+                for event in trace.rounds:
+                    for detail in event.details or ():
+                        assert all(token_id < 96 for token_id, _ in detail.target_top + detail.draft_top)
+        # and out-of-range prompt ids are refused against the shared size, not the padded one
+        with pytest.raises(ValueError, match=r"outside the vocabulary \(size 96\)"):
+            next(iter(speculative_decode(pair, [3, 100], DecodeConfig())))
+    finally:
+        handle.remove()
