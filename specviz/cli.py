@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train the embedded pair from the Python standard library")
     train.add_argument("--out", default=None, help="output folder (default: assets/specviz-pair)")
     train.add_argument("--work-dir", default=None, help="corpus cache and checkpoints (resumable)")
-    train.add_argument("--joint-steps", type=int, default=None)
+    train.add_argument("--target-steps", type=int, default=None)
+    train.add_argument("--seqkd-steps", type=int, default=None)
     train.add_argument("--distil-steps", type=int, default=None)
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--threads", type=int, default=None)
@@ -238,7 +239,8 @@ def run_train(args) -> int:
     overrides = {
         "out_dir": args.out,
         "work_dir": args.work_dir,
-        "joint_steps": args.joint_steps,
+        "target_steps": args.target_steps,
+        "seqkd_steps": args.seqkd_steps,
         "distil_steps": args.distil_steps,
         "seed": args.seed,
         "num_threads": args.threads,

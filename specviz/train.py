@@ -4,12 +4,13 @@ Corpus: the Python standard library source of the running interpreter (PSF licen
 every machine that runs specviz already has. Code is the classic use of speculative decoding:
 indentation, keywords and closing brackets are easy tokens a tiny draft guesses right.
 
-Two phases, both seeded and resumable from the last checkpoint in the work folder:
-1. **joint**: the target learns next-token prediction (cross-entropy) while the draft learns to
-   imitate the target's current distribution (KL to the target's detached probabilities), so
-   the teacher logits cost nothing extra.
-2. **distil**: the frozen, final target teaches the draft a little longer, so the draft matches
-   the target it will actually serve with.
+Three phases, seeded and resumable from the last checkpoint in the work folder:
+1. **target**: the target learns next-token prediction (cross-entropy).
+2. **distil**: the frozen target teaches the draft its whole next-token distribution
+   (KL(target ‖ draft)) on corpus text.
+3. **seqkd** (sequence-level distillation): the target writes continuations of corpus snippets
+   and the draft learns the target's distributions on that text, which is what it sees when
+   drafting at serving time (the target's own output, not human-written code).
 
 `python -m specviz train --out assets/specviz-pair` writes `target/` and `draft/` folders in
 the standard transformers format (config.json, model.safetensors, tokenizer files).
@@ -51,10 +52,15 @@ class TrainConfig:
     vocab_size: int = 4096  # BPE vocabulary shared by both models
     context_length: int = 384  # positions of both models; also the training sequence length
     target: ModelShape = field(default_factory=lambda: ModelShape(8, 384, 6))
-    draft: ModelShape = field(default_factory=lambda: ModelShape(2, 128, 4))
+    draft: ModelShape = field(default_factory=lambda: ModelShape(2, 256, 4))
     batch_size: int = 12  # sequences per optimiser step
-    joint_steps: int = 600  # phase 1: target CE + draft KL to the live target
-    distil_steps: int = 150  # phase 2: draft KL to the frozen final target
+    target_steps: int = 600  # phase 1: target cross-entropy
+    distil_steps: int = 450  # phase 2: draft KL to the frozen target, on corpus text
+    seqkd_steps: int = 450  # phase 3: draft KL to the target on text the target wrote itself
+    seqkd_sequences: int = 1024  # continuations the target writes for phase 3
+    seqkd_prompt_tokens: int = 32  # corpus tokens each continuation starts from
+    seqkd_temperatures: tuple[float, ...] = (1.0, 0.5)  # alternated per generation batch
+    seqkd_generate_batch: int = 64
     target_lr: float = 1.5e-3
     draft_lr: float = 3e-3
     warmup_steps: int = 60
@@ -219,6 +225,63 @@ def evaluate(target, draft, ids: torch.Tensor, config: TrainConfig, device: torc
     }
 
 
+@torch.no_grad()
+def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, device: torch.device) -> torch.Tensor:
+    """(seqkd_sequences, context_length) ids: corpus snippets continued by the target's own sampling."""
+    from tqdm import tqdm
+    from transformers import DynamicCache
+
+    generator = torch.Generator().manual_seed(config.seed + 1)
+    num_new = config.context_length - config.seqkd_prompt_tokens
+    batches = []
+    for index in tqdm(range(0, config.seqkd_sequences, config.seqkd_generate_batch), desc="target writes"):
+        temperature = config.seqkd_temperatures[len(batches) % len(config.seqkd_temperatures)]
+        batch_size = min(config.seqkd_generate_batch, config.seqkd_sequences - index)
+        starts = torch.randint(0, len(train_ids) - config.seqkd_prompt_tokens, (batch_size,), generator=generator)
+        ids = torch.stack([train_ids[s : s + config.seqkd_prompt_tokens] for s in starts.tolist()]).long().to(device)
+        cache = DynamicCache()
+        new_ids = ids  # (batch, n): what the cache has not seen yet
+        for _ in range(num_new):
+            with autocast_context(device):
+                logits = target(new_ids, past_key_values=cache, use_cache=True).logits[:, -1].float()  # (batch, vocab)
+            probs = torch.softmax(logits / temperature, dim=-1)  # (batch, vocab)
+            new_ids = torch.multinomial(probs.cpu(), 1, generator=generator).to(device)  # (batch, 1)
+            ids = torch.cat([ids, new_ids], dim=1)  # (batch, n+1)
+        batches.append(ids.cpu().int())
+    return torch.cat(batches)  # (sequences, context_length)
+
+
+def load_or_write_continuations(target, train_ids, config: TrainConfig, device, work: Path) -> torch.Tensor:
+    """Phase 3's text, written once and cached beside the checkpoint (resuming reuses it)."""
+    path = work / "continuations.pt"
+    if path.exists():
+        return torch.load(path)
+    continuations = write_continuations(target, train_ids, config, device)
+    torch.save(continuations, path)
+    return continuations
+
+
+def phase_of(step: int, config: TrainConfig) -> str:
+    if step < config.target_steps:
+        return "target"
+    return "distil" if step < config.target_steps + config.distil_steps else "seqkd"
+
+
+def draft_learning_rate(step: int, config: TrainConfig) -> float:
+    """One cosine over phases 2–3 (the draft does not train in phase 1)."""
+    draft_step = step - config.target_steps
+    return learning_rate(draft_step, config.distil_steps + config.seqkd_steps, config.draft_lr, config.warmup_steps)
+
+
+def optimiser_step(model, optimiser, loss: torch.Tensor, lr: float) -> None:
+    for group in optimiser.param_groups:
+        group["lr"] = lr
+    optimiser.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimiser.step()
+
+
 def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt, generator) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(
@@ -281,40 +344,35 @@ def train(config: TrainConfig) -> Path:
         print(f"resuming from step {start_step} ({checkpoint_path})")
     (work / "config.json").write_text(json.dumps(asdict(config), indent=2))
 
-    total_steps = config.joint_steps + config.distil_steps
+    total_steps = config.target_steps + config.distil_steps + config.seqkd_steps
+    continuations = None
     started = time.perf_counter()
     progress = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train")
     for step in progress:
-        joint = step < config.joint_steps
-        batch = sample_batch(train_ids, config, generator).to(device)
-        inputs, labels = batch[:, :-1], batch[:, 1:]  # (batch, seq) each
-        target.train(joint)
-        with autocast_context(device):
-            if joint:
-                target_logits = target(inputs).logits  # (batch, seq, vocab)
-                target_loss = F.cross_entropy(target_logits.float().flatten(0, 1), labels.flatten())
-                for group in target_opt.param_groups:
-                    group["lr"] = learning_rate(step, config.joint_steps, config.target_lr, config.warmup_steps)
-                target_opt.zero_grad(set_to_none=True)
-                target_loss.backward()
-                torch.nn.utils.clip_grad_norm_(target.parameters(), 1.0)
-                target_opt.step()
-                teacher_logits = target_logits.detach()
+        phase = phase_of(step, config)
+        if phase == "target":
+            batch = sample_batch(train_ids, config, generator).to(device)
+            inputs, labels = batch[:, :-1], batch[:, 1:]  # (batch, seq) each
+            target.train()
+            with autocast_context(device):
+                logits = target(inputs).logits  # (batch, seq, vocab)
+                loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+            optimiser_step(target, target_opt, loss, learning_rate(step, config.target_steps, config.target_lr, config.warmup_steps))
+        else:
+            if phase == "distil":
+                inputs = sample_batch(train_ids, config, generator)[:, :-1].to(device)  # (batch, seq)
             else:
+                if continuations is None:
+                    continuations = load_or_write_continuations(target.eval(), train_ids, config, device, work)
+                rows = torch.randint(0, len(continuations), (config.batch_size,), generator=generator)
+                inputs = continuations[rows].long().to(device)  # (batch, seq)
+            target.eval()
+            with autocast_context(device):
                 with torch.no_grad():
-                    teacher_logits = target(inputs).logits
-                target_loss = None
-            draft_loss = distillation_loss(draft(inputs).logits, teacher_logits)
-        for group in draft_opt.param_groups:
-            group["lr"] = learning_rate(step, total_steps, config.draft_lr, config.warmup_steps)
-        draft_opt.zero_grad(set_to_none=True)
-        draft_loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        draft_opt.step()
-        postfix = {"phase": "joint" if joint else "distil", "kl": f"{draft_loss.item():.3f}"}
-        if target_loss is not None:
-            postfix["ce"] = f"{target_loss.item():.3f}"
-        progress.set_postfix(postfix)
+                    teacher_logits = target(inputs).logits  # (batch, seq, vocab)
+                loss = distillation_loss(draft(inputs).logits, teacher_logits)
+            optimiser_step(draft, draft_opt, loss, draft_learning_rate(step, config))
+        progress.set_postfix({"phase": phase, "ce" if phase == "target" else "kl": f"{loss.item():.3f}"})
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == total_steps:
             save_checkpoint(checkpoint_path, step + 1, target, draft, target_opt, draft_opt, generator)
 
