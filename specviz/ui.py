@@ -13,7 +13,6 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio: no calls to outside hosts
 
 import itertools
-import json
 import logging
 import threading
 import time
@@ -24,9 +23,10 @@ import gradio as gr
 import torch
 
 from specviz import plots, render
+from specviz.bench import load_prompts
 from specviz.engine import MAX_GAMMA, DecodeConfig, decode_both
 from specviz.events import FinishEvent, PrefillEvent
-from specviz.models import ASSETS_DIR, DEFAULT_PRESET, PRESETS, ModelPair, load_pair
+from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
 from specviz.trace import Trace
 
 try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
@@ -62,19 +62,12 @@ LAUNCH_OPTIONS = {"css": CSS}  # gradio 6 takes css (and theme) in launch(), not
 
 
 def example_prompts() -> list[str]:
-    """assets/prompts.json (a list of strings), else assets/prompts.txt (blank-line-separated), else built-ins."""
-    json_path, text_path = ASSETS_DIR / "prompts.json", ASSETS_DIR / "prompts.txt"
+    """The example prompts in assets/prompts.json, or a few built-ins if that file is unreadable."""
     try:
-        if json_path.exists():
-            prompts = [p for p in json.loads(json_path.read_text()) if isinstance(p, str) and p.strip()]
-        elif text_path.exists():
-            prompts = [block.strip("\n") + "\n" for block in text_path.read_text().split("\n\n") if block.strip()]
-        else:
-            prompts = []
+        return load_prompts()
     except (OSError, ValueError) as error:
         log.warning("could not read example prompts: %s", error)
-        prompts = []
-    return prompts or FALLBACK_PROMPTS
+        return FALLBACK_PROMPTS
 
 
 def whole_number(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
