@@ -48,6 +48,7 @@ class BenchResult:
     acceptance_rate: float  # α̂ pooled over all rounds
     mean_tokens_per_round: float
     c: float  # median draft step over median baseline target step
+    verify_cost: float  # one (γ+1)-token verify over one baseline step; Leviathan's model assumes 1
     median_baseline_tokens_per_s: float
     median_speculative_tokens_per_s: float
     predicted_speedup: float  # Leviathan's formula at the pooled α̂ and c
@@ -78,6 +79,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) 
     draft_step_s = statistics.median(spec.mean_draft_step_s for _, spec in pairs)
     target_step_s = statistics.median(base.mean_target_step_s for base, _ in pairs)
     cost_ratio = draft_step_s / target_step_s if target_step_s else 0.0
+    verify_s = statistics.median(spec.mean_target_step_s for _, spec in pairs)
     return BenchResult(
         gamma=gamma,
         temperature=temperature,
@@ -87,6 +89,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) 
         acceptance_rate=alpha,
         mean_tokens_per_round=tokens_per_round,
         c=cost_ratio,
+        verify_cost=verify_s / target_step_s if target_step_s else 0.0,
         median_baseline_tokens_per_s=statistics.median(base.tokens_per_s for base, _ in pairs),
         median_speculative_tokens_per_s=statistics.median(spec.tokens_per_s for _, spec in pairs),
         predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
@@ -136,13 +139,13 @@ def theory_gamma(result: BenchResult) -> int:
 
 def format_table(results: list[BenchResult]) -> str:
     """Plain-text table, one row per (temperature, γ), then the recommended γ per temperature."""
-    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10}"
+    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10}"
     lines = [header, "-" * len(header)]
     for r in sorted(results, key=lambda r: (r.temperature, r.gamma)):
         spread = f"{r.median_speedup:.2f}× ({r.min_speedup:.2f}–{r.max_speedup:.2f})"
         lines.append(
             f"{r.temperature:>4g} {r.gamma:>3} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
-            f"{r.c:>6.3f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f}"
+            f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f}"
         )
     for temperature in sorted({r.temperature for r in results}):
         best = recommend_gamma(results, temperature)

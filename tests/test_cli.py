@@ -1,0 +1,98 @@
+"""python -m specviz generate | bench, as a user runs them (a subprocess, JSON on stdout)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_models import make_model, make_tokenizer, noisy_copy
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specviz", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def local_pair(tmp_path_factory) -> tuple[str, str]:
+    """Two tiny GPT-2 folders with one shared word-level tokenizer, as a user would pass them."""
+    folder = tmp_path_factory.mktemp("pair")
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
+    target = make_model("gpt2", vocab_size=64, hidden=32)
+    paths = []
+    for name, model in (("target", target), ("draft", noisy_copy(target, 0.03))):
+        model.save_pretrained(folder / name)
+        tokenizer.save_pretrained(folder / name)
+        paths.append(str(folder / name))
+    return paths[0], paths[1]
+
+
+def generate_json(local_pair, *extra: str) -> dict:
+    target, draft = local_pair
+    result = run_cli(
+        "generate", "--prompt", "w1 w2 w3", "--target", target, "--draft", draft, "--max-new-tokens", "24",
+        "--ignore-eos", "--json", *extra,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_generate_greedy_lanes_are_identical(local_pair):
+    report = generate_json(local_pair, "--gamma", "3", "--temperature", "0")
+    baseline, speculative = report["baseline"], report["speculative"]
+    assert baseline["token_ids"] == speculative["token_ids"]
+    assert len(baseline["token_ids"]) == 24 and report["identical_outputs"] is True
+    assert baseline["target_forward_passes"] == 24  # prefill + one per further token
+    rounds = speculative["rounds"]
+    assert speculative["target_forward_passes"] == 1 + len(rounds) < 24
+    emitted = [speculative["token_ids"][0]] + [i for r in rounds for i in r["emitted_ids"]]
+    assert emitted == speculative["token_ids"]
+    for r in rounds:
+        assert r["next_kind"] in ("resample", "bonus")
+        assert r["num_accepted"] == len(r["drafted_ids"]) if r["next_kind"] == "bonus" else r["num_accepted"] < len(r["drafted_ids"])
+    assert 0 <= speculative["acceptance_rate"] <= 1
+    assert speculative["mean_tokens_per_round"] == pytest.approx((24 - 1) / len(rounds))
+    assert report["speedup"] > 0 and speculative["wall_s"] > 0 and baseline["wall_s"] > 0
+    assert report["config"]["gamma"] == 3
+
+
+def test_generate_sampled_run_completes(local_pair):
+    report = generate_json(local_pair, "--temperature", "1", "--top-p", "0.9", "--seed", "7")
+    assert len(report["speculative"]["token_ids"]) == 24
+    assert report["config"]["temperature"] == 1.0 and report["config"]["top_p"] == 0.9
+    assert isinstance(report["speculative"]["text"], str)
+
+
+def test_generate_bad_input_is_a_clear_error_not_a_traceback(local_pair):
+    target, draft = local_pair
+    result = run_cli("generate", "--prompt", "w1", "--target", target, "--draft", draft, "--top-p", "1.5")
+    assert result.returncode == 2
+    assert "top-p must be in (0, 1]" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("generate", "--prompt", "   ", "--target", target, "--draft", draft)
+    assert result.returncode == 2 and "prompt is empty" in result.stderr
+
+
+def test_bench_json_on_the_embedded_pair(tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps(["def f(x):\n    return", "import os\nimport"]))
+    result = run_cli(
+        "bench", "--gammas", "1,3", "--temperature", "0,1", "--repeats", "2", "--max-new-tokens", "12",
+        "--prompts", str(prompts), "--json",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    cells = {(r["gamma"], r["temperature"]) for r in report["results"]}
+    assert cells == {(1, 0.0), (3, 0.0), (1, 1.0), (3, 1.0)}
+    for r in report["results"]:
+        assert r["num_runs"] == 4  # 2 prompts × 2 repeats
+        assert r["min_speedup"] <= r["median_speedup"] <= r["max_speedup"]
+        assert 0 <= r["acceptance_rate"] <= 1 and r["c"] > 0
+        assert 1 <= r["mean_tokens_per_round"] <= r["gamma"] + 1
+    assert set(report["recommended_gamma"]) == {"0.0", "1.0"}
