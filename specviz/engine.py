@@ -130,13 +130,23 @@ class ModelDrafter:
         input_ids = committed_ids
         drafted, probs = [], []
         for _ in range(num_tokens):
-            logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
-            step_probs = self.to_probs(logits).to(device)  # (1, vocab)
-            next_id = sample(step_probs, self.generator)  # (1,)
+            logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:].to(device)  # (1, vocab)
+            if self.to_probs.greedy:
+                # Same token the one-hot q would give, without building q each step: drafting
+                # is the hot loop, and q is built once per round below.
+                next_id = logits.argmax(-1)  # (1,)
+            else:
+                step_probs = self.to_probs(logits)  # (1, vocab)
+                next_id = sample(step_probs, self.generator)  # (1,)
+                probs.append(step_probs)
             drafted.append(next_id)
-            probs.append(step_probs)
             input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
-        return Proposal(torch.cat(drafted), torch.cat(probs), num_tokens)  # (γ,), (γ, vocab)
+        draft_ids = torch.cat(drafted)  # (γ,)
+        if self.to_probs.greedy:
+            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ, vocab)
+        else:
+            draft_probs = torch.cat(probs)  # (γ, vocab)
+        return Proposal(draft_ids, draft_probs, num_tokens)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)
