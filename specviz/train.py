@@ -380,8 +380,10 @@ def train(config: TrainConfig) -> Path:
     draft.eval()
     metrics = evaluate(target, draft, validation_ids, config, device)
     corpus = json.loads((work / "corpus.json").read_text()) if (work / "corpus.json").exists() else {}
+    # Folders stay out of the summary: it ships in assets/, and machine paths do not belong there.
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir")}
     summary = {
-        "config": asdict(config),
+        "config": settings,
         "corpus": corpus,
         "validation": metrics,
         "num_params": {
