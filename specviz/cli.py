@@ -112,34 +112,20 @@ def colour_speculative(pair, trace) -> str:
 
 
 def lane_summary(pair, trace, speculative: bool) -> dict:
-    summary = {
-        "token_ids": trace.token_ids,
-        "text": pair.decode(trace.token_ids),
-        "num_tokens": trace.num_tokens,
-        "wall_s": trace.wall_s,
-        "tokens_per_s": trace.tokens_per_s,
-        "target_forward_passes": trace.num_target_forwards,
-        "stop_reason": trace.finish.stop_reason if trace.finish else None,
-    }
+    summary = {**trace.summary(), "text": pair.decode(trace.token_ids)}
     if speculative:
-        summary.update(
-            draft_forward_passes=trace.num_draft_forwards,
-            acceptance_rate=trace.acceptance_rate,
-            mean_tokens_per_round=trace.mean_tokens_per_round,
-            per_position_acceptance=trace.per_position_acceptance(),
-            rounds=[
-                {
-                    "drafted_ids": [token.token_id for token in event.drafted],
-                    "num_accepted": event.num_accepted,
-                    "next_id": event.next_id,
-                    "next_kind": event.next_kind,
-                    "emitted_ids": list(event.emitted_ids),
-                    "draft_s": event.draft_s,
-                    "verify_s": event.verify_s,
-                }
-                for event in trace.rounds
-            ],
-        )
+        summary["rounds"] = [
+            {
+                "drafted_ids": [token.token_id for token in event.drafted],
+                "num_accepted": event.num_accepted,
+                "next_id": event.next_id,
+                "next_kind": event.next_kind,
+                "emitted_ids": list(event.emitted_ids),
+                "draft_s": event.draft_s,
+                "verify_s": event.verify_s,
+            }
+            for event in trace.rounds
+        ]
     return summary
 
 

@@ -276,8 +276,8 @@ def stats_dict(run: RunView) -> dict:
     baseline, speculative = run.baseline.trace, run.speculative.trace
     stats = {
         "settings": dict(run.settings),
-        "baseline": lane_stats(baseline),
-        "speculative": lane_stats(speculative),
+        "baseline": baseline.summary(),
+        "speculative": speculative.summary(),
     }
     if baseline.rounds and speculative.rounds:
         comparison = compare(baseline, speculative, run.gamma)
@@ -290,20 +290,6 @@ def stats_dict(run: RunView) -> dict:
             speculation_pays=comparison.pays,
         )
     return stats
-
-
-def lane_stats(trace: Trace) -> dict:
-    return {
-        "num_tokens": trace.num_tokens,
-        "wall_s": trace.wall_s,
-        "tokens_per_s": trace.tokens_per_s,
-        "num_target_forwards": trace.num_target_forwards,
-        "num_draft_forwards": trace.num_draft_forwards,
-        "num_rounds": len(trace.rounds),
-        "mean_tokens_per_round": trace.mean_tokens_per_round,
-        "acceptance_rate": trace.acceptance_rate if trace.num_drafted else None,
-        "stop_reason": trace.finish.stop_reason if trace.finish else None,
-    }
 
 
 def stats_html(run: RunView | None) -> str:

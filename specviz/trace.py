@@ -148,6 +148,22 @@ class Trace:
         """For draft position i: accepted / examined at i."""
         return [a / e if e else 0.0 for a, e in self.per_position_counts()]
 
+    def summary(self) -> dict:
+        """The lane's figures as plain values; the CLI's JSON and the app's API both report these."""
+        return {
+            "token_ids": self.token_ids,
+            "num_tokens": self.num_tokens,
+            "wall_s": self.wall_s,
+            "tokens_per_s": self.tokens_per_s,
+            "target_forward_passes": self.num_target_forwards,
+            "draft_forward_passes": self.num_draft_forwards,
+            "num_rounds": len(self.rounds),
+            "mean_tokens_per_round": self.mean_tokens_per_round,
+            "acceptance_rate": self.acceptance_rate if self.num_drafted else None,
+            "per_position_acceptance": self.per_position_acceptance(),
+            "stop_reason": self.finish.stop_reason if self.finish else None,
+        }
+
     # --- persistence -----------------------------------------------------------------------------
     def events(self) -> list[Event]:
         return [e for e in [self.prefill, *self.rounds, self.finish] if e is not None]

@@ -31,10 +31,10 @@ def test_greedy_lanes_agree_and_stats_are_complete(client):
     assert baseline_text and baseline_text == speculative_text  # greedy: token for token
     baseline, speculative = stats["baseline"], stats["speculative"]
     assert baseline["num_tokens"] == speculative["num_tokens"] <= MAX_NEW_TOKENS
-    assert baseline["num_target_forwards"] == baseline["num_tokens"]  # one forward per token
-    assert baseline["num_draft_forwards"] == 0
-    assert 1 <= speculative["num_target_forwards"] <= baseline["num_target_forwards"]
-    assert speculative["num_draft_forwards"] > 0
+    assert baseline["target_forward_passes"] == baseline["num_tokens"]  # one forward per token
+    assert baseline["draft_forward_passes"] == 0
+    assert 1 <= speculative["target_forward_passes"] <= baseline["target_forward_passes"]
+    assert speculative["draft_forward_passes"] > 0
     assert stats["speedup"] > 0 and stats["predicted_speedup"] > 0
     assert 0 <= stats["acceptance_rate"] <= 1
     assert 1 <= stats["best_gamma"] <= 16

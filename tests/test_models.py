@@ -12,7 +12,6 @@ import math
 import pytest
 import torch
 
-import specviz.models
 from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_both, speculative_decode
 from specviz.models import (
     PRESETS,

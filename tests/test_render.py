@@ -74,8 +74,8 @@ def test_lane_text_joins_emitted_tokens_only():
 def test_stats_inspector_and_explainer():
     run = make_run()
     stats = render.stats_dict(run)
-    assert stats["speculative"]["num_target_forwards"] == 3
-    assert stats["baseline"]["num_target_forwards"] == 6
+    assert stats["speculative"]["target_forward_passes"] == 3
+    assert stats["baseline"]["target_forward_passes"] == 6
     assert abs(stats["acceptance_rate"] - 4 / 5) < 1e-9  # 1 of 2 examined, then 3 of 3
     json.dumps(stats)  # the API returns it as JSON
     html = render.stats_html(run)
