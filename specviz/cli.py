@@ -93,19 +93,12 @@ def prepare_pair(args):
     return load_pair(args.pair, args.target, args.draft, device=args.device)
 
 
-def token_class(event, index: int) -> str:
-    token = event.drafted[index]
-    if token.accepted:
-        return "accepted"
-    return "rejected" if token.decided else "unexamined"
-
-
 def colour_speculative(pair, trace) -> str:
     """The speculative lane as terminal text: every drafted token coloured by its verdict."""
     pieces = [pair.decode([trace.prefill.next_id])] if trace.prefill else []
     for event in trace.rounds:
         for index, token in enumerate(event.drafted):
-            pieces.append(ANSI[token_class(event, index)] + pair.decode([token.token_id]) + RESET)
+            pieces.append(ANSI[event.verdict(index)] + pair.decode([token.token_id]) + RESET)
         if len(event.emitted_ids) > event.num_accepted:  # the target's token survived any EOS cut
             pieces.append(ANSI[event.next_kind] + pair.decode([event.next_id]) + RESET)
     return "".join(pieces)

@@ -76,6 +76,17 @@ class RoundEvent:
         """Drafts the target judged: the accepted prefix plus the first rejection, if any."""
         return min(self.num_accepted + 1, self.gamma)
 
+    def verdict(self, index: int) -> str:
+        """accepted / rejected / unexamined for drafted token `index`.
+
+        A draft accepted after an EOS inside the same round is not emitted, so it counts as
+        unexamined, like the drafts after a rejection.
+        """
+        token = self.drafted[index]
+        if token.accepted:
+            return "accepted" if index < len(self.emitted_ids) else "unexamined"
+        return "rejected" if token.decided else "unexamined"
+
 
 @dataclass(frozen=True)
 class FinishEvent:

@@ -91,13 +91,6 @@ def drafted_title(index: int, gamma: int, token, verdict: str) -> str:
     )
 
 
-def verdict_of(token, index: int, num_emitted: int) -> str:
-    """accepted / rejected / unexamined for a drafted token (accepted past an EOS counts as unexamined)."""
-    if token.accepted:
-        return "accepted" if index < num_emitted else "unexamined"
-    return "rejected" if token.decided else "unexamined"
-
-
 VERDICT_TEXT = {
     "accepted": "accepted (r < min(1, p/q))",
     "rejected": "rejected (r ≥ min(1, p/q))",
@@ -160,7 +153,7 @@ class LaneView:
             text = self.piece(decode, context, token.token_id)
             context.append(token.token_id)
             drafted_texts.append(text)
-            verdict = verdict_of(token, i, num_emitted)
+            verdict = event.verdict(i)
             title = drafted_title(i, event.gamma, token, VERDICT_TEXT[verdict])
             spans.append(token_span(text, verdict, title, keep_breaks=verdict == "accepted"))
         next_text = ""
@@ -399,7 +392,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
     left = 'style="padding:3px 10px;border-bottom:1px solid #eee"'
     rows = []
     for i, token in enumerate(event.drafted):
-        verdict = verdict_of(token, i, num_emitted)
+        verdict = event.verdict(i)
         text = texts.drafted[i] if i < len(texts.drafted) else ""
         rows.append(
             f'<tr class="inspect-row inspect-{verdict}"><td {left}>{i + 1}</td>'
@@ -460,7 +453,7 @@ def explain_html(run: RunView | None) -> str:
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
     if rejected is not None:
         texts = lane.round_texts[rejected.round_index]
-        proposed = " ".join(inline_token(text, verdict_of(t, i, len(rejected.emitted_ids)))
+        proposed = " ".join(inline_token(text, rejected.verdict(i))
                             for i, (t, text) in enumerate(zip(rejected.drafted, texts.drafted)))
         bad = rejected.drafted[rejected.num_accepted]
         points.append(
