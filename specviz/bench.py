@@ -16,7 +16,7 @@ from typing import Iterable
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models import ASSETS_DIR, ModelPair
 from specviz.theory import best_gamma, expected_speedup
-from specviz.trace import Trace
+from specviz.trace import Trace, speedup
 
 DEFAULT_PROMPTS_FILE = ASSETS_DIR / "prompts.json"
 
@@ -70,7 +70,7 @@ def load_prompts(path: str | Path | None = None) -> list[str]:
 
 def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) -> BenchResult:
     """Pool (baseline, speculative) trace pairs into one table row."""
-    speedups = [spec.tokens_per_s / base.tokens_per_s for base, spec in pairs]
+    speedups = [speedup(base, spec) for base, spec in pairs]
     accepted = sum(spec.num_accepted for _, spec in pairs)
     examined = sum(spec.num_examined for _, spec in pairs)
     alpha = accepted / examined if examined else 0.0

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 
 from specviz.events import RoundEvent
-from specviz.trace import Trace
+from specviz.trace import Trace, speedup
 
 # Okabe-Ito, a palette that stays distinct under the common colour-vision deficiencies.
 COLORS = {
@@ -125,7 +125,7 @@ def tokens_vs_time(baseline: Trace, speculative: Trace) -> go.Figure:
 def running_speedup(baseline: Trace, speculative: Trace) -> float | None:
     """Speculative tokens/s over baseline tokens/s, once both lanes have something to show."""
     if baseline.tokens_per_s > 0 and speculative.rounds and speculative.tokens_per_s > 0:
-        return speculative.tokens_per_s / baseline.tokens_per_s
+        return speedup(baseline, speculative)
     return None
 
 

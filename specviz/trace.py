@@ -197,14 +197,18 @@ class Comparison:
     pays: bool  # α̂ > c
 
 
+def speedup(baseline: Trace, speculative: Trace) -> float:
+    """Measured speedup: speculative tokens/s over baseline tokens/s (0 until the baseline has run)."""
+    return speculative.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
+
+
 def compare(baseline: Trace, speculative: Trace, gamma: int) -> Comparison:
     """Needs both lanes to have run at least one round; partial traces give running figures."""
-    speedup = speculative.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
     alpha = speculative.acceptance_rate
     target_step_s = baseline.mean_target_step_s
     cost_ratio = speculative.mean_draft_step_s / target_step_s if target_step_s > 0 else 0.0
     return Comparison(
-        speedup=speedup,
+        speedup=speedup(baseline, speculative),
         acceptance_rate=alpha,
         cost_ratio=cost_ratio,
         predicted_speedup=theory.expected_speedup(alpha, gamma, cost_ratio),
