@@ -43,6 +43,9 @@ class DecodeConfig:
     seed: int = 0  # seeds the one torch.Generator all randomness flows through
     stop_at_eos: bool = True  # stop after the tokenizer's end-of-sequence token
     inspect: bool = False  # attach top-k of p, q and the residual to every round (step inspector)
+    # False: where the draft ships head_rows.json, draft over those rows only (q = 0 elsewhere,
+    # still exact, much cheaper at a 49k vocabulary); True: always the draft's whole output head.
+    full_draft_head: bool = False
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -100,37 +103,60 @@ def crop_cache(cache: DynamicCache, length: int) -> None:
         cache.crop(-excess)
 
 
-def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int) -> torch.Tensor:
+def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int, last_only: bool = False) -> torch.Tensor:
     """Run the ids the cache has not seen yet; return their logits (n_new, vocab) in float32.
 
     Logits are sliced to the shared vocabulary: checkpoints pad their embedding matrices
     (Qwen's 151936 rows for a 151665-token tokenizer) and the padding must never be sampled.
+    `last_only` (a prefill) computes the output head at the last position alone: (1, vocab).
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
-    output = model(input_ids=new_ids, past_key_values=cache, use_cache=True)
+    keep = {"logits_to_keep": 1} if last_only else {}
+    output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep)
     return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
 
 
 class ModelDrafter:
-    """Drafts with a small causal LM and its own KV cache."""
+    """Drafts with a small causal LM and its own KV cache.
 
-    def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator):
+    With `head_rows`, only those rows of the draft's output head are computed: at a 49k-token
+    vocabulary the head is most of a small draft's step. q is then zero outside the rows, which
+    the rejection rule handles like any other q: the output stays exactly the target's.
+    """
+
+    def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
+                 head_rows: torch.Tensor | None = None):
         self.model = model
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
         self.cache = DynamicCache()
+        self.head_rows = head_rows  # (rows,) sorted token ids, or None for the whole head
+        if head_rows is not None:
+            self.head_weight = model.get_output_embeddings().weight[head_rows]  # (rows, hidden)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
-        forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size)
+        # Only the cache matters here: the head runs at the last position alone, not at every one.
+        forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size, last_only=True)
         return 1
+
+    def next_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (1, vocab) for the token after input_ids; -inf outside head_rows when set."""
+        if self.head_rows is None:
+            return forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
+        new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
+        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
+        row_logits = torch.nn.functional.linear(hidden[0, -1:], self.head_weight).float()  # (1, rows)
+        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
+        logits[:, self.head_rows] = row_logits
+        return logits
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         device = committed_ids.device
         input_ids = committed_ids
         drafted, probs = [], []
         for _ in range(num_tokens):
-            logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:].to(device)  # (1, vocab)
+            logits = self.next_logits(input_ids).to(device)  # (1, vocab)
             if self.to_probs.greedy:
                 # Same token the one-hot q would give, without building q each step: drafting
                 # is the hot loop, and q is built once per round below.
@@ -228,7 +254,7 @@ def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: Decode
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     cache = DynamicCache()
     started = clock(pair.device)
-    logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size)[-1:]  # (1, vocab)
+    logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
     next_id = int(sample(to_probs(logits.to(pair.device)), generator))
     yield PrefillEvent("baseline", len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
     generated = [next_id]
@@ -257,11 +283,12 @@ def speculative_decode(
 ) -> Iterator[Event]:
     """Exact speculative decoding: output distributed exactly as the target's (greedy: identical)."""
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
-    drafter = drafter or ModelDrafter(pair.draft, pair.vocab_size, to_probs, generator)
+    head_rows = None if config.full_draft_head else pair.draft_head_rows
+    drafter = drafter or ModelDrafter(pair.draft, pair.vocab_size, to_probs, generator, head_rows)
     target_cache = DynamicCache()
 
     started = clock(pair.device)
-    logits = forward_new_ids(pair.target, ids, target_cache, pair.vocab_size)[-1:]  # (1, vocab)
+    logits = forward_new_ids(pair.target, ids, target_cache, pair.vocab_size, last_only=True)  # (1, vocab)
     next_id = int(sample(to_probs(logits.to(pair.device)), generator))
     num_draft_forwards = drafter.prefill(ids)
     yield PrefillEvent("speculative", len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)

@@ -110,3 +110,16 @@ def test_end_to_end_check_catches_a_wrong_residual(monkeypatch):
     monkeypatch.setattr(specviz.sampling, "residual_distribution", p_instead_of_residual)
     tokens = sample_runs(pair, kwargs, 1200)
     assert min(check_against_target(tokens, joint)) < SIGNIFICANCE
+
+
+@pytest.mark.timeout(180)
+def test_a_draft_restricted_to_some_head_rows_keeps_the_output_exact():
+    """The head_rows drafter (q = 0 outside a subset of the vocabulary) is still exact."""
+    from dataclasses import replace
+
+    pair = replace(distribution_pair(), draft_head_rows=torch.arange(0, VOCAB, 2))  # even ids only
+    kwargs = SETTINGS["temperature-1"]
+    joint = exact_joint_of_three(pair, **kwargs)
+    tokens = sample_runs(pair, kwargs, NUM_RUNS)
+    assert (tokens % 2 == 1).any(), "odd tokens can only come from the target's corrections"
+    assert min(check_against_target(tokens, joint)) > SIGNIFICANCE
