@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable
+
+import torch
 
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models import ASSETS_DIR, ModelPair
@@ -19,6 +22,14 @@ from specviz.theory import best_gamma, expected_speedup
 from specviz.trace import Trace, speedup
 
 DEFAULT_PROMPTS_FILE = ASSETS_DIR / "prompts.json"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """An example prompt: the user's text, and whether it goes through the chat template."""
+
+    text: str
+    chat: bool | None = None  # None: the template when the pair has one; False: plain completion
 
 
 @dataclass(frozen=True)
@@ -32,8 +43,10 @@ class BenchConfig:
     top_k: int = 0  # applied to both models, as in the app
     top_p: float = 1.0
     seed: int = 0
-    # Benchmarks ignore EOS so every run produces the same number of tokens to time.
-    stop_at_eos: bool = False
+    # Stop at EOS: after it an instruct model writes template junk nobody would time.
+    stop_at_eos: bool = True
+    chat: bool | None = None  # overrides every prompt's own chat setting when not None
+    full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
 
 
 @dataclass(frozen=True)
@@ -55,17 +68,23 @@ class BenchResult:
     num_runs: int
 
 
-def load_prompts(path: str | Path | None = None) -> list[str]:
-    """A JSON list of strings, or a text file with one prompt per line."""
+def load_prompts(path: str | Path | None = None) -> list[Prompt]:
+    """A JSON list (strings, or {"prompt": text, "chat": bool} objects), or one prompt per line."""
     path = Path(path) if path else DEFAULT_PROMPTS_FILE
     text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        prompts = json.loads(text)
-    else:
-        prompts = [line for line in text.splitlines() if line.strip()]
-    if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
+    entries = json.loads(text) if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
+    prompts = [to_prompt(entry) for entry in entries] if isinstance(entries, list) else []
+    if not prompts or not all(p is not None and p.text.strip() for p in prompts):
         raise ValueError(f"{path} holds no usable prompts")
     return prompts
+
+
+def to_prompt(entry) -> Prompt | None:
+    if isinstance(entry, str):
+        return Prompt(entry)
+    if isinstance(entry, dict) and isinstance(entry.get("prompt"), str) and entry.get("chat") in (None, True, False):
+        return Prompt(entry["prompt"], entry.get("chat"))
+    return None
 
 
 def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) -> BenchResult:
@@ -97,11 +116,15 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) 
     )
 
 
-def run_bench(pair: ModelPair, prompts: list[str], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
+def encode_prompts(pair: ModelPair, prompts: list[Prompt], chat: bool | None) -> list[list[int]]:
+    return [pair.encode(prompt.text, prompt.chat if chat is None else chat) for prompt in prompts]
+
+
+def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
     """Measure every cell; returns one BenchResult per (γ, temperature)."""
     from tqdm import tqdm
 
-    prompt_ids = [pair.encode(prompt) for prompt in prompts]
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas))
     bar = tqdm(total=total, desc="bench", disable=not progress, unit="run")
     runs: dict[tuple[int, float], list[tuple[Trace, Trace]]] = {}
@@ -116,6 +139,7 @@ def run_bench(pair: ModelPair, prompts: list[str], config: BenchConfig, progress
                     max_new_tokens=config.max_new_tokens,
                     seed=config.seed + 1000 * repeat + index,
                     stop_at_eos=config.stop_at_eos,
+                    full_draft_head=config.full_draft_head,
                 )
                 baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
                 bar.update()
@@ -157,12 +181,140 @@ def format_table(results: list[BenchResult]) -> str:
     return "\n".join(lines)
 
 
-def results_to_json(pair: ModelPair, prompts: list[str], config: BenchConfig, results: list[BenchResult]) -> dict:
+def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, results: list[BenchResult]) -> dict:
     return {
         "pair": pair.name,
+        "draft_head": draft_head_variant(pair, config.full_draft_head),
         "device": str(pair.device),
         "num_prompts": len(prompts),
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],
         "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
     }
+
+
+def draft_head_variant(pair: ModelPair, full_draft_head: bool) -> str:
+    """Which output head the engine's drafter computed: say it beside every figure."""
+    if pair.draft_head_rows is None or full_draft_head:
+        return f"full head ({pair.vocab_size} rows)"
+    return f"head_rows.json ({len(pair.draft_head_rows)} of {pair.vocab_size} rows)"
+
+
+# --- against transformers' own assisted generation ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HfResult:
+    """End-to-end wall time of whole calls, ours and transformers', per (temperature, γ)."""
+
+    temperature: float
+    gamma: int | None  # None: transformers' default schedule (dynamic γ, confidence threshold)
+    median_hf_tokens_per_s: float
+    median_ours_tokens_per_s: float  # our speculative lane at this γ (None row: the best γ's)
+    median_ours_over_hf: float  # ratio of tokens/s, per run, then the median
+    min_ours_over_hf: float
+    max_ours_over_hf: float
+    median_hf_speedup: float  # HF assisted over HF plain generate()
+    num_runs: int
+
+
+def hf_generate_s(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
+                  gamma: int | None, assisted: bool) -> tuple[float, int]:
+    """One transformers generate() call, timed end to end: (seconds, new tokens)."""
+    input_ids = torch.tensor([ids], device=pair.device)  # (1, n)
+    kwargs = {"max_new_tokens": config.max_new_tokens, "pad_token_id": pair.eos_id}
+    if config.stop_at_eos:
+        kwargs["eos_token_id"] = pair.eos_id
+    else:  # never stop early: the same token budget as our lanes
+        kwargs.update(eos_token_id=None, min_new_tokens=config.max_new_tokens)
+    if temperature > 0:
+        kwargs.update(do_sample=True, temperature=temperature, top_k=config.top_k or 0, top_p=config.top_p)
+    else:
+        kwargs.update(do_sample=False)
+    if assisted:
+        kwargs["assistant_model"] = pair.draft
+        if gamma is not None:
+            kwargs.update(num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+    if pair.device.type == "cuda":
+        torch.cuda.synchronize(pair.device)
+    return time.perf_counter() - started, output.shape[1] - input_ids.shape[1]
+
+
+def ours_s(pair: ModelPair, ids: list[int], decode_config: DecodeConfig) -> tuple[float, int]:
+    """Our speculative lane, timed end to end like a generate() call (events and all)."""
+    started = time.perf_counter()
+    trace = Trace.from_events(speculative_decode(pair, ids, decode_config))
+    return time.perf_counter() - started, trace.num_tokens
+
+
+def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
+    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's defaults.
+
+    Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
+    re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
+    """
+    from tqdm import tqdm
+
+    if pair.draft is None:
+        raise ValueError("--against-hf needs a draft model")
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
+    total = config.repeats * len(prompts) * len(config.temperatures) * (2 + 2 * len(config.gammas))
+    bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
+    warm_up(pair)
+    hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, max_new_tokens=4), 0, 2, assisted=True)  # HF's own warm-up
+    cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}
+    for repeat in range(config.repeats):
+        for temperature in config.temperatures:
+            for index, ids in enumerate(prompt_ids):
+                seed = config.seed + 1000 * repeat + index
+                plain_s, plain_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=False)
+                default_s, default_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=True)
+                bar.update(2)
+                best_ours = 0.0
+                for gamma in config.gammas:
+                    decode_config = DecodeConfig(
+                        gamma=gamma, temperature=temperature, top_k=config.top_k, top_p=config.top_p,
+                        max_new_tokens=config.max_new_tokens, seed=seed, stop_at_eos=config.stop_at_eos,
+                        full_draft_head=config.full_draft_head,
+                    )
+                    mine_s, mine_n = ours_s(pair, ids, decode_config)
+                    hf_s, hf_n = hf_generate_s(pair, ids, temperature, config, seed, gamma, assisted=True)
+                    bar.update(2)
+                    ours_rate, hf_rate = mine_n / mine_s, hf_n / hf_s
+                    best_ours = max(best_ours, ours_rate)
+                    cells.setdefault((temperature, gamma), []).append((hf_rate, ours_rate, (plain_n / plain_s)))
+                cells.setdefault((temperature, None), []).append((default_n / default_s, best_ours, plain_n / plain_s))
+    bar.close()
+    results = []
+    for (temperature, gamma), rows in cells.items():
+        ratios = [ours / hf for hf, ours, _ in rows]
+        results.append(HfResult(
+            temperature=temperature,
+            gamma=gamma,
+            median_hf_tokens_per_s=statistics.median(hf for hf, _, _ in rows),
+            median_ours_tokens_per_s=statistics.median(ours for _, ours, _ in rows),
+            median_ours_over_hf=statistics.median(ratios),
+            min_ours_over_hf=min(ratios),
+            max_ours_over_hf=max(ratios),
+            median_hf_speedup=statistics.median(hf / plain for hf, _, plain in rows),
+            num_runs=len(rows),
+        ))
+    return sorted(results, key=lambda r: (r.temperature, r.gamma is None, r.gamma or 0))
+
+
+def format_hf_table(results: list[HfResult]) -> str:
+    header = f"{'T':>4} {'HF γ':>12} {'HF tok/s':>9} {'HF/plain':>9} {'ours tok/s':>10} {'ours / HF (min–max)':>24}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        gamma = "default" if r.gamma is None else f"{r.gamma} const"
+        spread = f"{r.median_ours_over_hf:.2f}× ({r.min_ours_over_hf:.2f}–{r.max_ours_over_hf:.2f})"
+        lines.append(
+            f"{r.temperature:>4g} {gamma:>12} {r.median_hf_tokens_per_s:>9.1f} {r.median_hf_speedup:>8.2f}× "
+            f"{r.median_ours_tokens_per_s:>10.1f} {spread:>24}"
+        )
+    lines.append("(HF 'default' rows compare with our best γ per prompt; every call timed end to end)")
+    return "\n".join(lines)

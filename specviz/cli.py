@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-# The CLI never needs the network for the embedded pair; keep libraries from phoning home.
+# The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
@@ -36,6 +36,14 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, default=0, help="0 = off")
     parser.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--chat", action=argparse.BooleanOptionalAction, default=None,
+        help="wrap prompts in the pair's chat template (default: yes when the pair has one)",
+    )
+    parser.add_argument(
+        "--full-draft-head", action="store_true",
+        help="draft with the draft's whole output head even where it ships head_rows.json",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,21 +63,28 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="γ sweep over several prompts, medians with spread")
     add_pair_arguments(bench)
     bench.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated γ values")
-    bench.add_argument("--prompts", default=None, help="JSON list or one-prompt-per-line file (default: assets/prompts.json)")
+    bench.add_argument("--prompts", default=None, help="JSON list or one-prompt-per-line file (default: the pair's examples)")
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--max-new-tokens", type=int, default=128)
-    bench.add_argument("--temperature", default="0", help="comma-separated temperatures, e.g. 0,0.8")
+    bench.add_argument("--temperature", default="0", help="comma-separated temperatures, e.g. 0,0.7")
+    bench.add_argument("--ignore-eos", action="store_true", help="time max-new-tokens every run, past end-of-sequence")
+    bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
     add_sampling_arguments(bench)
     bench.add_argument("--json", action="store_true")
 
-    train = commands.add_parser("train", help="train the embedded pair from the Python standard library")
-    train.add_argument("--out", default=None, help="output folder (default: assets/specviz-pair)")
-    train.add_argument("--work-dir", default=None, help="corpus cache and checkpoints (resumable)")
-    train.add_argument("--target-steps", type=int, default=None)
-    train.add_argument("--seqkd-steps", type=int, default=None)
-    train.add_argument("--distil-steps", type=int, default=None)
+    train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
+    train.add_argument("--recipe", choices=("embedded", "tiny-code"), default="embedded",
+                       help="embedded: distil a draft for SmolLM2-135M-Instruct; tiny-code: the Python-code pair")
+    train.add_argument("--out", default=None, help="output folder (default: assets/smollm2-draft or assets/tiny-code-pair)")
+    train.add_argument("--work-dir", default=None, help="data cache and checkpoints (resumable)")
+    train.add_argument("--steps", type=int, default=None, help="embedded: draft optimiser steps")
+    train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
+    train.add_argument("--seqkd-steps", type=int, default=None, help="tiny-code only")
+    train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--threads", type=int, default=None)
+
+    commands.add_parser("setup", help="convert the default target from the installed wheel now (else on first use)")
     return parser
 
 
@@ -125,6 +140,7 @@ def lane_summary(pair, trace, speculative: bool) -> dict:
 def run_generate(args) -> int:
     from dataclasses import asdict
 
+    from specviz.bench import draft_head_variant
     from specviz.engine import DecodeConfig, decode_both
     from specviz.trace import Trace, compare
 
@@ -136,10 +152,11 @@ def run_generate(args) -> int:
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
         stop_at_eos=not args.ignore_eos,
+        full_draft_head=args.full_draft_head,
     )
     config.validate()
     pair = prepare_pair(args)
-    prompt_ids = pair.encode(args.prompt)
+    prompt_ids = pair.encode(args.prompt, args.chat)
     traces = {"baseline": Trace(), "speculative": Trace()}
     for event in decode_both(pair, prompt_ids, config):
         traces[event.lane].add(event)
@@ -149,7 +166,10 @@ def run_generate(args) -> int:
         print(
             json.dumps(
                 {
-                    "config": {**asdict(config), "pair": pair.name, "device": str(pair.device)},
+                    "config": {
+                        **asdict(config), "pair": pair.name, "device": str(pair.device), "chat": pair.uses_chat(args.chat),
+                        "draft_head": draft_head_variant(pair, config.full_draft_head),
+                    },
                     "prompt": args.prompt,
                     "baseline": lane_summary(pair, baseline, speculative=False),
                     "speculative": lane_summary(pair, speculative, speculative=True),
@@ -185,8 +205,12 @@ def run_generate(args) -> int:
 
 
 def run_bench(args) -> int:
-    from specviz.bench import BenchConfig, format_table, load_prompts, results_to_json
+    from dataclasses import asdict
+
+    from specviz.bench import (BenchConfig, draft_head_variant, format_hf_table, format_table, load_prompts,
+                               results_to_json, run_against_hf)
     from specviz.bench import run_bench as measure
+    from specviz.models import resolve_pair
 
     config = BenchConfig(
         gammas=parse_numbers(args.gammas, int, "gammas"),
@@ -196,22 +220,43 @@ def run_bench(args) -> int:
         seed=args.seed,
         top_k=args.top_k,
         top_p=args.top_p,
+        stop_at_eos=not args.ignore_eos,
+        chat=args.chat,
+        full_draft_head=args.full_draft_head,
     )
     if config.repeats < 1:
         raise ValueError("--repeats must be at least 1")
+    prompts = load_prompts(args.prompts or resolve_pair(args.pair, args.target, args.draft).prompts_file)
     pair = prepare_pair(args)
-    prompts = load_prompts(args.prompts)
     results = measure(pair, prompts, config, progress=not args.json)
+    hf_results = run_against_hf(pair, prompts, config, progress=not args.json) if args.against_hf else None
     if args.json:
-        print(json.dumps(results_to_json(pair, prompts, config, results), indent=2))
+        report = results_to_json(pair, prompts, config, results)
+        if hf_results is not None:
+            report["against_hf"] = [asdict(r) for r in hf_results]
+        print(json.dumps(report, indent=2))
     else:
-        print(f"pair {pair.name} on {pair.device}, {len(prompts)} prompts × {config.repeats} repeats, {config.max_new_tokens} new tokens")
+        print(
+            f"pair {pair.name} on {pair.device}, {len(prompts)} prompts × {config.repeats} repeats, up to "
+            f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
+            f"drafter: {draft_head_variant(pair, config.full_draft_head)}"
+        )
         print(format_table(results))
+        if hf_results is not None:
+            print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
+            print(format_hf_table(hf_results))
     return 0
 
 
 def run_train(args) -> int:
     from dataclasses import replace
+
+    if args.recipe == "embedded":
+        from specviz.distil import DistilConfig, distil
+
+        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "steps": args.steps, "seed": args.seed, "num_threads": args.threads}
+        distil(replace(DistilConfig(), **{k: v for k, v in overrides.items() if v is not None}))
+        return 0
 
     from specviz.train import TrainConfig, train
 
@@ -229,14 +274,22 @@ def run_train(args) -> int:
     return 0
 
 
+def run_setup(args) -> int:
+    from specviz.convert import default_target_id
+
+    print(f"default target ready: {default_target_id()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from specviz.convert import TargetUnavailableError
     from specviz.models import IncompatiblePairError, ModelLoadError
 
-    handlers = {"generate": run_generate, "bench": run_bench, "train": run_train}
+    handlers = {"generate": run_generate, "bench": run_bench, "train": run_train, "setup": run_setup}
     try:
         return handlers[args.command](args)
-    except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError) as error:
+    except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:
         print(f"specviz: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

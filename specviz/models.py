@@ -6,14 +6,20 @@ every run and every user of the app.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
+from specviz import convert
+
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
-EMBEDDED_DIR = ASSETS_DIR / "specviz-pair"
+EMBEDDED_DRAFT_DIR = ASSETS_DIR / "smollm2-draft"
+TINY_CODE_DIR = ASSETS_DIR / "tiny-code-pair"
+HEAD_ROWS_FILE = "head_rows.json"  # a draft's most useful output rows (specviz.distil writes it)
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,18 @@ class PairPreset:
     target_id: str  # hub id or local folder
     draft_id: str
     note: str  # one line for menus
+    # Finds (or first builds) the target's folder at load time: the default target is converted
+    # from an installed wheel into a cache, which must not happen at import.
+    locate_target: Callable[[], str] | None = None
+    prompts_file: Path = ASSETS_DIR / "prompts.json"  # the bench's and the app's example prompts
+
+    def resolved_target_id(self) -> str:
+        if self.locate_target is None:
+            return self.target_id
+        try:
+            return self.locate_target()
+        except convert.TargetUnavailableError as error:
+            raise ModelLoadError(str(error)) from error
 
 
 PRESETS: dict[str, PairPreset] = {
@@ -31,9 +49,17 @@ PRESETS: dict[str, PairPreset] = {
     for preset in (
         PairPreset(
             "embedded",
-            str(EMBEDDED_DIR / "target"),
-            str(EMBEDDED_DIR / "draft"),
-            "specviz's own pair (Python code), offline",
+            convert.HUB_ID,
+            str(EMBEDDED_DRAFT_DIR),
+            "SmolLM2-135M-Instruct with specviz's distilled draft, offline",
+            locate_target=convert.default_target_id,
+        ),
+        PairPreset(
+            "tiny-code",
+            str(TINY_CODE_DIR / "target"),
+            str(TINY_CODE_DIR / "draft"),
+            "specviz's tiny Python-code pair (fast, offline)",
+            prompts_file=TINY_CODE_DIR / "prompts.json",
         ),
         PairPreset(
             "pythia",
@@ -78,15 +104,36 @@ class ModelPair:
     context_length: int  # most positions both models accept
     eos_id: int | None
     name: str = "custom"
+    # Output rows the drafter may restrict itself to (sorted ids), from the draft's folder;
+    # None: the draft's whole head. Any q keeps the rejection rule exact.
+    draft_head_rows: torch.Tensor | None = None
 
-    def encode(self, prompt_text: str) -> list[int]:
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def uses_chat(self, chat: bool | None) -> bool:
+        """chat=None means: the template when the pair has one (instruct targets want it)."""
+        return self.has_chat_template and chat is not False
+
+    def format_prompt(self, prompt_text: str, chat: bool | None = None) -> str:
+        """The text the models see: the user's words, inside the chat template when it applies."""
+        if not self.uses_chat(chat):
+            return prompt_text
+        messages = [{"role": "user", "content": prompt_text}]
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def encode(self, prompt_text: str, chat: bool | None = None) -> list[int]:
         """Prompt text → ids, with the messages a user needs for empty or too-long prompts."""
         if not prompt_text or not prompt_text.strip():
             raise ValueError("the prompt is empty: type some text to continue")
-        ids = self.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(self.format_prompt(prompt_text, chat), add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ValueError("the prompt is empty after tokenizing: type some text to continue")
         if len(ids) >= self.context_length:
+            templated = " (with the chat template)" if self.uses_chat(chat) else ""
             raise ValueError(
-                f"the prompt is {len(ids)} tokens long, but these models see at most {self.context_length} "
+                f"the prompt is {len(ids)} tokens long{templated}, but these models see at most {self.context_length} "
                 f"tokens: shorten it to at most {self.context_length - 1} tokens"
             )
         return ids
@@ -95,7 +142,7 @@ class ModelPair:
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
 
     @classmethod
-    def from_models(cls, target, draft, tokenizer=None, name: str = "custom") -> "ModelPair":
+    def from_models(cls, target, draft, tokenizer=None, name: str = "custom", draft_head_rows=None) -> "ModelPair":
         """Wrap two loaded models; used by load_pair and by tests with tiny random models."""
         vocab_sizes = [target.config.vocab_size] + ([draft.config.vocab_size] if draft is not None else [])
         if tokenizer is not None:
@@ -104,16 +151,33 @@ class ModelPair:
         if isinstance(eos_id, list):
             eos_id = eos_id[0]
         models = [target] + ([draft] if draft is not None else [])
+        device = next(target.parameters()).device
+        vocab_size = min(vocab_sizes)
+        if draft_head_rows is not None:
+            draft_head_rows = draft_head_rows[draft_head_rows < vocab_size].to(device)
         return cls(
             target=target,
             draft=draft,
             tokenizer=tokenizer,
-            device=next(target.parameters()).device,
-            vocab_size=min(vocab_sizes),
+            device=device,
+            vocab_size=vocab_size,
             context_length=min(context_length_of(model) for model in models),
             eos_id=eos_id,
             name=name,
+            draft_head_rows=draft_head_rows,
         )
+
+
+def read_head_rows(draft_id: str) -> torch.Tensor | None:
+    """The draft folder's head_rows.json (sorted token ids), if it has one."""
+    path = Path(draft_id) / HEAD_ROWS_FILE
+    if not path.is_file():
+        return None
+    try:
+        rows = json.loads(path.read_text())
+        return torch.tensor(sorted(set(int(row) for row in rows)), dtype=torch.long)
+    except (ValueError, TypeError) as error:
+        raise ModelLoadError(f"the draft's {HEAD_ROWS_FILE} is unreadable ({error}): delete it to use the whole head") from error
 
 
 def context_length_of(model) -> int:
@@ -171,7 +235,7 @@ def describe_load_failure(model_id: str, error: Exception) -> str:
         return f"no model folder at {model_id!r}"
     return (
         f"could not load {model_id!r} from the Hugging Face Hub: check the id, and note that hub "
-        f"models need network access (the embedded pair works offline). Details: {type(error).__name__}: {error}"
+        f"models need network access (the embedded and tiny-code pairs work offline). Details: {type(error).__name__}: {error}"
     )
 
 
@@ -239,7 +303,7 @@ def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
     except OSError:
         raise ModelLoadError(
             f"no network: cannot download {', '.join(map(repr, uncached))} from the Hugging Face Hub "
-            f"({endpoint.hostname} is unreachable); the embedded pair works offline"
+            f"({endpoint.hostname} is unreachable); the embedded and tiny-code pairs work offline"
         ) from None
 
 
@@ -256,14 +320,17 @@ def load_pair(
     """Load (once per process) a preset or a custom pair, checking that the tokenizers agree."""
     spec = resolve_pair(preset, target, draft)
     torch_device, dtype = choose_device_and_dtype(device)
-    key = (spec.target_id, spec.draft_id, str(torch_device), dtype)
+    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype)
     with _cache_lock:  # one load at a time: concurrent users wait for the same pair
         if key not in _cache:
-            check_hub_access([spec.target_id, spec.draft_id])
-            target_tokenizer = load_tokenizer(spec.target_id)
+            target_id = spec.resolved_target_id()
+            check_hub_access([target_id, spec.draft_id])
+            target_tokenizer = load_tokenizer(target_id)
             draft_tokenizer = load_tokenizer(spec.draft_id)
-            check_tokenizers(spec.target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
-            target_model = load_model(spec.target_id, torch_device, dtype, spread=True)
+            check_tokenizers(target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
+            target_model = load_model(target_id, torch_device, dtype, spread=True)
             draft_model = load_model(spec.draft_id, torch_device, dtype)
-            _cache[key] = ModelPair.from_models(target_model, draft_model, target_tokenizer, name=spec.name)
+            _cache[key] = ModelPair.from_models(
+                target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
+            )
         return _cache[key]

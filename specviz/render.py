@@ -113,6 +113,7 @@ class LaneView:
     lane: str
     prompt_ids: list[int]
     prompt_text: str
+    chat: bool = False  # the prompt went through the chat template: show it as a user turn
     trace: Trace = field(default_factory=Trace)
     fragments: list[str] = field(default_factory=list)
     committed_ids: list[int] = field(default_factory=list)  # prompt + generated
@@ -207,6 +208,12 @@ class LaneView:
         if status:
             figures = f"{figures} · {status}" if figures else status
         prompt = f'<span class="prompt" style="color:#8a8a8a">{visible_text(self.prompt_text)}</span>'
+        if self.chat:  # the template's markup stays hidden: the user's words, then the answer
+            prompt = (
+                f'<div class="prompt prompt-chat" style="color:#8a8a8a;margin-bottom:4px">'
+                f'<span class="chat-role" style="font-weight:600">you:</span> {visible_text(self.prompt_text)}</div>'
+                f'<span class="chat-role" style="color:#8a8a8a;font-weight:600">answer:</span> '
+            )
         return (
             f'<div class="lane lane-{self.lane}" data-lane="{self.lane}" data-done="{done}" '
             f'data-tokens="{trace.num_tokens}" data-run="{run_id}">'
@@ -226,12 +233,13 @@ class RunView:
     gamma: int
     settings: dict
     run_id: int = 0  # numbers the runs of a server, so a page (or a test) can tell them apart
+    chat: bool = False  # the prompt went through the pair's chat template
     baseline: LaneView = None
     speculative: LaneView = None
 
     def __post_init__(self):
-        self.baseline = self.baseline or LaneView("baseline", self.prompt_ids, self.prompt_text)
-        self.speculative = self.speculative or LaneView("speculative", self.prompt_ids, self.prompt_text)
+        self.baseline = self.baseline or LaneView("baseline", self.prompt_ids, self.prompt_text, self.chat)
+        self.speculative = self.speculative or LaneView("speculative", self.prompt_ids, self.prompt_text, self.chat)
 
     def lane(self, name: str) -> LaneView:
         return self.baseline if name == "baseline" else self.speculative

@@ -1,4 +1,4 @@
-"""Train the embedded model pair: a small GPT-2 target and a tiny draft distilled from it.
+"""Train the tiny-code model pair: a small GPT-2 target and a tiny draft distilled from it.
 
 Corpus: the Python standard library source of the running interpreter (PSF licence), which
 every machine that runs specviz already has. Code is the classic use of speculative decoding:
@@ -12,7 +12,7 @@ Three phases, seeded and resumable from the last checkpoint in the work folder:
    and the draft learns the target's distributions on that text, which is what it sees when
    drafting at serving time (the target's own output, not human-written code).
 
-`python -m specviz train --out assets/specviz-pair` writes `target/` and `draft/` folders in
+`python -m specviz train --recipe tiny-code` writes `target/` and `draft/` folders in
 the standard transformers format (config.json, model.safetensors, tokenizer files).
 """
 
@@ -46,7 +46,7 @@ class ModelShape:
 class TrainConfig:
     """Everything that determines the trained pair; saved beside every checkpoint."""
 
-    out_dir: str = "assets/specviz-pair"  # where target/ and draft/ are written
+    out_dir: str = "assets/tiny-code-pair"  # where target/ and draft/ are written
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "train")  # corpus + checkpoints
     seed: int = 0
     vocab_size: int = 4096  # BPE vocabulary shared by both models

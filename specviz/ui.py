@@ -22,8 +22,8 @@ from typing import Iterator
 import gradio as gr
 import torch
 
-from specviz import plots, render
-from specviz.bench import load_prompts
+from specviz import convert, plots, render
+from specviz.bench import Prompt, load_prompts
 from specviz.engine import MAX_GAMMA, DecodeConfig, decode_both
 from specviz.events import FinishEvent, PrefillEvent
 from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
@@ -43,11 +43,9 @@ PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
 MAX_NEW_TOKENS = 512
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 FALLBACK_PROMPTS = [
-    "def fibonacci(n):\n",
-    "import os\n\n\ndef list_python_files(path):\n",
-    "class Stack:\n    def __init__(self):\n",
-    "def binary_search(items, target):\n    lo, hi = 0, len(items) - 1\n",
-    'with open("data.csv") as f:\n',
+    Prompt("What is the capital of Scotland?", True),
+    Prompt("Alice and Bob were walking through the park when", False),
+    Prompt("def fibonacci(n):\n", False),
 ]
 CSS = """
 .specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
@@ -61,7 +59,7 @@ LAUNCH_OPTIONS = {"css": CSS}  # gradio 6 takes css (and theme) in launch(), not
 # --- inputs --------------------------------------------------------------------------------------
 
 
-def example_prompts() -> list[str]:
+def example_prompts() -> list[Prompt]:
     """The example prompts in assets/prompts.json, or a few built-ins if that file is unreadable."""
     try:
         return load_prompts()
@@ -99,9 +97,11 @@ class Request:
     target_id: str
     draft_id: str
     config: DecodeConfig
+    chat: bool = True  # the chat template, where the pair has one
 
     @classmethod
-    def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed):
+    def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
+              chat=True):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
         pair_name = pair_name or DEFAULT_PRESET
@@ -119,7 +119,9 @@ class Request:
             inspect=True,
         )
         config.validate()
-        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config)
+        if chat not in (True, False, None):
+            raise ValueError(f"chat must be true or false, got {chat!r}")
+        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False)
 
     def load(self) -> ModelPair:
         if self.pair_name == CUSTOM:
@@ -132,8 +134,15 @@ class Request:
         pair = f"{self.draft_id} → {self.target_id}" if self.pair_name == CUSTOM else self.pair_name
         return {
             "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
-            "max_new_tokens": c.max_new_tokens, "seed": c.seed,
+            "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat,
         }
+
+
+def loading_message(request: Request) -> str:
+    message = f"Loading the {request.settings['pair']} pair…"
+    if request.pair_name == DEFAULT_PRESET and not convert.is_converted(convert.converted_dir()):
+        message += " (first start: converting SmolLM2-135M-Instruct from the installed wheel, about 30 s, once)"
+    return message
 
 
 def describe_error(error: BaseException) -> str:
@@ -165,7 +174,8 @@ class Progress:
 
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0) -> Iterator[Progress]:
     """Decode both lanes, yielding a Progress whenever the page is due a redraw."""
-    run = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings, run_id)
+    run = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings, run_id,
+                         chat=pair.uses_chat(request.chat))
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
     for event in decode_both(pair, prompt_ids, request.config):
         run.add(event, pair.decode)
@@ -183,7 +193,7 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
 
 def run_to_end(request: Request) -> tuple[render.RunView, ModelPair]:
     pair = request.load()
-    prompt_ids = pair.encode(request.prompt_text)
+    prompt_ids = pair.encode(request.prompt_text, request.chat)
     progress = None
     for progress in stream_run(request, pair, prompt_ids):
         pass
@@ -246,8 +256,14 @@ def build_app(preload: bool = True) -> gr.Blocks:
         gr.Markdown(header_markdown())
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt", lines=5, max_lines=12, elem_id="prompt", value=example_prompts()[0])
-                gr.Examples(examples=[[p] for p in example_prompts()], inputs=[prompt], label="Example prompts (click one)")
+                examples = example_prompts()
+                prompt = gr.Textbox(label="Prompt", lines=5, max_lines=12, elem_id="prompt", value=examples[0].text)
+                chat = gr.Checkbox(
+                    value=examples[0].chat is not False, label="chat: wrap the prompt in the pair's chat template "
+                    "(instruct models answer questions; off = plain text completion)", elem_id="chat",
+                )
+                gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=[prompt, chat],
+                            label="Example prompts (click one)")
             with gr.Column(scale=2):
                 pair_name = gr.Dropdown(pair_choices, value=DEFAULT_PRESET, label="Model pair (draft → target)", elem_id="pair")
                 with gr.Row(visible=False) as custom_row:
@@ -318,15 +334,15 @@ def build_app(preload: bool = True) -> gr.Blocks:
             return {status: status_html(message, "error", run_id)}
 
         @on_gpu
-        def on_run(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value, top_p_value,
-                   max_new_tokens_value, seed_value):
+        def on_run(prompt_text, chat_value, pair, target, draft, gamma_value, temperature_value, top_k_value,
+                   top_p_value, max_new_tokens_value, seed_value):
             run_id = next(run_numbers)
             try:
                 request = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value,
-                                        top_k_value, top_p_value, max_new_tokens_value, seed_value)
-                yield {status: status_html(f"Loading the {request.settings['pair']} pair…", "info", run_id)}
+                                        top_k_value, top_p_value, max_new_tokens_value, seed_value, chat_value)
+                yield {status: status_html(loading_message(request), "info", run_id)}
                 model_pair = request.load()
-                prompt_ids = model_pair.encode(request.prompt_text)
+                prompt_ids = model_pair.encode(request.prompt_text, request.chat)
             except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
                 yield show_error(error, run_id)
                 return
@@ -351,7 +367,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
         def on_stop():
             return status_html("Stopped.", "info")
 
-        inputs = [prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed]
+        inputs = [prompt, chat, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed]
         outputs = [status, baseline_lane, speculative_lane, stats, *charts, run_state, round_picker, inspector,
                    inspector_chart, explainer]
         run_event = run_button.click(
@@ -378,15 +394,18 @@ def generate(
     seed: int = 0,
     target_id: str = "",
     draft_id: str = "",
+    chat: bool = True,
 ) -> tuple[str, str, dict]:
     """Run both lanes to the end; return (target-only text, speculative text, stats).
 
-    `pair` is a preset name (embedded, pythia, smollm2, qwen2.5) or "custom" with target_id
-    and draft_id. Stats hold both lanes' figures, the measured and predicted speedup, α̂, c
-    and the recommended γ; speeds come from the engine's own timings.
+    `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
+    target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
+    one. Stats hold both lanes' figures, the measured and predicted speedup, α̂, c and the
+    recommended γ; speeds come from the engine's own timings.
     """
     try:
-        request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed)
+        request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
+                                seed, chat)
         run, model_pair = run_to_end(request)
     except Exception as error:  # noqa: BLE001 — the client gets the message, the server keeps serving
         raise gr.Error(describe_error(error)) from error

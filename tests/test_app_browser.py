@@ -90,6 +90,19 @@ def colour(page, selector: str, prop: str) -> str:
     return page.locator(selector).first.evaluate(f"e => getComputedStyle(e).{prop}")
 
 
+def test_the_default_pair_answers_in_english(page):
+    """The page opens on the real default pair with the chat switch on: a question gets its answer."""
+    assert "Scotland" in page.locator("#prompt textarea").input_value()
+    assert page.locator("#chat input[type=checkbox]").is_checked()
+    set_number(page, "temperature", 0)
+    set_number(page, "max-new-tokens", 12)
+    run_id = run_and_wait(page)
+    lane_text = page.locator(f'#lane-speculative .lane[data-run="{run_id}"]').inner_text()
+    assert "Edinburgh" in lane_text, lane_text
+    assert "im_start" not in lane_text and "you:" in lane_text  # the user's words, not the template's markup
+    assert page.locator("#lane-baseline .lane").inner_text().split("answer:")[1] == lane_text.split("answer:")[1]
+
+
 def test_run_stream_inspect_and_recover(page):
     # An example fills the prompt.
     examples = page.locator(".gallery-item")

@@ -17,7 +17,7 @@ def client(app_url):
 
 
 def generate(client, prompt=PROMPT, **settings):
-    settings = {"pair": "embedded", "gamma": 4, "temperature": 0.0, "max_new_tokens": MAX_NEW_TOKENS, "seed": 0, **settings}
+    settings = {"pair": "tiny-code", "gamma": 4, "temperature": 0.0, "max_new_tokens": MAX_NEW_TOKENS, "seed": 0, **settings}
     return client.predict(prompt=prompt, api_name="/generate", **settings)
 
 
@@ -77,3 +77,13 @@ def test_still_serving_after_errors(client):
         generate(client, prompt="")
     baseline_text, speculative_text, stats = generate(client, max_new_tokens=8)
     assert stats["baseline"]["num_tokens"] >= 1 and speculative_text
+
+
+def test_the_default_pair_answers_a_chat_question(client):
+    """The default pair is a real instruct model: greedy, chat template on, lanes identical."""
+    baseline_text, speculative_text, stats = generate(
+        client, prompt="What is the capital of Scotland?", pair="embedded", max_new_tokens=12, chat=True
+    )
+    assert "Edinburgh" in baseline_text and baseline_text == speculative_text
+    assert "<|im_start|>" not in baseline_text  # the template is the model's input, not its answer
+    assert stats["settings"]["chat"] is True

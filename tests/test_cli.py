@@ -79,12 +79,12 @@ def test_generate_bad_input_is_a_clear_error_not_a_traceback(local_pair):
     assert result.returncode == 2 and "prompt is empty" in result.stderr
 
 
-def test_bench_json_on_the_embedded_pair(tmp_path):
+def test_bench_json_on_the_tiny_code_pair(tmp_path):
     prompts = tmp_path / "prompts.json"
-    prompts.write_text(json.dumps(["def f(x):\n    return", "import os\nimport"]))
+    prompts.write_text(json.dumps(["def f(x):\n    return", {"prompt": "import os\nimport", "chat": False}]))
     result = run_cli(
-        "bench", "--gammas", "1,3", "--temperature", "0,1", "--repeats", "2", "--max-new-tokens", "12",
-        "--prompts", str(prompts), "--json",
+        "bench", "--pair", "tiny-code", "--gammas", "1,3", "--temperature", "0,1", "--repeats", "2",
+        "--max-new-tokens", "12", "--ignore-eos", "--prompts", str(prompts), "--json",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)

@@ -87,7 +87,7 @@ def test_encode_refuses_empty_and_too_long_prompts():
 
 
 def test_unknown_preset_and_half_custom_pairs():
-    with pytest.raises(ModelLoadError, match=r"unknown model pair 'gpt-5'; choose one of: embedded, pythia"):
+    with pytest.raises(ModelLoadError, match=r"unknown model pair 'gpt-5'; choose one of: embedded, tiny-code, pythia"):
         load_pair("gpt-5")
     with pytest.raises(ModelLoadError, match="a custom pair needs both a target and a draft model id"):
         resolve_pair(target="some/model")

