@@ -1,20 +1,22 @@
 """Model pairs: presets, loading (transformers + accelerate), device and dtype, compatibility.
 
-A pair loads once per process (`load_pair` caches by ids, device and dtype) and is shared by
-every run and every user of the app.
+A pair loads once while it stays cached (`load_pair` keeps at most SPECVIZ_MAX_PAIRS pairs, the
+default pinned; see specviz.hosting) and is shared by every run and every user of the app.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from specviz import convert
+from specviz import convert, hosting
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 EMBEDDED_DRAFT_DIR = ASSETS_DIR / "smollm2-draft"
@@ -307,8 +309,10 @@ def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
         ) from None
 
 
-_cache: dict[tuple, ModelPair] = {}
-_cache_lock = threading.Lock()
+# Loaded pairs, least recently used first; at most policy.max_cached_pairs, the default pinned.
+_cache: OrderedDict[tuple, ModelPair] = OrderedDict()
+_cache_lock = threading.Lock()  # guards _cache, held only for a moment: hits never wait for a load
+_load_lock = threading.Lock()  # one load at a time bounds memory; callers of one pair wait for it
 
 
 def load_pair(
@@ -316,21 +320,66 @@ def load_pair(
     target: str | None = None,
     draft: str | None = None,
     device: str | None = None,
+    policy: hosting.HostingPolicy | None = None,
 ) -> ModelPair:
-    """Load (once per process) a preset or a custom pair, checking that the tokenizers agree."""
+    """Load (once while it stays cached) a preset or a custom pair, checking that the tokenizers agree.
+
+    A custom pair's ids pass the hosting policy first (the environment's, unless given); presets
+    are the operator's choice and skip it.
+    """
     spec = resolve_pair(preset, target, draft)
+    policy = policy or hosting.HostingPolicy.from_env()
+    if spec.name == "custom":
+        hosting.check_model_id(spec.target_id, policy)
+        hosting.check_model_id(spec.draft_id, policy)
     torch_device, dtype = choose_device_and_dtype(device)
     key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype)
-    with _cache_lock:  # one load at a time: concurrent users wait for the same pair
-        if key not in _cache:
-            target_id = spec.resolved_target_id()
-            check_hub_access([target_id, spec.draft_id])
-            target_tokenizer = load_tokenizer(target_id)
-            draft_tokenizer = load_tokenizer(spec.draft_id)
-            check_tokenizers(target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
-            target_model = load_model(target_id, torch_device, dtype, spread=True)
-            draft_model = load_model(spec.draft_id, torch_device, dtype)
-            _cache[key] = ModelPair.from_models(
-                target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
-            )
-        return _cache[key]
+    pair = find_cached_pair(key)
+    if pair is not None:
+        return pair
+    with _load_lock:
+        pair = find_cached_pair(key)  # another caller may have loaded it while this one waited
+        if pair is None:
+            evict_pairs(keep=policy.max_cached_pairs - 1)  # free memory before the new pair needs it
+            pair = build_pair(spec, torch_device, dtype)
+            with _cache_lock:
+                _cache[key] = pair
+        return pair
+
+
+def find_cached_pair(key: tuple) -> ModelPair | None:
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)  # most recently used
+        return _cache.get(key)
+
+
+def is_pinned(key: tuple) -> bool:
+    return key[0] == DEFAULT_PRESET  # the pair most visitors use is never evicted
+
+
+def evict_pairs(keep: int) -> None:
+    """Drop least recently used pairs until at most `keep` remain (pinned ones always stay)."""
+    with _cache_lock:
+        evictable = [key for key in _cache if not is_pinned(key)]
+        evicted = [_cache.pop(key) for key in evictable[: max(0, len(_cache) - keep)]]
+    if not evicted:
+        return
+    # a run still using an evicted pair keeps it alive until it ends; then the collector frees it
+    del evicted
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype) -> ModelPair:
+    target_id = spec.resolved_target_id()
+    check_hub_access([target_id, spec.draft_id])
+    target_tokenizer = load_tokenizer(target_id)
+    draft_tokenizer = load_tokenizer(spec.draft_id)
+    check_tokenizers(target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
+    target_model = load_model(target_id, device, dtype, spread=True)
+    draft_model = load_model(spec.draft_id, device, dtype)
+    return ModelPair.from_models(
+        target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
+    )
