@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from specviz.events import RoundEvent
 from specviz.trace import Trace, speedup
+from specviz.wording import every
 
 # Okabe-Ito, a palette that stays distinct under the common colour-vision deficiencies.
 COLORS = {
@@ -28,6 +29,8 @@ COLORS = {
     "residual": "#E69F00",  # norm(max(0, p - q))
 }
 HEIGHT = 280
+MARGIN_TOP = 45
+BAR_WIDTH = 0.8  # in rounds: fixed, else overlaid traces each size their bars by their own x spacing
 
 
 def base_figure(title: str, x_title: str, y_title: str) -> go.Figure:
@@ -36,7 +39,7 @@ def base_figure(title: str, x_title: str, y_title: str) -> go.Figure:
         title={"text": title, "font": {"size": 14}},
         template="plotly_white",
         height=HEIGHT,
-        margin={"l": 50, "r": 15, "t": 45, "b": 45},
+        margin={"l": 50, "r": 15, "t": MARGIN_TOP, "b": 45},
         xaxis_title=x_title,
         yaxis_title=y_title,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
@@ -63,19 +66,44 @@ def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
     rounds = speculative_rounds(speculative)
     if not rounds:
         return with_hint(figure, "drafting starts after the target-only lane")
-    for kind, name in (("bonus", "all accepted (+ bonus)"), ("resample", "rejection (+ resample)")):
+    for kind, name in (("bonus", "all accepted (+ bonus)"), ("resample", "rejection ✕ (+ resample)")):
         chosen = [event for event in rounds if event.next_kind == kind]
         figure.add_bar(
             x=[event.round_index + 1 for event in chosen],
             y=[event.num_accepted for event in chosen],
+            width=BAR_WIDTH,
             name=name,
             marker_color=COLORS[kind],
             customdata=[[event.gamma] for event in chosen],
             hovertemplate="round %{x}: %{y} of %{customdata[0]} accepted<extra></extra>",
         )
+    add_rejection_marks(figure, rounds)
     figure.add_hline(y=gamma, line_dash="dash", line_color="#444", annotation_text=f"γ = {gamma}", annotation_position="top left")
     figure.update_layout(barmode="overlay", yaxis_range=[0, gamma + 0.6])
     return figure
+
+
+def add_rejection_marks(figure: go.Figure, rounds: Sequence[RoundEvent]) -> None:
+    """A ✕ where each round's rejection fell, on top of its bar.
+
+    A round that accepted nothing has a zero-height bar: without the mark it is a blank gap,
+    and at γ = 1 every rejection would be invisible.
+    """
+    rejected = [event for event in rounds if event.next_kind == "resample"]
+    if not rejected:
+        return
+    figure.add_scatter(
+        x=[event.round_index + 1 for event in rejected],
+        y=[event.num_accepted for event in rejected],
+        mode="markers",
+        name="rejected draft",
+        showlegend=False,  # the resample bars' entry names the ✕: a third entry would crowd the title
+        marker={"symbol": "x-thin-open", "size": 11, "line": {"width": 2.5, "color": COLORS["rejected"]},
+                "color": COLORS["rejected"]},
+        cliponaxis=False,  # a mark at y = 0 sits on the axis line; keep all of it visible
+        customdata=[[event.num_accepted + 1, event.gamma] for event in rejected],
+        hovertemplate="round %{x}: draft %{customdata[0]} of %{customdata[1]} rejected<extra></extra>",
+    )
 
 
 def cumulative_acceptance(speculative: Trace) -> go.Figure:
@@ -179,7 +207,27 @@ def decision_distributions(
         )
     top = min(1.05, highest * 1.15) if highest > 0 else 1.05  # flat distributions stay readable
     figure.update_layout(barmode="group", yaxis_range=[0, top], xaxis={"type": "category"})
+    separate_title_and_legend(figure)
     return figure
+
+
+TITLE_ROW_PX = 30  # the title's band at the top of the figure
+LEGEND_ROW_PX = 24  # one row of a horizontal legend
+
+
+def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
+    """Title in its own top band, legend in the rows below it, just above the plot.
+
+    The inspector's title names the tokens and runs long; a legend sharing its band covered it.
+    Room is kept for the legend to wrap to `legend_rows` rows on a narrow page.
+    """
+    top = TITLE_ROW_PX + LEGEND_ROW_PX * legend_rows
+    figure.update_layout(
+        title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8}, "x": 0.01, "xanchor": "left"},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0},
+        margin={"t": top},
+        height=HEIGHT + top - MARGIN_TOP,  # the plot area keeps its height
+    )
 
 
 def decision_title(event: RoundEvent, labels: Mapping[int, str]) -> str:
@@ -190,7 +238,7 @@ def decision_title(event: RoundEvent, labels: Mapping[int, str]) -> str:
             f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected "
             f"→ resampled {label_of(event.next_id, labels)}"
         )
-    return f"Round {event.round_index + 1}: all {event.gamma} accepted → bonus {label_of(event.next_id, labels)} from p"
+    return f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted → bonus {label_of(event.next_id, labels)} from p"
 
 
 def ordered_union(groups: Sequence[Sequence[tuple[int, float]]], limit: int) -> list[int]:

@@ -3,7 +3,8 @@
 No gradio and no models in here: a `LaneView` is fed engine events plus a `decode` function
 (ids → text) and keeps the text of every token it has shown, so everything after the run
 (inspector, explainer) works from plain data. All token text is HTML-escaped; whitespace is
-kept (`white-space: pre-wrap`) and newlines are drawn as ↵ so code keeps its shape.
+kept (`white-space: pre-wrap`) and newlines are drawn as ↵ so code keeps its shape; a token of
+only spaces or tabs is drawn as ␣ / ⇥, else it would be an empty box.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable, Sequence
 from specviz.events import Event, PrefillEvent, RoundEvent
 from specviz.plots import COLORS, running_speedup
 from specviz.trace import Trace, compare
+from specviz.wording import count, every
 
 Decode = Callable[[list[int]], str]
 CONTEXT_TOKENS = 4  # ids decoded before a token to get its text in context (merged bytes, leading spaces)
@@ -25,11 +27,19 @@ TOKEN_STYLES = {
     "target": "background:#ececec;border-bottom:2px solid #9a9a9a;",
     "accepted": f"background:#d4efe6;border-bottom:2px solid {COLORS['accepted']};",
     "rejected": f"background:#f8dccb;border-bottom:2px solid {COLORS['rejected']};color:#8a3300;"
-    "text-decoration:line-through;text-decoration-thickness:2px;",
-    "unexamined": "background:#f2f2f2;color:#9a9a9a;border-bottom:2px dotted #b0b0b0;text-decoration:line-through;",
+    "text-decoration:line-through;text-decoration-thickness:2px;text-decoration-color:rgba(138,51,0,0.55);",
+    "unexamined": "background:#f2f2f2;color:#9a9a9a;border-bottom:2px dotted #b0b0b0;text-decoration:line-through;"
+    "text-decoration-color:rgba(120,120,120,0.6);",
     "resample": f"background:#fbe8c2;border-bottom:2px solid {COLORS['resample']};font-weight:600;",
     "bonus": f"background:#cfe2f3;border-bottom:2px solid {COLORS['bonus']};font-weight:600;",
 }
+STRUCK = ("rejected", "unexamined")
+# A strike-through hides a lone "-", "," or "." entirely: such tokens get bolder glyphs and room.
+SYMBOL_EMPHASIS = "font-weight:700;padding:0 3px;"
+# Whitespace-only tokens would be empty boxes: spell them out. A space gets "␣" (like the charts'
+# labels) rather than "·", which sits exactly where a strike-through runs.
+WHITESPACE_MARKS = {"\t": "⇥"}
+SPACE_MARK = "␣"
 LEGEND_ITEMS = (
     ("accepted", "accepted draft", "the target agreed (r < min(1, p/q))"),
     ("rejected", "rejected draft", "struck through: r ≥ min(1, p/q), thrown away"),
@@ -55,6 +65,8 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
     """Escaped token text with newlines drawn as ↵ (and kept as line breaks only if keep_breaks)."""
     if text == "":
         return '<span style="color:#999">∅</span>'
+    if is_blank(text):
+        return mark_whitespace(text)
     parts = []
     for i, line in enumerate(text.split("\n")):
         if i:
@@ -63,9 +75,26 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
     return "".join(parts)
 
 
+def is_blank(text: str) -> bool:
+    """Whitespace only and no newline: it would draw as nothing (a newline already draws as ↵)."""
+    return text != "" and text.strip() == "" and "\n" not in text
+
+
+def mark_whitespace(text: str) -> str:
+    """Draw each blank character as a faint visible mark (the token's text itself is unchanged)."""
+    marks = "".join(WHITESPACE_MARKS.get(char, SPACE_MARK) for char in text)
+    return f'<span class="ws" style="opacity:0.7">{marks}</span>'
+
+
+def is_symbolic(text: str) -> bool:
+    """No letter or digit: punctuation and whitespace, which a strike-through can wipe out."""
+    return text != "" and not any(char.isalnum() for char in text)
+
+
 def token_span(text: str, kind: str, title: str, keep_breaks: bool = True) -> str:
+    emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     return (
-        f'<span class="tok tok-{kind}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;" '
+        f'<span class="tok tok-{kind}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;{emphasis}" '
         f'title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
     )
 
@@ -84,10 +113,15 @@ def prob(value: float) -> str:
     return f"{value:.3f}" if value == 0 or value >= 0.001 else f"{value:.1e}"
 
 
+def r_text(token) -> str:
+    """The draw r, marked "(unused)" for drafts after the rejection: nothing compared it."""
+    return f"{token.r:.3f}" + ("" if token.decided else " (unused)")
+
+
 def drafted_title(index: int, gamma: int, token, verdict: str) -> str:
     return (
         f"draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
-        f"min(1, p/q) = {prob(token.accept_prob)} · r = {token.r:.3f} → {verdict}"
+        f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}"
     )
 
 
@@ -165,7 +199,7 @@ class LaneView:
             elif event.gamma == 0:
                 title = "no room left to draft: one plain target step"
             else:
-                title = f"bonus: all {event.gamma} drafts accepted, so the target's verify pass gives one more token from p"
+                title = f"bonus: {every(event.gamma, 'draft')} accepted, so the target's verify pass gives one more token from p"
             kind = "resample" if event.next_kind == "resample" else ("bonus" if event.gamma > 0 else "target")
             spans.append(token_span(next_text, kind, title))
         self.round_texts[event.round_index] = RoundTexts(drafted_texts, next_text)
@@ -204,7 +238,7 @@ class LaneView:
         done = "true" if trace.done else "false"
         figures = ""
         if trace.prefill:
-            figures = f"{trace.num_tokens} tokens · {trace.wall_s:.2f} s · {trace.tokens_per_s:.1f} tokens/s"
+            figures = f"{count(trace.num_tokens, 'token')} · {trace.wall_s:.2f} s · {trace.tokens_per_s:.1f} tokens/s"
         if status:
             figures = f"{figures} · {status}" if figures else status
         prompt = f'<span class="prompt" style="color:#8a8a8a">{visible_text(self.prompt_text)}</span>'
@@ -252,9 +286,21 @@ class RunView:
         return self.baseline.trace.done and self.speculative.trace.done
 
 
-def lane_status(trace: Trace, running: bool) -> str:
+def stop_text(trace: Trace, max_new_tokens: int | None = None) -> str | None:
+    """Why a finished lane stopped, in words; None while it runs."""
+    if trace.finish is None:
+        return None
+    reason = trace.finish.stop_reason
+    if reason == "eos":
+        # Say it ended early: the end-of-text token itself often draws as nothing (∅).
+        limit = f" before the {max_new_tokens}-token limit" if max_new_tokens and trace.finish.num_new_tokens < max_new_tokens else ""
+        return f"stopped at end of text{limit}"
+    return {"context_length": "context full", "max_new_tokens": "done (token limit)", "stopped": "stopped"}.get(reason, "done")
+
+
+def lane_status(trace: Trace, running: bool, max_new_tokens: int | None = None) -> str:
     if trace.finish:
-        return {"eos": "stopped at end of text", "context_length": "context full"}.get(trace.finish.stop_reason, "done")
+        return stop_text(trace, max_new_tokens)
     return "generating…" if running else "waiting"
 
 
@@ -263,9 +309,10 @@ def lanes_html(run: RunView | None, active: str | None = None) -> tuple[str, str
     if run is None:
         empty = '<div class="lane" data-done="false" style="{}color:#999">press Run</div>'.format(LANE_STYLE)
         return empty, empty
+    limit = run.settings.get("max_new_tokens")
     return (
-        run.baseline.html("Target only (baseline)", lane_status(run.baseline.trace, active == "baseline"), run.run_id),
-        run.speculative.html("Speculative decoding", lane_status(run.speculative.trace, active == "speculative"), run.run_id),
+        run.baseline.html("Target only (baseline)", lane_status(run.baseline.trace, active == "baseline", limit), run.run_id),
+        run.speculative.html("Speculative decoding", lane_status(run.speculative.trace, active == "speculative", limit), run.run_id),
     )
 
 
@@ -299,6 +346,7 @@ def stats_html(run: RunView | None) -> str:
     baseline, speculative = run.baseline.trace, run.speculative.trace
     both = bool(baseline.rounds and speculative.rounds)
     comparison = compare(baseline, speculative, run.gamma) if both else None
+    limit = run.settings.get("max_new_tokens")
     dash = "—"
 
     def fmt(value, spec):
@@ -311,6 +359,7 @@ def stats_html(run: RunView | None) -> str:
         ("target forward passes", baseline.num_target_forwards, speculative.num_target_forwards if speculative.prefill else None, "d"),
         ("draft forward passes", baseline.num_draft_forwards, speculative.num_draft_forwards if speculative.prefill else None, "d"),
         ("tokens per target call (rounds)", baseline.mean_tokens_per_round, speculative.mean_tokens_per_round if speculative.rounds else None, ".2f"),
+        ("why it stopped", stop_text(baseline, limit), stop_text(speculative, limit), "s"),
     ]
     cell = 'style="padding:3px 12px;border-bottom:1px solid #eee;text-align:right"'
     head = 'style="padding:3px 12px;border-bottom:1px solid #ccc;text-align:right"'
@@ -407,7 +456,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
             f"<td {left}>{token_span(text, verdict, VERDICT_TEXT[verdict], keep_breaks=False)}</td>"
             f"<td {cell}>{prob(token.draft_prob)}</td><td {cell}>{prob(token.target_prob)}</td>"
             f"<td {cell}>{prob(token.accept_prob)}</td>"
-            f"<td {cell}>{token.r:.3f}" + ("" if token.decided else " (unused)") + "</td>"
+            f"<td {cell}>{r_text(token)}</td>"
             f"<td {left}>{VERDICT_TEXT[verdict]}</td></tr>"
         )
     if num_emitted > event.num_accepted:
@@ -429,10 +478,14 @@ def inspector_html(run: RunView | None, round_index) -> str:
             ("min(1, p/q)", "right"), ("r ~ U(0,1)", "right"), ("verdict", "left"),
         )
     )
-    timing = f"drafting {event.draft_s * 1000:.1f} ms ({event.num_draft_forwards} draft passes), verifying {event.verify_s * 1000:.1f} ms (1 target pass)"
+    timing = (
+        f"drafting {event.draft_s * 1000:.1f} ms ({count(event.num_draft_forwards, 'draft pass', 'draft passes')}), "
+        f"verifying {event.verify_s * 1000:.1f} ms (1 target pass)"
+    )
     return (
-        f'<div class="inspector"><p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed {event.gamma} '
-        f"tokens; the target checked them in one forward pass and kept {event.num_accepted}. {timing}.</p>"
+        f'<div class="inspector"><p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
+        f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
+        f"and kept {event.num_accepted}. {timing}.</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )
 
@@ -457,37 +510,18 @@ def explain_html(run: RunView | None) -> str:
         return INTRO + "<p><i>Run the demo to see this explained with its own tokens.</i></p>"
     lane = run.speculative
     rounds = [event for event in lane.trace.rounds if event.gamma > 0]
-    points = []
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
-    if rejected is not None:
-        texts = lane.round_texts[rejected.round_index]
-        proposed = " ".join(inline_token(text, rejected.verdict(i))
-                            for i, (t, text) in enumerate(zip(rejected.drafted, texts.drafted)))
-        bad = rejected.drafted[rejected.num_accepted]
-        points.append(
-            f"In round {rejected.round_index + 1} the draft proposed {proposed}. The target accepted "
-            f"{rejected.num_accepted}; at {inline_token(texts.drafted[rejected.num_accepted], 'rejected')} it gave "
-            f"p = {prob(bad.target_prob)} against the draft's q = {prob(bad.draft_prob)}, so the chance to keep it was "
-            f"min(1, p/q) = {prob(bad.accept_prob)} and the draw r = {bad.r:.3f} rejected it. The target then resampled "
-            f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
-            f"{rejected.num_accepted + 1} tokens for one target pass."
-        )
     bonus = next((e for e in rounds if e.next_kind == "bonus"), None)
-    if bonus is not None:
-        texts = lane.round_texts[bonus.round_index]
-        proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
-        points.append(
-            f"In round {bonus.round_index + 1} all {bonus.gamma} drafts were accepted ({proposed}), so the "
-            f"verify pass also gave the bonus token {inline_token(texts.next_text, 'bonus')}: "
-            f"{len(bonus.emitted_ids)} tokens for one target pass."
-        )
+    # One example of each ending, cited in the order the rounds ran (a reader scans forward).
+    examples = sorted((e for e in (rejected, bonus) if e is not None), key=lambda e: e.round_index)
+    points = [explain_rejection(lane, e) if e is rejected else explain_bonus(lane, e) for e in examples]
     baseline, speculative = run.baseline.trace, lane.trace
     if baseline.rounds and speculative.rounds:
         comparison = compare(baseline, speculative, run.gamma)
         speedup = running_speedup(baseline, speculative) or 0.0
         points.append(
             f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined and "
-            f"made {speculative.num_target_forwards} passes instead of {baseline.num_target_forwards}; each draft "
+            f"made {count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}; each draft "
             f"step cost c = {comparison.cost_ratio:.2f} of a target step. With γ = {run.gamma} the formula "
             f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) predicts {comparison.predicted_speedup:.2f}×; the clock measured "
             f"{speedup:.2f}×. The formula's best γ here is {comparison.best_gamma}."
@@ -499,6 +533,32 @@ def explain_html(run: RunView | None) -> str:
             )
     items = "".join(f"<li style='margin-bottom:6px'>{point}</li>" for point in points)
     return INTRO + f"<p><b>In this run:</b></p><ul>{items}</ul>"
+
+
+def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
+    """One sentence on a round that ended in a rejection: p, q, min(1, p/q), r, then the resample."""
+    texts = lane.round_texts[event.round_index]
+    proposed = " ".join(inline_token(text, event.verdict(i)) for i, text in enumerate(texts.drafted))
+    bad = event.drafted[event.num_accepted]
+    return (
+        f"In round {event.round_index + 1} the draft proposed {proposed}. The target accepted "
+        f"{event.num_accepted}; at {inline_token(texts.drafted[event.num_accepted], 'rejected')} it gave "
+        f"p = {prob(bad.target_prob)} against the draft's q = {prob(bad.draft_prob)}, so the chance to keep it was "
+        f"min(1, p/q) = {prob(bad.accept_prob)} and the draw r = {bad.r:.3f} rejected it. The target then resampled "
+        f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
+        f"{count(event.num_accepted + 1, 'token')} for one target pass."
+    )
+
+
+def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
+    """One sentence on a round whose drafts were all accepted, so the verify pass gave a bonus token."""
+    texts = lane.round_texts[event.round_index]
+    proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
+    return (
+        f"In round {event.round_index + 1} {every(event.gamma, 'draft')} {'was' if event.gamma == 1 else 'were'} "
+        f"accepted ({proposed}), so the verify pass also gave the bonus token {inline_token(texts.next_text, 'bonus')}: "
+        f"{count(len(event.emitted_ids), 'token')} for one target pass."
+    )
 
 
 def inline_token(text: str, kind: str) -> str:

@@ -110,3 +110,96 @@ def test_empty_traces_give_hint_figures():
     empty = render.Trace(lane="speculative")
     for figure in (plots.accepted_per_round(empty, 4), plots.cumulative_acceptance(empty), plots.per_position_acceptance(empty)):
         assert len(figure.data) == 0 and figure.layout.annotations
+
+
+# --- issue 9, "What a newcomer found": defects in rendering ------------------------------------
+
+
+def bonus_round(index: int, position: int, gamma: int = 1) -> RoundEvent:
+    """A round whose `gamma` drafts ("def" each) were all accepted, then the bonus " x"."""
+    drafts = tuple(drafted(1, 0.9, 0.95, 0.1, True) for _ in range(gamma))
+    return RoundEvent("speculative", index, position, gamma, drafts, gamma, 7, "bonus", (1,) * gamma + (7,),
+                      0.006, 0.025, gamma, 1, details=(detail(),) * (gamma + 1))
+
+
+def rejection_round(index: int, position: int) -> RoundEvent:
+    """A γ = 1 round whose only draft was rejected, then the resample "(x"."""
+    return RoundEvent("speculative", index, position, 1, (drafted(8, 0.5, 0.1, 0.9, False),), 0, 3, "resample", (3,),
+                      0.006, 0.025, 1, 1, details=(detail(((3, 1.0),)), detail()))
+
+
+def make_gamma1_run(max_new_tokens: int = 8) -> render.RunView:
+    """γ = 1: round 1 accepts its draft (bonus), round 2 rejects it, then the text ends (EOS) early."""
+    run = render.RunView("x", [1], gamma=1, settings={"temperature": 1.0, "max_new_tokens": max_new_tokens})
+    events = [
+        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        RoundEvent("baseline", 0, 1, 0, (), 0, 0, "target", (0,), 0.0, 0.02, 0, 1),
+        FinishEvent("baseline", "eos", 2),
+        PrefillEvent("speculative", 1, 2, 0.012, 1, 1),
+        bonus_round(0, 1),
+        rejection_round(1, 3),
+        RoundEvent("speculative", 2, 4, 0, (), 0, 0, "target", (0,), 0.0, 0.02, 0, 1),
+        FinishEvent("speculative", "eos", 5),
+    ]
+    for event in events:
+        run.add(event, decode)
+    return run
+
+
+def test_unexamined_draft_tooltip_says_its_r_was_unused():
+    _, speculative_html = render.lanes_html(make_run())
+    assert "r = 0.500 (unused) → not examined" in speculative_html
+    assert "r = 0.900 → rejected" in speculative_html  # a decided draft's r was used
+
+
+def test_counts_of_one_are_singular():
+    run = make_gamma1_run()
+    _, speculative_html = render.lanes_html(run)
+    assert "all 1 drafts" not in speculative_html and "bonus: the 1 draft accepted" in speculative_html
+    inspector = render.inspector_html(run, 0)
+    assert "proposed 1 token;" in inspector and "checked it" in inspector and "(1 draft pass)" in inspector
+    explainer = render.explain_html(run)
+    assert "the 1 draft was accepted" in explainer and "1 token for one target pass" in explainer
+    assert "1 tokens" not in explainer + inspector + speculative_html
+    lone = render.LaneView("baseline", [1], "x")
+    lone.add(PrefillEvent("baseline", 1, 2, 0.01, 1, 0), decode)
+    assert "1 token ·" in lone.html("t")
+
+
+def test_explainer_cites_rounds_in_order():
+    run = make_gamma1_run()  # the bonus example is round 1, the rejection example round 2
+    explainer = render.explain_html(run)
+    assert 0 <= explainer.index("In round 1") < explainer.index("In round 2")
+
+
+def test_whitespace_only_tokens_are_drawn_visibly():
+    space = render.token_span("  ", "accepted", "t")
+    assert "␣␣" in space and 'class="ws"' in space
+    assert "⇥" in render.token_span("\t", "target", "t")
+    indented = render.token_span("\n    ", "accepted", "t")
+    assert "↵" in indented and "\n    " in indented and "␣" not in indented  # code keeps its shape
+    assert "␣" not in render.token_span(" x", "accepted", "t")
+
+
+def test_whitespace_marks_leave_the_text_unchanged():
+    run = render.RunView("x", [1], gamma=0, settings={})
+    run.add(PrefillEvent("baseline", 1, 10, 0.01, 1, 0), decode)  # "\t"
+    assert run.baseline.text == "\t" and "⇥" in render.lanes_html(run)[0]
+
+
+def test_struck_punctuation_stays_legible():
+    for kind in ("rejected", "unexamined"):
+        assert "font-weight:700" in render.token_span(",", kind, "t")
+        assert "font-weight:700" not in render.token_span(" word", kind, "t")
+    assert "font-weight:700" not in render.token_span(",", "accepted", "t")
+    assert "text-decoration-color:rgba(" in render.TOKEN_STYLES["rejected"]
+
+
+def test_early_end_of_text_is_said_in_the_lane_and_the_stats():
+    run = make_gamma1_run(max_new_tokens=8)
+    _, speculative_html = render.lanes_html(run)
+    assert 'data-done="true"' in speculative_html
+    assert "stopped at end of text before the 8-token limit" in speculative_html
+    stats = render.stats_html(run)
+    assert "why it stopped" in stats and "stopped at end of text before the 8-token limit" in stats
+    assert "done (token limit)" in render.stats_html(make_run())  # the other ending, said too

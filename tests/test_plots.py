@@ -1,0 +1,68 @@
+"""plots.py figures on hand-made events (issue 9's chart defects): no models, milliseconds."""
+
+from __future__ import annotations
+
+from specviz import plots
+from specviz.events import FinishEvent, PrefillEvent
+from specviz.trace import Trace
+from tests.test_render import bonus_round, make_gamma1_run, make_run, rejection_round
+
+
+def gamma1_trace() -> Trace:
+    """γ = 1, rejections in rounds 1 and 3 (nothing accepted), a bonus in round 2."""
+    events = [
+        PrefillEvent("speculative", 1, 2, 0.012, 1, 1),
+        rejection_round(0, 1), bonus_round(1, 2), rejection_round(2, 4),
+        FinishEvent("speculative", "max_new_tokens", 5),
+    ]
+    return Trace.from_events(events)
+
+
+def test_rounds_that_accept_nothing_are_marked():
+    figure = plots.accepted_per_round(gamma1_trace(), 1)
+    marks = [trace for trace in figure.data if trace.type == "scatter"]
+    assert len(marks) == 1, "one trace of rejection marks"
+    assert list(marks[0].x) == [1, 3] and list(marks[0].y) == [0, 0]
+    assert marks[0].cliponaxis is False  # a mark on the axis line is drawn whole
+
+
+def test_rejection_marks_sit_on_top_of_their_bars():
+    figure = plots.accepted_per_round(make_run().speculative.trace, 3)
+    marks = next(trace for trace in figure.data if trace.type == "scatter")
+    assert list(marks.x) == [1] and list(marks.y) == [1]  # round 1 accepted one draft, then rejected
+
+
+def test_bars_have_one_width():
+    # Overlaid bar traces with different x spacings got different widths (rounds 1, 3 vs 2).
+    figure = plots.accepted_per_round(gamma1_trace(), 1)
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    widths = {bar.width for bar in bars}
+    assert len(bars) == 2 and len(widths) == 1 and None not in widths
+
+
+def test_one_draft_bonus_title_is_singular():
+    run = make_gamma1_run()
+    title = plots.decision_title(run.speculative.trace.rounds[0], run.speculative.labels)
+    assert "the 1 draft accepted" in title and "all 1" not in title
+
+
+def title_bottom_px(layout) -> float:
+    """Lowest pixel (from the figure's top) the title's text can reach."""
+    size = layout.title.font.size or 14
+    if layout.title.yref == "container" and layout.title.yanchor == "top":
+        return (1 - layout.title.y) * layout.height + (layout.title.pad.t or 0) + 1.4 * size
+    return layout.margin.t / 2 + 0.7 * size  # plotly's default: centred in the top margin
+
+
+def legend_top_px(layout, rows: int) -> float:
+    """Highest pixel a horizontal legend of `rows` rows, standing on the plot's top edge, reaches."""
+    assert layout.legend.yanchor == "bottom" and layout.legend.y >= 1.0
+    return layout.margin.t - (layout.legend.y - 1.0) * layout.height - rows * plots.LEGEND_ROW_PX
+
+
+def test_inspector_title_and_legend_do_not_overlap():
+    run = make_run()
+    figure = plots.decision_distributions(run.speculative.trace.rounds[0], run.speculative.labels)
+    assert len(figure.data) == 3  # q, p and the residual: the widest legend
+    for rows in (1, 2):  # the legend wraps on a narrow page
+        assert title_bottom_px(figure.layout) <= legend_top_px(figure.layout, rows)
