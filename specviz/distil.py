@@ -24,7 +24,6 @@ batch plus random negatives, which also keeps the stored model a sound full-voca
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.prompts_corpus import instruction_prompts
+from specviz.train import learning_rate
 
 
 @dataclass
@@ -224,14 +224,6 @@ def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor
     return -(teacher_probs * draft_log_probs).sum(-1).mean()
 
 
-def learning_rate(step: int, config: DistilConfig) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    progress = min(1.0, (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps))
-    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
 @torch.no_grad()
 def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> dict:
     """Held-out top-1 agreement with the target, with the full head and with head_rows only."""
@@ -278,7 +270,7 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = distillation_loss(draft, inputs, label_log_probs, label_ids, head_rows, config.num_negative_rows, generator)
         for group in optimiser.param_groups:
-            group["lr"] = learning_rate(step, config)
+            group["lr"] = learning_rate(step, config.steps, config.lr, config.warmup_steps)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
