@@ -269,7 +269,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 with gr.Row(visible=False) as custom_row:
                     target_id = gr.Textbox(label="Target model id", placeholder="e.g. EleutherAI/pythia-1.4b-deduped", elem_id="target-id")
                     draft_id = gr.Textbox(label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped", elem_id="draft-id")
-                gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ — tokens drafted per round", elem_id="gamma")
+                gamma = gr.Slider(1, MAX_GAMMA, value=3, step=1, label="γ — tokens drafted per round", elem_id="gamma")
                 temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature (0 = greedy)", elem_id="temperature")
                 with gr.Row():
                     top_k = gr.Slider(0, 200, value=0, step=1, label="top-k (0 = off)", elem_id="top-k")
