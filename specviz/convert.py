@@ -89,17 +89,25 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    import socket
+def hub_host() -> tuple[str, int]:
     from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    endpoint = urlparse(constants.ENDPOINT)
+    return endpoint.hostname, endpoint.port or 443
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """A TCP connection to the hub within timeout_s: seconds, where from_pretrained retries for a minute."""
+    import socket
 
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
         return False
-    endpoint = urlparse(constants.ENDPOINT)
     try:
-        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout_s).close()
+        socket.create_connection(hub_host(), timeout=timeout_s).close()
         return True
     except OSError:
         return False

@@ -280,8 +280,6 @@ def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
     Local folders, models already in the hub cache, offline mode and proxies skip the check.
     """
     import os
-    import socket
-    from urllib.parse import urlparse
 
     from huggingface_hub import constants, try_to_load_from_cache
 
@@ -299,14 +297,11 @@ def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
             uncached.append(model_id)
     if not uncached:
         return
-    endpoint = urlparse(constants.ENDPOINT)
-    try:
-        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout_s).close()
-    except OSError:
+    if not convert.hub_reachable(timeout_s):
         raise ModelLoadError(
             f"no network: cannot download {', '.join(map(repr, uncached))} from the Hugging Face Hub "
-            f"({endpoint.hostname} is unreachable); the embedded and tiny-code pairs work offline"
-        ) from None
+            f"({convert.hub_host()[0]} is unreachable); the embedded and tiny-code pairs work offline"
+        )
 
 
 # Loaded pairs, least recently used first; at most policy.max_cached_pairs, the default pinned.
