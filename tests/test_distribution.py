@@ -58,7 +58,7 @@ def exact_joint_of_three(pair, temperature: float, top_k: int, top_p: float) -> 
     return joint.numpy()
 
 
-def sample_runs(pair, config_kwargs: dict, num_runs: int) -> np.ndarray:
+def sample_runs(pair, config_kwargs: dict, num_runs: int, max_rejection_share: float = 0.9) -> np.ndarray:
     """First three generated tokens of num_runs seeded speculative runs, as a (num_runs, 3) array."""
     tokens, num_rejections = [], 0
     for seed in range(num_runs):
@@ -68,7 +68,7 @@ def sample_runs(pair, config_kwargs: dict, num_runs: int) -> np.ndarray:
         tokens.append(trace.token_ids[:3])
         num_rejections += any(event.next_kind == "resample" for event in trace.rounds)
     # The test exercises the rejection rule only if the draft is often wrong (and often right).
-    assert 0.2 * num_runs < num_rejections < 0.9 * num_runs
+    assert 0.2 * num_runs < num_rejections < max_rejection_share * num_runs
     return np.array(tokens)
 
 
@@ -117,9 +117,10 @@ def test_a_draft_restricted_to_some_head_rows_keeps_the_output_exact():
     """The head_rows drafter (q = 0 outside a subset of the vocabulary) is still exact."""
     from dataclasses import replace
 
-    pair = replace(distribution_pair(), draft_head_rows=torch.arange(0, VOCAB, 2))  # even ids only
+    pair = replace(distribution_pair(), draft_head_rows=torch.arange(0, VOCAB - 4))  # the last 4 ids never drafted
     kwargs = SETTINGS["temperature-1"]
     joint = exact_joint_of_three(pair, **kwargs)
-    tokens = sample_runs(pair, kwargs, NUM_RUNS)
-    assert (tokens % 2 == 1).any(), "odd tokens can only come from the target's corrections"
+    # A draft that can never propose some ids is rejected more often: still some acceptances.
+    tokens = sample_runs(pair, kwargs, NUM_RUNS, max_rejection_share=0.98)
+    assert (tokens >= VOCAB - 4).any(), "those ids can only come from the target's corrections"
     assert min(check_against_target(tokens, joint)) > SIGNIFICANCE
