@@ -15,6 +15,12 @@ Environment variables (`HostingPolicy.from_env` reads them at each load):
   doubles bf16 weights: two such models plus the default pair fit), 0 elsewhere.
 - ``SPECVIZ_MAX_PAIRS``: most model pairs kept in memory, the pinned default pair included.
   Default: 2.
+- ``SPECVIZ_MAX_NEW_TOKENS``: most new tokens a run may ask for. Default: 256 on a Space, 512
+  elsewhere.
+- ``SPECVIZ_MAX_RUN_S``: seconds of wall time after which the app stops a run (both lanes
+  together) and says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
+- ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy.
+  Default: 16 on a Space, 64 elsewhere.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class HostingPolicy:
     allow_local_models: bool = True
     max_model_bytes: int = 0  # per hub model; 0: no cap
     max_cached_pairs: int = DEFAULT_MAX_PAIRS
+    max_new_tokens: int = 512  # per run
+    max_run_s: int = 0  # wall time per run in the app; 0: no limit
+    queue_size: int = 64  # visitors waiting for the model; more get "busy, try again"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "HostingPolicy":
@@ -54,6 +63,9 @@ class HostingPolicy:
             allow_local_models=read_flag(environ, "SPECVIZ_ALLOW_LOCAL_MODELS", default=not on_space),
             max_model_bytes=read_count(environ, "SPECVIZ_MAX_MODEL_BYTES", SPACE_MAX_MODEL_BYTES if on_space else 0, 0),
             max_cached_pairs=read_count(environ, "SPECVIZ_MAX_PAIRS", DEFAULT_MAX_PAIRS, 1),
+            max_new_tokens=read_count(environ, "SPECVIZ_MAX_NEW_TOKENS", 256 if on_space else 512, 1),
+            max_run_s=read_count(environ, "SPECVIZ_MAX_RUN_S", 120 if on_space else 0, 0),
+            queue_size=read_count(environ, "SPECVIZ_QUEUE_SIZE", 16 if on_space else 64, 1),
         )
 
 

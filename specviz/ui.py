@@ -22,7 +22,7 @@ from typing import Iterator
 import gradio as gr
 import torch
 
-from specviz import convert, plots, render
+from specviz import convert, hosting, plots, render
 from specviz.bench import Prompt, load_prompts
 from specviz.engine import MAX_GAMMA, DecodeConfig, decode_both
 from specviz.events import FinishEvent, PrefillEvent
@@ -40,7 +40,8 @@ CUSTOM = "custom"
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
 LANE_REFRESH_S = 0.05  # redraw the lanes at most this often (the first token is shown at once)
 PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
-MAX_NEW_TOKENS = 512
+POLICY = hosting.HostingPolicy.from_env()  # the host's limits, read once at start
+MAX_NEW_TOKENS = POLICY.max_new_tokens
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
@@ -177,7 +178,9 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
     run = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings, run_id,
                          chat=pair.uses_chat(request.chat))
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
+    started = time.perf_counter()
     for event in decode_both(pair, prompt_ids, request.config):
+        check_run_time(started, POLICY.max_run_s)
         run.add(event, pair.decode)
         now = time.perf_counter()
         finished_lane = isinstance(event, FinishEvent)
@@ -189,6 +192,15 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
             if redraw_plots:
                 last_plots = last_lanes
     yield Progress(run, None, True, finished=True)
+
+
+def check_run_time(started: float, limit_s: int) -> None:
+    """A host's cap on one run's wall time, so one visitor cannot hold the model for long."""
+    if limit_s and time.perf_counter() - started > limit_s:
+        raise ValueError(
+            f"this server stops runs after {limit_s} s so other visitors get a turn: "
+            f"ask for fewer new tokens, or run specviz on your own machine"
+        )
 
 
 def run_to_end(request: Request) -> tuple[render.RunView, ModelPair]:
@@ -380,7 +392,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
         pair_name.change(on_pair_change, [pair_name], [custom_row], api_visibility="private", queue=False,
                          show_progress="hidden")
         gr.api(on_gpu(generate), api_name="generate", concurrency_id=MODEL_JOBS)
-    return demo.queue(default_concurrency_limit=1)
+    # A full queue answers new visitors with gradio's own "queue is full" error at once.
+    return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
 
 
 def generate(

@@ -18,8 +18,11 @@ from specviz.hosting import HostingPolicy, check_model_id, download_bytes
 from specviz.models import ModelLoadError, load_pair
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, tiny_pair
 
-ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000)
-HOSTING_VARIABLES = ("SPACE_ID", "SPECVIZ_ALLOW_LOCAL_MODELS", "SPECVIZ_MAX_MODEL_BYTES", "SPECVIZ_MAX_PAIRS")
+ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000, max_new_tokens=256, max_run_s=120, queue_size=16)
+HOSTING_VARIABLES = (
+    "SPACE_ID", "SPECVIZ_ALLOW_LOCAL_MODELS", "SPECVIZ_MAX_MODEL_BYTES", "SPECVIZ_MAX_PAIRS",
+    "SPECVIZ_MAX_NEW_TOKENS", "SPECVIZ_MAX_RUN_S", "SPECVIZ_QUEUE_SIZE",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +87,9 @@ def test_policy_defaults_follow_space_id_and_variables_override_them():
         "SPACE_ID": "someone/specviz", "SPECVIZ_ALLOW_LOCAL_MODELS": "1",
         "SPECVIZ_MAX_MODEL_BYTES": "500_000_000", "SPECVIZ_MAX_PAIRS": "3",
     })
-    assert overridden == HostingPolicy(allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3)
+    assert overridden == HostingPolicy(
+        allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3, max_new_tokens=256, max_run_s=120, queue_size=16
+    )
     assert not HostingPolicy.from_env({"SPECVIZ_ALLOW_LOCAL_MODELS": "off"}).allow_local_models
     for name, value in (("SPECVIZ_ALLOW_LOCAL_MODELS", "maybe"), ("SPECVIZ_MAX_PAIRS", "0"), ("SPECVIZ_MAX_MODEL_BYTES", "2GB")):
         with pytest.raises(ValueError, match=name):
@@ -236,3 +241,29 @@ def test_concurrent_loads_of_one_pair_happen_once(local_models, load_model_calls
     assert errors == [] and len(pairs) == 4
     assert all(pair is pairs[0] for pair in pairs)
     assert sorted(load_model_calls) == sorted([local_models["target"], local_models["draft0"]])
+
+
+def test_limits_per_run_and_queue_follow_space_id_and_variables():
+    space = HostingPolicy.from_env({"SPACE_ID": "user/specviz"})
+    assert (space.max_new_tokens, space.max_run_s, space.queue_size) == (256, 120, 16)
+    local = HostingPolicy.from_env({})
+    assert (local.max_new_tokens, local.max_run_s, local.queue_size) == (512, 0, 64)
+    custom = HostingPolicy.from_env({"SPECVIZ_MAX_NEW_TOKENS": "32", "SPECVIZ_MAX_RUN_S": "5", "SPECVIZ_QUEUE_SIZE": "3"})
+    assert (custom.max_new_tokens, custom.max_run_s, custom.queue_size) == (32, 5, 3)
+    with pytest.raises(ValueError, match="SPECVIZ_MAX_NEW_TOKENS must be an integer ≥ 1"):
+        HostingPolicy.from_env({"SPECVIZ_MAX_NEW_TOKENS": "0"})
+
+
+def test_the_app_enforces_the_hosts_token_and_time_limits(monkeypatch):
+    import time
+
+    import specviz.ui as ui
+
+    monkeypatch.setattr(ui, "MAX_NEW_TOKENS", 32)
+    with pytest.raises(ValueError, match="max new tokens must be from 1 to 32, got 33"):
+        ui.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 33, 0)
+    assert ui.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 32, 0).config.max_new_tokens == 32
+    ui.check_run_time(time.perf_counter() - 10, 0)  # 0: no limit
+    ui.check_run_time(time.perf_counter(), 5)
+    with pytest.raises(ValueError, match="this server stops runs after 5 s"):
+        ui.check_run_time(time.perf_counter() - 6, 5)
