@@ -48,6 +48,19 @@ class BenchConfig:
     chat: bool | None = None  # overrides every prompt's own chat setting when not None
     full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
 
+    def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
+        """The engine settings of one timed run: the same for both lanes and both comparisons."""
+        return DecodeConfig(
+            gamma=gamma,
+            temperature=temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            seed=seed,
+            stop_at_eos=self.stop_at_eos,
+            full_draft_head=self.full_draft_head,
+        )
+
 
 @dataclass(frozen=True)
 class BenchResult:
@@ -132,15 +145,7 @@ def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progr
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):
-                base_config = DecodeConfig(
-                    temperature=temperature,
-                    top_k=config.top_k,
-                    top_p=config.top_p,
-                    max_new_tokens=config.max_new_tokens,
-                    seed=config.seed + 1000 * repeat + index,
-                    stop_at_eos=config.stop_at_eos,
-                    full_draft_head=config.full_draft_head,
-                )
+                base_config = config.decode_config(temperature, config.seed + 1000 * repeat + index)
                 baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
                 bar.update()
                 for gamma in config.gammas:
@@ -228,7 +233,7 @@ def hf_generate_s(pair: ModelPair, ids: list[int], temperature: float, config: B
     else:  # never stop early: the same token budget as our lanes
         kwargs.update(eos_token_id=None, min_new_tokens=config.max_new_tokens)
     if temperature > 0:
-        kwargs.update(do_sample=True, temperature=temperature, top_k=config.top_k or 0, top_p=config.top_p)
+        kwargs.update(do_sample=True, temperature=temperature, top_k=config.top_k, top_p=config.top_p)
     else:
         kwargs.update(do_sample=False)
     if assisted:
@@ -276,12 +281,7 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
                 bar.update(2)
                 best_ours = 0.0
                 for gamma in config.gammas:
-                    decode_config = DecodeConfig(
-                        gamma=gamma, temperature=temperature, top_k=config.top_k, top_p=config.top_p,
-                        max_new_tokens=config.max_new_tokens, seed=seed, stop_at_eos=config.stop_at_eos,
-                        full_draft_head=config.full_draft_head,
-                    )
-                    mine_s, mine_n = ours_s(pair, ids, decode_config)
+                    mine_s, mine_n = ours_s(pair, ids, config.decode_config(temperature, seed, gamma))
                     hf_s, hf_n = hf_generate_s(pair, ids, temperature, config, seed, gamma, assisted=True)
                     bar.update(2)
                     ours_rate, hf_rate = mine_n / mine_s, hf_n / hf_s

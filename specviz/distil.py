@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.prompts_corpus import instruction_prompts
-from specviz.train import learning_rate
+from specviz.train import learning_rate, save_atomically
 
 
 @dataclass
@@ -240,9 +240,8 @@ def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, 
 
 
 def save_checkpoint(path: Path, step: int, draft, optimiser, generator: torch.Generator) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save({"step": step, "draft": draft.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state()}, tmp)
-    tmp.replace(path)  # atomic: an interrupted save never corrupts the last good checkpoint
+    state = {"step": step, "draft": draft.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state()}
+    save_atomically(state, path)
 
 
 def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> float:

@@ -282,9 +282,14 @@ def optimiser_step(model, optimiser, loss: torch.Tensor, lr: float) -> None:
     optimiser.step()
 
 
-def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt, generator) -> None:
+def save_atomically(state: dict, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
-    torch.save(
+    torch.save(state, tmp)
+    tmp.replace(path)  # atomic: an interrupted save never corrupts the last good checkpoint
+
+
+def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt, generator) -> None:
+    save_atomically(
         {
             "step": step,
             "target": target.state_dict(),
@@ -293,9 +298,8 @@ def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt,
             "draft_opt": draft_opt.state_dict(),
             "generator": generator.get_state(),
         },
-        tmp,
+        path,
     )
-    tmp.replace(path)  # atomic: an interrupted save never corrupts the last good checkpoint
 
 
 def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict) -> None:
