@@ -7,19 +7,11 @@ import json
 import os
 import sys
 
+from specviz.palette import ANSI, ANSI_RESET
+
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-
-ANSI = {
-    "accepted": "\033[32m",  # green
-    "rejected": "\033[31;9m",  # red, struck through
-    "unexamined": "\033[90;9m",  # grey, struck through: drafted after the rejection
-    "resample": "\033[33;1m",  # bold yellow
-    "bonus": "\033[36;1m",  # bold cyan
-    "target": "",
-}
-RESET = "\033[0m"
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,9 +105,9 @@ def colour_speculative(pair, trace) -> str:
     pieces = [pair.decode([trace.prefill.next_id])] if trace.prefill else []
     for event in trace.rounds:
         for index, token in enumerate(event.drafted):
-            pieces.append(ANSI[event.verdict(index)] + pair.decode([token.token_id]) + RESET)
+            pieces.append(ANSI[event.verdict(index)] + pair.decode([token.token_id]) + ANSI_RESET)
         if len(event.emitted_ids) > event.num_accepted:  # the target's token survived any EOS cut
-            pieces.append(ANSI[event.next_kind] + pair.decode([event.next_id]) + RESET)
+            pieces.append(ANSI[event.next_kind] + pair.decode([event.next_id]) + ANSI_RESET)
     return "".join(pieces)
 
 
@@ -183,7 +175,7 @@ def run_generate(args) -> int:
             )
         )
         return 0
-    legend = " ".join(ANSI[k] + k + RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
+    legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
     print(f"── baseline (target alone) ──\n{args.prompt}{pair.decode(baseline.token_ids)}\n")
     print(f"── speculative (γ={config.gamma}) ── {legend}\n{args.prompt}{colour_speculative(pair, speculative)}\n")
     rows = [

@@ -12,22 +12,10 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 
 from specviz.events import RoundEvent
+from specviz.palette import COLORS
 from specviz.trace import Trace, speedup
 from specviz.wording import every
 
-# Okabe-Ito, a palette that stays distinct under the common colour-vision deficiencies.
-COLORS = {
-    "accepted": "#009E73",  # bluish green
-    "rejected": "#D55E00",  # vermillion
-    "unexamined": "#999999",  # grey
-    "resample": "#E69F00",  # orange
-    "bonus": "#0072B2",  # blue
-    "baseline": "#555555",  # the target-only lane
-    "speculative": "#0072B2",
-    "draft": "#CC79A7",  # reddish purple: q
-    "target": "#0072B2",  # p
-    "residual": "#E69F00",  # norm(max(0, p - q))
-}
 HEIGHT = 280
 MARGIN_TOP = 45
 BAR_WIDTH = 0.8  # in rounds: fixed, else overlaid traces each size their bars by their own x spacing

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from specviz.events import Event, PrefillEvent, RoundEvent
-from specviz.plots import COLORS, running_speedup
+from specviz.palette import COLORS
+from specviz.plots import running_speedup
 from specviz.trace import Trace, compare
 from specviz.wording import count, every
 

@@ -22,11 +22,14 @@ from typing import Iterator
 import gradio as gr
 import torch
 
-from specviz import convert, hosting, plots, render
+from specviz import plots, render
 from specviz.bench import Prompt, load_prompts
-from specviz.engine import MAX_GAMMA, DecodeConfig, decode_both
+from specviz.engine import MAX_GAMMA, decode_both
 from specviz.events import FinishEvent, PrefillEvent
 from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
+from specviz.request import (
+    CUSTOM, MAX_NEW_TOKENS, POLICY, Request, check_run_time, describe_error, loading_message,
+)
 from specviz.trace import Trace
 
 try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
@@ -36,12 +39,9 @@ except ImportError:
 
 log = logging.getLogger("specviz.ui")
 
-CUSTOM = "custom"
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
 LANE_REFRESH_S = 0.05  # redraw the lanes at most this often (the first token is shown at once)
 PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
-POLICY = hosting.HostingPolicy.from_env()  # the host's limits, read once at start
-MAX_NEW_TOKENS = POLICY.max_new_tokens
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
@@ -67,97 +67,6 @@ def example_prompts() -> list[Prompt]:
     except (OSError, ValueError) as error:
         log.warning("could not read example prompts: %s", error)
         return FALLBACK_PROMPTS
-
-
-def whole_number(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    """A slider or number box's value as an int, with a message a user can act on."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
-    if not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
-        raise ValueError(f"{name} must be from {minimum} to {maximum}, got {int(number)}")
-    return int(number)
-
-
-def real_number(value, name: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class Request:
-    """A run as the user asked for it."""
-
-    prompt_text: str
-    pair_name: str
-    target_id: str
-    draft_id: str
-    config: DecodeConfig
-    chat: bool = True  # the chat template, where the pair has one
-
-    @classmethod
-    def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True):
-        if prompt is None or not str(prompt).strip():
-            raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
-        pair_name = pair_name or DEFAULT_PRESET
-        if pair_name != CUSTOM and pair_name not in PRESETS:
-            raise ValueError(f"unknown model pair {pair_name!r}; choose one of: {', '.join([*PRESETS, CUSTOM])}")
-        if pair_name == CUSTOM and not ((target_id or "").strip() and (draft_id or "").strip()):
-            raise ValueError("a custom pair needs both a target and a draft model id (a Hugging Face id or a local folder)")
-        config = DecodeConfig(
-            gamma=whole_number(gamma, "γ (tokens drafted per round)", 1, MAX_GAMMA),
-            temperature=real_number(temperature, "temperature"),
-            top_k=whole_number(top_k, "top-k"),
-            top_p=real_number(top_p, "top-p"),
-            max_new_tokens=whole_number(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-            seed=whole_number(seed, "seed", 0, 2**63 - 1),
-            inspect=True,
-        )
-        config.validate()
-        if chat not in (True, False, None):
-            raise ValueError(f"chat must be true or false, got {chat!r}")
-        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False)
-
-    def load(self) -> ModelPair:
-        if self.pair_name == CUSTOM:
-            return load_pair(target=self.target_id, draft=self.draft_id)
-        return load_pair(self.pair_name)
-
-    @property
-    def settings(self) -> dict:
-        c = self.config
-        pair = f"{self.draft_id} → {self.target_id}" if self.pair_name == CUSTOM else self.pair_name
-        return {
-            "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
-            "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat,
-        }
-
-
-def loading_message(request: Request) -> str:
-    message = f"Loading the {request.settings['pair']} pair…"
-    if request.pair_name == DEFAULT_PRESET and not convert.is_converted(convert.converted_dir()):
-        message += " (first start: converting SmolLM2-135M-Instruct from the installed wheel, about 30 s, once)"
-    return message
-
-
-def describe_error(error: BaseException) -> str:
-    """The one line a user sees for anything that stops a run."""
-    if isinstance(error, torch.OutOfMemoryError):
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        return "out of memory: pick a smaller model pair or fewer new tokens"
-    if isinstance(error, ValueError):  # bad input, ModelLoadError, IncompatiblePairError
-        return str(error)
-    if isinstance(error, MemoryError):
-        return "out of memory: pick a smaller model pair or fewer new tokens"
-    log.exception("run failed")  # full traceback to the server log only
-    return f"something went wrong ({type(error).__name__}: {error}); the app is still running, try again"
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -192,15 +101,6 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
             if redraw_plots:
                 last_plots = last_lanes
     yield Progress(run, None, True, finished=True)
-
-
-def check_run_time(started: float, limit_s: int) -> None:
-    """A host's cap on one run's wall time, so one visitor cannot hold the model for long."""
-    if limit_s and time.perf_counter() - started > limit_s:
-        raise ValueError(
-            f"this server stops runs after {limit_s} s so other visitors get a turn: "
-            f"ask for fewer new tokens, or run specviz on your own machine"
-        )
 
 
 def run_to_end(request: Request) -> tuple[render.RunView, ModelPair]:

@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import pytest
 
-from specviz import hosting, models
+from specviz import hosting, models, request
 from specviz.hosting import HostingPolicy, check_model_id, download_bytes
 from specviz.models import ModelLoadError, load_pair
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, tiny_pair
@@ -257,13 +257,11 @@ def test_limits_per_run_and_queue_follow_space_id_and_variables():
 def test_the_app_enforces_the_hosts_token_and_time_limits(monkeypatch):
     import time
 
-    import specviz.ui as ui
-
-    monkeypatch.setattr(ui, "MAX_NEW_TOKENS", 32)
+    monkeypatch.setattr(request, "MAX_NEW_TOKENS", 32)
     with pytest.raises(ValueError, match="max new tokens must be from 1 to 32, got 33"):
-        ui.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 33, 0)
-    assert ui.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 32, 0).config.max_new_tokens == 32
-    ui.check_run_time(time.perf_counter() - 10, 0)  # 0: no limit
-    ui.check_run_time(time.perf_counter(), 5)
+        request.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 33, 0)
+    assert request.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 32, 0).config.max_new_tokens == 32
+    request.check_run_time(time.perf_counter() - 10, 0)  # 0: no limit
+    request.check_run_time(time.perf_counter(), 5)
     with pytest.raises(ValueError, match="this server stops runs after 5 s"):
-        ui.check_run_time(time.perf_counter() - 6, 5)
+        request.check_run_time(time.perf_counter() - 6, 5)
