@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Protocol
+from typing import Callable, Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
 
+from specviz.drafters import DRAFTERS, MAX_NGRAM, DrafterFactory, Proposal, crop_cache, forward_new_ids
 from specviz.events import DraftedToken, Event, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
 from specviz.sampling import ProbsFn, Verdict, accept_or_resample, sample
+
+AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 
 MAX_GAMMA = 16
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
@@ -46,6 +49,8 @@ class DecodeConfig:
     # False: where the draft ships head_rows.json, draft over those rows only (q = 0 elsewhere,
     # still exact, much cheaper at a 49k vocabulary); True: always the draft's whole output head.
     full_draft_head: bool = False
+    drafter: str = "model"  # a name in drafters.DRAFTERS: the draft model, or prompt lookup
+    ngram: int = 3  # prompt lookup: longest trailing n-gram it looks for (it tries shorter ones too)
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -59,34 +64,10 @@ class DecodeConfig:
             raise ValueError(f"top-p must be in (0, 1] (1 turns it off), got {self.top_p!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be a positive integer, got {self.max_new_tokens!r}")
-
-
-class Proposal(NamedTuple):
-    """What a drafter proposes for one round."""
-
-    draft_ids: torch.Tensor  # (γ,)
-    draft_probs: torch.Tensor  # (γ, vocab) q at each drafted position (one-hot for deterministic drafters)
-    num_forwards: int  # draft model forwards spent
-
-
-class Drafter(Protocol):
-    """A drafting strategy; the speculative loop only talks to this interface.
-
-    A draft model is one; prompt lookup (n-gram copying with one-hot q) would be another, and
-    the same rejection rule keeps the output exact for either.
-    """
-
-    def prefill(self, prompt_ids: torch.Tensor) -> int:
-        """See the prompt (1, n); return the number of forwards spent."""
-        ...
-
-    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
-        """Draft num_tokens tokens after committed_ids (1, n)."""
-        ...
-
-    def rollback(self, num_committed: int) -> None:
-        """Forget everything past the first num_committed tokens."""
-        ...
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"unknown drafter {self.drafter!r}; choose one of: {', '.join(DRAFTERS)}")
+        if not isinstance(self.ngram, int) or not 1 <= self.ngram <= MAX_NGRAM:
+            raise ValueError(f"the n-gram size of prompt lookup must be an integer from 1 to {MAX_NGRAM}, got {self.ngram!r}")
 
 
 def clock(device: torch.device) -> float:
@@ -94,88 +75,6 @@ def clock(device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
-
-
-def crop_cache(cache: DynamicCache, length: int) -> None:
-    """Keep the first `length` positions. transformers 5's crop takes a negative count to drop."""
-    excess = cache.get_seq_length() - length
-    if excess > 0:
-        cache.crop(-excess)
-
-
-def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int, last_only: bool = False) -> torch.Tensor:
-    """Run the ids the cache has not seen yet; return their logits (n_new, vocab) in float32.
-
-    Logits are sliced to the shared vocabulary: checkpoints pad their embedding matrices
-    (Qwen's 151936 rows for a 151665-token tokenizer) and the padding must never be sampled.
-    `last_only` (a prefill) computes the output head at the last position alone: (1, vocab).
-    """
-    new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
-    keep = {"logits_to_keep": 1} if last_only else {}
-    output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep)
-    return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
-
-
-class ModelDrafter:
-    """Drafts with a small causal LM and its own KV cache.
-
-    With `head_rows`, only those rows of the draft's output head are computed: at a 49k-token
-    vocabulary the head is most of a small draft's step. q is then zero outside the rows, which
-    the rejection rule handles like any other q: the output stays exactly the target's.
-    """
-
-    def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 head_rows: torch.Tensor | None = None):
-        self.model = model
-        self.vocab_size = vocab_size
-        self.to_probs = to_probs
-        self.generator = generator
-        self.cache = DynamicCache()
-        self.head_rows = head_rows  # (rows,) sorted token ids, or None for the whole head
-        if head_rows is not None:
-            self.head_weight = model.get_output_embeddings().weight[head_rows]  # (rows, hidden)
-
-    def prefill(self, prompt_ids: torch.Tensor) -> int:
-        # Only the cache matters here: the head runs at the last position alone, not at every one.
-        forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size, last_only=True)
-        return 1
-
-    def next_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits (1, vocab) for the token after input_ids; -inf outside head_rows when set."""
-        if self.head_rows is None:
-            return forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
-        new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
-        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
-        row_logits = torch.nn.functional.linear(hidden[0, -1:], self.head_weight).float()  # (1, rows)
-        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
-        logits[:, self.head_rows] = row_logits
-        return logits
-
-    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
-        device = committed_ids.device
-        input_ids = committed_ids
-        drafted, probs = [], []
-        for _ in range(num_tokens):
-            logits = self.next_logits(input_ids).to(device)  # (1, vocab)
-            if self.to_probs.greedy:
-                # Same token the one-hot q would give, without building q each step: drafting
-                # is the hot loop, and q is built once per round below.
-                next_id = logits.argmax(-1)  # (1,)
-            else:
-                step_probs = self.to_probs(logits)  # (1, vocab)
-                next_id = sample(step_probs, self.generator)  # (1,)
-                probs.append(step_probs)
-            drafted.append(next_id)
-            input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
-        draft_ids = torch.cat(drafted)  # (γ,)
-        if self.to_probs.greedy:
-            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ, vocab)
-        else:
-            draft_probs = torch.cat(probs)  # (γ, vocab)
-        return Proposal(draft_ids, draft_probs, num_tokens)
-
-    def rollback(self, num_committed: int) -> None:
-        crop_cache(self.cache, num_committed - 1)
 
 
 def context_budget(pair: ModelPair, num_prompt_tokens: int, config: DecodeConfig) -> int:
@@ -249,17 +148,19 @@ def describe_drafts(draft_ids: list[int], verdict: Verdict) -> tuple[DraftedToke
 
 
 @torch.inference_mode()
-def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> Iterator[Event]:
+def autoregressive_decode(
+    pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str = "baseline"
+) -> Iterator[Event]:
     """The fair baseline: the target alone, one token per forward, KV cache on, same sampling."""
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     cache = DynamicCache()
     started = clock(pair.device)
     logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
     next_id = int(sample(to_probs(logits.to(pair.device)), generator))
-    yield PrefillEvent("baseline", len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
+    yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
     generated = [next_id]
     if truncate_at_eos(generated, pair.eos_id, config.stop_at_eos)[1]:
-        yield FinishEvent("baseline", "eos", 1)
+        yield FinishEvent(lane, "eos", 1)
         return
     for round_index in range(budget - 1):
         started = clock(pair.device)
@@ -269,33 +170,42 @@ def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: Decode
         step_s = clock(pair.device) - started
         generated.append(next_id)
         yield RoundEvent(
-            "baseline", round_index, len(generated) - 1, 0, (), 0, next_id, "target", (next_id,), 0.0, step_s, 0, 1
+            lane, round_index, len(generated) - 1, 0, (), 0, next_id, "target", (next_id,), 0.0, step_s, 0, 1
         )
         if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
-            yield FinishEvent("baseline", "eos", len(generated))
+            yield FinishEvent(lane, "eos", len(generated))
             return
-    yield FinishEvent("baseline", "max_new_tokens" if budget == config.max_new_tokens else "context_length", len(generated))
+    yield FinishEvent(lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", len(generated))
 
 
 @torch.inference_mode()
 def speculative_decode(
-    pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, drafter: Drafter | None = None
+    pair: ModelPair,
+    prompt_ids: list[int],
+    config: DecodeConfig,
+    drafter: DrafterFactory | None = None,
+    accept_rule: AcceptRule = accept_or_resample,
+    lane: str = "speculative",
 ) -> Iterator[Event]:
-    """Exact speculative decoding: output distributed exactly as the target's (greedy: identical)."""
+    """Exact speculative decoding: output distributed exactly as the target's (greedy: identical).
+
+    The drafter is config.drafter's from the registry unless a factory is given (tests record
+    with one). `accept_rule` is the verification step; only the exactness lab swaps it, for a
+    deliberately wrong rule the learner can watch fail.
+    """
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
-    head_rows = None if config.full_draft_head else pair.draft_head_rows
-    drafter = drafter or ModelDrafter(pair.draft, pair.vocab_size, to_probs, generator, head_rows)
+    drafter = (drafter or DRAFTERS[config.drafter])(pair, config, to_probs, generator)
     target_cache = DynamicCache()
 
     started = clock(pair.device)
     logits = forward_new_ids(pair.target, ids, target_cache, pair.vocab_size, last_only=True)  # (1, vocab)
     next_id = int(sample(to_probs(logits.to(pair.device)), generator))
     num_draft_forwards = drafter.prefill(ids)
-    yield PrefillEvent("speculative", len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
+    yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
     ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1): committed ids
     num_generated = 1
     if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
-        yield FinishEvent("speculative", "eos", 1)
+        yield FinishEvent(lane, "eos", 1)
         return
 
     round_index = 0
@@ -304,14 +214,15 @@ def speculative_decode(
         gamma = min(config.gamma, budget - num_generated - 1)
         started = clock(pair.device)
         proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
+        gamma = proposal.draft_ids.shape[0]  # a copying drafter may find fewer tokens, or none
         drafted_at = clock(pair.device)
 
         verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1)], dim=1)  # (1, n+γ)
         target_logits = forward_new_ids(pair.target, verify_ids, target_cache, pair.vocab_size)  # (γ+1, vocab)
         target_probs = to_probs(target_logits.to(pair.device))  # (γ+1, vocab)
         if gamma > 0:
-            verdict = accept_or_resample(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
-        else:  # no room to draft: a plain target step, which is the bonus rule with γ = 0
+            verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
+        else:  # nothing drafted (no room, or no match): a plain target step, the bonus rule with γ = 0
             bonus_id = int(sample(target_probs, generator))
             empty = target_probs.new_empty(0)
             verdict = Verdict(0, bonus_id, True, empty, empty, empty, empty, None)
@@ -325,7 +236,7 @@ def speculative_decode(
         emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
         details = describe_positions(proposal, target_probs, verdict) if config.inspect and gamma > 0 else None
         yield RoundEvent(
-            lane="speculative",
+            lane=lane,
             round_index=round_index,
             position=num_generated,
             gamma=gamma,
@@ -343,11 +254,21 @@ def speculative_decode(
         num_generated += len(emitted)
         round_index += 1
         if hit_eos:
-            yield FinishEvent("speculative", "eos", num_generated)
+            yield FinishEvent(lane, "eos", num_generated)
             return
     yield FinishEvent(
-        "speculative", "max_new_tokens" if budget == config.max_new_tokens else "context_length", num_generated
+        lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", num_generated
     )
+
+
+@torch.inference_mode()
+def top2_logit_gap(pair: ModelPair, ids: list[int]) -> float:
+    """The target's top-1 minus top-2 logit for the token after ids, from a plain 1-position
+    forward: how near a tie the greedy choice was where two lanes parted."""
+    input_ids = torch.tensor([ids], dtype=torch.long, device=pair.device)  # (1, n)
+    logits = forward_new_ids(pair.target, input_ids, DynamicCache(), pair.vocab_size, last_only=True)  # (1, vocab)
+    top2 = logits[0].topk(2).values  # (2,)
+    return float(top2[0] - top2[1])
 
 
 @torch.inference_mode()
@@ -362,11 +283,28 @@ def warm_up(pair: ModelPair) -> None:
     clock(pair.device)
 
 
-def decode_both(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> Iterator[Event]:
-    """Baseline, then speculative: one after the other, never concurrently, after a warm-up."""
+LANES = ("baseline", "speculative")  # a run's lanes unless asked otherwise; "reference" may follow
+
+
+def lane_decoder(name: str) -> Callable[..., Iterator[Event]]:
+    """The decoder behind a lane name: (pair, prompt_ids, config, lane=name) → events."""
+    if name == "reference":
+        from specviz.reference import reference_decode  # it builds on this module
+
+        return reference_decode
+    decoders = {"baseline": autoregressive_decode, "speculative": speculative_decode}
+    if name not in decoders:
+        raise ValueError(f"unknown lane {name!r}; choose from: baseline, speculative, reference")
+    return decoders[name]
+
+
+def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = LANES) -> Iterator[Event]:
+    """The lanes one after another, never concurrently, after a warm-up: no lane's timing
+    ever shares the machine with another's."""
     config.validate()
     check_prompt(prompt_ids, pair)
     context_budget(pair, len(prompt_ids), config)  # fail before any work if the prompt is too long
+    decoders = [(lane, lane_decoder(lane)) for lane in lanes]
     warm_up(pair)
-    yield from autoregressive_decode(pair, prompt_ids, config)
-    yield from speculative_decode(pair, prompt_ids, config)
+    for lane, decode in decoders:
+        yield from decode(pair, prompt_ids, config, lane=lane)

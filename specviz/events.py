@@ -8,14 +8,27 @@ compared, and serialised to JSON without touching torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal, NamedTuple, Union
 
-Lane = Literal["baseline", "speculative"]
+# A lane's name tags each of its events: "baseline" (the target alone), "speculative" (ours),
+# "reference" (transformers' generate); a run may hold any number of lanes.
+Lane = str
 # How the target's own token of a round came about: the baseline's plain sample ("target"),
 # the correction at the first rejection ("resample"), or the extra token after a fully
 # accepted draft ("bonus").
 NextKind = Literal["target", "resample", "bonus"]
 StopReason = Literal["max_new_tokens", "eos", "context_length", "stopped"]
+# How a token is shown, everywhere (page, inspector, explainer, terminal): a draft's verdict,
+# or how the target's own token came about (a plain target token, a resample, a bonus).
+TokenKind = Literal["accepted", "rejected", "unexamined", "resample", "bonus", "target"]
+
+
+class ShownToken(NamedTuple):
+    """One token of a round as it is shown, in reading order."""
+
+    token_id: int
+    kind: TokenKind
+    draft_index: int | None  # index into RoundEvent.drafted; None for the target's own tokens
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,20 @@ class RoundEvent:
         if token.accepted:
             return "accepted" if index < len(self.emitted_ids) else "unexamined"
         return "rejected" if token.decided else "unexamined"
+
+    @property
+    def own_kind(self) -> TokenKind:
+        """How the target's own token(s) of this round are shown."""
+        if self.gamma == 0:  # the baseline, a round with nothing drafted, a reference chunk
+            return "target"
+        return "resample" if self.next_kind == "resample" else "bonus"
+
+    def shown_tokens(self) -> tuple[ShownToken, ...]:
+        """Every token of the round in reading order: each draft with its verdict, then the
+        target's own tokens that were kept (none when an EOS cut the round short)."""
+        drafts = [ShownToken(token.token_id, self.verdict(i), i) for i, token in enumerate(self.drafted)]
+        own = [ShownToken(token_id, self.own_kind, None) for token_id in self.emitted_ids[self.num_accepted :]]
+        return tuple(drafts + own)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,23 @@ COLORS = {
     "bonus": "#0072B2",  # blue
     "baseline": "#555555",  # the target-only lane
     "speculative": "#0072B2",
+    "reference": "#CC79A7",  # transformers' generate(): reddish purple
     "draft": "#CC79A7",  # reddish purple: q
     "target": "#0072B2",  # p
     "residual": "#E69F00",  # norm(max(0, p - q))
+}
+
+# How each kind of token looks on the page: Okabe-Ito colours as a tinted background and a solid underline,
+# plus strike-through for drafts the target did not keep, so colour is never the only cue.
+TOKEN_STYLES = {
+    "target": "background:#ececec;border-bottom:2px solid #9a9a9a;",
+    "accepted": f"background:#d4efe6;border-bottom:2px solid {COLORS['accepted']};",
+    "rejected": f"background:#f8dccb;border-bottom:2px solid {COLORS['rejected']};color:#8a3300;"
+    "text-decoration:line-through;text-decoration-thickness:2px;text-decoration-color:rgba(138,51,0,0.55);",
+    "unexamined": "background:#f2f2f2;color:#9a9a9a;border-bottom:2px dotted #b0b0b0;text-decoration:line-through;"
+    "text-decoration-color:rgba(120,120,120,0.6);",
+    "resample": f"background:#fbe8c2;border-bottom:2px solid {COLORS['resample']};font-weight:600;",
+    "bonus": f"background:#cfe2f3;border-bottom:2px solid {COLORS['bonus']};font-weight:600;",
 }
 
 # The terminal's approximation of the same kinds, as ANSI escape sequences.

@@ -115,16 +115,21 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     return figure
 
 
-def tokens_vs_time(baseline: Trace, speculative: Trace) -> go.Figure:
-    """Tokens generated against seconds of model work, both lanes; running speedup in the title."""
+LANE_NAMES = {"baseline": "target only", "speculative": "speculative", "reference": "transformers"}
+
+
+def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Figure:
+    """Tokens generated against seconds of model work, every lane; running speedup in the title."""
     title = "Tokens vs time"
     speedup = running_speedup(baseline, speculative)
     if speedup is not None:
         title += f" — speculative is {speedup:.2f}× the baseline's speed"
     figure = base_figure(title, "seconds of model work", "tokens")
-    if not baseline.timeline() and not speculative.timeline():
+    traces = (baseline, speculative, *others)
+    if not any(trace.timeline() for trace in traces):
         return with_hint(figure, "press Run")
-    for trace, name in ((baseline, "target only"), (speculative, "speculative")):
+    for trace in traces:
+        name = LANE_NAMES.get(trace.lane, trace.lane)
         timeline = trace.timeline()
         if timeline:
             figure.add_scatter(

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 
 from specviz import convert, hosting
-from specviz.engine import MAX_GAMMA, DecodeConfig
+from specviz.drafters import MAX_NGRAM
+from specviz.engine import LANES, MAX_GAMMA, DecodeConfig
 from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
 
 log = logging.getLogger("specviz.request")
@@ -54,10 +55,11 @@ class Request:
     draft_id: str
     config: DecodeConfig
     chat: bool = True  # the chat template, where the pair has one
+    reference: bool = False  # add a lane running transformers' own generate()
 
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True):
+              chat=True, drafter="model", ngram=3, reference=False):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
         pair_name = pair_name or DEFAULT_PRESET
@@ -73,11 +75,20 @@ class Request:
             max_new_tokens=whole_number(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
             seed=whole_number(seed, "seed", 0, 2**63 - 1),
             inspect=True,
+            drafter=drafter or "model",
+            ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
         )
         config.validate()
         if chat not in (True, False, None):
             raise ValueError(f"chat must be true or false, got {chat!r}")
-        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False)
+        if reference not in (True, False, None):
+            raise ValueError(f"reference must be true or false, got {reference!r}")
+        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False,
+                   bool(reference))
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return (*LANES, "reference") if self.reference else LANES
 
     def load(self) -> ModelPair:
         if self.pair_name == CUSTOM:
@@ -90,7 +101,8 @@ class Request:
         pair = f"{self.draft_id} → {self.target_id}" if self.pair_name == CUSTOM else self.pair_name
         return {
             "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
-            "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat,
+            "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat, "drafter": c.drafter,
+            "ngram": c.ngram, "reference": self.reference,
         }
 
 

@@ -7,9 +7,7 @@ events' own timings, so the UI's clock never enters a speed figure.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable
 
 from specviz import theory
@@ -177,13 +175,6 @@ class Trace:
         trace.lane = data.get("lane", trace.lane)
         return trace
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict()))
-
-    @classmethod
-    def load(cls, path: str | Path) -> "Trace":
-        return cls.from_dict(json.loads(Path(path).read_text()))
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -192,9 +183,11 @@ class Comparison:
     speedup: float  # measured: speculative tokens/s over baseline tokens/s
     acceptance_rate: float  # α̂
     cost_ratio: float  # c: draft step seconds over baseline target step seconds
-    predicted_speedup: float  # Leviathan's formula at the measured α̂, c and this γ
-    best_gamma: int  # the γ the formula recommends for the measured α̂ and c
-    pays: bool  # α̂ > c
+    verify_cost: float  # v: seconds of a verify round over a baseline target step (Leviathan assumes 1)
+    predicted_speedup: float  # Leviathan's formula at the measured α̂, c and this γ (v = 1)
+    predicted_with_verify: float  # the same formula with the measured v: what this machine should give
+    best_gamma: int  # the γ the formula recommends for the measured α̂, c and v
+    pays: bool  # some γ beats the target alone at the measured α̂, c and v
 
 
 def speedup(baseline: Trace, speculative: Trace) -> float:
@@ -202,16 +195,35 @@ def speedup(baseline: Trace, speculative: Trace) -> float:
     return speculative.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
 
 
+def verify_cost(baseline: Trace, speculative: Trace) -> float:
+    """Seconds of one verify (a (γ+1)-token target forward with the accept/resample) over one
+    baseline step: 1 in Leviathan's model, 1.4–2 on a CPU, where more tokens cost more."""
+    target_step_s = baseline.mean_target_step_s
+    return speculative.mean_target_step_s / target_step_s if target_step_s > 0 else 1.0
+
+
 def compare(baseline: Trace, speculative: Trace, gamma: int) -> Comparison:
     """Needs both lanes to have run at least one round; partial traces give running figures."""
     alpha = speculative.acceptance_rate
     target_step_s = baseline.mean_target_step_s
     cost_ratio = speculative.mean_draft_step_s / target_step_s if target_step_s > 0 else 0.0
+    verify = verify_cost(baseline, speculative)
     return Comparison(
         speedup=speedup(baseline, speculative),
         acceptance_rate=alpha,
         cost_ratio=cost_ratio,
+        verify_cost=verify,
         predicted_speedup=theory.expected_speedup(alpha, gamma, cost_ratio),
-        best_gamma=theory.best_gamma(alpha, cost_ratio),
-        pays=theory.speculation_pays(alpha, cost_ratio),
+        predicted_with_verify=theory.expected_speedup(alpha, gamma, cost_ratio, verify),
+        best_gamma=theory.best_gamma(alpha, cost_ratio, verify_cost=verify),
+        pays=theory.speculation_pays(alpha, cost_ratio, verify),
     )
+
+
+def first_divergence(a: Trace, b: Trace) -> int | None:
+    """Index of the first generated token where two lanes differ (a shorter lane that is a
+    prefix of the other does not differ); None when they agree everywhere both have tokens."""
+    for index, (x, y) in enumerate(zip(a.token_ids, b.token_ids)):
+        if x != y:
+            return index
+    return None

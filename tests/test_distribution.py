@@ -42,33 +42,35 @@ def warped_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: fl
 
 
 @torch.no_grad()
-def exact_joint_of_three(pair, temperature: float, top_k: int, top_p: float) -> np.ndarray:
+def exact_joint_of_three(pair, temperature: float, top_k: int, top_p: float, prompt_ids=PROMPT_IDS) -> np.ndarray:
     """p(t1, t2, t3 | prompt) as a (V, V, V) array, by full forwards over every 2-token prefix."""
     model = pair.target
-    prefix = torch.tensor(PROMPT_IDS)
+    prefix = torch.tensor(prompt_ids)
     first = torch.arange(VOCAB).repeat_interleave(VOCAB)  # (V²,)
     second = torch.arange(VOCAB).repeat(VOCAB)  # (V²,)
     sequences = torch.cat([prefix.expand(VOCAB * VOCAB, -1), first[:, None], second[:, None]], dim=1)  # (V², n+2)
     logits = model(input_ids=sequences).logits[..., :VOCAB]  # (V², n+2, V)
-    p1 = warped_probs(logits[0, len(PROMPT_IDS) - 1 : len(PROMPT_IDS)], temperature, top_k, top_p)[0]  # (V,)
-    p2 = warped_probs(logits[::VOCAB, len(PROMPT_IDS)], temperature, top_k, top_p)  # (V, V): row t1
-    p3 = warped_probs(logits[:, len(PROMPT_IDS) + 1], temperature, top_k, top_p).view(VOCAB, VOCAB, VOCAB)
+    n = len(prompt_ids)
+    p1 = warped_probs(logits[0, n - 1 : n], temperature, top_k, top_p)[0]  # (V,)
+    p2 = warped_probs(logits[::VOCAB, n], temperature, top_k, top_p)  # (V, V): row t1
+    p3 = warped_probs(logits[:, n + 1], temperature, top_k, top_p).view(VOCAB, VOCAB, VOCAB)
     joint = p1[:, None, None] * p2[:, :, None] * p3  # (V, V, V)
     assert joint.sum().item() == pytest.approx(1.0, abs=1e-9)
     return joint.numpy()
 
 
-def sample_runs(pair, config_kwargs: dict, num_runs: int, max_rejection_share: float = 0.9) -> np.ndarray:
+def sample_runs(pair, config_kwargs: dict, num_runs: int, max_rejection_share: float = 0.9,
+                prompt_ids=PROMPT_IDS, min_rejection_share: float = 0.2) -> np.ndarray:
     """First three generated tokens of num_runs seeded speculative runs, as a (num_runs, 3) array."""
     tokens, num_rejections = [], 0
     for seed in range(num_runs):
         config = DecodeConfig(gamma=2, max_new_tokens=4, seed=seed, stop_at_eos=False, **config_kwargs)
-        trace = Trace.from_events(speculative_decode(pair, PROMPT_IDS, config))
+        trace = Trace.from_events(speculative_decode(pair, prompt_ids, config))
         assert trace.num_tokens == 4
         tokens.append(trace.token_ids[:3])
         num_rejections += any(event.next_kind == "resample" for event in trace.rounds)
     # The test exercises the rejection rule only if the draft is often wrong (and often right).
-    assert 0.2 * num_runs < num_rejections < max_rejection_share * num_runs
+    assert min_rejection_share * num_runs < num_rejections < max_rejection_share * num_runs
     return np.array(tokens)
 
 

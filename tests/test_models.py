@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_both, speculative_decode
+from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models import (
     PRESETS,
     IncompatiblePairError,
@@ -26,7 +26,7 @@ from specviz.models import (
 from specviz.trace import Trace
 from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
 
-DECODERS = (autoregressive_decode, speculative_decode, decode_both)
+DECODERS = (autoregressive_decode, speculative_decode, decode_lanes)
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ import json
 
 import plotly.graph_objects as go
 
-from specviz import plots, render
+from specviz import palette, plots, render
 from specviz.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
+from specviz.trace import Trace
 
 VOCAB = ["<eos>", "def", " f", "(x", "):", "\n    ", "return", " x", " <b>", " & ${y}", "\t"]
 
@@ -107,7 +108,7 @@ def test_figures_have_data():
 
 
 def test_empty_traces_give_hint_figures():
-    empty = render.Trace(lane="speculative")
+    empty = Trace(lane="speculative")
     for figure in (plots.accepted_per_round(empty, 4), plots.cumulative_acceptance(empty), plots.per_position_acceptance(empty)):
         assert len(figure.data) == 0 and figure.layout.annotations
 
@@ -192,7 +193,7 @@ def test_struck_punctuation_stays_legible():
         assert "font-weight:700" in render.token_span(",", kind, "t")
         assert "font-weight:700" not in render.token_span(" word", kind, "t")
     assert "font-weight:700" not in render.token_span(",", "accepted", "t")
-    assert "text-decoration-color:rgba(" in render.TOKEN_STYLES["rejected"]
+    assert "text-decoration-color:rgba(" in palette.TOKEN_STYLES["rejected"]
 
 
 def test_early_end_of_text_is_said_in_the_lane_and_the_stats():
