@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
-import torch
-
+from specviz import reference
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models import ASSETS_DIR, ModelPair
 from specviz.theory import best_gamma, expected_speedup
@@ -47,6 +46,8 @@ class BenchConfig:
     stop_at_eos: bool = True
     chat: bool | None = None  # overrides every prompt's own chat setting when not None
     full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
+    drafter: str = "model"  # a name in drafters.DRAFTERS
+    ngram: int = 3  # prompt lookup's longest n-gram
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""
@@ -59,6 +60,8 @@ class BenchConfig:
             seed=seed,
             stop_at_eos=self.stop_at_eos,
             full_draft_head=self.full_draft_head,
+            drafter=self.drafter,
+            ngram=self.ngram,
         )
 
 
@@ -225,28 +228,12 @@ class HfResult:
 
 def hf_generate_s(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
                   gamma: int | None, assisted: bool) -> tuple[float, int]:
-    """One transformers generate() call, timed end to end: (seconds, new tokens)."""
-    input_ids = torch.tensor([ids], device=pair.device)  # (1, n)
-    kwargs = {"max_new_tokens": config.max_new_tokens, "pad_token_id": pair.eos_id}
-    if config.stop_at_eos:
-        kwargs["eos_token_id"] = pair.eos_id
-    else:  # never stop early: the same token budget as our lanes
-        kwargs.update(eos_token_id=None, min_new_tokens=config.max_new_tokens)
-    if temperature > 0:
-        kwargs.update(do_sample=True, temperature=temperature, top_k=config.top_k, top_p=config.top_p)
-    else:
-        kwargs.update(do_sample=False)
-    if assisted:
-        kwargs["assistant_model"] = pair.draft
-        if gamma is not None:
-            kwargs.update(num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
-    torch.manual_seed(seed)
-    started = time.perf_counter()
-    with torch.inference_mode():
-        output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    if pair.device.type == "cuda":
-        torch.cuda.synchronize(pair.device)
-    return time.perf_counter() - started, output.shape[1] - input_ids.shape[1]
+    """One transformers generate() call, timed end to end: (seconds, new tokens).
+
+    gamma None: transformers' default schedule for the draft model's γ.
+    """
+    decode_config = config.decode_config(temperature, seed, gamma or 1)
+    return reference.time_generate(pair, ids, decode_config, assisted, constant_gamma=gamma is not None)
 
 
 def ours_s(pair: ModelPair, ids: list[int], decode_config: DecodeConfig) -> tuple[float, int]:
@@ -264,8 +251,8 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     """
     from tqdm import tqdm
 
-    if pair.draft is None:
-        raise ValueError("--against-hf needs a draft model")
+    if pair.draft is None and config.drafter == "model":
+        raise ValueError("--against-hf with the model drafter needs a draft model")
     prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (2 + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")

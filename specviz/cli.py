@@ -1,4 +1,4 @@
-"""python -m specviz generate | bench | train"""
+"""python -m specviz generate | replay | bench | train | setup"""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import sys
 
 from specviz.palette import ANSI, ANSI_RESET
+
+DRAFTER_CHOICES = ("model", "prompt-lookup")  # drafters.DRAFTERS, without importing torch for --help
 
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -36,6 +38,9 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         "--full-draft-head", action="store_true",
         help="draft with the draft's whole output head even where it ships head_rows.json",
     )
+    parser.add_argument("--drafter", choices=tuple(DRAFTER_CHOICES), default="model",
+                        help="model: the pair's draft model; prompt-lookup: copy n-grams from the prompt and text so far")
+    parser.add_argument("--ngram", type=int, default=3, help="prompt lookup: longest n-gram to match (1–8)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_sampling_arguments(generate)
     generate.add_argument("--max-new-tokens", type=int, default=64)
     generate.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-sequence")
+    generate.add_argument("--reference", action="store_true",
+                          help="add a lane running transformers' own generate() on the same pair and settings")
+    generate.add_argument("--save", default=None, metavar="RUN.json", help="save the whole run for `replay`")
     generate.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+    replay = commands.add_parser("replay", help="play a saved run back at its recorded speed (no models needed)")
+    replay.add_argument("file", help="a run saved with `generate --save` or the app's download")
+    replay.add_argument("--speed", type=float, default=1.0, help="1 = as recorded, 2 = twice as fast, inf = at once")
+    replay.add_argument("--json", action="store_true", help="print the run's figures as JSON instead of playing it")
 
     bench = commands.add_parser("bench", help="γ sweep over several prompts, medians with spread")
     add_pair_arguments(bench)
@@ -100,20 +113,26 @@ def prepare_pair(args):
     return load_pair(args.pair, args.target, args.draft, device=args.device)
 
 
-def colour_speculative(pair, trace) -> str:
-    """The speculative lane as terminal text: every drafted token coloured by its verdict."""
-    pieces = [pair.decode([trace.prefill.next_id])] if trace.prefill else []
-    for event in trace.rounds:
-        for index, token in enumerate(event.drafted):
-            pieces.append(ANSI[event.verdict(index)] + pair.decode([token.token_id]) + ANSI_RESET)
-        if len(event.emitted_ids) > event.num_accepted:  # the target's token survived any EOS cut
-            pieces.append(ANSI[event.next_kind] + pair.decode([event.next_id]) + ANSI_RESET)
+def terminal_tokens(view, event) -> str:
+    """One event of a lane as terminal text: every token coloured by the one display rule."""
+    from specviz.events import PrefillEvent, RoundEvent
+
+    if isinstance(event, PrefillEvent):
+        return view.first_text
+    if not isinstance(event, RoundEvent):
+        return ""
+    texts = view.round_texts[event.round_index]
+    pieces, own = [], iter(texts.own)
+    for shown in event.shown_tokens():
+        text = texts.drafted[shown.draft_index] if shown.draft_index is not None else next(own)
+        pieces.append(text if shown.kind == "target" else ANSI[shown.kind] + text + ANSI_RESET)
     return "".join(pieces)
 
 
-def lane_summary(pair, trace, speculative: bool) -> dict:
-    summary = {**trace.summary(), "text": pair.decode(trace.token_ids)}
-    if speculative:
+def lane_summary(view) -> dict:
+    trace = view.trace
+    summary = {**trace.summary(), "text": view.text}
+    if trace.num_drafted:
         summary["rounds"] = [
             {
                 "drafted_ids": [token.token_id for token in event.drafted],
@@ -129,12 +148,64 @@ def lane_summary(pair, trace, speculative: bool) -> dict:
     return summary
 
 
+def play(view_run, events, decode, quiet: bool) -> None:
+    """Feed events into the run view; unless quiet, print each lane as it grows."""
+    from specviz.events import FinishEvent, PrefillEvent
+    from specviz.render.lanes import lane_title
+
+    legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
+    for event in events:
+        view_run.add(event, decode)
+        if quiet:
+            continue
+        view = view_run.lane(event.lane)
+        if isinstance(event, PrefillEvent):
+            key = f"   {legend}" if event.lane == "speculative" else ""
+            answer = "\n→ " if view_run.chat else ""  # a chat answer starts on its own line
+            print(f"── {lane_title(view_run, event.lane)} ──{key}\n{view_run.prompt_text}{answer}", end="")
+        print(terminal_tokens(view, event), end="", flush=True)
+        if isinstance(event, FinishEvent):
+            print("\n")
+
+
+def print_figures(view_run) -> None:
+    from specviz.render.stats import comparison_of, lane_rows
+
+    names = list(view_run.lane_names)
+    rows = [
+        (label, ["—" if value is None else format(value, spec) for value in values])
+        for label, values, spec in lane_rows([view_run.lane(name).trace for name in names], None)
+    ]
+    width = max(14, *(len(cell) + 2 for _, cells in rows for cell in cells))
+    print(f"{'':30}" + "".join(f"{name:>{width}}" for name in names))
+    for label, cells in rows:
+        print(f"{label:30}" + "".join(f"{cell:>{width}}" for cell in cells))
+    comparison = comparison_of(view_run)
+    if comparison is not None:
+        print(
+            f"\nα̂ = {comparison.acceptance_rate:.3f}   c = {comparison.cost_ratio:.3f}   verify cost v = {comparison.verify_cost:.2f}\n"
+            f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
+            f"{comparison.predicted_with_verify:.2f}× with the measured v   recommended γ = {comparison.best_gamma}"
+        )
+
+
+def run_report(view_run, extra_config: dict) -> dict:
+    from specviz.render.stats import stats_dict
+
+    stats = stats_dict(view_run)
+    report = {"config": {**view_run.settings, **extra_config}, "prompt": view_run.prompt_text}
+    report.update({name: lane_summary(view_run.lane(name)) for name in view_run.lane_names})
+    report.update({key: value for key, value in stats.items() if key not in ("settings", *view_run.lane_names)})
+    report["identical_outputs"] = all(stats["identical_tokens"].values()) if stats["identical_tokens"] else None
+    return report
+
+
 def run_generate(args) -> int:
     from dataclasses import asdict
 
     from specviz.bench import draft_head_variant
-    from specviz.engine import DecodeConfig, decode_both
-    from specviz.trace import Trace, compare
+    from specviz.engine import LANES, DecodeConfig, decode_lanes
+    from specviz.render.lanes import RunView
 
     config = DecodeConfig(
         gamma=args.gamma,
@@ -145,61 +216,49 @@ def run_generate(args) -> int:
         seed=args.seed,
         stop_at_eos=not args.ignore_eos,
         full_draft_head=args.full_draft_head,
+        drafter=args.drafter,
+        ngram=args.ngram,
+        inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
     config.validate()
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
-    traces = {"baseline": Trace(), "speculative": Trace()}
-    for event in decode_both(pair, prompt_ids, config):
-        traces[event.lane].add(event)
-    baseline, speculative = traces["baseline"], traces["speculative"]
-    comparison = compare(baseline, speculative, config.gamma)
+    lanes = (*LANES, "reference") if args.reference else LANES
+    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat)}
+    view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
+    play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
+    if args.save:
+        view_run.run.save(args.save)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "config": {
-                        **asdict(config), "pair": pair.name, "device": str(pair.device), "chat": pair.uses_chat(args.chat),
-                        "draft_head": draft_head_variant(pair, config.full_draft_head),
-                    },
-                    "prompt": args.prompt,
-                    "baseline": lane_summary(pair, baseline, speculative=False),
-                    "speculative": lane_summary(pair, speculative, speculative=True),
-                    "speedup": comparison.speedup,
-                    "cost_ratio": comparison.cost_ratio,
-                    "predicted_speedup": comparison.predicted_speedup,
-                    "best_gamma": comparison.best_gamma,
-                    "identical_outputs": baseline.token_ids == speculative.token_ids,
-                },
-                indent=2,
-            )
-        )
+        extra = {"device": str(pair.device), "draft_head": draft_head_variant(pair, config.full_draft_head)}
+        print(json.dumps(run_report(view_run, extra), indent=2))
         return 0
-    legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
-    print(f"── baseline (target alone) ──\n{args.prompt}{pair.decode(baseline.token_ids)}\n")
-    print(f"── speculative (γ={config.gamma}) ── {legend}\n{args.prompt}{colour_speculative(pair, speculative)}\n")
-    rows = [
-        ("tokens", baseline.num_tokens, speculative.num_tokens),
-        ("wall time (model work)", f"{baseline.wall_s:.3f} s", f"{speculative.wall_s:.3f} s"),
-        ("tokens/s", f"{baseline.tokens_per_s:.1f}", f"{speculative.tokens_per_s:.1f}"),
-        ("target forward passes", baseline.num_target_forwards, speculative.num_target_forwards),
-        ("draft forward passes", 0, speculative.num_draft_forwards),
-    ]
-    print(f"{'':24}{'baseline':>14}{'speculative':>14}")
-    for name, base_value, spec_value in rows:
-        print(f"{name:24}{base_value!s:>14}{spec_value!s:>14}")
-    print(
-        f"\nα̂ = {comparison.acceptance_rate:.3f}   mean tokens per round = {speculative.mean_tokens_per_round:.2f}   "
-        f"c = {comparison.cost_ratio:.3f}\nspeedup = {comparison.speedup:.2f}× measured, "
-        f"{comparison.predicted_speedup:.2f}× predicted (Leviathan)   recommended γ = {comparison.best_gamma}"
-    )
+    print_figures(view_run)
+    if args.save:
+        print(f"\nsaved the run to {args.save}: `python -m specviz replay {args.save}` plays it back")
+    return 0
+
+
+def run_replay(args) -> int:
+    from specviz.render.lanes import RunView
+    from specviz.run import Run, check_speed, replay
+
+    speed = check_speed(args.speed)
+    saved = Run.load(args.file)
+    view_run = RunView.replaying(saved)
+    events = replay(saved, speed=float("inf") if args.json else speed)
+    play(view_run, events, saved.replayed_decode, quiet=args.json)
+    if args.json:
+        print(json.dumps(run_report(view_run, {"replayed_from": args.file}), indent=2))
+        return 0
+    print_figures(view_run)
     return 0
 
 
 def run_bench(args) -> int:
     from dataclasses import asdict
 
-    from specviz.bench import (BenchConfig, draft_head_variant, format_hf_table, format_table, load_prompts,
+    from specviz.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
                                results_to_json, run_against_hf)
     from specviz.bench import run_bench as measure
     from specviz.models import resolve_pair
@@ -215,6 +274,8 @@ def run_bench(args) -> int:
         stop_at_eos=not args.ignore_eos,
         chat=args.chat,
         full_draft_head=args.full_draft_head,
+        drafter=args.drafter,
+        ngram=args.ngram,
     )
     if config.repeats < 1:
         raise ValueError("--repeats must be at least 1")
@@ -231,13 +292,21 @@ def run_bench(args) -> int:
         print(
             f"pair {pair.name} on {pair.device}, {len(prompts)} prompts × {config.repeats} repeats, up to "
             f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
-            f"drafter: {draft_head_variant(pair, config.full_draft_head)}"
+            f"drafter: {drafter_description(pair, config)}"
         )
         print(format_table(results))
         if hf_results is not None:
             print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
             print(format_hf_table(hf_results))
     return 0
+
+
+def drafter_description(pair, config) -> str:
+    from specviz.bench import draft_head_variant
+
+    if config.drafter == "prompt-lookup":
+        return f"prompt lookup (n-grams up to {config.ngram})"
+    return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
 
 
 def run_train(args) -> int:
@@ -278,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.convert import TargetUnavailableError
     from specviz.models import IncompatiblePairError, ModelLoadError
 
-    handlers = {"generate": run_generate, "bench": run_bench, "train": run_train, "setup": run_setup}
+    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "train": run_train, "setup": run_setup}
     try:
         return handlers[args.command](args)
     except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:

@@ -1,9 +1,10 @@
 """The Gradio app: layout and wiring. Handlers are thin adapters from engine events to values.
 
-The only module of specviz that imports gradio. One model job runs at a time (the queue
-shows each visitor their position); Stop cancels a run; every bad input becomes a message in
-the page, never a traceback. Speed figures come from the engine's own clocks (via the trace),
-so the time spent here re-rendering never counts against either lane.
+specviz's gradio modules are this one and `teach` (the teaching sections); nothing else
+imports gradio. One model job runs at a time (the queue shows each visitor their position);
+Stop cancels a run; every bad input becomes a message in the page, never a traceback. Speed
+figures come from the engine's own clocks (via the trace), so the time spent here
+re-rendering never counts against any lane.
 """
 
 from __future__ import annotations
@@ -14,23 +15,24 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio: no 
 
 import itertools
 import logging
+import tempfile
 import threading
-import time
-from dataclasses import dataclass
-from typing import Iterator
+from pathlib import Path
 
 import gradio as gr
 import torch
 
 from specviz import plots, render
 from specviz.bench import Prompt, load_prompts
-from specviz.engine import MAX_GAMMA, decode_both
-from specviz.events import FinishEvent, PrefillEvent
-from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
-from specviz.request import (
-    CUSTOM, MAX_NEW_TOKENS, POLICY, Request, check_run_time, describe_error, loading_message,
-)
+from specviz.drafters import MAX_NGRAM
+from specviz.engine import MAX_GAMMA
+from specviz.live import PACES, Progress, pace_seconds, stream_events, stream_run
+from specviz.models import DEFAULT_PRESET, PRESETS, load_pair
+from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
+from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
+from specviz.run import Run, check_speed, recorded_runs, replay
 from specviz.trace import Trace
+from specviz.wording import count
 
 try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
     import spaces
@@ -40,9 +42,13 @@ except ImportError:
 log = logging.getLogger("specviz.ui")
 
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
-LANE_REFRESH_S = 0.05  # redraw the lanes at most this often (the first token is shown at once)
-PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
+REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
+live_runs: dict[str, render.RunView] = {}  # session → the run it is watching, so Stop can mark its lanes
+SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
+SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
+REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
+DRAFTER_CHOICES = [(f"{name}", key) for key, name in DRAFTER_NAMES.items()]
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
     Prompt("Alice and Bob were walking through the park when", False),
@@ -53,8 +59,23 @@ CSS = """
 .specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
 .specviz-status .status-done { color: #0d4d3b; background: #e6f5ef; border: 1px solid #9fd3bf; }
 .specviz-status div[class^="status-"] { padding: 6px 10px; border-radius: 6px; }
+/* A lane longer than its box scrolls; its title and figures stay in sight. */
+.lane-head { position: sticky; top: 0; background: #fff; z-index: 1; padding: 2px 0; }
+/* Warnings appear at the bottom, clear of the pair and γ controls. */
+.toast-wrap { top: auto !important; bottom: var(--size-4, 16px); }
+#lane-speculative .round { cursor: pointer; }
+/* Narrow windows: the inspector's table and chart stack instead of overlapping. */
+@media (max-width: 1000px) { #inspector-row { flex-direction: column; } }
 """
-LAUNCH_OPTIONS = {"css": CSS}  # gradio 6 takes css (and theme) in launch(), not Blocks()
+# gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
+LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
+# A click on a round of the speculative lane asks the server to open that round in the inspector.
+ROUND_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const round = event.target.closest('.round');
+  if (round) { trigger('click', {round: Number(round.dataset.round)}); }
+});
+"""
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -69,52 +90,28 @@ def example_prompts() -> list[Prompt]:
         return FALLBACK_PROMPTS
 
 
-# --- running -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Progress:
-    """What the page should show now: the run so far, which lane is running, what changed."""
-
-    run: render.RunView
-    active: str | None  # lane generating now, None when done
-    redraw_plots: bool
-    finished: bool = False
-
-
-def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0) -> Iterator[Progress]:
-    """Decode both lanes, yielding a Progress whenever the page is due a redraw."""
-    run = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings, run_id,
-                         chat=pair.uses_chat(request.chat))
-    last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
-    started = time.perf_counter()
-    for event in decode_both(pair, prompt_ids, request.config):
-        check_run_time(started, POLICY.max_run_s)
-        run.add(event, pair.decode)
-        now = time.perf_counter()
-        finished_lane = isinstance(event, FinishEvent)
-        if finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
-            redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
-            active = None if finished_lane else event.lane
-            yield Progress(run, active, redraw_plots)
-            last_lanes = time.perf_counter()
-            if redraw_plots:
-                last_plots = last_lanes
-    yield Progress(run, None, True, finished=True)
-
-
-def run_to_end(request: Request) -> tuple[render.RunView, ModelPair]:
-    pair = request.load()
-    prompt_ids = pair.encode(request.prompt_text, request.chat)
-    progress = None
-    for progress in stream_run(request, pair, prompt_ids):
-        pass
-    return progress.run, pair
-
-
 def on_gpu(fn):
     """ZeroGPU when the `spaces` package is there (a no-op elsewhere)."""
     return spaces.GPU(duration=120)(fn) if spaces is not None else fn
+
+
+def load_replay(pick, upload) -> Run:
+    """The run to replay: an uploaded file, else the recorded run picked."""
+    if upload:
+        return Run.load(upload)
+    runs = recorded_runs()
+    if not pick:
+        raise ValueError("pick a recorded run or upload a run file (saved with the page's download or `generate --save`)")
+    if pick not in runs:
+        raise ValueError(f"unknown recorded run {pick!r}; choose one of: {', '.join(runs) or 'none shipped'}")
+    return Run.load(runs[pick])
+
+
+def save_for_download(run: render.RunView) -> str:
+    SAVED_RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    path = SAVED_RUNS_DIR / f"specviz-run-{run.run_id % SAVED_RUNS_KEPT}.json"
+    run.run.save(path)
+    return str(path)
 
 
 # --- page pieces -----------------------------------------------------------------------------------
@@ -127,9 +124,10 @@ def status_html(message: str, kind: str = "info", run_id: int = 0) -> str:
 def chart_values(run: render.RunView | None) -> list:
     baseline = run.baseline.trace if run else Trace(lane="baseline")
     speculative = run.speculative.trace if run else Trace(lane="speculative")
+    others = [run.lane("reference").trace] if run and run.has_lane("reference") else []
     gamma = run.gamma if run else 4
     return [
-        plots.tokens_vs_time(baseline, speculative),
+        plots.tokens_vs_time(baseline, speculative, *others),
         plots.accepted_per_round(speculative, gamma),
         plots.cumulative_acceptance(speculative),
         plots.per_position_acceptance(speculative),
@@ -143,13 +141,23 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
     return render.inspector_html(run, round_index), plots.decision_distributions(event, run.speculative.labels)
 
 
+def done_summary(run: render.RunView) -> str:
+    names = {"baseline": "target alone", "speculative": "speculative", "reference": "transformers"}
+    parts = [f"{names.get(name, name)} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
+    summary = "Done: " + ", ".join(parts)
+    speedup = render.stats_dict(run).get("speedup")
+    if speedup is not None:
+        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
+    return summary + "."
+
+
 def header_markdown() -> str:
     return (
         "# specviz — speculative decoding, live\n"
         "A small **draft** model guesses γ tokens; the big **target** model checks them all in one pass. "
         "Type a prompt (or click an example), pick the settings and press **Run**: the left lane is the target "
         "alone, the right lane is speculative decoding with every drafted token coloured by its fate. "
-        "Hover a token for q, p, min(1, p/q) and r."
+        "Hover a token for q, p, min(1, p/q) and r; click one to open its round in the inspector."
     )
 
 
@@ -162,8 +170,9 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
     pair_choices = [(f"{p.name} — {p.note}", p.name) for p in PRESETS.values()]
     pair_choices.append(("custom — type a target and a draft model id", CUSTOM))
+    recorded = list(recorded_runs())
 
-    with gr.Blocks(title="specviz — speculative decoding, live") as demo:
+    with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
         run_state = gr.State(None)
         gr.Markdown(header_markdown())
         with gr.Row():
@@ -181,6 +190,11 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 with gr.Row(visible=False) as custom_row:
                     target_id = gr.Textbox(label="Target model id", placeholder="e.g. EleutherAI/pythia-1.4b-deduped", elem_id="target-id")
                     draft_id = gr.Textbox(label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped", elem_id="draft-id")
+                with gr.Row():
+                    drafter = gr.Radio(DRAFTER_CHOICES, value="model", label="drafter: who proposes the γ tokens",
+                                       elem_id="drafter")
+                    ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
+                                      visible=False)
                 gamma = gr.Slider(1, MAX_GAMMA, value=3, step=1, label="γ — tokens drafted per round", elem_id="gamma")
                 temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature (0 = greedy)", elem_id="temperature")
                 with gr.Row():
@@ -190,14 +204,23 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens", elem_id="max-new-tokens")
                     seed = gr.Number(value=0, precision=0, label="seed", elem_id="seed", minimum=0)
                 with gr.Row():
+                    reference = gr.Checkbox(value=False, elem_id="reference",
+                                            label="also run transformers' generate() on the same pair (reference lane)")
+                    pace = gr.Radio(list(PACES), value="real time", elem_id="pace",
+                                    label="pace of the speculative lane on screen (timings are unchanged)")
+                with gr.Row():
                     run_button = gr.Button("Run", variant="primary", elem_id="run")
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
         status = gr.HTML(status_html("Ready: press Run."), elem_id="status", elem_classes=["specviz-status"])
         gr.HTML(render.legend_html(), elem_id="legend")
-        empty_lanes = render.lanes_html(None)
+        empty_lanes = render.lanes_html(None, names=PAGE_LANES)
         with gr.Row(equal_height=False):
             baseline_lane = gr.HTML(empty_lanes[0], elem_id="lane-baseline", max_height=460, autoscroll=True)
-            speculative_lane = gr.HTML(empty_lanes[1], elem_id="lane-speculative", max_height=460, autoscroll=True)
+            speculative_lane = gr.HTML(empty_lanes[1], elem_id="lane-speculative", max_height=460, autoscroll=True,
+                                       js_on_load=ROUND_CLICK_JS)
+            reference_lane = gr.HTML(empty_lanes[2], elem_id="lane-reference", max_height=460, autoscroll=True,
+                                     visible=False)
+        lane_boxes = [baseline_lane, speculative_lane, reference_lane]
         stats = gr.HTML(render.stats_html(None), elem_id="stats")
         initial_charts = chart_values(None)
         with gr.Row():
@@ -207,90 +230,159 @@ def build_app(preload: bool = True) -> gr.Blocks:
             alpha_chart = gr.Plot(initial_charts[2], show_label=False, elem_id="chart-alpha")
             position_chart = gr.Plot(initial_charts[3], show_label=False, elem_id="chart-position")
         charts = [time_chart, accepted_chart, alpha_chart, position_chart]
+        with gr.Accordion("Save and replay a run", open=False):
+            with gr.Row():
+                download = gr.DownloadButton("Download this run (JSON)", visible=False, elem_id="run-download")
+                replay_pick = gr.Dropdown(recorded, value=recorded[0] if recorded else None, label="recorded runs",
+                                          elem_id="replay-pick")
+                replay_file = gr.File(label="or upload a run file", file_types=[".json", ".gz"], type="filepath",
+                                      elem_id="replay-file")
+                replay_speed = gr.Radio(list(REPLAY_SPEEDS), value="1× (as recorded)", label="replay speed",
+                                        elem_id="replay-speed")
+            replay_button = gr.Button("Replay", elem_id="replay-run")
         with gr.Accordion("Step inspector: one round up close", open=True):
             round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
             initial_inspector = inspector_values(None, None)
-            with gr.Row():
+            with gr.Row(elem_id="inspector-row"):
                 inspector = gr.HTML(initial_inspector[0], elem_id="inspector")
                 inspector_chart = gr.Plot(initial_inspector[1], show_label=False, elem_id="chart-inspector")
         with gr.Accordion("How it works", open=True):
             explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
 
-        def page_values(progress: Progress) -> dict:
+        def lane_values(run: render.RunView | None, active: str | None = None, stopped: bool = False) -> dict:
+            htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
+            values = dict(zip(lane_boxes, htmls))
+            values[reference_lane] = gr.HTML(htmls[2], visible=bool(run and run.has_lane("reference")))
+            return values
+
+        def page_values(progress: Progress, session: str | None = None) -> dict:
             run = progress.run
-            lanes = render.lanes_html(run, progress.active)
-            values = {baseline_lane: lanes[0], speculative_lane: lanes[1], stats: render.stats_html(run)}
+            values = {**lane_values(run, progress.active), stats: render.stats_html(run, progress.divergence_gap)}
             if progress.redraw_plots:
                 values.update(zip(charts, chart_values(run)))
             if progress.finished:
+                live_runs.pop(session, None)
                 chosen = render.default_round(run)
                 html_value, chart_value = inspector_values(run, chosen)
-                comparison = render.stats_dict(run)
-                speedup = comparison.get("speedup")
-                summary = f"Done: {run.baseline.trace.num_tokens} + {run.speculative.trace.num_tokens} tokens"
-                if speedup is not None:
-                    summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed"
                 values.update({
                     run_state: run,
                     round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
                     inspector: html_value,
                     inspector_chart: chart_value,
                     explainer: render.explain_html(run),
-                    status: status_html(summary + ".", "done", run.run_id),
+                    status: status_html(done_summary(run), "done", run.run_id),
+                    download: gr.DownloadButton(value=save_for_download(run), visible=True),
                 })
             return values
 
-        def show_error(error: BaseException, run_id: int) -> dict:
+        def show_error(error: BaseException, run_id: int, session: str | None = None) -> dict:
             message = describe_error(error)
             gr.Warning(message)
-            return {status: status_html(message, "error", run_id)}
+            values = {status: status_html(message, "error", run_id)}
+            run = live_runs.pop(session, None)
+            if run is not None:  # lanes that were running say they stopped
+                values.update(lane_values(run, stopped=True))
+            return values
+
+        def start_values(run_id: int, message: str) -> dict:
+            return {
+                status: status_html(message, "info", run_id),
+                **lane_values(None),
+                stats: render.stats_html(None),
+                round_picker: gr.Dropdown(choices=[], value=None),
+                download: gr.DownloadButton(visible=False),
+            }
 
         @on_gpu
-        def on_run(prompt_text, chat_value, pair, target, draft, gamma_value, temperature_value, top_k_value,
-                   top_p_value, max_new_tokens_value, seed_value):
+        def on_run(prompt_text, chat_value, pair, target, draft, drafter_value, ngram_value, gamma_value,
+                   temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
+                   pace_value, request: gr.Request):
             run_id = next(run_numbers)
+            session = request.session_hash if request else None
             try:
-                request = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value,
-                                        top_k_value, top_p_value, max_new_tokens_value, seed_value, chat_value)
-                yield {status: status_html(loading_message(request), "info", run_id)}
-                model_pair = request.load()
-                prompt_ids = model_pair.encode(request.prompt_text, request.chat)
+                parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
+                                       top_p_value, max_new_tokens_value, seed_value, chat_value, drafter_value,
+                                       ngram_value, reference_value)
+                pace_s = pace_seconds(pace_value)
+                yield {status: status_html(loading_message(parsed), "info", run_id)}
+                model_pair = parsed.load()
+                prompt_ids = model_pair.encode(parsed.prompt_text, parsed.chat)
             except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
                 yield show_error(error, run_id)
                 return
-            yield {
-                status: status_html(f"Generating with γ = {request.config.gamma}: the target alone first, then speculative decoding…", "info", run_id),
-                **dict(zip((baseline_lane, speculative_lane), render.lanes_html(None))),
-                stats: render.stats_html(None),
-                round_picker: gr.Dropdown(choices=[], value=None),
-            }
+            lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
+            yield start_values(run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
             try:
-                for progress in stream_run(request, model_pair, prompt_ids, run_id):
-                    yield page_values(progress)
+                for progress in stream_run(parsed, model_pair, prompt_ids, run_id, pace_s):
+                    live_runs[session] = progress.run
+                    yield page_values(progress, session)
             except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
+                yield show_error(error, run_id, session)
+
+        def on_replay(pick, upload, speed_name, request: gr.Request):
+            run_id = next(run_numbers)
+            session = request.session_hash if request else None
+            try:
+                saved = load_replay(pick, upload)
+                speed = check_speed(REPLAY_SPEEDS.get(speed_name, speed_name))
+            except Exception as error:  # noqa: BLE001
                 yield show_error(error, run_id)
+                return
+            view = render.RunView.replaying(saved, run_id)
+            yield start_values(run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, "
+                                       f"γ = {saved.settings.get('gamma')}) at {speed_name}…")
+            try:
+                for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
+                    live_runs[session] = view
+                    yield page_values(progress, session)
+                yield page_values(Progress(view, None, True, finished=True), session)
+            except Exception as error:  # noqa: BLE001
+                yield show_error(error, run_id, session)
 
         def on_pick_round(run, round_index):
             return inspector_values(run, round_index)
 
+        def on_lane_click(run, event: gr.EventData):
+            round_index = int(getattr(event, "round", 0) or 0) - 1  # data-round counts from 1
+            if run is None or render.find_round(run, round_index) is None:
+                return gr.Dropdown(), *inspector_values(run, None)
+            return gr.Dropdown(value=round_index), *inspector_values(run, round_index)
+
         def on_pair_change(pair):
             return gr.Row(visible=pair == CUSTOM)
 
-        def on_stop():
-            return status_html("Stopped.", "info")
+        def on_drafter_change(drafter_value):
+            return gr.Slider(visible=drafter_value == "prompt-lookup")
 
-        inputs = [prompt, chat, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed]
-        outputs = [status, baseline_lane, speculative_lane, stats, *charts, run_state, round_picker, inspector,
-                   inspector_chart, explainer]
+        def on_stop(request: gr.Request):
+            run = live_runs.pop(request.session_hash if request else None, None)
+            values = {status: status_html("Stopped: the lanes show how far they got.", "info", run.run_id if run else 0)}
+            if run is not None:
+                values.update(lane_values(run, stopped=True))
+            return values
+
+        inputs = [prompt, chat, pair_name, target_id, draft_id, drafter, ngram, gamma, temperature, top_k, top_p,
+                  max_new_tokens, seed, reference, pace]
+        outputs = [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector, inspector_chart, explainer,
+                   download]
         run_event = run_button.click(
             on_run, inputs, outputs, api_visibility="private", concurrency_id=MODEL_JOBS,
             show_progress="full", show_progress_on=[status],
         )
-        stop_button.click(on_stop, None, [status], cancels=[run_event], queue=False, api_visibility="private")
+        replay_event = replay_button.click(
+            on_replay, [replay_pick, replay_file, replay_speed], outputs, api_visibility="private",
+            concurrency_id=REPLAY_JOBS, concurrency_limit=4, show_progress="hidden",
+        )
+        stop_button.click(on_stop, None, [status, *lane_boxes], cancels=[run_event, replay_event], queue=False,
+                          api_visibility="private")
         round_picker.input(on_pick_round, [run_state, round_picker], [inspector, inspector_chart],
-                            api_visibility="private", show_progress="hidden", queue=False)
+                           api_visibility="private", show_progress="hidden", queue=False)
+        speculative_lane.click(on_lane_click, [run_state], [round_picker, inspector, inspector_chart],
+                               api_visibility="private", show_progress="hidden", queue=False)
         pair_name.change(on_pair_change, [pair_name], [custom_row], api_visibility="private", queue=False,
                          show_progress="hidden")
+        drafter.change(on_drafter_change, [drafter], [ngram], api_visibility="private", queue=False,
+                       show_progress="hidden")
         gr.api(on_gpu(generate), api_name="generate", concurrency_id=MODEL_JOBS)
     # A full queue answers new visitors with gradio's own "queue is full" error at once.
     return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
@@ -308,25 +400,41 @@ def generate(
     target_id: str = "",
     draft_id: str = "",
     chat: bool = True,
+    drafter: str = "model",
+    ngram: int = 3,
+    reference: bool = False,
 ) -> tuple[str, str, dict]:
-    """Run both lanes to the end; return (target-only text, speculative text, stats).
+    """Run the lanes to the end; return (target-only text, speculative text, stats).
 
     `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
     target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
-    one. Stats hold both lanes' figures, the measured and predicted speedup, α̂, c and the
-    recommended γ; speeds come from the engine's own timings.
+    one. `drafter` is "model" (the draft model) or "prompt-lookup" (n-grams up to `ngram`
+    copied from the prompt and text so far). `reference` adds a lane running transformers'
+    own generate() on the same pair. Stats hold every lane's figures (with its text), the
+    measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
+    from the engine's own timings. While the lanes run it yields their texts so far with empty
+    stats; a client's predict() returns only the last value, the finished run.
     """
+    # A generator so that a cancelled call stops: gradio cancels (the client's job.cancel(), a
+    # closed page) only between yields. As a plain function the run went on to its end in a
+    # worker thread after gradio had already freed its concurrency slot, so cancelled runs kept
+    # the CPU or GPU from the next visitor and could pile up past the one-at-a-time queue.
+    # gradio reads the three outputs from the return annotation, which therefore stays a tuple.
     try:
         request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
-                                seed, chat)
-        run, model_pair = run_to_end(request)
+                                seed, chat, drafter, ngram, reference)
+        model_pair = request.load()
+        prompt_ids = model_pair.encode(request.prompt_text, request.chat)
+        for progress in stream_run(request, model_pair, prompt_ids):
+            run = progress.run
+            if not progress.finished:
+                yield model_pair.decode(run.baseline.trace.token_ids), model_pair.decode(run.speculative.trace.token_ids), {}
     except Exception as error:  # noqa: BLE001 — the client gets the message, the server keeps serving
         raise gr.Error(describe_error(error)) from error
-    return (
-        model_pair.decode(run.baseline.trace.token_ids),
-        model_pair.decode(run.speculative.trace.token_ids),
-        render.stats_dict(run),
-    )
+    stats = render.stats_dict(run)
+    for name in run.lane_names:
+        stats[name]["text"] = model_pair.decode(run.lane(name).trace.token_ids)
+    yield stats["baseline"]["text"], stats["speculative"]["text"], stats
 
 
 def preload_default_pair() -> None:

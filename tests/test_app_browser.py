@@ -196,6 +196,10 @@ def test_run_stream_inspect_and_recover(page):
     page.wait_for_function("document.querySelector('#status').innerText.includes('Stopped')", timeout=30_000)
     time.sleep(1.0)
     assert page.locator("#status .status-done").count() == 0
+    # the lanes say how far they got, not "generating…" forever
+    page.wait_for_function("!document.querySelector('#lane-baseline').innerText.includes('generating')", timeout=10_000)
+    assert "stopped" in page.locator("#lane-baseline .lane-figures").inner_text()
+    assert "generating" not in page.locator("#lane-speculative").inner_text()
 
     # And a following run works; the prompt's markup is shown as text, not parsed.
     page.locator("#prompt textarea").fill("html = '<b>bold</b> & ${x}'\n")
@@ -205,3 +209,61 @@ def test_run_stream_inspect_and_recover(page):
     assert "<b>bold</b> & ${x}" in page.locator("#lane-speculative .prompt").inner_text()
     assert page.locator("#lane-speculative .prompt b").count() == 0
     assert page.locator("#lane-speculative .tok").count() >= 2
+
+
+def choose(page, elem_id: str, option: str) -> None:
+    """Pick a dropdown option by its visible text."""
+    page.click(f"#{elem_id} input")
+    page.locator("ul[role=listbox] li", has_text=option).first.click()
+
+
+def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page):
+    """The reference lane beside ours, the prompt-lookup drafter, a token opening its round, and a
+    recorded run replayed through the same page."""
+    choose(page, "pair", "tiny-code")
+    page.locator("#prompt textarea").fill("def add(a, b):\n    return a + b\n\n\ndef add(")
+    page.locator("#drafter label", has_text="prompt lookup").click()
+    page.wait_for_selector("#ngram", state="visible")
+    page.check("#reference input[type=checkbox]")
+    set_number(page, "temperature", 0)
+    set_number(page, "gamma", 4)
+    set_number(page, "max-new-tokens", 24)
+    run_id = run_and_wait(page)
+
+    lanes = {name: page.locator(f'#lane-{name} .lane[data-run="{run_id}"]') for name in ("baseline", "speculative", "reference")}
+    for name, lane in lanes.items():
+        assert lane.get_attribute("data-done") == "true", name
+    tokens = {name: lane.get_attribute("data-tokens") for name, lane in lanes.items()}
+    assert len(set(tokens.values())) == 1, tokens
+    assert "prompt lookup" in lanes["speculative"].locator(".lane-head").inner_text()
+    assert "transformers" in lanes["reference"].locator(".lane-head").inner_text()
+    assert page.locator("#stats th[data-lane]").count() == 3  # one column per lane
+    assert page.locator("#stats .agree").count() == 2  # both checked identical to the target alone, token by token
+    assert page.locator("#stats .reference-speed").count() == 1
+    page.wait_for_selector("#chart-time .plotly .trace", timeout=15_000)
+    assert page.locator("#chart-time .plotly .scatterlayer .trace").count() == 3
+
+    # Clicking a token opens its round in the inspector.
+    rounds = page.locator("#lane-speculative .round")
+    assert rounds.count() >= 2
+    target_round = rounds.nth(rounds.count() - 1)
+    number = target_round.get_attribute("data-round")
+    target_round.locator(".tok").first.click()
+    page.wait_for_function(
+        "n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')", arg=number, timeout=15_000
+    )
+
+    # The finished run can be downloaded, and a recorded run replays through the same lanes,
+    # charts and stats.
+    page.locator("button", has_text="Save and replay a run").click()
+    page.wait_for_selector("#run-download", state="visible")
+    page.locator("#replay-speed label", has_text="at once").click()
+    page.click("#replay-run")
+    page.wait_for_function(
+        "before => { const e = document.querySelector('#status .status-done'); return e && e.dataset.run !== before; }",
+        arg=run_id, timeout=60_000,
+    )
+    replay_id = page.locator("#status [data-run]").get_attribute("data-run")
+    assert page.locator(f'#lane-speculative .lane[data-done="true"][data-run="{replay_id}"] .tok').count() > 3
+    assert page.locator(f'#lane-baseline .lane[data-done="true"][data-run="{replay_id}"]').count() == 1
+    assert re.fullmatch(r"\d+\.\d\d×", page.locator("#stats .speedup").inner_text().strip())

@@ -63,6 +63,10 @@ def test_sampling_run(client):
         ({"pair": "custom", "target_id": "", "draft_id": ""}, "needs both"),
         ({"pair": "custom", "target_id": "specviz-test/no-such-model", "draft_id": "specviz-test/no-such-draft"}, "Hugging Face Hub"),
         ({"prompt": "x = 1\n" * 400}, "shorten"),
+        ({"drafter": "ngram"}, "unknown drafter"),
+        ({"drafter": "prompt-lookup", "ngram": 0}, "n-gram size"),
+        ({"drafter": "prompt-lookup", "ngram": 2.5}, "n-gram size must be a whole number"),
+        ({"reference": "yes"}, "reference must be true or false"),
     ],
 )
 def test_bad_inputs_give_clear_errors(client, settings, message):
@@ -87,3 +91,15 @@ def test_the_default_pair_answers_a_chat_question(client):
     assert "Edinburgh" in baseline_text and baseline_text == speculative_text
     assert "<|im_start|>" not in baseline_text  # the template is the model's input, not its answer
     assert stats["settings"]["chat"] is True
+
+
+def test_prompt_lookup_with_the_reference_lane(client):
+    """Three lanes through the API: ours with prompt lookup, the target alone, transformers'."""
+    prompt = "def add(a, b):\n    return a + b\n\n\ndef add("
+    baseline_text, speculative_text, stats = generate(client, prompt=prompt, drafter="prompt-lookup", ngram=3,
+                                                      reference=True)
+    assert baseline_text == speculative_text == stats["reference"]["text"]
+    assert stats["identical_tokens"] == {"speculative": True, "reference": True}
+    assert stats["speculative"]["draft_forward_passes"] == 0  # no draft model ran
+    assert stats["settings"]["drafter"] == "prompt-lookup" and stats["settings"]["reference"] is True
+    assert stats["reference_speedup"] > 0 and stats["ours_over_reference"] > 0

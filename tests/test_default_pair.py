@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from specviz.bench import load_prompts
-from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
 from specviz.trace import Trace
 
@@ -112,3 +112,32 @@ def test_bad_input_on_the_real_pair_gives_clear_messages(pair):
         pair.encode("word " * 9000)
     with pytest.raises(ValueError, match=r"see at most 8192 tokens"):
         pair.encode("word " * 9000, chat=False)
+
+
+REWRITE = "Rewrite this sentence in the passive voice: The committee approved the new budget on Friday after a long debate."
+
+
+def test_prompt_lookup_on_a_rewrite_is_exact_and_accepts_most_copies(pair):
+    """A rewrite copies the prompt: prompt lookup's drafts are mostly kept, and the text is the
+    target's own, as transformers' prompt lookup and the reference lane also give."""
+    prompt_ids = pair.encode(REWRITE, True)
+    config = DecodeConfig(gamma=4, max_new_tokens=40, drafter="prompt-lookup", ngram=3)
+    lanes = {}
+    for event in decode_lanes(pair, prompt_ids, config, ("baseline", "speculative", "reference")):
+        lanes.setdefault(event.lane, Trace()).add(event)
+    baseline, ours, reference = lanes["baseline"], lanes["speculative"], lanes["reference"]
+    assert ours.token_ids == baseline.token_ids == reference.token_ids
+    assert "the new budget on Friday" in pair.decode(ours.token_ids)  # the 135 M model mostly copies it back
+    assert ours.acceptance_rate > 0.6  # 0.92 measured
+    assert ours.num_target_forwards < 0.6 * baseline.num_target_forwards
+    assert ours.num_draft_forwards == 0
+
+
+def test_reference_lane_with_the_draft_model_matches_on_the_default_pair(pair):
+    prompt_ids = pair.encode("What is the capital of Scotland?", True)
+    config = DecodeConfig(gamma=3, max_new_tokens=16)
+    lanes = {}
+    for event in decode_lanes(pair, prompt_ids, config, ("speculative", "reference")):
+        lanes.setdefault(event.lane, Trace()).add(event)
+    assert lanes["reference"].token_ids == lanes["speculative"].token_ids
+    assert "Edinburgh" in pair.decode(lanes["reference"].token_ids)

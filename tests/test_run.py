@@ -1,0 +1,153 @@
+"""Runs as data: saved and reloaded whole (every event), replayed through the same rendering as
+the live run, and unreadable or wrong-version files refused with a clear message."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from specviz import render
+from specviz.cli import main
+from specviz.engine import DecodeConfig, decode_lanes
+from specviz.events import PrefillEvent, RoundEvent
+from specviz.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
+from tests.tiny_models import tiny_pair
+
+LANES = ("baseline", "speculative", "reference")
+
+
+def decode_of(pair):
+    """A decode that reads like text (the tiny pairs have no tokenizer)."""
+    return lambda ids: "".join(f" t{i}" for i in ids)
+
+
+def live_run(temperature: float = 0.8, drafter: str = "model", lanes=LANES) -> render.RunView:
+    pair = tiny_pair("gpt_neox")
+    prompt_ids = [9, 8, 7, 9, 8]
+    config = DecodeConfig(gamma=3, temperature=temperature, top_k=20, max_new_tokens=16, seed=4, inspect=True,
+                          stop_at_eos=False, drafter=drafter)
+    view = render.RunView("nine eight seven", prompt_ids, config.gamma, {"temperature": temperature, "drafter": drafter,
+                          "max_new_tokens": 16, "pair": "tiny"}, run_id=1, lanes=lanes)
+    for event in decode_lanes(pair, prompt_ids, config, lanes):
+        view.add(event, decode_of(pair))
+    return view
+
+
+def test_a_saved_run_reloads_equal_event_for_event(tmp_path):
+    view = live_run()
+    run = view.run
+    assert list(run.lanes) == list(LANES) and run.done
+    assert any(any(detail.residual_top for detail in event.details or ()) for event in run.lanes["speculative"].rounds)
+    for name in ("run.json", "run.json.gz"):
+        path = tmp_path / name
+        run.save(path)
+        loaded = Run.load(path)
+        assert loaded.events() == run.events()  # every event, every field
+        assert loaded.to_dict() == run.to_dict()
+        assert loaded.texts == run.texts and loaded.settings == run.settings and loaded.prompt_ids == run.prompt_ids
+        for lane in LANES:
+            assert loaded.lanes[lane].timeline() == run.lanes[lane].timeline()
+    assert (tmp_path / "run.json.gz").stat().st_size < (tmp_path / "run.json").stat().st_size / 3
+
+
+@pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
+def test_a_replay_renders_the_same_lanes_as_the_live_run(tmp_path, drafter):
+    view = live_run(drafter=drafter)
+    path = tmp_path / "run.json"
+    view.run.save(path)
+    saved = Run.load(path)
+    replayed = render.RunView.replaying(saved, run_id=1)
+    for event in replay(saved, speed=float("inf")):
+        replayed.add(event, saved.replayed_decode)
+    assert render.lanes_html(replayed, names=LANES) == render.lanes_html(view, names=LANES)
+    assert render.stats_html(replayed) == render.stats_html(view)
+    assert render.explain_html(replayed) == render.explain_html(view)
+    chosen = render.default_round(view)
+    assert render.inspector_html(replayed, chosen) == render.inspector_html(view, chosen)
+    assert replayed.speculative.labels == view.speculative.labels
+
+
+def test_replay_waits_each_events_recorded_time_divided_by_the_speed():
+    run = live_run(lanes=("baseline", "speculative")).run
+    waits = []
+    events = list(replay(run, speed=4.0, sleep=waits.append))
+    assert events == run.events()
+    model_time = sum(event_seconds(event) for event in run.events())
+    assert sum(waits) == pytest.approx(model_time / 4.0)
+    assert event_seconds(run.lanes["baseline"].prefill) == run.lanes["baseline"].prefill.prefill_s
+    for bad in (0, -1, float("nan"), "fast"):
+        with pytest.raises(ValueError, match="replay speed must be"):
+            list(replay(run, speed=bad))
+
+
+def damaged_files(tmp_path):
+    good = live_run(lanes=("baseline",)).run.to_dict()
+    yield "not JSON", b"{this is not json", "it is not JSON"
+    yield "binary", bytes(range(256)), "not text"
+    yield "other JSON", json.dumps({"hello": 1}).encode(), "not a specviz run file"
+    yield "a list", b"[1, 2, 3]", "not a specviz run file"
+    yield "newer version", json.dumps({**good, "version": RUN_VERSION + 1}).encode(), f"reads version {RUN_VERSION}"
+    yield "damaged", json.dumps({**good, "lanes": [{"events": [{"type": "Nope"}]}]}).encode(), "damaged"
+    yield "missing field", json.dumps({k: v for k, v in good.items() if k != "prompt_ids"}).encode(), "damaged"
+    yield "bad gzip", b"\x1f\x8b\x08garbage", "not text"
+    yield "gzip of junk", gzip.compress(b"junk"), "not JSON"
+
+
+def test_unreadable_or_wrong_version_files_give_clear_messages(tmp_path):
+    for name, data, message in damaged_files(tmp_path):
+        path = tmp_path / "bad.json"
+        path.write_bytes(data)
+        with pytest.raises(RunFileError, match=message):
+            Run.load(path)
+    with pytest.raises(RunFileError, match="cannot read the run file"):
+        Run.load(tmp_path / "missing.json")
+
+
+def test_the_recorded_runs_in_assets_load_and_replay():
+    runs = recorded_runs()
+    assert len(runs) >= 2
+    for name, path in runs.items():
+        saved = Run.load(path)
+        assert saved.done and {"baseline", "speculative"} <= set(saved.lanes), name
+        view = render.RunView.replaying(saved)
+        for event in replay(saved, speed=float("inf")):
+            view.add(event, saved.replayed_decode)
+        assert view.done and "?" not in view.speculative.text  # every text the replay asks for was recorded
+        assert view.speculative.trace.token_ids == saved.lanes["speculative"].token_ids
+
+
+def test_cli_saves_and_replays_a_run(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    code = main(["generate", "--pair", "tiny-code", "--prompt", "def add(a, b):\n", "--max-new-tokens", "12",
+                 "--drafter", "prompt-lookup", "--reference", "--save", str(path), "--json"])
+    assert code == 0
+    live = json.loads(capsys.readouterr().out)
+    assert main(["replay", str(path), "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    for lane in LANES:
+        assert replayed[lane]["token_ids"] == live[lane]["token_ids"]
+        assert replayed[lane]["text"] == live[lane]["text"]
+    assert replayed["speedup"] == live["speedup"] and live["identical_outputs"] is True
+    assert main(["replay", str(path), "--speed", "1000"]) == 0
+    played = capsys.readouterr().out
+    assert "Speculative decoding · prompt lookup" in played and "transformers generate()" in played
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["replay", str(tmp_path / "bad.json")]) == 2
+    assert "not a specviz run file" in capsys.readouterr().err
+
+
+def test_events_carry_lane_names_and_one_display_rule():
+    run = live_run(temperature=1.0).run
+    for lane, trace in run.lanes.items():
+        assert all(event.lane == lane for event in trace.events())
+    kinds = set()
+    for event in run.lanes["speculative"].rounds:
+        shown = event.shown_tokens()
+        assert [s.token_id for s in shown if s.draft_index is None] == list(event.emitted_ids[event.num_accepted:])
+        kinds.update(s.kind for s in shown)
+    assert {"accepted", "rejected", "resample"} <= kinds
+    assert all(s.kind == "target" for event in run.lanes["reference"].rounds for s in event.shown_tokens())
+    assert isinstance(run.lanes["reference"].prefill, PrefillEvent)
+    assert all(isinstance(e, RoundEvent) for e in run.lanes["baseline"].rounds)
