@@ -267,3 +267,41 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page):
     assert page.locator(f'#lane-speculative .lane[data-done="true"][data-run="{replay_id}"] .tok').count() > 3
     assert page.locator(f'#lane-baseline .lane[data-done="true"][data-run="{replay_id}"]').count() == 1
     assert re.fullmatch(r"\d+\.\d\d×", page.locator("#stats .speedup").inner_text().strip())
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_an_800px_window_keeps_everything_readable(browser, app_url):
+    """At 800 px the inspector's table and chart stack, lane headers stay whole, a warning sits
+    clear of the pair and γ controls, and the slow pace still shows every round."""
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#run")
+        choose(page, "pair", "tiny-code")
+        page.locator("#prompt textarea").fill("def fibonacci(n):\n")
+        set_number(page, "temperature", 1.0)
+        set_number(page, "max-new-tokens", 24)
+        page.locator("#pace label", has_text="slow").click()
+        run_id = run_and_wait(page)
+        inspector = page.locator("#inspector table").bounding_box()
+        chart = page.locator("#chart-inspector").bounding_box()
+        assert inspector and chart and not overlaps(inspector, chart), (inspector, chart)
+        for lane in ("baseline", "speculative"):
+            head = page.locator(f'#lane-{lane} .lane[data-run="{run_id}"] .lane-head')
+            box, lane_box = head.bounding_box(), page.locator(f"#lane-{lane}").bounding_box()
+            assert box["x"] >= lane_box["x"] - 1 and box["x"] + box["width"] <= lane_box["x"] + lane_box["width"] + 1
+            assert "tokens" in head.inner_text()
+        page.locator("#prompt textarea").fill("")
+        page.click("#run")
+        toast = page.locator(".toast-body, .toast-wrap > *").first
+        toast.wait_for(state="visible", timeout=30_000)
+        page.evaluate("window.scrollTo(0, 0)")
+        for control in ("#pair", "#gamma"):
+            assert not overlaps(toast.bounding_box(), page.locator(control).bounding_box()), control
+    finally:
+        page.close()

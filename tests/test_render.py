@@ -204,3 +204,63 @@ def test_early_end_of_text_is_said_in_the_lane_and_the_stats():
     stats = render.stats_html(run)
     assert "why it stopped" in stats and "stopped at end of text before the 8-token limit" in stats
     assert "done (token limit)" in render.stats_html(make_run())  # the other ending, said too
+
+
+# --- issue 9: claims the page checks rather than asserts -----------------------------------------
+
+
+def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
+    """Baseline [2, 3, 4, 5]; the speculative lane emits `speculative_ids` after the same first token."""
+    run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "max_new_tokens": 4})
+    events = [
+        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
+        FinishEvent("baseline", "max_new_tokens", 4),
+        PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
+        RoundEvent("speculative", 0, 1, 2, tuple(drafted(t, 1.0, 1.0, 0.5, True) for t in speculative_ids[:2]), 2,
+                   speculative_ids[2], "bonus", tuple(speculative_ids), 0.004, 0.03, 2, 1),
+        FinishEvent("speculative", "max_new_tokens", 4),
+    ]
+    for event in events:
+        run.add(event, decode)
+    return run
+
+
+def test_identity_is_checked_token_by_token_not_assumed():
+    same = render.stats_html(greedy_pair_of_lanes([3, 4, 5]))
+    assert 'class="agree"' in same and "checked token by token (4 tokens)" in same
+    parted = greedy_pair_of_lanes([3, 6, 5])
+    html = render.stats_html(parted, divergence_gap=0.0123)
+    assert 'class="agree"' not in html and 'data-index="2"' in html
+    assert "parts from the target alone at token 3" in html and "top-2 logit gap there is 0.0123" in html
+    assert render.stats_dict(parted)["identical_tokens"] == {"speculative": False}
+
+
+def test_sampled_lanes_say_same_distribution_not_same_sample():
+    run = make_run()  # temperature 1, lanes differ
+    stats = render.stats_html(run)
+    assert 'class="differ"' in stats and "the same distribution, not the same text" in stats
+    assert "each lane draws its own random sample" in render.explain_html(run)
+    assert "identical" not in stats
+
+
+def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_noisy():
+    run = make_run()
+    stats = render.stats_dict(run)
+    # verify rounds took 0.025 s against 0.02 s baseline steps
+    assert stats["verify_cost"] == 0.025 / 0.02
+    assert stats["predicted_with_verify"] < stats["predicted_speedup"]
+    html = render.stats_html(run)
+    assert "v = 1.25" in html and 'class="predicted-with-verify"' in html and 'class="noise-note"' in html
+    assert "γ sweep" in html
+    explainer = render.explain_html(run)
+    assert "v = 1.25" in explainer and "(γc + v)" in explainer
+
+
+def test_stopped_lanes_say_so():
+    run = render.RunView("x", [1], gamma=3, settings={"temperature": 1.0})
+    run.add(PrefillEvent("baseline", 1, 2, 0.01, 1, 0), decode)
+    baseline_html, speculative_html = render.lanes_html(run, active="baseline", stopped=True)
+    assert "generating" not in baseline_html + speculative_html
+    assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
+    assert "generating…" in render.lanes_html(run, active="baseline")[0]

@@ -1,0 +1,61 @@
+"""The page's streaming loop (live.py) on hand-made events: pace, redraws, the run-time cap."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from specviz import live, render
+from specviz.events import FinishEvent, PrefillEvent, RoundEvent
+from tests.test_render import decode, drafted
+
+
+def lane_events(lane: str, rounds: int) -> list:
+    events = [PrefillEvent(lane, 1, 2, 0.01, 1, 0 if lane != "speculative" else 1)]
+    for i in range(rounds):
+        if lane == "speculative":
+            events.append(RoundEvent(lane, i, i + 1, 1, (drafted(3, 0.5, 0.5, 0.1, True),), 1, 4, "bonus", (3, 4),
+                                     0.004, 0.03, 1, 1))
+        else:
+            events.append(RoundEvent(lane, i, i + 1, 0, (), 0, 3, "target", (3,), 0.0, 0.02, 0, 1))
+    return events + [FinishEvent(lane, "max_new_tokens", rounds + 1)]
+
+
+def new_run(lanes=("baseline", "speculative", "reference")) -> render.RunView:
+    return render.RunView("x", [1], gamma=1, settings={"temperature": 0.0}, lanes=lanes)
+
+
+def test_pace_shows_every_speculative_round_and_waits_without_touching_timings(monkeypatch):
+    waits = []
+    monkeypatch.setattr(live.time, "sleep", waits.append)
+    run = new_run(("baseline", "speculative"))
+    events = lane_events("baseline", 3) + lane_events("speculative", 5)
+    # a Progress shares the live run object: note what each one showed while it was current
+    shown_rounds = [len(p.run.speculative.trace.rounds) for p in live.stream_events(run, events, decode, pace_s=0.25)
+                    if p.active == "speculative"]
+    assert waits == [0.25] * 5  # one wait after each drafting round shown, none for the baseline
+    assert shown_rounds[-5:] == [1, 2, 3, 4, 5]  # each round drawn on its own
+    assert run.speculative.trace.wall_s == pytest.approx(0.01 + 5 * 0.034)  # the engine's clocks only
+    assert live.pace_seconds("1 round/s") == 1.0 and live.pace_seconds("real time") == 0.0
+    with pytest.raises(ValueError, match="unknown pace"):
+        live.pace_seconds("warp")
+
+
+def test_the_reference_lane_is_not_redrawn_while_it_runs():
+    run = new_run()
+    events = lane_events("baseline", 2) + lane_events("speculative", 2) + lane_events("reference", 30)
+    shown = [(len(p.run.lane("reference").trace.rounds), p.active, p.redraw_plots)
+             for p in live.stream_events(run, events, decode) if p.run.lane("reference").trace.prefill is not None]
+    # its prefill (to say it started) and its finish; never one of its 30 rounds on its own
+    assert shown == [(0, "reference", False), (30, None, True)]
+
+
+def test_a_run_past_the_hosts_time_cap_stops_with_a_message():
+    def slow_events():
+        for event in lane_events("baseline", 10):
+            time.sleep(0.3)
+            yield event
+
+    with pytest.raises(ValueError, match="this server stops runs after 1 s"):
+        list(live.stream_events(new_run(), slow_events(), decode, max_run_s=1))
