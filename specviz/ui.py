@@ -17,6 +17,7 @@ import itertools
 import logging
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
@@ -44,7 +45,10 @@ log = logging.getLogger("specviz.ui")
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
-live_runs: dict[str, render.RunView] = {}  # session → the run it is watching, so Stop can mark its lanes
+# session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
+# closes the tab mid-run never finishes (or stops) it
+live_runs: OrderedDict[str, render.RunView] = OrderedDict()
+LIVE_RUNS_KEPT = 64
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
@@ -105,6 +109,13 @@ def load_replay(pick, upload) -> Run:
     if pick not in runs:
         raise ValueError(f"unknown recorded run {pick!r}; choose one of: {', '.join(runs) or 'none shipped'}")
     return Run.load(runs[pick])
+
+
+def watch(session: str | None, run: render.RunView) -> None:
+    live_runs[session] = run
+    live_runs.move_to_end(session)
+    while len(live_runs) > LIVE_RUNS_KEPT:
+        live_runs.popitem(last=False)
 
 
 def save_for_download(run: render.RunView) -> str:
@@ -248,6 +259,14 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 inspector_chart = gr.Plot(initial_inspector[1], show_label=False, elem_id="chart-inspector")
         with gr.Accordion("How it works", open=True):
             explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
+        from specviz import teach  # the teaching sections: step mode, exactness lab, theory explorer, γ sweep
+
+        teach.build_sections(
+            dict(prompt=prompt, chat=chat, pair=pair_name, target_id=target_id, draft_id=draft_id, drafter=drafter,
+                 ngram=ngram, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
+                 max_new_tokens=max_new_tokens, seed=seed),
+            run_state, concurrency_id=MODEL_JOBS, on_gpu=on_gpu,
+        )
 
         def lane_values(run: render.RunView | None, active: str | None = None, stopped: bool = False) -> dict:
             htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
@@ -314,7 +333,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             yield start_values(run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
             try:
                 for progress in stream_run(parsed, model_pair, prompt_ids, run_id, pace_s):
-                    live_runs[session] = progress.run
+                    watch(session, progress.run)
                     yield page_values(progress, session)
             except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
                 yield show_error(error, run_id, session)
@@ -333,7 +352,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                                        f"γ = {saved.settings.get('gamma')}) at {speed_name}…")
             try:
                 for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
-                    live_runs[session] = view
+                    watch(session, view)
                     yield page_values(progress, session)
                 yield page_values(Progress(view, None, True, finished=True), session)
             except Exception as error:  # noqa: BLE001

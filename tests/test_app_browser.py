@@ -6,6 +6,7 @@ environment variable set) a missing browser is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -217,7 +218,7 @@ def choose(page, elem_id: str, option: str) -> None:
     page.locator("ul[role=listbox] li", has_text=option).first.click()
 
 
-def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page):
+def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page, tmp_path):
     """The reference lane beside ours, the prompt-lookup drafter, a token opening its round, and a
     recorded run replayed through the same page."""
     choose(page, "pair", "tiny-code")
@@ -253,10 +254,16 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page):
         "n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')", arg=number, timeout=15_000
     )
 
-    # The finished run can be downloaded, and a recorded run replays through the same lanes,
-    # charts and stats.
+    # The finished run downloads as one file; uploaded back, it replays through the same lanes.
     page.locator("button", has_text="Save and replay a run").click()
     page.wait_for_selector("#run-download", state="visible")
+    with page.expect_download() as download:
+        page.click("#run-download")
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert json.loads(saved.read_text())["format"] == "specviz-run"
+    page.set_input_files("#replay-file input[type=file]", str(saved))
+    page.wait_for_function("document.querySelector('#replay-file').innerText.includes('.json')", timeout=30_000)
     page.locator("#replay-speed label", has_text="at once").click()
     page.click("#replay-run")
     page.wait_for_function(
@@ -264,8 +271,20 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page):
         arg=run_id, timeout=60_000,
     )
     replay_id = page.locator("#status [data-run]").get_attribute("data-run")
-    assert page.locator(f'#lane-speculative .lane[data-done="true"][data-run="{replay_id}"] .tok').count() > 3
-    assert page.locator(f'#lane-baseline .lane[data-done="true"][data-run="{replay_id}"]').count() == 1
+    for name in ("baseline", "speculative", "reference"):
+        replayed = page.locator(f'#lane-{name} .lane[data-done="true"][data-run="{replay_id}"]')
+        assert replayed.get_attribute("data-tokens") == tokens[name], name
+    assert page.locator(f'#lane-speculative .lane[data-run="{replay_id}"] .tok').count() > 3
+
+    # A recorded run from assets/ replays too, once the upload is cleared.
+    page.locator("#replay-file button[aria-label*='Clear'], #replay-file button[aria-label*='clear']").first.click()
+    page.click("#replay-run")
+    page.wait_for_function(
+        "before => { const e = document.querySelector('#status .status-done'); return e && e.dataset.run !== before; }",
+        arg=replay_id, timeout=60_000,
+    )
+    recorded_id = page.locator("#status [data-run]").get_attribute("data-run")
+    assert page.locator(f'#lane-baseline .lane[data-done="true"][data-run="{recorded_id}"]').count() == 1
     assert re.fullmatch(r"\d+\.\d\d×", page.locator("#stats .speedup").inner_text().strip())
 
 
