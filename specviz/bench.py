@@ -244,7 +244,8 @@ def ours_s(pair: ModelPair, ids: list[int], decode_config: DecodeConfig) -> tupl
 
 
 def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
-    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's defaults.
+    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's
+    default schedule; with the prompt-lookup drafter, vs `generate(prompt_lookup_num_tokens=γ)`.
 
     Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
     re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
@@ -254,7 +255,9 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     if pair.draft is None and config.drafter == "model":
         raise ValueError("--against-hf with the model drafter needs a draft model")
     prompt_ids = encode_prompts(pair, prompts, config.chat)
-    total = config.repeats * len(prompts) * len(config.temperatures) * (2 + 2 * len(config.gammas))
+    # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ
+    with_default = config.drafter == "model"
+    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
     warm_up(pair)
     hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, max_new_tokens=4), 0, 2, assisted=True)  # HF's own warm-up
@@ -264,8 +267,10 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
             for index, ids in enumerate(prompt_ids):
                 seed = config.seed + 1000 * repeat + index
                 plain_s, plain_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=False)
-                default_s, default_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=True)
-                bar.update(2)
+                bar.update(1)
+                if with_default:
+                    default_s, default_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=True)
+                    bar.update(1)
                 best_ours = 0.0
                 for gamma in config.gammas:
                     mine_s, mine_n = ours_s(pair, ids, config.decode_config(temperature, seed, gamma))
@@ -274,7 +279,8 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
                     ours_rate, hf_rate = mine_n / mine_s, hf_n / hf_s
                     best_ours = max(best_ours, ours_rate)
                     cells.setdefault((temperature, gamma), []).append((hf_rate, ours_rate, (plain_n / plain_s)))
-                cells.setdefault((temperature, None), []).append((default_n / default_s, best_ours, plain_n / plain_s))
+                if with_default:
+                    cells.setdefault((temperature, None), []).append((default_n / default_s, best_ours, plain_n / plain_s))
     bar.close()
     results = []
     for (temperature, gamma), rows in cells.items():

@@ -296,7 +296,10 @@ def run_bench(args) -> int:
         )
         print(format_table(results))
         if hf_results is not None:
-            print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
+            if config.drafter == "prompt-lookup":
+                print("\nagainst transformers' generate(prompt_lookup_num_tokens=γ, max_matching_ngram_size=n):")
+            else:
+                print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
             print(format_hf_table(hf_results))
     return 0
 
