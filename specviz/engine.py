@@ -31,6 +31,7 @@ from specviz.sampling import ProbsFn, Verdict, accept_or_resample, sample
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 
 MAX_GAMMA = 16
+MAX_TEMPERATURE = 10.0  # far past any useful setting: at 10 sampling is all but uniform
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
 
@@ -56,8 +57,8 @@ class DecodeConfig:
         """Raise ValueError with a message a user can act on."""
         if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
             raise ValueError(f"gamma (γ, tokens drafted per round) must be an integer from 1 to {MAX_GAMMA}, got {self.gamma!r}")
-        if not self.temperature >= 0:  # also rejects NaN
-            raise ValueError(f"temperature must be ≥ 0 (0 means greedy), got {self.temperature!r}")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:  # also rejects NaN and infinity
+            raise ValueError(f"temperature must be from 0 (greedy) to {MAX_TEMPERATURE}, got {self.temperature!r}")
         if not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top-k must be an integer ≥ 0 (0 turns it off), got {self.top_k!r}")
         if not 0 < self.top_p <= 1:

@@ -25,6 +25,7 @@ PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
 # Seconds the page waits after showing each round of a drafting lane: real time, or slow
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
 PACES = {"real time": 0.0, "slow (4 rounds/s)": 0.25, "1 round/s": 1.0}
+QUIET_EVERY_S = 0.25  # while the reference lane runs: how often the consumer gets a chance to stop
 Decode = Callable[[list[int]], str]
 
 
@@ -37,6 +38,7 @@ class Progress:
     redraw_plots: bool
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
+    quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
 
 
 def pace_seconds(pace) -> float:
@@ -53,6 +55,8 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
 
     transformers' reference lane runs in a thread of its own while its events arrive, so the
     page is not redrawn until it finishes: drawing would take the CPU from the lane being timed.
+    Quiet snapshots still come every QUIET_EVERY_S, since a consumer (gradio) can only stop a
+    run between two of them.
     """
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
     started = time.perf_counter()
@@ -61,9 +65,12 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         run.add(event, decode)
         finished_lane = isinstance(event, FinishEvent)
         paced = pace_s > 0 and isinstance(event, RoundEvent) and event.lane not in PLAIN_LANES
-        if event.lane == "reference" and isinstance(event, RoundEvent):
-            continue
         now = time.perf_counter()
+        if event.lane == "reference" and isinstance(event, RoundEvent):
+            if now - last_lanes >= QUIET_EVERY_S:
+                yield Progress(run, event.lane, False, quiet=True)
+                last_lanes = time.perf_counter()
+            continue
         if paced or finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
             redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
             yield Progress(run, None if finished_lane else event.lane, redraw_plots)

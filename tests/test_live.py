@@ -46,9 +46,18 @@ def test_the_reference_lane_is_not_redrawn_while_it_runs():
     run = new_run()
     events = lane_events("baseline", 2) + lane_events("speculative", 2) + lane_events("reference", 30)
     shown = [(len(p.run.lane("reference").trace.rounds), p.active, p.redraw_plots)
-             for p in live.stream_events(run, events, decode) if p.run.lane("reference").trace.prefill is not None]
+             for p in live.stream_events(run, events, decode)
+             if p.run.lane("reference").trace.prefill is not None and not p.quiet]
     # its prefill (to say it started) and its finish; never one of its 30 rounds on its own
     assert shown == [(0, "reference", False), (30, None, True)]
+
+
+def test_the_reference_lane_still_offers_a_chance_to_stop(monkeypatch):
+    clock = iter(range(1000))
+    monkeypatch.setattr(live.time, "perf_counter", lambda: next(clock) * 0.1)  # 0.1 s per reading
+    events = lane_events("reference", 20)
+    quiet = [p for p in live.stream_events(new_run(("reference",)), events, decode) if p.quiet]
+    assert quiet and len(quiet) < 20  # some chances to stop, not a redraw per chunk
 
 
 def test_a_run_past_the_hosts_time_cap_stops_with_a_message():
