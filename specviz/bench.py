@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from specviz import reference
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
@@ -136,26 +136,42 @@ def encode_prompts(pair: ModelPair, prompts: list[Prompt], chat: bool | None) ->
     return [pair.encode(prompt.text, prompt.chat if chat is None else chat) for prompt in prompts]
 
 
+SEED_MODULUS = 2**63  # torch seeds must stay below 2^64; a page's seed may be up to 2^63 − 1
+TimedRun = tuple[int | None, float, Trace, Trace | None]  # (γ, temperature, baseline, speculative)
+
+
+def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig) -> Iterator[TimedRun]:
+    """Every timed run of the bench as it finishes: (None, T, baseline, None) for a baseline
+    run, then (γ, T, that baseline, speculative) for each γ.
+
+    Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ,
+    so every speedup compares runs made seconds apart. A consumer may stop between any two.
+    """
+    warm_up(pair)
+    for repeat in range(config.repeats):
+        for temperature in config.temperatures:
+            for index, ids in enumerate(prompt_ids):
+                seed = (config.seed + 1000 * repeat + index) % SEED_MODULUS
+                base_config = config.decode_config(temperature, seed)
+                baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
+                yield None, temperature, baseline, None
+                for gamma in config.gammas:
+                    speculative = Trace.from_events(speculative_decode(pair, ids, replace(base_config, gamma=gamma)))
+                    yield gamma, temperature, baseline, speculative
+
+
 def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
     """Measure every cell; returns one BenchResult per (γ, temperature)."""
     from tqdm import tqdm
 
     prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas))
-    bar = tqdm(total=total, desc="bench", disable=not progress, unit="run")
     runs: dict[tuple[int, float], list[tuple[Trace, Trace]]] = {}
-    warm_up(pair)
-    for repeat in range(config.repeats):
-        for temperature in config.temperatures:
-            for index, ids in enumerate(prompt_ids):
-                base_config = config.decode_config(temperature, config.seed + 1000 * repeat + index)
-                baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
-                bar.update()
-                for gamma in config.gammas:
-                    speculative = Trace.from_events(speculative_decode(pair, ids, replace(base_config, gamma=gamma)))
-                    runs.setdefault((gamma, temperature), []).append((baseline, speculative))
-                    bar.update()
-    bar.close()
+    with tqdm(total=total, desc="bench", disable=not progress, unit="run") as bar:
+        for gamma, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
+            if speculative is not None:
+                runs.setdefault((gamma, temperature), []).append((baseline, speculative))
+            bar.update()
     return [summarise(gamma, temperature, pairs) for (gamma, temperature), pairs in runs.items()]
 
 

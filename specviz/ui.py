@@ -23,7 +23,7 @@ from pathlib import Path
 import gradio as gr
 import torch
 
-from specviz import plots, render
+from specviz import plots, render, teach
 from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import MAX_GAMMA
@@ -259,9 +259,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 inspector_chart = gr.Plot(initial_inspector[1], show_label=False, elem_id="chart-inspector")
         with gr.Accordion("How it works", open=True):
             explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
-        from specviz import teach  # the teaching sections: step mode, exactness lab, theory explorer, γ sweep
-
-        teach.build_sections(
+        teach.build_sections(  # step mode, exactness lab, theory explorer, γ sweep
             dict(prompt=prompt, chat=chat, pair=pair_name, target_id=target_id, draft_id=draft_id, drafter=drafter,
                  ngram=ngram, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
                  max_new_tokens=max_new_tokens, seed=seed),
@@ -276,6 +274,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
         def page_values(progress: Progress, session: str | None = None) -> dict:
             run = progress.run
+            if progress.quiet:
+                return {}
             values = {**lane_values(run, progress.active), stats: render.stats_html(run, progress.divergence_gap)}
             if progress.redraw_plots:
                 values.update(zip(charts, chart_values(run)))
@@ -423,7 +423,7 @@ def generate(
     ngram: int = 3,
     reference: bool = False,
 ) -> tuple[str, str, dict]:
-    """Run the lanes to the end; return (target-only text, speculative text, stats).
+    """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
 
     `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
     target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
@@ -438,7 +438,7 @@ def generate(
     # closed page) only between yields. As a plain function the run went on to its end in a
     # worker thread after gradio had already freed its concurrency slot, so cancelled runs kept
     # the CPU or GPU from the next visitor and could pile up past the one-at-a-time queue.
-    # gradio reads the three outputs from the return annotation, which therefore stays a tuple.
+    # The return annotation documents the API: each value yielded is one such tuple.
     try:
         request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
                                 seed, chat, drafter, ngram, reference)

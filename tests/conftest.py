@@ -1,8 +1,14 @@
-"""Shared fixtures: one app server per test session, started as a real subprocess (`python app.py`)."""
+"""Shared fixtures: one app server per test session, started as a real subprocess (`python app.py`),
+and one Chromium (driven by Playwright) for every browser test file.
+
+The browser fixtures skip only outside CI when no browser (or no playwright package) is found;
+in CI (the CI environment variable set) a missing browser is a failure.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_START_TIMEOUT_S = 120  # ~8 s on an idle machine; generous for a busy CI box
+BROWSER_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -69,3 +79,42 @@ def app_url(tmp_path_factory) -> str:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def find_chromium() -> str | None:
+    candidates = [os.environ.get("SPECVIZ_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser",
+                  shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")]
+    return next((path for path in candidates if path and os.path.exists(path)), None)
+
+
+def unavailable(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; in CI the browser test must run")
+    pytest.skip(f"{reason} (not in CI, so skipping; with CI set this fails)")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session, shared by every browser test file."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("the playwright package is not installed")
+    executable = find_chromium()
+    if executable is None:
+        unavailable("no Chromium found (looked at $SPECVIZ_CHROMIUM, /usr/bin/chromium and PATH)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=BROWSER_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    """A fresh page on the app, loaded and ready (its Run button drawn)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(app_url)
+    page.wait_for_selector("#run")
+    yield page
+    page.close()

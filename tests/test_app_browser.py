@@ -1,62 +1,18 @@
 """End to end in a real browser: Chromium driven by Playwright against `python app.py`.
 
-Skips only outside CI when no browser (or no playwright package) is found; in CI (the CI
+The `browser` and `page` fixtures are in conftest.py (shared with test_teach_browser.py): they
+skip only outside CI when no browser (or no playwright package) is found; in CI (the CI
 environment variable set) a missing browser is a failure.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
 
-import pytest
-
-BROWSER_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 RUN_TIMEOUT_MS = 180_000
 MAX_NEW_TOKENS = 32
-
-
-def find_chromium() -> str | None:
-    candidates = [os.environ.get("SPECVIZ_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser",
-                  shutil.which("chromium"), shutil.which("chromium-browser"), shutil.which("google-chrome")]
-    return next((path for path in candidates if path and os.path.exists(path)), None)
-
-
-def unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; in CI the browser test must run")
-    pytest.skip(f"{reason} (not in CI, so skipping; with CI set this fails)")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("the playwright package is not installed")
-    executable = find_chromium()
-    if executable is None:
-        unavailable("no Chromium found (looked at $SPECVIZ_CHROMIUM, /usr/bin/chromium and PATH)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=BROWSER_ARGS, headless=True)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, app_url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(30_000)
-    page.goto(app_url)
-    page.wait_for_selector("#run")
-    yield page
-    page.close()
 
 
 def set_number(page, elem_id: str, value) -> None:

@@ -1,0 +1,225 @@
+"""The teaching sections' logic (specviz.lab): the exactness lab's statistics, step mode, the
+theory explorer's curves and the γ sweep, on tiny random models (no downloads, seconds).
+
+The lab's test must be able to fail: the deliberately wrong rule (resample from p) is caught
+at the N used, on a draft that is over-confident where the target is not (a target whose
+output head is scaled up), the setting where that mistake matters most.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from scipy.stats import chi2
+
+from specviz import lab, lessons, render, theory
+from specviz.bench import BenchResult
+from specviz.engine import DecodeConfig, speculative_decode
+from specviz.events import FinishEvent, RoundEvent
+from specviz.models import ModelPair
+from specviz.sampling import accept_or_resample
+from specviz.trace import Trace
+from tests.tiny_models import make_model, tiny_pair
+
+LAB_PROMPT = [67, 20, 13, 9, 73, 45]
+LAB_DRAWS = 400
+
+
+@pytest.fixture(scope="module")
+def overconfident_pair() -> ModelPair:
+    """A tiny target and, as draft, the same model with its output head scaled ×3 (q sharper than p)."""
+    target = make_model("gpt2", seed=0)
+    draft = copy.deepcopy(target)
+    draft.lm_head.weight = torch.nn.Parameter(target.lm_head.weight.detach() * 3.0)  # unties it from the embeddings
+    return ModelPair.from_models(target, draft)
+
+
+def final_tally(pair: ModelPair, wrong_rule: bool) -> lab.LabTally:
+    config = DecodeConfig(gamma=2, temperature=1.0, seed=0)
+    for tally in lab.run_lab(pair, LAB_PROMPT, config, LAB_DRAWS, wrong_rule):
+        pass
+    return tally
+
+
+# --- the exactness lab ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_real_rule_passes_and_wrong_rule_is_caught(overconfident_pair):
+    real = final_tally(overconfident_pair, wrong_rule=False)
+    wrong = final_tally(overconfident_pair, wrong_rule=True)
+    assert real.num_draws("baseline") == real.num_draws("speculative") == LAB_DRAWS
+    assert real.bins.num_bins >= 5
+    assert real.p_value("baseline") > 0.01
+    assert real.p_value("speculative") > 0.01
+    assert wrong.p_value("baseline") == real.p_value("baseline")  # same seeds, and the target alone has no rule
+    assert wrong.p_value("speculative") < 0.01
+
+
+def test_exact_distribution_sums_to_one(overconfident_pair):
+    config = DecodeConfig(temperature=1.0)
+    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=overconfident_pair.vocab_size)
+    assert joint.shape == (overconfident_pair.vocab_size, overconfident_pair.vocab_size)
+    assert float(joint.sum()) == pytest.approx(1.0, abs=1e-9)
+    # With fewer first tokens spelled out, the bins (with "other") still cover everything.
+    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=8)
+    bins = lab.choose_bins(first_ids, joint, LAB_DRAWS)
+    assert sum(bins.probs) == pytest.approx(1.0, abs=1e-9)
+    assert all(prob * LAB_DRAWS >= lab.MIN_EXPECTED for prob in bins.probs)  # chi-square's rule of thumb
+    assert bins.num_bins <= lab.MAX_BINS + 1
+
+
+def test_exact_distribution_matches_the_engines_sampling_with_top_k(overconfident_pair):
+    """Top-k cuts both tokens' distributions the same way in the engine and in the exact one."""
+    config = DecodeConfig(temperature=1.0, top_k=3)
+    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config)
+    assert int((joint > 0).sum()) <= 9
+    outcome = lab.draw_outcome(overconfident_pair, LAB_PROMPT, lab.lab_config(config, 0), "speculative")
+    row = first_ids.tolist().index(outcome[0])
+    assert joint[row, outcome[1]] > 0
+
+
+def test_chi_square_survival_matches_scipy():
+    for statistic, dof in ((0.5, 1), (3.0, 2), (12.0, 5), (40.0, 12), (200.0, 12)):
+        assert lab.chi_square_survival(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-6, abs=1e-300)
+    assert lab.chi_square_p_value([50, 50], [0.5, 0.5]) == pytest.approx(1.0)
+    assert lab.chi_square_p_value([10], [1.0]) is None  # one bin: nothing to test
+    assert lab.chi_square_p_value([5, 1], [1.0, 0.0]) == 0.0  # an impossible outcome was drawn
+
+
+def test_wrong_rule_keeps_the_accept_test_and_draws_from_p():
+    draft_probs = torch.tensor([[0.1, 0.8, 0.1]])  # (γ, vocab)
+    target_probs = torch.tensor([[0.6, 0.2, 0.2], [0.3, 0.3, 0.4]])  # (γ+1, vocab)
+    draft_ids = torch.tensor([1])
+    for seed in range(20):
+        real = accept_or_resample(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(seed))
+        wrong = lab.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(seed))
+        assert (wrong.num_accepted, wrong.is_bonus) == (real.num_accepted, real.is_bonus)
+        if not real.is_bonus:
+            assert torch.equal(wrong.residual, target_probs[0])  # p itself, not norm(max(0, p − q))
+            assert real.next_id != 1  # the residual never gives back the over-proposed token …
+    wrong_ids = {lab.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(s)).next_id
+                 for s in range(200)}
+    assert 1 in wrong_ids  # … which is exactly what the wrong rule does
+
+
+def test_lab_refuses_what_it_cannot_test():
+    with pytest.raises(ValueError, match="from 100 to 5000"):
+        lab.check_lab(DecodeConfig(temperature=1.0), 50)
+    with pytest.raises(ValueError, match="temperature"):
+        lab.check_lab(DecodeConfig(temperature=0.0), 500)
+
+
+# --- step mode ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
+def test_step_run_is_one_round_per_press_and_ends_like_a_full_run(drafter):
+    pair = tiny_pair("gpt2")
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6]  # repeats, so prompt lookup finds something to copy
+    config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=20, seed=4, drafter=drafter, inspect=True,
+                          stop_at_eos=False)
+    full = Trace.from_events(speculative_decode(pair, prompt, config))
+    step = lab.StepRun(pair, prompt, config)
+    step.start()
+    presses = 0
+    while not step.done:
+        events = step.advance()
+        presses += 1
+        assert sum(isinstance(event, RoundEvent) for event in events) == 1
+    assert isinstance(events[-1], FinishEvent)  # the last round brought the finish with it: no wasted press
+    assert presses == len(full.rounds)
+    assert step.trace.token_ids == full.token_ids
+    assert step.advance() == []
+    if drafter == "prompt-lookup":  # it copied some rounds and found nothing to copy in others
+        assert {event.gamma > 0 for event in full.rounds} == {True, False}
+
+
+def test_a_round_with_nothing_drafted_says_why():
+    pair = tiny_pair("gpt2")
+    config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=20, seed=4, drafter="prompt-lookup", inspect=True,
+                          stop_at_eos=False)
+    view = render.RunView("prompt", [5, 6, 7, 5, 6, 7, 5, 6], 3, {}, lanes=("speculative",))
+    for event in speculative_decode(pair, [5, 6, 7, 5, 6, 7, 5, 6], config):
+        view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
+    lane = view.speculative
+    plain = next(event for event in lane.trace.rounds if event.gamma == 0)
+    html = lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", 3)
+    assert "prompt lookup found no earlier occurrence" in html
+    assert f"t{plain.next_id}" in html
+
+
+def test_round_stages_name_the_rounds_tokens():
+    pair = tiny_pair("gpt2")
+    config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=24, seed=1, inspect=True, stop_at_eos=False)
+    view = render.RunView("prompt", [5, 6, 7], 3, {}, lanes=("speculative",))
+    decode = lambda ids: "".join(f" t{token_id}" for token_id in ids)  # noqa: E731 — a tokenizer-free stand-in
+    for event in speculative_decode(pair, [5, 6, 7], config):
+        view.add(event, decode)
+    lane = view.speculative
+    rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
+    html = lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", 3)
+    for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
+        assert f'data-stage="{stage}"' in html
+    assert f"t{rejected.drafted[rejected.num_accepted].token_id}" in html
+    assert f"r = {rejected.drafted[rejected.num_accepted].r:.3f}" in html
+    assert "norm(max(0, p − q))" in html
+
+
+# --- theory explorer ------------------------------------------------------------------------------------------------
+
+
+def test_speedup_falls_as_the_verify_gets_dearer():
+    speedups = [theory.expected_speedup(0.7, 4, 0.1, verify_cost) for verify_cost in (0.8, 1.0, 1.5, 2.0, 3.0)]
+    assert speedups == sorted(speedups, reverse=True)
+    view = lab.theory_view(0.7, 0.1, 1.8, measured_gamma=3, measured_speedup=1.1)
+    assert all(with_v < v1 for with_v, v1 in zip(view.speedups_with_verify, view.speedups))
+    assert view.speedups[0] == pytest.approx((1 + 0.7) / (0.1 + 1))
+    assert view.best_gamma_with_verify >= view.best_gamma  # a fixed cost per round favours longer drafts
+
+
+def test_pays_region_is_alpha_above_c_when_verify_is_free():
+    for cost_ratio in (0.05, 0.3, 0.8):
+        assert theory.min_paying_alpha(cost_ratio) == pytest.approx(cost_ratio, abs=1e-6)
+        assert theory.min_paying_alpha(cost_ratio, verify_cost=1.5) > cost_ratio
+    assert theory.min_paying_alpha(0.9, verify_cost=3.0) is None  # no α makes it pay
+    assert theory.min_paying_alpha(0.0, verify_cost=0.8) == 0.0  # a verify cheaper than a step pays at once
+    view = lab.theory_view(0.5, 1.5, 1.0)
+    assert view.max_cost >= 1.5  # the (c, α) plane reaches the point
+    assert view.paying_alpha is None  # c > 1: a draft step dearer than a target step never pays
+
+
+# --- γ sweep ------------------------------------------------------------------------------------------------------------
+
+
+def bench_result(gamma: int, median: float, low: float, high: float) -> BenchResult:
+    return BenchResult(gamma=gamma, temperature=0.0, median_speedup=median, min_speedup=low, max_speedup=high,
+                       acceptance_rate=0.7, mean_tokens_per_round=2.0, c=0.1, verify_cost=1.0 + 0.1 * gamma,
+                       median_baseline_tokens_per_s=10.0, median_speculative_tokens_per_s=10.0 * median,
+                       predicted_speedup=1.5, num_runs=3)
+
+
+def test_sweep_view_recommends_the_best_median_and_names_the_ties():
+    view = lab.sweep_view([bench_result(3, 1.40, 1.30, 1.50), bench_result(1, 1.10, 1.00, 1.20),
+                           bench_result(2, 1.35, 1.25, 1.45), bench_result(4, 1.20, 1.10, 1.30)])
+    assert [r.gamma for r in view.results] == [1, 2, 3, 4]
+    assert view.recommended_gamma == 3
+    assert view.within_spread == (2, 3)
+    assert view.predicted_with_verify[0] == pytest.approx(theory.expected_speedup(0.7, 1, 0.1, 1.1))
+
+
+def test_sweep_runs_the_bench_loop_with_progress():
+    pair = tiny_pair("gpt2")
+    config = lab.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
+    num_done = []
+    for progress in lab.sweep_gammas(pair, [5, 6, 7], config):  # one progress object, updated after every run
+        num_done.append(progress.num_done)
+    assert num_done == list(range(0, 7))
+    results = progress.results(0.0)
+    assert [r.gamma for r in results] == [1, 2] and all(r.num_runs == 2 for r in results)
+    with pytest.raises(ValueError, match="smallest first"):
+        lab.sweep_gamma_range(5, 2)
+    with pytest.raises(ValueError, match="repeats"):
+        lab.sweep_config(DecodeConfig(), (1,), repeats=9)

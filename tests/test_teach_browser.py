@@ -1,0 +1,172 @@
+"""The teaching sections in a real browser: step mode, the exactness lab, the theory explorer, the γ sweep.
+
+Chromium driven by Playwright against `python app.py` (fixtures in conftest.py), on the fast
+tiny-code pair. Charts are read through Plotly's own data on the chart's element, so a test
+checks what is drawn, not how the SVG happens to be laid out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+JOB_TIMEOUT_MS = 180_000
+TINY_PROMPT = "def fibonacci(n):\n"
+KEPT = ".tok-accepted, .tok-resample, .tok-bonus, .tok-target"  # the tokens a lane kept, in order
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type into a slider's number box and commit it."""
+    box = page.locator(f"#{elem_id} input[type=number]").first
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def choose_tiny_code(page, prompt: str = TINY_PROMPT, temperature: float = 0.8, max_new_tokens: int = 24,
+                     seed: int = 3) -> None:
+    page.click("#pair input")
+    page.locator("ul[role=listbox] li", has_text="tiny-code").click()
+    page.locator("#prompt textarea").fill(prompt)
+    page.locator("#chat input[type=checkbox]").uncheck()
+    set_number(page, "temperature", temperature)
+    set_number(page, "max-new-tokens", max_new_tokens)
+    set_number(page, "seed", seed)
+
+
+def open_section(page, elem_id: str) -> None:
+    """Open an accordion (they start closed) by its header."""
+    page.locator(f"#{elem_id} > button").first.click()
+
+
+def chart_traces(page, elem_id: str) -> dict:
+    """uid → {x, y, name} of the traces Plotly drew in a gr.Plot."""
+    return page.locator(f"#{elem_id} .js-plotly-plot").evaluate(
+        "el => Object.fromEntries(el.data.filter(t => t.meta).map(t => [t.meta, {x: t.x, y: t.y, name: t.name}]))"
+    )
+
+
+def step_round(page) -> int:
+    return int(page.locator("#step-status [data-round]").get_attribute("data-round"))
+
+
+def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
+    choose_tiny_code(page)
+    page.click("#run")
+    page.wait_for_selector("#status .status-done", timeout=JOB_TIMEOUT_MS)
+    normal_text = "".join(page.locator(f"#lane-speculative :is({KEPT})").all_inner_texts())
+    assert normal_text
+
+    # The last run fills the theory explorer's sliders and puts its measured point on the chart.
+    open_section(page, "theory-explorer")
+    page.wait_for_function("document.querySelector('#theory-note').innerText.includes('Last run')")
+    assert "measured" in chart_traces(page, "chart-theory")
+
+    open_section(page, "step-mode")
+    page.click("#step-start")
+    page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
+    assert page.locator('#step-status [data-round="0"]').count() == 1
+    presses = ["click", "Enter", "n"]  # a mouse click, the focused button's Enter, and the N shortcut
+    for round_number in range(1, 40):
+        press = presses[round_number % len(presses)]
+        if press == "click":
+            page.click("#step-next")
+        elif press == "Enter":
+            page.locator("#step-next").focus()
+            page.keyboard.press("Enter")
+        else:
+            page.locator("#step-stages").click()  # focus outside any text box
+            page.keyboard.press("n")
+        page.wait_for_selector(f'#step-status [data-round="{round_number}"]', timeout=30_000)
+        page.wait_for_function("n => document.querySelector('#step-stages').innerText.includes('Round ' + n)",
+                               arg=round_number)
+        assert step_round(page) == round_number  # one press, one round
+        stages = page.locator("#step-stages .step-stage").evaluate_all("items => items.map(i => i.dataset.stage)")
+        assert stages[:2] == ["draft", "verify"], stages
+        if "accept" in stages:
+            assert {"verdict", "correction", "rollback"} <= set(stages)
+        if page.locator('#step-status [data-done="true"]').count():
+            break
+    assert round_number >= 2
+    assert page.locator("#step-next").is_disabled()
+    assert "Done" in page.locator("#step-stages").inner_text()
+    assert "chart-step" in page.locator("#chart-step").get_attribute("id")
+    step_text = "".join(page.locator(f"#step-lane :is({KEPT})").all_inner_texts())
+    assert step_text == normal_text  # same seed, same engine: the same text, round by round
+
+
+def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
+    open_section(page, "exactness-lab")
+    page.click("#lab-example")  # the tiny-code pair at temperature 1, where the mistake shows
+    page.wait_for_function("document.querySelector('#prompt textarea').value.includes('if not')")
+    set_number(page, "lab-n", 300)
+    page.locator("#lab-wrong input[type=checkbox]").check()
+    page.click("#lab-run")
+    page.wait_for_selector('#lab-status .lab-status[data-done="true"]', timeout=JOB_TIMEOUT_MS)
+    p_values = {item.get_attribute("data-lane"): float(item.get_attribute("data-p"))
+                for item in page.locator("#lab-status .lab-p").all()}
+    print(f"lab, wrong rule, N = 300: p = {p_values}")
+    assert p_values["speculative"] < 0.01  # the wrong rule is caught
+    assert p_values["baseline"] > 0.01  # the target alone, same test, passes
+    traces = chart_traces(page, "chart-exactness")
+    assert {"baseline", "speculative", "exact"} <= set(traces)
+    assert len(traces["speculative"]["x"]) == len(traces["exact"]["x"]) >= 3
+    assert abs(sum(traces["exact"]["y"]) - 1) < 1e-6  # every outcome is in some bin, "other" included
+    assert "WRONG" in traces["speculative"]["name"]
+
+    # The real rule on the same setting passes the same test.
+    page.locator("#lab-wrong input[type=checkbox]").uncheck()
+    set_number(page, "lab-n", 200)
+    page.click("#lab-run")
+    page.wait_for_selector('#lab-status .lab-status[data-done="true"][data-draws="200"]', timeout=JOB_TIMEOUT_MS)
+    real_p = float(page.locator('#lab-status .lab-p[data-lane="speculative"]').get_attribute("data-p"))
+    print(f"lab, real rule, N = 200: p = {real_p}")
+    assert real_p > 0.01
+
+    # Stop ends a long lab and keeps what was drawn.
+    set_number(page, "lab-n", 5000)
+    page.click("#lab-run")
+    page.wait_for_selector('#lab-status .lab-status[data-done="false"]', timeout=JOB_TIMEOUT_MS)
+    page.click("#lab-stop")
+    page.wait_for_selector('#lab-status [data-kind="stopped"]', timeout=30_000)
+    assert page.locator('#lab-status .lab-status[data-done="true"]').count() == 0
+
+
+def test_theory_chart_redraws_when_a_slider_moves(page):
+    open_section(page, "theory-explorer")
+    page.wait_for_selector("#chart-theory .js-plotly-plot")
+    before = chart_traces(page, "chart-theory")
+    set_number(page, "theory-alpha", 0.5)
+    page.wait_for_function(
+        "y => JSON.stringify(document.querySelector('#chart-theory .js-plotly-plot').data"
+        ".find(t => t.meta === 'leviathan').y) !== JSON.stringify(y)",
+        arg=before["leviathan"]["y"],
+    )
+    after = chart_traces(page, "chart-theory")
+    assert after["leviathan"]["y"][0] == pytest.approx((1 + 0.5) / (0.1 + 1))  # γ = 1 at α = 0.5, c = 0.1
+    set_number(page, "theory-v", 2.5)
+    page.wait_for_function("document.querySelector('#theory-note').innerText.includes('v = 2.50')")
+    after = chart_traces(page, "chart-theory")
+    # A dearer verify lowers the whole curve.
+    assert all(v < l for v, l in zip(after["with-verify"]["y"], after["leviathan"]["y"]))
+
+
+def test_sweep_plots_one_point_per_gamma(page):
+    choose_tiny_code(page, max_new_tokens=16)
+    open_section(page, "gamma-sweep")
+    set_number(page, "sweep-from", 5)
+    set_number(page, "sweep-to", 2)
+    page.click("#sweep-run")
+    page.wait_for_selector("#sweep-status .status-error", timeout=JOB_TIMEOUT_MS)
+    assert "smallest first" in page.locator("#sweep-status").inner_text()
+
+    set_number(page, "sweep-from", 2)
+    set_number(page, "sweep-to", 5)
+    set_number(page, "sweep-repeats", 1)
+    page.click("#sweep-run")
+    page.wait_for_selector('#sweep-status .sweep-status[data-done="true"]', timeout=JOB_TIMEOUT_MS)
+    measured = chart_traces(page, "chart-sweep")["measured"]
+    assert measured["x"] == [2, 3, 4, 5]  # one point per γ
+    assert all(speedup > 0 for speedup in measured["y"])
+    recommended = int(page.locator("#sweep-recommended").get_attribute("data-gamma"))
+    assert recommended in (2, 3, 4, 5)
+    assert f"recommended γ = {recommended}" in page.locator("#chart-sweep").inner_text()
