@@ -115,18 +115,28 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     return budget, generator, to_probs, ids
 
 
-def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K) -> tuple[tuple[int, float], ...]:
+def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...] = ()) -> tuple[tuple[int, float], ...]:
+    """The k likeliest (id, probability), then any id of `keep` not among them: the tokens this
+    round actually drafted and emitted, whose probabilities the inspector must always show."""
     values, indices = probs.topk(min(k, probs.shape[-1]))
-    return tuple(zip(indices.tolist(), values.tolist()))
+    pairs = list(zip(indices.tolist(), values.tolist()))
+    shown = {token_id for token_id, _ in pairs}
+    pairs += [(token_id, float(probs[token_id])) for token_id in dict.fromkeys(keep) if token_id not in shown]
+    return tuple(pairs)
 
 
 def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: Verdict) -> tuple[PositionDetail, ...]:
-    """Top-k of q, p (and the residual where the correction was drawn) for the step inspector."""
+    """Top-k of q, p (and the residual where the correction was drawn) for the step inspector,
+    always with the drafted token and the target's own token at their positions."""
+    draft_ids = proposal.draft_ids.tolist()
     details = []
     for i in range(target_probs.shape[0]):
-        draft_top = top_pairs(proposal.draft_probs[i]) if i < proposal.draft_probs.shape[0] else ()
-        residual_top = top_pairs(verdict.residual) if (verdict.residual is not None and i == verdict.num_accepted) else ()
-        details.append(PositionDetail(draft_top, top_pairs(target_probs[i]), residual_top))
+        keep = tuple(draft_ids[i : i + 1]) + ((verdict.next_id,) if i == verdict.num_accepted else ())
+        draft_top = top_pairs(proposal.draft_probs[i], keep=keep) if i < proposal.draft_probs.shape[0] else ()
+        residual_top = (
+            top_pairs(verdict.residual, keep=keep) if (verdict.residual is not None and i == verdict.num_accepted) else ()
+        )
+        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
     return tuple(details)
 
 

@@ -190,7 +190,9 @@ def decision_distributions(
     series = [("q (draft)", detail.draft_top, COLORS["draft"]), ("p (target)", detail.target_top, COLORS["target"])]
     if detail.residual_top:
         series.append(("residual norm(max(0, p−q))", detail.residual_top, COLORS["residual"]))
-    token_ids = ordered_union([pairs for _, pairs, _ in series], max_tokens)
+    # the drafted token and the target's own always get a bar, however unlikely
+    must = [token.token_id for token in event.drafted[position : position + 1]] + [event.next_id]
+    token_ids = list(dict.fromkeys(must + ordered_union([pairs for _, pairs, _ in series], max_tokens)))[:max_tokens]
     names = unique_names([label_of(token_id, labels) for token_id in token_ids], token_ids)
     highest = 0.0
     for name, pairs, color in series:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import plotly.graph_objects as go
+import pytest
 
 from specviz import palette, plots, render
 from specviz.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
@@ -264,3 +265,40 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
+
+
+def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
+    """A correction drawn from the residual's tail (outside its top 8) is still shown with q, p and
+    its residual probability, and the chart has a bar for it."""
+    import torch
+
+    from specviz.drafters import Proposal
+    from specviz.engine import describe_positions
+    from specviz.sampling import Verdict
+
+    vocab = 40
+    target = torch.full((2, vocab), 0.5 / (vocab - 10))  # (γ+1, vocab)
+    target[:, :10] = 0.05
+    draft = torch.zeros(1, vocab)  # (γ, vocab)
+    draft[0, 0] = 1.0
+    residual = (target[0] - draft[0]).clamp_min(0)
+    residual /= residual.sum()
+    tail_id = 33  # not in the residual's top 8 (ids 1..9 are likelier)
+    verdict = Verdict(0, tail_id, False, *(torch.zeros(1) for _ in range(4)), residual)
+    details = describe_positions(Proposal(torch.tensor([0]), draft, 1), target, verdict)
+    assert tail_id in dict(details[0].residual_top) and tail_id in dict(details[0].target_top)
+    assert dict(details[0].residual_top)[tail_id] == pytest.approx(float(residual[tail_id]))
+    event = RoundEvent("speculative", 0, 1, 1, (drafted(0, 1.0, 0.05, 0.9, False),), 0, tail_id, "resample",
+                       (tail_id,), 0.001, 0.01, 1, 1, details=details)
+    figure = plots.decision_distributions(event, {tail_id: "tail"})
+    assert all(any("tail" in name for name in bar.x) for bar in figure.data)  # q, p and the residual
+    run = render.RunView("x", [1], gamma=1, settings={"temperature": 1.0})
+    run.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode_any)
+    run.add(event, decode_any)
+    row = render.inspector_html(run, 0).split('inspect-resample')[1]
+    assert f"residual probability {float(residual[tail_id]):.3f}" in row
+    assert row.count(">—<") == 2  # only min(1, p/q) and r stay empty
+
+
+def decode_any(ids):
+    return "".join(f"<{i}>" for i in ids)

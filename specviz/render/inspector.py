@@ -66,15 +66,19 @@ def inspector_html(run: RunView | None, round_index) -> str:
         )
     if num_emitted > event.num_accepted:
         kind = "resample" if event.next_kind == "resample" else "bonus"
+        draft_prob, target_prob, residual_prob = own_token_probs(event)
         how = (
             "resampled from norm(max(0, p − q)) at the rejected position"
+            + (f" (residual probability {prob(residual_prob)})" if residual_prob is not None else "")
             if kind == "resample"
             else "bonus: sampled from p after the last draft"
         )
+        q_cell = prob(draft_prob) if draft_prob is not None else "—"
+        p_cell = prob(target_prob) if target_prob is not None else "—"
         rows.append(
             f'<tr class="inspect-row inspect-{kind}"><td {left}>+</td>'
             f"<td {left}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>"
-            f'<td {cell}>—</td><td {cell}>—</td><td {cell}>—</td><td {cell}>—</td><td {left}>{how}</td></tr>'
+            f'<td {cell}>{q_cell}</td><td {cell}>{p_cell}</td><td {cell}>—</td><td {cell}>—</td><td {left}>{how}</td></tr>'
         )
     header = "".join(
         f'<th style="padding:3px 10px;border-bottom:1px solid #ccc;text-align:{align}">{name}</th>'
@@ -93,3 +97,16 @@ def inspector_html(run: RunView | None, round_index) -> str:
         f"and kept {event.num_accepted}. {timing}.</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )
+
+
+def own_token_probs(event: RoundEvent) -> tuple[float | None, float | None, float | None]:
+    """q, p and the residual's probability of the target's own token at the deciding position,
+    from the recorded details (None where a run recorded none)."""
+    position = event.num_accepted
+    if not event.details or position >= len(event.details):
+        return None, None, None
+    detail = event.details[position]
+    found = [dict(pairs).get(event.next_id) for pairs in (detail.draft_top, detail.target_top, detail.residual_top)]
+    if not detail.draft_top:  # a bonus position: nothing was drafted there
+        found[0] = None
+    return found[0], found[1], found[2]
