@@ -187,9 +187,9 @@ def decision_distributions(
     if not event.details or position >= len(event.details):
         return with_hint(figure, "no distributions recorded for this round")
     detail = event.details[position]
-    series = [("q (draft)", detail.draft_top, COLORS["draft"]), ("p (target)", detail.target_top, COLORS["target"])]
-    if detail.residual_top:
-        series.append(("residual norm(max(0, p−q))", detail.residual_top, COLORS["residual"]))
+    series = [("q (draft)", detail.draft_top, COLORS["draft"]), ("p (target)", detail.target_top, COLORS["target"]),
+              ("residual norm(max(0, p−q))", detail.residual_top, COLORS["residual"])]
+    series = [entry for entry in series if entry[1]]  # a bonus position has no q, a kept draft no residual
     # the drafted token and the target's own always get a bar, however unlikely
     must = [token.token_id for token in event.drafted[position : position + 1]] + [event.next_id]
     token_ids = list(dict.fromkeys(must + ordered_union([pairs for _, pairs, _ in series], max_tokens)))[:max_tokens]

@@ -66,3 +66,14 @@ def test_inspector_title_and_legend_do_not_overlap():
     assert len(figure.data) == 3  # q, p and the residual: the widest legend
     for rows in (1, 2):  # the legend wraps on a narrow page
         assert title_bottom_px(figure.layout) <= legend_top_px(figure.layout, rows)
+
+
+def test_a_bonus_round_chart_has_no_empty_draft_series():
+    from specviz.events import DraftedToken, PositionDetail, RoundEvent
+
+    detail = PositionDetail(((3, 0.9),), ((3, 0.95),), ())
+    bonus = PositionDetail((), ((7, 0.6), (8, 0.4)), ())
+    event = RoundEvent("speculative", 0, 1, 1, (DraftedToken(3, 0.9, 0.95, 1.0, 0.2, True, True),), 1, 7, "bonus",
+                       (3, 7), 0.001, 0.01, 1, 1, details=(detail, bonus))
+    figure = plots.decision_distributions(event, {})
+    assert [bar.name for bar in figure.data] == ["p (target)"]
