@@ -17,6 +17,7 @@ import itertools
 import logging
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -49,6 +50,7 @@ run_numbers = itertools.count(1)  # data-run in the page: tells one run's output
 # closes the tab mid-run never finishes (or stops) it
 live_runs: OrderedDict[str, render.RunView] = OrderedDict()
 LIVE_RUNS_KEPT = 64
+STOP_SETTLE_S = 0.3  # Stop answers this long after flagging the run: longer than one redraw takes
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
@@ -333,6 +335,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
             yield start_values(run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
             try:
                 for progress in stream_run(parsed, model_pair, prompt_ids, run_id, pace_s):
+                    if progress.run.stopped:  # Stop was answered before gradio's cancel reached this run
+                        return
                     watch(session, progress.run)
                     yield page_values(progress, session)
             except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
@@ -352,6 +356,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
                                        f"γ = {saved.settings.get('gamma')}) at {speed_name}…")
             try:
                 for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
+                    if view.stopped:
+                        return
                     watch(session, view)
                     yield page_values(progress, session)
                 yield page_values(Progress(view, None, True, finished=True), session)
@@ -377,6 +383,11 @@ def build_app(preload: bool = True) -> gr.Blocks:
             run = live_runs.pop(request.session_hash if request else None, None)
             values = {status: status_html("Stopped: the lanes show how far they got.", "info", run.run_id if run else 0)}
             if run is not None:
+                run.stopped = True
+                # The browser sends gradio's cancel beside this call, so the run can still be
+                # drawing a redraw it began before the flag was set; answering after it has gone
+                # out keeps this answer, "stopped", the last the lanes receive.
+                time.sleep(STOP_SETTLE_S)
                 values.update(lane_values(run, stopped=True))
             return values
 

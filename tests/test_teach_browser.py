@@ -58,7 +58,7 @@ def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
 
     # The last run fills the theory explorer's sliders and puts its measured point on the chart.
     open_section(page, "theory-explorer")
-    page.wait_for_function("document.querySelector('#theory-note').innerText.includes('Last run')")
+    page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('Last run')")
     assert "measured" in chart_traces(page, "chart-theory")
 
     open_section(page, "step-mode")
@@ -144,7 +144,7 @@ def test_theory_chart_redraws_when_a_slider_moves(page):
     after = chart_traces(page, "chart-theory")
     assert after["leviathan"]["y"][0] == pytest.approx((1 + 0.5) / (0.1 + 1))  # γ = 1 at α = 0.5, c = 0.1
     set_number(page, "theory-v", 2.5)
-    page.wait_for_function("document.querySelector('#theory-note').innerText.includes('v = 2.50')")
+    page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('v = 2.50')")
     after = chart_traces(page, "chart-theory")
     # A dearer verify lowers the whole curve.
     assert all(v < l for v, l in zip(after["with-verify"]["y"], after["leviathan"]["y"]))
