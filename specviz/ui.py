@@ -113,6 +113,14 @@ def load_replay(pick, upload) -> Run:
     return Run.load(runs[pick])
 
 
+def example_label(prompt: Prompt, max_chars: int = 90) -> str:
+    """An example's button: its prompt on one line, shortened, marked where it is a plain completion (chat off)."""
+    text = " ".join(prompt.text.split())
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text if prompt.chat is not False else f"completion: {text}"  # first, since gradio cuts long labels
+
+
 def watch(session: str | None, run: render.RunView) -> None:
     live_runs[session] = run
     live_runs.move_to_end(session)
@@ -196,8 +204,11 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     value=examples[0].chat is not False, label="chat: wrap the prompt in the pair's chat template "
                     "(instruct models answer questions; off = plain text completion)", elem_id="chat",
                 )
+                # Labels, not gradio's two-column table: the table gave the chat switch's long label
+                # most of the width and squeezed each prompt into a tall, narrow cell.
                 gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=[prompt, chat],
-                            label="Example prompts (click one)")
+                            example_labels=[example_label(p) for p in examples], label="Example prompts (click one)",
+                            examples_per_page=len(examples), elem_id="examples")
             with gr.Column(scale=2):
                 pair_name = gr.Dropdown(pair_choices, value=DEFAULT_PRESET, label="Model pair (draft → target)", elem_id="pair")
                 with gr.Row(visible=False) as custom_row:

@@ -66,8 +66,14 @@ def test_the_default_pair_answers_in_english(page):
 
 def test_run_stream_inspect_and_recover(page):
     # An example fills the prompt.
-    examples = page.locator(".gallery-item, tr.tr-body")  # a table when examples fill two inputs (prompt, chat)
+    examples = page.locator("#examples .gallery-item, #examples button.gallery")  # one labelled button per example
     assert examples.count() >= 2
+    # An example fills both inputs: a completion example switches chat off, a question back on.
+    completion = examples.filter(has_text="completion:").first
+    completion.click()
+    page.wait_for_function("!document.querySelector('#chat input[type=checkbox]').checked", timeout=15_000)
+    examples.first.click()
+    page.wait_for_function("document.querySelector('#chat input[type=checkbox]').checked", timeout=15_000)
     example_words = " ".join(examples.nth(1).inner_text().split())
     examples.nth(1).click()
     deadline = time.monotonic() + 15
