@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from specviz import plots
 from specviz.events import FinishEvent, PrefillEvent
 from specviz.trace import Trace
@@ -77,3 +79,12 @@ def test_a_bonus_round_chart_has_no_empty_draft_series():
                        (3, 7), 0.001, 0.01, 1, 1, details=(detail, bonus))
     figure = plots.decision_distributions(event, {})
     assert [bar.name for bar in figure.data] == ["p (target)"]
+
+
+def test_a_round_cut_by_end_of_text_does_not_claim_a_bonus():
+    run = make_gamma1_run()
+    event = run.speculative.trace.rounds[0]
+    cut = dataclasses.replace(event, emitted_ids=event.emitted_ids[: event.num_accepted])  # EOS was the last kept draft
+    title = plots.decision_title(cut, run.speculative.labels)
+    assert "bonus" not in title and "not kept" in title
+    assert "bonus" in plots.decision_title(event, run.speculative.labels)
