@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -72,6 +73,43 @@ def over_time(started: float) -> bool:
 
 def time_limit_note(what: str) -> str:
     return f"this server stops {what} after {POLICY.max_run_s} s so other visitors get a turn; the results so far are shown"
+
+
+class StopPresses:
+    """When each visitor last pressed a section's Stop.
+
+    Gradio cancels a job from the browser, beside the Stop call, so the job may still yield
+    after Stop was answered; it asks here first and ends instead of drawing over "Stopped".
+    Bounded, since a visitor who closes the tab never asks again.
+    """
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self.pressed: OrderedDict[tuple[str | None, str], float] = OrderedDict()
+
+    def press(self, session: str | None, section: str) -> None:
+        self.pressed[session, section] = time.perf_counter()
+        self.pressed.move_to_end((session, section))
+        while len(self.pressed) > self.KEPT:
+            self.pressed.popitem(last=False)
+
+    def since(self, session: str | None, section: str, started: float) -> bool:
+        """Whether Stop was pressed in this section after a job that began at `started`."""
+        return self.pressed.get((session, section), float("-inf")) >= started
+
+
+stop_presses = StopPresses()
+STOP_SETTLE_S = 0.3  # a section's Stop answers this long after it is recorded: longer than one redraw takes
+
+
+def on_stop_pressed(section: str, what: str) -> Callable:
+    """The Stop handler of a long section: record the press, then add the stopped line to its status."""
+    def on_stop(previous_status, visitor: gr.Request):
+        stop_presses.press(visitor.session_hash if visitor else None, section)
+        time.sleep(STOP_SETTLE_S)  # a redraw the job began before the press goes out first
+        return lessons.stopped_html(previous_status or "", what)
+    return on_stop
 
 
 # --- step mode ----------------------------------------------------------------------------------------------
@@ -238,8 +276,9 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
                                         "press Run the lab"), show_label=False, elem_id="chart-exactness")
 
     @on_gpu
-    def on_run(num_draws_value, wrong_value, *values) -> Iterator:
+    def on_run(visitor: gr.Request, num_draws_value, wrong_value, *values) -> Iterator:
         started = time.perf_counter()
+        session = visitor.session_hash if visitor else None
         wrong = bool(wrong_value)
         try:
             request = parse_controls(names, values)
@@ -250,6 +289,8 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
             yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
             labels, last_drawn, tally = None, 0.0, None
             for tally in lab.run_lab(pair, prompt_ids, request.config, planned, wrong):
+                if stop_presses.since(session, "lab", started):
+                    return
                 labels = labels or bin_labels(tally.bins, pair)
                 if over_time(started):
                     yield lab_values(tally, labels, wrong, started, time_limit_note("the lab"))
@@ -261,16 +302,14 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
         except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
             yield lessons.message_html(describe_error(error), "error"), gr.skip()
 
-    def on_stop(previous_status):
-        return lessons.stopped_html(previous_status or "", "the chart and the p-values are for the draws made so far.")
-
     def on_example():
         return (*[LAB_EXAMPLE[name] for name in example_names], LAB_EXAMPLE_DRAWS)
 
     example_names = [name for name in LAB_EXAMPLE if name in controls]
     lab_event = run_button.click(on_run, [num_draws, wrong_rule, *inputs], [status, chart], api_visibility="private",
                                  concurrency_id=concurrency_id, show_progress="hidden")
-    stop_button.click(on_stop, [status], [status], cancels=[lab_event], queue=False, api_visibility="private")
+    stop_button.click(on_stop_pressed("lab", "the chart and the p-values are for the draws made so far."), [status],
+                      [status], cancels=[lab_event], queue=False, api_visibility="private")
     example_button.click(on_example, None, [controls[name] for name in example_names] + [num_draws], queue=False,
                          api_visibility="private")
 
@@ -348,8 +387,9 @@ def build_sweep(names: Sequence[str], inputs: list, concurrency_id: str, on_gpu:
         chart = gr.Plot(plots.gamma_sweep(lab.sweep_view([])), show_label=False, elem_id="chart-sweep")
 
     @on_gpu
-    def on_run(smallest_value, largest_value, repeats_value, *values) -> Iterator:
+    def on_run(visitor: gr.Request, smallest_value, largest_value, repeats_value, *values) -> Iterator:
         started = time.perf_counter()
+        session = visitor.session_hash if visitor else None
         try:
             request = parse_controls(names, values)
             gammas = lab.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
@@ -360,6 +400,8 @@ def build_sweep(names: Sequence[str], inputs: list, concurrency_id: str, on_gpu:
             temperature = request.config.temperature
             last_drawn = 0.0
             for progress in lab.sweep_gammas(pair, prompt_ids, config):
+                if stop_presses.since(session, "sweep", started):
+                    return
                 finished = progress.num_done == progress.num_total
                 late = over_time(started)
                 if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
@@ -374,12 +416,10 @@ def build_sweep(names: Sequence[str], inputs: list, concurrency_id: str, on_gpu:
         except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
             yield lessons.message_html(describe_error(error), "error"), gr.skip()
 
-    def on_stop(previous_status):
-        return lessons.stopped_html(previous_status or "", "the chart shows the runs made so far.")
-
     sweep_event = run_button.click(on_run, [smallest, largest, repeats, *inputs], [status, chart],
                                    api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden")
-    stop_button.click(on_stop, [status], [status], cancels=[sweep_event], queue=False, api_visibility="private")
+    stop_button.click(on_stop_pressed("sweep", "the chart shows the runs made so far."), [status], [status],
+                      cancels=[sweep_event], queue=False, api_visibility="private")
 
 
 # --- the sections ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from specviz.bench import BenchResult
 from specviz.engine import DecodeConfig, speculative_decode
 from specviz.events import FinishEvent, RoundEvent
 from specviz.models import ModelPair
+from specviz.teach import StopPresses
 from specviz.sampling import accept_or_resample
 from specviz.trace import Trace
 from tests.tiny_models import make_model, tiny_pair
@@ -223,3 +224,16 @@ def test_sweep_runs_the_bench_loop_with_progress():
         lab.sweep_gamma_range(5, 2)
     with pytest.raises(ValueError, match="repeats"):
         lab.sweep_config(DecodeConfig(), (1,), repeats=9)
+
+
+def test_a_stop_press_ends_only_the_jobs_it_came_after():
+    presses = StopPresses()
+    started = 100.0
+    assert not presses.since("visitor", "lab", started)
+    presses.press("visitor", "lab")
+    assert presses.since("visitor", "lab", 0.0)  # a job that began before the press stops
+    assert not presses.since("visitor", "lab", float("inf"))  # a job started after it runs on
+    assert not presses.since("visitor", "sweep", 0.0) and not presses.since("someone else", "lab", 0.0)
+    for number in range(StopPresses.KEPT + 10):
+        presses.press(f"visitor {number}", "lab")
+    assert len(presses.pressed) == StopPresses.KEPT

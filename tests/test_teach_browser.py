@@ -7,6 +7,8 @@ checks what is drawn, not how the SVG happens to be laid out.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 JOB_TIMEOUT_MS = 180_000
@@ -128,6 +130,8 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     page.wait_for_selector('#lab-status .lab-status[data-done="false"]', timeout=JOB_TIMEOUT_MS)
     page.click("#lab-stop")
     page.wait_for_selector('#lab-status [data-kind="stopped"]', timeout=30_000)
+    time.sleep(1.5)  # a redraw the lab began before Stop must not draw over the stopped line
+    assert page.locator('#lab-status [data-kind="stopped"]').count() == 1
     assert page.locator('#lab-status .lab-status[data-done="true"]').count() == 0
 
 
