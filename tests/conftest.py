@@ -73,12 +73,17 @@ def app_url(tmp_path_factory) -> str:
             time.sleep(0.5)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    """SIGTERM (gradio takes 1-4 s to exit), then SIGKILL if it has not gone in 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def find_chromium() -> str | None:

@@ -27,7 +27,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from gradio_client.utils import Status
 
-from tests.conftest import APP_START_TIMEOUT_S, ROOT, free_port, http_status
+from tests.conftest import APP_START_TIMEOUT_S, ROOT, free_port, http_status, stop_server
 from tests.tiny_models import make_model, make_tokenizer
 
 LAUNCHER = ROOT / "tests" / "serve_with_fake_hub.py"
@@ -153,12 +153,7 @@ def serve(home: Path, script: Path, overrides: dict[str, str]) -> Iterator[Serve
         wait_until_serving(server)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
 
 
 # --- fixtures ---------------------------------------------------------------------------------------
