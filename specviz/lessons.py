@@ -121,9 +121,12 @@ def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
             lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
             continue
         sign = "&lt;" if token.accepted else "≥"
+        outcome = "accepted" if token.accepted else "rejected"
+        if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
+            outcome += "</b>, then dropped: it comes after the end-of-text token<b>"
         lines.append(
             f"{inline_token(text, verdict)}: r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) "
-            f"= {prob(token.accept_prob)} → <b>{'accepted' if token.accepted else 'rejected'}</b>"
+            f"= {prob(token.accept_prob)} → <b>{outcome}</b>"
         )
     items = "".join(f"<li>{line}</li>" for line in lines)
     return f"Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):<ul style='margin:4px 0 0 0'>{items}</ul>"
@@ -131,6 +134,13 @@ def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
 
 def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     accepted = [inline_token(text, "accepted") for text in texts.drafted[: event.num_accepted]]
+    dropped = event.num_accepted - len(event.emitted_ids)
+    if dropped > 0:  # an accepted end-of-text ends the text inside the round
+        how_many = (every(event.gamma, "draft").capitalize() if event.num_accepted == event.gamma
+                    else f"{event.num_accepted} of {event.gamma}")
+        verb = "is" if dropped == 1 else "are"
+        return (f"{how_many} accepted, but the text ends at the end-of-text token: the {count(dropped, 'draft')} "
+                f"after it {verb} dropped.")
     if event.num_accepted == event.gamma:
         return f"{every(event.gamma, 'draft').capitalize()} accepted: {listing(accepted)}."
     rejected = inline_token(texts.drafted[event.num_accepted], "rejected")
@@ -161,8 +171,9 @@ def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[in
 def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int, drafter: str) -> str:
     kept = [inline_token(text, "accepted") for text in texts.drafted[: min(event.num_accepted, len(event.emitted_ids))]]
     kept += [inline_token(text, event.own_kind) for text in texts.own]
-    dropped = [inline_token(text, event.verdict(i + event.num_accepted))
-               for i, text in enumerate(texts.drafted[event.num_accepted :])]
+    first_dropped = min(event.num_accepted, len(event.emitted_ids))  # an end-of-text can end the text mid-round
+    dropped = [inline_token(text, event.verdict(i + first_dropped))
+               for i, text in enumerate(texts.drafted[first_dropped:])]
     total = num_new_before + len(event.emitted_ids)
     sentence = f"Committed {count(len(event.emitted_ids), 'token')} ({listing(kept)}); the text has {count(total, 'new token')}. "
     caches = "the target's KV cache" + (" and the draft's" if drafter == "model" else "")

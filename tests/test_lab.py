@@ -9,6 +9,7 @@ output head is scaled up), the setting where that mistake matters most.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -17,11 +18,12 @@ from scipy.stats import chi2
 from specviz import lab, lessons, render, theory
 from specviz.bench import BenchResult
 from specviz.engine import DecodeConfig, speculative_decode
-from specviz.events import FinishEvent, RoundEvent
+from specviz.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
 from specviz.teach import StopPresses
 from specviz.sampling import accept_or_resample
 from specviz.trace import Trace
+from tests.test_render import bonus_round, decode
 from tests.tiny_models import make_model, tiny_pair
 
 LAB_PROMPT = [67, 20, 13, 9, 73, 45]
@@ -167,6 +169,20 @@ def test_round_stages_name_the_rounds_tokens():
     assert f"t{rejected.drafted[rejected.num_accepted].token_id}" in html
     assert f"r = {rejected.drafted[rejected.num_accepted].r:.3f}" in html
     assert "norm(max(0, p − q))" in html
+
+
+def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
+    full = bonus_round(0, 1, gamma=3)
+    cut = dataclasses.replace(full, emitted_ids=full.emitted_ids[:2])  # the second draft was the end of text
+    view = render.RunView("x", [1], gamma=3, settings={}, lanes=("speculative",))
+    for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
+        view.add(event, decode)
+    lane = view.speculative
+    html = lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", 3)
+    assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
+    assert html.count("then dropped: it comes after the end-of-text token") == 1
+    assert "Nothing to crop" not in html and "drops 1 position" in html
+    assert "dropped" not in lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", 3)
 
 
 # --- theory explorer ------------------------------------------------------------------------------------------------
