@@ -14,7 +14,7 @@ from specviz.palette import COLORS
 from specviz.render.lanes import RoundTexts, stop_text
 from specviz.render.tokens import escape_text, inline_token, prob, visible_text
 from specviz.trace import Comparison, Trace
-from specviz.wording import count, every
+from specviz.wording import count, every, p_equals
 
 STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
@@ -218,20 +218,12 @@ def step_status_html(message: str, round_number: int, done: bool, num_tokens: in
 # --- exactness lab ----------------------------------------------------------------------------------------
 
 
-def p_value_text(p_value: float | None) -> str:
-    if p_value is None:
-        return "—"
-    if p_value >= 0.01:
-        return f"{p_value:.2f}"
-    return f"{p_value:.0e}" if p_value >= 1e-300 else "< 1e-300"
-
-
 def lane_verdict(name: str, p_value: float | None) -> str:
     if p_value is None:
         return f"{name}: no test (fewer than two outcomes to compare)."
     if p_value >= SIGNIFICANCE:
-        return f"{name}: p = {p_value_text(p_value)} — consistent with the target's exact distribution."
-    return (f"{name}: p = {p_value_text(p_value)} &lt; {SIGNIFICANCE} — these draws do not follow the target's "
+        return f"{name}: {p_equals(p_value)} — consistent with the target's exact distribution."
+    return (f"{name}: {escape_text(p_equals(p_value))} &lt; {SIGNIFICANCE} — these draws do not follow the target's "
             f"distribution.")
 
 

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from specviz.events import RoundEvent
 from specviz.palette import COLORS
 from specviz.trace import Trace, speedup
-from specviz.wording import every
+from specviz.wording import every, p_equals
 
 if TYPE_CHECKING:  # annotations only: plots stays free of torch and the models
     from specviz.lab import LabTally, SweepView, TheoryView
@@ -275,15 +275,6 @@ PAYS_FILL = "rgba(0, 158, 115, 0.13)"  # COLORS["accepted"], faint: where specul
 LOSES_FILL = "rgba(213, 94, 0, 0.08)"  # COLORS["rejected"], faint: slower than the target alone
 
 
-def format_p(p_value: float | None) -> str:
-    """A p-value as people read it: two decimals, small ones in scientific notation, never "0"."""
-    if p_value is None:
-        return "p = —"
-    if p_value >= 0.01:
-        return f"p = {p_value:.2f}"
-    return f"p = {p_value:.0e}" if p_value >= 1e-300 else "p < 1e-300"
-
-
 def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: bool = False) -> go.Figure:
     """Share of draws per outcome in each lane, beside the exact distribution ± 2 standard errors.
 
@@ -299,7 +290,7 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
              ("speculative", "speculative, WRONG rule" if wrong_rule else "speculative", COLORS["rejected" if wrong_rule else "speculative"]))
     for lane, name, color in lanes:
         if num_draws:
-            label = f"{name} ({format_p(tally.p_value(lane))})"
+            label = f"{name} ({p_equals(tally.p_value(lane))})"
             figure.add_bar(x=list(bin_labels), y=tally.frequencies(lane), name=label, marker_color=color, meta=lane,
                            customdata=tally.counts[lane], hovertemplate="%{x}: %{y:.1%} (%{customdata} draws)<extra>" + name + "</extra>")
     figure.add_scatter(

@@ -1,6 +1,6 @@
-"""Counts in plain English: "1 token", "2 tokens", "the 1 draft", "all 3 drafts".
+"""Numbers in plain English: "1 token", "2 tokens", "the 1 draft", "all 3 drafts", "p = 5e-06".
 
-Shared by render.py and plots.py (plots cannot import render: render imports plots).
+Shared by render, lessons and plots (plots cannot import render: render imports plots).
 """
 
 from __future__ import annotations
@@ -14,3 +14,12 @@ def count(number: int, noun: str, plural: str | None = None) -> str:
 def every(number: int, noun: str, plural: str | None = None) -> str:
     """"the 1 draft" or "all 3 drafts": "all 1 drafts" reads as a mistake."""
     return f"the {count(number, noun, plural)}" if number == 1 else f"all {count(number, noun, plural)}"
+
+
+def p_equals(p_value: float | None) -> str:
+    """A p-value as people read it: two decimals, small ones in scientific notation, never "p = 0"."""
+    if p_value is None:
+        return "p = —"
+    if p_value >= 0.01:
+        return f"p = {p_value:.2f}"
+    return f"p = {p_value:.0e}" if p_value >= 1e-300 else "p < 1e-300"
