@@ -9,7 +9,9 @@ inside it.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -39,6 +41,37 @@ class Progress:
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
     quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
+
+
+class StopPresses:
+    """When each visitor last pressed a section's Stop.
+
+    Gradio cancels a job from the browser, beside the Stop call, so the job may still yield
+    after Stop was answered; it asks here first and ends instead of drawing over "Stopped"
+    (or putting "generating…" back in the lanes).
+    Bounded, since a visitor who closes the tab never asks again.
+    """
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self.pressed: OrderedDict[tuple[str | None, str], float] = OrderedDict()
+        self.lock = threading.Lock()  # Stop handlers of different visitors run in gradio's worker threads
+
+    def press(self, session: str | None, section: str) -> None:
+        with self.lock:
+            self.pressed[session, section] = time.perf_counter()
+            self.pressed.move_to_end((session, section))
+            while len(self.pressed) > self.KEPT:
+                self.pressed.popitem(last=False)
+
+    def since(self, session: str | None, section: str, started: float) -> bool:
+        """Whether Stop was pressed in this section after a job that began at `started`."""
+        return self.pressed.get((session, section), float("-inf")) >= started
+
+
+stop_presses = StopPresses()  # sections: "run" (the main page's run or replay), "lab", "sweep"
+STOP_SETTLE_S = 0.3  # a Stop answers this long after it is recorded: longer than one redraw takes
 
 
 def pace_seconds(pace) -> float:

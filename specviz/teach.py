@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -20,6 +19,7 @@ import gradio as gr
 from specviz import lab, lessons, plots, render
 from specviz.engine import MAX_GAMMA
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.live import STOP_SETTLE_S, stop_presses
 from specviz.models import ModelPair
 from specviz.request import POLICY, Request, describe_error, whole_number
 from specviz.trace import compare
@@ -73,34 +73,6 @@ def over_time(started: float) -> bool:
 
 def time_limit_note(what: str) -> str:
     return f"this server stops {what} after {POLICY.max_run_s} s so other visitors get a turn; the results so far are shown"
-
-
-class StopPresses:
-    """When each visitor last pressed a section's Stop.
-
-    Gradio cancels a job from the browser, beside the Stop call, so the job may still yield
-    after Stop was answered; it asks here first and ends instead of drawing over "Stopped".
-    Bounded, since a visitor who closes the tab never asks again.
-    """
-
-    KEPT = 256
-
-    def __init__(self) -> None:
-        self.pressed: OrderedDict[tuple[str | None, str], float] = OrderedDict()
-
-    def press(self, session: str | None, section: str) -> None:
-        self.pressed[session, section] = time.perf_counter()
-        self.pressed.move_to_end((session, section))
-        while len(self.pressed) > self.KEPT:
-            self.pressed.popitem(last=False)
-
-    def since(self, session: str | None, section: str, started: float) -> bool:
-        """Whether Stop was pressed in this section after a job that began at `started`."""
-        return self.pressed.get((session, section), float("-inf")) >= started
-
-
-stop_presses = StopPresses()
-STOP_SETTLE_S = 0.3  # a section's Stop answers this long after it is recorded: longer than one redraw takes
 
 
 def on_stop_pressed(section: str, what: str) -> Callable:

@@ -28,7 +28,7 @@ from specviz import plots, render, teach
 from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import MAX_GAMMA
-from specviz.live import PACES, Progress, pace_seconds, stream_events, stream_run
+from specviz.live import PACES, STOP_SETTLE_S, Progress, pace_seconds, stop_presses, stream_events, stream_run
 from specviz.models import DEFAULT_PRESET, PRESETS, load_pair
 from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
 from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
@@ -50,7 +50,6 @@ run_numbers = itertools.count(1)  # data-run in the page: tells one run's output
 # closes the tab mid-run never finishes (or stops) it
 live_runs: OrderedDict[str, render.RunView] = OrderedDict()
 LIVE_RUNS_KEPT = 64
-STOP_SETTLE_S = 0.3  # Stop answers this long after flagging the run: longer than one redraw takes
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
@@ -330,6 +329,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                    temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
                    pace_value, request: gr.Request):
             run_id = next(run_numbers)
+            started = time.perf_counter()
             session = request.session_hash if request else None
             try:
                 parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
@@ -346,7 +346,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             yield start_values(run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
             try:
                 for progress in stream_run(parsed, model_pair, prompt_ids, run_id, pace_s):
-                    if progress.run.stopped:  # Stop was answered before gradio's cancel reached this run
+                    if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
                         return
                     watch(session, progress.run)
                     yield page_values(progress, session)
@@ -355,6 +355,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
         def on_replay(pick, upload, speed_name, request: gr.Request):
             run_id = next(run_numbers)
+            started = time.perf_counter()
             session = request.session_hash if request else None
             try:
                 saved = load_replay(pick, upload)
@@ -367,7 +368,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                                        f"γ = {saved.settings.get('gamma')}) at {speed_name}…")
             try:
                 for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
-                    if view.stopped:
+                    if stop_presses.since(session, "run", started):
                         return
                     watch(session, view)
                     yield page_values(progress, session)
@@ -391,14 +392,12 @@ def build_app(preload: bool = True) -> gr.Blocks:
             return gr.Slider(visible=drafter_value == "prompt-lookup")
 
         def on_stop(request: gr.Request):
-            run = live_runs.pop(request.session_hash if request else None, None)
+            session = request.session_hash if request else None
+            stop_presses.press(session, "run")
+            time.sleep(STOP_SETTLE_S)  # a redraw the run began before the press goes out first
+            run = live_runs.pop(session, None)
             values = {status: status_html("Stopped: the lanes show how far they got.", "info", run.run_id if run else 0)}
             if run is not None:
-                run.stopped = True
-                # The browser sends gradio's cancel beside this call, so the run can still be
-                # drawing a redraw it began before the flag was set; answering after it has gone
-                # out keeps this answer, "stopped", the last the lanes receive.
-                time.sleep(STOP_SETTLE_S)
                 values.update(lane_values(run, stopped=True))
             return values
 

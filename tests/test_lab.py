@@ -19,8 +19,8 @@ from specviz import lab, lessons, render, theory
 from specviz.bench import BenchResult
 from specviz.engine import DecodeConfig, speculative_decode
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.live import StopPresses
 from specviz.models import ModelPair
-from specviz.teach import StopPresses
 from specviz.sampling import accept_or_resample
 from specviz.trace import Trace
 from tests.test_render import bonus_round, decode

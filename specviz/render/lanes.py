@@ -180,10 +180,6 @@ class RunView:
         self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
         self.lane_names = tuple(lanes)  # the lanes this run will have, in order
         self.views: dict[str, LaneView] = {}
-        # Set by the page's Stop. Gradio cancels a run from the browser, so the run may still
-        # yield once or twice after Stop was answered; with this set, those redraws say
-        # "stopped" too instead of putting "generating…" back.
-        self.stopped = False
 
     @classmethod
     def replaying(cls, saved: Run, run_id: int = 0) -> "RunView":
@@ -274,7 +270,6 @@ def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[s
         empty = '<div class="lane" data-done="false" style="{}color:#999">press Run</div>'.format(LANE_STYLE)
         return tuple(empty for _ in names or LANES)
     limit = run.settings.get("max_new_tokens")
-    stopped = stopped or run.stopped
     htmls = []
     for name in names or run.lane_names:
         if not run.has_lane(name):
