@@ -89,6 +89,12 @@ class RoundEvent:
         """Drafts the target judged: the accepted prefix plus the first rejection, if any."""
         return min(self.num_accepted + 1, self.gamma)
 
+    @property
+    def num_kept_drafts(self) -> int:
+        """Accepted drafts that made it into the text: an accepted EOS ends it mid-round, and the
+        accepted drafts after it are dropped."""
+        return min(self.num_accepted, len(self.emitted_ids))
+
     def verdict(self, index: int) -> str:
         """accepted / rejected / unexamined for drafted token `index`.
 
@@ -97,7 +103,7 @@ class RoundEvent:
         """
         token = self.drafted[index]
         if token.accepted:
-            return "accepted" if index < len(self.emitted_ids) else "unexamined"
+            return "accepted" if index < self.num_kept_drafts else "unexamined"
         return "rejected" if token.decided else "unexamined"
 
     @property

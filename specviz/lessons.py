@@ -121,12 +121,12 @@ def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
             lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
             continue
         sign = "&lt;" if token.accepted else "≥"
-        outcome = "accepted" if token.accepted else "rejected"
+        outcome = f"<b>{'accepted' if token.accepted else 'rejected'}</b>"
         if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
-            outcome += "</b>, then dropped: it comes after the end-of-text token<b>"
+            outcome += ", then dropped: it comes after the end-of-text token"
         lines.append(
             f"{inline_token(text, verdict)}: r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) "
-            f"= {prob(token.accept_prob)} → <b>{outcome}</b>"
+            f"= {prob(token.accept_prob)} → {outcome}"
         )
     items = "".join(f"<li>{line}</li>" for line in lines)
     return f"Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):<ul style='margin:4px 0 0 0'>{items}</ul>"
@@ -134,8 +134,8 @@ def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
 
 def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     accepted = [inline_token(text, "accepted") for text in texts.drafted[: event.num_accepted]]
-    dropped = event.num_accepted - len(event.emitted_ids)
-    if dropped > 0:  # an accepted end-of-text ends the text inside the round
+    dropped = event.num_accepted - event.num_kept_drafts
+    if dropped:  # an accepted end-of-text ends the text inside the round
         how_many = (every(event.gamma, "draft").capitalize() if event.num_accepted == event.gamma
                     else f"{event.num_accepted} of {event.gamma}")
         verb = "is" if dropped == 1 else "are"
@@ -169,11 +169,10 @@ def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[in
 
 
 def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int, drafter: str) -> str:
-    kept = [inline_token(text, "accepted") for text in texts.drafted[: min(event.num_accepted, len(event.emitted_ids))]]
+    kept = [inline_token(text, "accepted") for text in texts.drafted[: event.num_kept_drafts]]
     kept += [inline_token(text, event.own_kind) for text in texts.own]
-    first_dropped = min(event.num_accepted, len(event.emitted_ids))  # an end-of-text can end the text mid-round
-    dropped = [inline_token(text, event.verdict(i + first_dropped))
-               for i, text in enumerate(texts.drafted[first_dropped:])]
+    dropped = [inline_token(text, event.verdict(i + event.num_kept_drafts))
+               for i, text in enumerate(texts.drafted[event.num_kept_drafts :])]
     total = num_new_before + len(event.emitted_ids)
     sentence = f"Committed {count(len(event.emitted_ids), 'token')} ({listing(kept)}); the text has {count(total, 'new token')}. "
     caches = "the target's KV cache" + (" and the draft's" if drafter == "model" else "")

@@ -230,7 +230,7 @@ def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
 
 def decision_title(event: RoundEvent, labels: Mapping[int, str]) -> str:
     position = event.num_accepted
-    if len(event.emitted_ids) <= position:  # an accepted end-of-text ended the run before the target's token
+    if len(event.emitted_ids) == event.num_kept_drafts:  # an accepted end-of-text left no room for the target's token
         return f"Round {event.round_index + 1}: the run ended at an accepted end-of-text; the target's own token was not kept"
     if event.next_kind == "resample" and position < len(event.drafted):
         token = event.drafted[position]

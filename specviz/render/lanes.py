@@ -139,7 +139,7 @@ class LaneView:
             texts = self.round_texts.get(event.round_index)
             if texts is None:
                 continue
-            pieces.extend(texts.drafted[: min(event.num_accepted, len(event.emitted_ids))])
+            pieces.extend(texts.drafted[: event.num_kept_drafts])
             pieces.extend(texts.own)
         return "".join(pieces)
 
