@@ -74,6 +74,13 @@ stop_presses = StopPresses()  # sections: "run" (the main page's run or replay),
 STOP_SETTLE_S = 0.3  # a Stop answers this long after it is recorded: longer than one redraw takes
 
 
+def record_stop(session: str | None, section: str) -> None:
+    """What every Stop handler does first: record the press, then wait, so that a redraw the job
+    began before the press reaches the page before the handler's "Stopped"."""
+    stop_presses.press(session, section)
+    time.sleep(STOP_SETTLE_S)
+
+
 def pace_seconds(pace) -> float:
     if pace in (None, ""):
         return 0.0

@@ -19,7 +19,7 @@ import gradio as gr
 from specviz import lab, lessons, plots, render
 from specviz.engine import MAX_GAMMA
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
-from specviz.live import STOP_SETTLE_S, stop_presses
+from specviz.live import record_stop, stop_presses
 from specviz.models import ModelPair
 from specviz.request import POLICY, Request, describe_error, whole_number
 from specviz.trace import compare
@@ -78,8 +78,7 @@ def time_limit_note(what: str) -> str:
 def on_stop_pressed(section: str, what: str) -> Callable:
     """The Stop handler of a long section: record the press, then add the stopped line to its status."""
     def on_stop(previous_status, visitor: gr.Request):
-        stop_presses.press(visitor.session_hash if visitor else None, section)
-        time.sleep(STOP_SETTLE_S)  # a redraw the job began before the press goes out first
+        record_stop(visitor.session_hash if visitor else None, section)
         return lessons.stopped_html(previous_status or "", what)
     return on_stop
 

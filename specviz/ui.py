@@ -28,7 +28,7 @@ from specviz import plots, render, teach
 from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import MAX_GAMMA
-from specviz.live import PACES, STOP_SETTLE_S, Progress, pace_seconds, stop_presses, stream_events, stream_run
+from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
 from specviz.models import DEFAULT_PRESET, PRESETS, load_pair
 from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
 from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
@@ -393,8 +393,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
         def on_stop(request: gr.Request):
             session = request.session_hash if request else None
-            stop_presses.press(session, "run")
-            time.sleep(STOP_SETTLE_S)  # a redraw the run began before the press goes out first
+            record_stop(session, "run")
             run = live_runs.pop(session, None)
             values = {status: status_html("Stopped: the lanes show how far they got.", "info", run.run_id if run else 0)}
             if run is not None:
