@@ -31,13 +31,14 @@ import torch
 from transformers import DynamicCache
 
 from specviz import theory
-from specviz.bench import SEED_MODULUS, BenchConfig, BenchResult, recommend_gamma, summarise, timed_runs
+from specviz.bench import SEED_MODULUS, BenchConfig, BenchResult, summarise, timed_runs
 from specviz.drafters import forward_new_ids
 from specviz.engine import (
     MAX_GAMMA, AcceptRule, DecodeConfig, autoregressive_decode, context_budget, speculative_decode,
 )
 from specviz.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
+from specviz.payoff import Measurement, Payoff
 from specviz.sampling import ProbsFn, Verdict, accept_or_resample, sample
 from specviz.trace import Trace
 
@@ -381,7 +382,7 @@ def sweep_config(config: DecodeConfig, gammas: tuple[int, ...], repeats: int) ->
 
 @dataclass(frozen=True)
 class SweepView:
-    """What the sweep chart draws: measured speedups per γ over the theory's curves."""
+    """What the sweep chart draws: measured speedups per γ over the theory's curves, and the verdict."""
 
     results: tuple[BenchResult, ...]  # one per γ, ascending
     alpha: float  # α̂ over the whole sweep (median of the γ cells)
@@ -389,8 +390,18 @@ class SweepView:
     theory_gammas: tuple[int, ...]
     theory_speedups: tuple[float, ...]  # Leviathan's curve at (α̂, c) with v = 1
     predicted_with_verify: tuple[float, ...]  # per result: the formula with that γ's measured v
-    recommended_gamma: int | None  # the highest measured median
-    within_spread: tuple[int, ...]  # γ whose median lies inside the recommended γ's min–max: as good, within noise
+    best_gamma: int | None  # the highest measured median, paying or not
+    within_spread: tuple[int, ...]  # γ whose median lies inside the best γ's min–max: as good, within noise
+    payoff: Payoff | None = None  # the one verdict (specviz.payoff) on these measurements
+
+    @property
+    def recommended_gamma(self) -> int | None:
+        """The best median's γ when it beats the target alone beyond the noise; None: the target alone."""
+        return self.payoff.recommended_gamma if self.payoff is not None else None
+
+
+def measurement_of(result: BenchResult) -> Measurement:
+    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs)
 
 
 def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> SweepView:
@@ -400,8 +411,8 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> Sw
     alpha = statistics.median([r.acceptance_rate for r in results])
     cost_ratio = statistics.median([r.c for r in results])
     gammas = tuple(range(1, max(max_gamma, results[-1].gamma) + 1))
-    best = results[0].gamma if len(results) == 1 else recommend_gamma(results, results[0].temperature)
-    cell = next(r for r in results if r.gamma == best)
+    cell = max(results, key=lambda r: r.median_speedup)
+    payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r) for r in results), max(gammas))
     return SweepView(
         results=results,
         alpha=alpha,
@@ -409,8 +420,9 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> Sw
         theory_gammas=gammas,
         theory_speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
         predicted_with_verify=tuple(theory.expected_speedup(alpha, r.gamma, cost_ratio, r.verify_cost) for r in results),
-        recommended_gamma=best,
+        best_gamma=cell.gamma,
         within_spread=tuple(r.gamma for r in results if cell.min_speedup <= r.median_speedup <= cell.max_speedup),
+        payoff=payoff,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 from specviz.events import FinishEvent, RoundEvent
 from specviz.palette import COLORS
+from specviz.payoff import Payoff, judge_run
 from specviz.render.lanes import RoundTexts, stop_text
 from specviz.render.tokens import escape_text, inline_token, prob, visible_text
 from specviz.trace import Comparison, Trace
@@ -262,27 +263,39 @@ def stopped_html(previous_html: str, what: str) -> str:
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
                      gamma: int | None, paying_alpha: float | None) -> str:
-    """Why predicted and measured differ: the verify's cost, in this run's own numbers."""
-    pays_v1 = "pays" if alpha > cost_ratio else "does not pay"
-    if paying_alpha is None:
-        with_v = f"with v = {verify_cost:.2f} no γ pays at c = {cost_ratio:.2f}, whatever α"
+    """The sliders' prediction, worded as one; then the last run's measured verdict (specviz.payoff) and
+    why prediction and measurement differ, in that run's own numbers."""
+    if alpha > cost_ratio:
+        free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
-        with_v = (f"with v = {verify_cost:.2f} it pays only above α = {paying_alpha:.2f}, so here it "
-                  f"{'pays' if alpha > paying_alpha else 'does not pay'}")
-    lines = [f"At α = {alpha:.2f} and c = {cost_ratio:.2f}, speculation {pays_v1} in Leviathan's model (α &gt; c, the "
-             f"green area); {with_v} (the orange line)."]
+        free = ("even with a free verify (v = 1) the point lies outside the green area (α ≤ c), where the formula "
+                "predicts no gain")
+    if paying_alpha is None:
+        with_v = f"with v = {verify_cost:.2f} no α is enough at c = {cost_ratio:.2f}"
+    else:
+        side = "above" if alpha > paying_alpha else "below"
+        with_v = (f"with v = {verify_cost:.2f} a gain needs α above {paying_alpha:.2f} (the orange line), and "
+                  f"α = {alpha:.2f} is {side} it")
+    predicted = Payoff(alpha, cost_ratio, verify_cost)
+    best = (f"γ = {predicted.predicted_gamma} ({predicted.predicted_speedup:.2f}×)" if predicted.predicted_pays
+            else escape_text(predicted.recommendation_text()))
+    lines = [f"<b>Predicted</b> at α = {alpha:.2f}, c = {cost_ratio:.2f}, v = {verify_cost:.2f} (the sliders): {free}; "
+             f"{with_v}. The formula's best γ there: {best}."]
     if comparison is not None and gamma is not None:
+        payoff = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma,
+                           comparison.speedup)
+        lines.append(f'<b>Measured</b>, the last run (γ = {gamma}, the diamond): <span class="verdict" '
+                     f'data-pays="{str(payoff.pays).lower()}">{escape_text(payoff.verdict_text())}</span>')
         lines.append(
-            f"Last run (γ = {gamma}): α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f}, and one "
-            f"verify cost v = {comparison.verify_cost:.2f} plain target steps. Leviathan's formula (v = 1) predicts "
-            f"{comparison.predicted_speedup:.2f}×; with the measured v it predicts {comparison.predicted_with_verify:.2f}×; "
-            f"the clock measured {comparison.speedup:.2f}× (the diamond). The formula takes a (γ+1)-token verify to "
-            f"cost one target step: where it costs more, that is the gap. One run is one noisy sample; the γ sweep "
-            f"below repeats runs."
+            f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
+            f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
+            f"measured v {comparison.predicted_with_verify:.2f}×, and the clock measured {comparison.speedup:.2f}×. The "
+            f"formula takes a (γ+1)-token verify to cost one target step; where it costs more, that is most of the gap "
+            f"(the run's statistics break down the rest). One run is one noisy sample; the γ sweep below repeats runs."
         )
     else:
         lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
-                     "speedup appears on the chart.")
+                     "speedup appears on the chart with the measured verdict.")
     return "".join(f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines)
 
 
@@ -290,27 +303,39 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
 
 
 def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
-    """Progress; at the end, the recommended γ and the γ values that are as good within noise."""
+    """Progress; at the end, the one verdict (specviz.payoff): the recommended γ and the γ values as good
+    within noise, or, when no γ beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
              f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s</div>"]
     gamma = ""
-    if view is not None and view.recommended_gamma is not None:
-        best = next(r for r in view.results if r.gamma == view.recommended_gamma)
-        gamma = str(best.gamma)
-        others = [str(g) for g in view.within_spread if g != best.gamma]
+    so_far = "" if done else " so far"
+    if view is not None and view.payoff is not None:
+        payoff = view.payoff
+        best = next(r for r in view.results if r.gamma == view.best_gamma)
+        if payoff.pays:
+            gamma = str(best.gamma)
+            others = [str(g) for g in view.within_spread if g != best.gamma]
+            parts.append(
+                f'<p id="sweep-recommended" data-gamma="{best.gamma}" style="margin:6px 0"><b>Recommended γ = {best.gamma}</b>'
+                f"{so_far}: the highest median speedup, {best.median_speedup:.2f}× "
+                f"({best.min_speedup:.2f}–{best.max_speedup:.2f}× over {count(best.num_runs, 'run')}), above 1× beyond "
+                f"the noise.</p>"
+            )
+            if others:
+                parts.append(f"<p style='margin:0 0 6px 0'>γ = {listing(others)} measured inside that spread: as good, "
+                             f"within noise.</p>")
+        else:
+            gamma = "none"
+            parts.append(
+                f'<p id="sweep-recommended" data-gamma="none" style="margin:6px 0"><b>Recommended γ{so_far}: '
+                f"{escape_text(payoff.recommendation_text())}.</b></p>"
+                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>'
+            )
         parts.append(
-            f'<p id="sweep-recommended" data-gamma="{best.gamma}" style="margin:6px 0"><b>Recommended γ = {best.gamma}</b>'
-            f"{'' if done else ' so far'}: the highest median speedup, {best.median_speedup:.2f}× "
-            f"({best.min_speedup:.2f}–{best.max_speedup:.2f}× over {count(best.num_runs, 'run')}).</p>"
-        )
-        if others:
-            parts.append(f"<p style='margin:0 0 6px 0'>γ = {listing(others)} measured inside that spread: as good, "
-                         f"within noise.</p>")
-        parts.append(
-            f"<p style='margin:0;color:#555;font-size:13px'>Theory at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} "
-            f"(medians over the sweep) with v = 1 is the blue curve; the orange one puts in each γ's measured verify "
-            f"cost, which grows with γ where a longer verify costs more.</p>"
+            f"<p style='margin:0;color:#555;font-size:13px'>Predicted, not measured: the blue curve is the formula at "
+            f"α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) with v = 1; the orange one puts in "
+            f"each γ's measured verify cost, which grows with γ where a longer verify costs more.</p>"
         )
     if note:
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")

@@ -311,8 +311,12 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
 def theory_explorer(view: TheoryView) -> go.Figure:
     """Left: expected speedup against γ, Leviathan's (v = 1) and with the verify costing v target
     steps, with the last run's measured point. Right: the (c, α) plane, where speculation pays."""
-    title = (f"Expected speedup, α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}: best γ = {view.best_gamma} "
-             f"(v = 1), {view.best_gamma_with_verify} (v = {view.verify_cost:.2f})")
+    def best_text(best: int, speedups: Sequence[float]) -> str:  # "none" where no γ gains: one verdict
+        return str(best) if speedups[best - 1] > 1.0 else "none"
+
+    title = (f"Predicted speedup, α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}: best γ = "
+             f"{best_text(view.best_gamma, view.speedups)} (v = 1), "
+             f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f})")
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
     gammas = list(view.gammas)
     top = max([1.2, *view.speedups, *view.speedups_with_verify, view.measured_speedup or 0.0]) * 1.08
@@ -327,6 +331,8 @@ def theory_explorer(view: TheoryView) -> go.Figure:
         figure.add_scatter(x=gammas, y=list(speedups), mode="lines+markers", name=name, meta=uid,
                            line={"color": color, "dash": dash, "width": 2.5}, marker={"size": 5},
                            hovertemplate="γ = %{x}: %{y:.2f}×<extra>" + name + "</extra>")
+        if speedups[best - 1] <= 1.0:
+            continue  # no γ gains on this curve: no star for a "best" that loses
         figure.add_scatter(x=[best], y=[speedups[best - 1]], mode="markers", showlegend=False, hoverinfo="skip",
                            marker={"symbol": "star", "size": 14, "color": color, "line": {"color": "#fff", "width": 1}})
     if view.measured_gamma is not None and view.measured_speedup is not None:
@@ -353,13 +359,13 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
         x=[0, edge, view.max_cost, view.max_cost, 0] if view.max_cost <= 1 else [0, edge, 0],
         y=[0, edge, edge, 1, 1] if view.max_cost <= 1 else [0, 1, 1],
         fill="toself", fillcolor=PAYS_FILL, mode="lines", line={"color": COLORS["accepted"], "width": 1.5},
-        name="pays with v = 1: α > c", xaxis="x2", yaxis="y2", hoverinfo="skip", meta="pays-region",
+        name="gain predicted with v = 1: α > c", xaxis="x2", yaxis="y2", hoverinfo="skip", meta="pays-region",
     )
     costs = [c for c, a in zip(view.boundary_costs, view.boundary_alphas) if a is not None]
     alphas = [a for a in view.boundary_alphas if a is not None]
-    figure.add_scatter(x=costs, y=alphas, mode="lines", name=f"pays above this with v = {view.verify_cost:.2f}",
+    figure.add_scatter(x=costs, y=alphas, mode="lines", name=f"gain predicted above this with v = {view.verify_cost:.2f}",
                        line={"color": COLORS["resample"], "dash": "dash", "width": 2}, xaxis="x2", yaxis="y2",
-                       hovertemplate="c = %{x:.2f}: pays when α > %{y:.2f}<extra></extra>", meta="pays-boundary")
+                       hovertemplate="c = %{x:.2f}: a gain predicted when α > %{y:.2f}<extra></extra>", meta="pays-boundary")
     figure.add_scatter(x=[view.cost_ratio], y=[view.alpha], mode="markers", name="(c, α) now", xaxis="x2", yaxis="y2",
                        marker={"size": 11, "color": EXACT_COLOR, "symbol": "circle"}, showlegend=False,
                        hovertemplate="c = %{x:.2f}, α = %{y:.2f}<extra></extra>")
@@ -379,6 +385,8 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
     title = "γ sweep"
     if best is not None:
         title += f": recommended γ = {best.gamma} (median {best.median_speedup:.2f}×)"
+    elif view.payoff is not None:  # the one verdict: no γ beat the target alone beyond the noise
+        title += ": no γ beats the target alone"
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
     last_gamma = max_gamma or max(r.gamma for r in results)
     gammas = [g for g in view.theory_gammas if g <= last_gamma]

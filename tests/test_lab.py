@@ -15,14 +15,14 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz import lab, lessons, render, theory
+from specviz import lab, lessons, plots, render, theory
 from specviz.bench import BenchResult
 from specviz.engine import DecodeConfig, speculative_decode
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.live import StopPresses
 from specviz.models import ModelPair
 from specviz.sampling import accept_or_resample
-from specviz.trace import Trace
+from specviz.trace import Comparison, Trace
 from tests.test_render import bonus_round, decode
 from tests.tiny_models import make_model, tiny_pair
 
@@ -253,3 +253,37 @@ def test_a_stop_press_ends_only_the_jobs_it_came_after():
     for number in range(StopPresses.KEPT + 10):
         presses.press(f"visitor {number}", "lab")
     assert len(presses.pressed) == StopPresses.KEPT
+
+
+# --- issue 16: the sweep and the theory explorer give the one verdict ----------------------------------------
+
+
+def test_a_sweep_where_nothing_beats_the_target_recommends_none():
+    view = lab.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 1.04, 0.96, 1.12),
+                           bench_result(3, 0.80, 0.70, 0.90)])
+    assert view.best_gamma == 2 and view.recommended_gamma is None and not view.payoff.pays
+    html = lessons.sweep_status_html(9, 9, 12.0, view)
+    assert 'data-gamma="none"' in html and "none: the target alone is faster here" in html
+    assert "Here speculation does not pay: γ = 2 measured a median 1.04×" in html
+    assert "What would change it" in html
+    assert "Recommended γ = " not in html
+    assert "no γ beats the target alone" in plots.gamma_sweep(view).layout.title.text
+
+
+def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_below_c():
+    view = lab.theory_view(0.3, 0.5, 1.5)
+    note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
+    assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
+    assert "none: the target alone is faster here" in note and "pays" not in note
+    assert "best γ = none" in plots.theory_explorer(view).layout.title.text
+    good = lab.theory_view(0.8, 0.05, 1.0)
+    note = lessons.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
+    assert "in the green area (α &gt; c)" in note and f"γ = {good.best_gamma_with_verify} (" in note
+
+
+def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
+    slow = Comparison(speedup=0.46, acceptance_rate=0.35, cost_ratio=0.3, verify_cost=1.8, predicted_speedup=1.1,
+                      predicted_with_verify=0.6, best_gamma=1, pays=False)
+    note = lessons.theory_note_html(0.35, 0.3, 1.8, slow, 16, theory.min_paying_alpha(0.3, 1.8))
+    assert "Here speculation does not pay: this run measured 0.46× at γ = 16" in note
+    assert "pays" not in note.replace('data-pays="false"', "")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import plotly.graph_objects as go
 import pytest
 
-from specviz import palette, plots, render
+from specviz import palette, payoff, plots, render
 from specviz.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
 from specviz.trace import Trace
 
@@ -302,3 +303,75 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
 
 def decode_any(ids):
     return "".join(f"<{i}>" for i in ids)
+
+
+# --- issue 16: one verdict on whether speculation pays ----------------------------------------------------
+
+
+def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.RunView:
+    """Greedy, identical lanes of 4 tokens; the speculative lane's one round takes `speculative_verify_s`."""
+    run = render.RunView("x", [1], gamma=2, settings={"temperature": temperature, "max_new_tokens": 4})
+    events = [
+        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
+        FinishEvent("baseline", "max_new_tokens", 4),
+        PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
+        RoundEvent("speculative", 0, 1, 2, (drafted(3, 1.0, 1.0, 0.5, True), drafted(4, 1.0, 1.0, 0.5, True)), 2, 5,
+                   "bonus", (3, 4, 5), 0.004, speculative_verify_s, 2, 1),
+        FinishEvent("speculative", "max_new_tokens", 4),
+    ]
+    for event in events:
+        run.add(event, decode)
+    return run
+
+
+def visible_text(html: str) -> str:
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+def test_a_measured_slowdown_never_says_pays_and_names_none_as_the_gamma():
+    run = timed_run(speculative_verify_s=0.2)  # a verify of 10 target steps: far slower than the target alone
+    stats = render.stats_dict(run)
+    assert stats["speedup"] < 1 and stats["speculation_pays"] is False and stats["recommended_gamma"] is None
+    html = render.stats_html(run)
+    assert "pays" not in visible_text(html)
+    assert "Here speculation does not pay: this run measured" in html and "slower than the target alone" in html
+    assert "none: the target alone is faster here" in html
+    assert "What would change it" in html and "prompt lookup" in html
+    assert "(slower)" in html and "as fast as" not in html
+    assert "one noisy sample" in html and "Where the prediction and the clock part" in html
+
+
+def test_a_measured_gain_beyond_one_runs_noise_pays_and_recommends_the_runs_gamma():
+    run = timed_run(speculative_verify_s=0.02)  # 4 tokens in 0.034 s against 0.07 s: about 2×
+    stats = render.stats_dict(run)
+    assert stats["speedup"] > 1 + payoff.SINGLE_RUN_NOISE
+    assert stats["speculation_pays"] is True and stats["recommended_gamma"] == 2
+    assert "Speculation pays here: this run measured" in render.stats_html(run)
+
+
+def test_a_small_gain_inside_one_runs_noise_does_not_pay():
+    verdict = payoff.judge_run(0.8, 0.1, 1.3, gamma=3, speedup=1.05)
+    assert not verdict.pays and verdict.recommended_gamma is None
+    assert "within one run's noise" in verdict.verdict_text() and "pays" not in verdict.verdict_text()
+
+
+def test_the_one_rule_reads_a_sweeps_spread():
+    def verdict(*cells):
+        return payoff.Payoff(0.5, 0.2, 1.6, tuple(payoff.Measurement(*cell, num_runs=3) for cell in cells))
+
+    spans_one = verdict((2, 1.08, 0.95, 1.20), (4, 0.90, 0.85, 0.97))
+    assert not spans_one.pays and spans_one.best.gamma == 2
+    assert "spread that reaches 1×" in spans_one.verdict_text()
+    assert spans_one.recommendation_text() == "none: the target alone is faster here"
+    clear = verdict((2, 1.30, 1.10, 1.40), (4, 1.10, 1.02, 1.20))
+    assert clear.pays and clear.recommended_gamma == 2 and clear.recommendation_text() == "γ = 2"
+    predicted = payoff.Payoff(0.3, 0.5, 1.5)  # no measurement: the formula alone, said to be a prediction
+    assert not predicted.pays and "a prediction, not a measurement" in predicted.verdict_text()
+
+
+def test_sampled_runs_say_the_speedup_compares_tokens_per_second():
+    html = render.stats_html(timed_run(0.02, temperature=0.8))
+    assert "different samples of different lengths" in html and "tokens per second" in html
+    assert "different samples" not in render.stats_html(timed_run(0.02))
+

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from specviz.events import RoundEvent
+from specviz.payoff import judge_run
 from specviz.render.lanes import LaneView, RunView
-from specviz.render.tokens import inline_token, prob
+from specviz.render.tokens import escape_text, inline_token, prob
 from specviz.trace import compare, speedup
 from specviz.wording import count, every
 
@@ -66,17 +67,22 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
 
 
 def explain_speed(run: RunView) -> str:
-    """Why this run was (or was not) faster: α̂ against c, and what the verify really cost."""
+    """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the one verdict."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
     comparison = compare(baseline, speculative, run.gamma)
+    tokens = ("" if speculative.num_tokens == baseline.num_tokens
+              else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
+    verdict = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
+                        comparison.speedup)
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined and made "
-        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}; each draft "
-        f"step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
+        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}; "
+        f"each draft step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
         f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "
         f"{comparison.predicted_speedup:.2f}× at γ = {run.gamma}; here a verify cost v = {comparison.verify_cost:.2f} "
         f"steps, and with that in the denominator (γc + v) it predicts {comparison.predicted_with_verify:.2f}×. "
-        f"The clock measured {speedup(baseline, speculative):.2f}×; the best γ for this α̂, c and v is {comparison.best_gamma}."
+        f"The clock measured {speedup(baseline, speculative):.2f}×. {escape_text(verdict.headline_text())} "
+        f"Recommended γ: {escape_text(verdict.recommendation_text())}."
     )
 
 

@@ -3,8 +3,11 @@ and what a single run can and cannot tell."""
 
 from __future__ import annotations
 
+from specviz import theory
 from specviz.palette import COLORS
+from specviz.payoff import Payoff, judge_run
 from specviz.render.lanes import LANE_TITLES, RunView, stop_text
+from specviz.render.tokens import escape_text
 from specviz.trace import Comparison, Trace, compare, first_divergence, speedup
 
 NOISE_NOTE = (
@@ -21,6 +24,12 @@ def comparison_of(run: RunView) -> Comparison | None:
     return None
 
 
+def payoff_of(run: RunView, comparison: Comparison) -> Payoff:
+    """The one verdict on this run (payoff.judge_run): one noisy sample at the run's γ."""
+    return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
+                     comparison.speedup)
+
+
 def stats_dict(run: RunView) -> dict:
     """The run's figures as plain numbers (the API returns these; the table shows them)."""
     stats = {"settings": dict(run.settings)}
@@ -35,9 +44,12 @@ def stats_dict(run: RunView) -> dict:
             acceptance_rate=comparison.acceptance_rate,
             cost_ratio=comparison.cost_ratio,
             verify_cost=comparison.verify_cost,
-            best_gamma=comparison.best_gamma,
-            speculation_pays=comparison.pays,
+            best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
+            predicted_pays=comparison.pays,
         )
+        payoff = payoff_of(run, comparison)
+        stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
+                     verdict=payoff.verdict_text())
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
         stats["reference_speedup"] = speedup(run.baseline.trace, reference)
@@ -101,27 +113,64 @@ def lanes_table(run: RunView) -> str:
 def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
-    if comparison.pays:
-        pays = (f"at this α̂, c and v some γ beats the target alone (best γ = {comparison.best_gamma}), "
-                "so speculation pays here")
-    else:
-        pays = ("at this α̂, c and v no γ beats the target alone: speculation does not pay here"
-                + (" (α̂ > c alone would say it does: the dearer verify is why not)" if comparison.acceptance_rate > comparison.cost_ratio else ""))
+    payoff = payoff_of(run, comparison)
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
         ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
-        ("measured speedup (tokens/s ratio)", f"{comparison.speedup:.2f}×"),
-        (f"Leviathan's prediction (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
-        ("the same with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
-        ("recommended γ for this α̂, c and v", f"{comparison.best_gamma}"),
+        ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
+        (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
+        ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
+        ("the formula's best γ for this α̂, c and v (a prediction)", f"{comparison.best_gamma}"),
+        ("recommended γ (measured first)", escape_text(payoff.recommendation_text())),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
     return (
         f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}'
-        f'<tr><td colspan="2" class="pays" data-pays="{str(comparison.pays).lower()}" style="padding:3px 12px;color:#555">'
-        f"{pays}</td></tr></table>"
+        f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" style="padding:3px 12px;color:#555">'
+        f"{escape_text(payoff.headline_text())}</td></tr></table>"
     )
+
+
+def gap_text(run: RunView, comparison: Comparison) -> str:
+    """Where prediction and measurement part, in target steps per round: the drafts (γ·c), the verify
+    (v), tokens per round short of the formula's (rounds cut short), and what the formula leaves out."""
+    speculative, baseline = run.speculative.trace, run.baseline.trace
+    rounds = [event for event in speculative.rounds if event.gamma]
+    step_s = baseline.mean_target_step_s
+    if not rounds or step_s <= 0:
+        return ""
+    gamma, alpha = run.gamma, comparison.acceptance_rate
+    expected_tokens = theory.expected_tokens_per_round(alpha, gamma)
+    drafts = sum(event.num_draft_forwards for event in rounds) / len(rounds)
+    measured_tokens = sum(len(event.emitted_ids) for event in rounds) / len(rounds)
+    round_steps = sum(event.draft_s + event.verify_s for event in rounds) / len(rounds) / step_s
+    in_rounds = measured_tokens / round_steps if round_steps > 0 else 0.0
+    return (
+        f"Where the prediction and the clock part, in target steps (one step = {step_s * 1000:.1f} ms here): the "
+        f"formula expects {expected_tokens:.2f} tokens per round for γ·c + v = {gamma}×{comparison.cost_ratio:.2f} + "
+        f"{comparison.verify_cost:.2f} = {gamma * comparison.cost_ratio + comparison.verify_cost:.2f} steps. "
+        f"The rounds made {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
+        f"short) for {drafts:.1f} draft steps and a verify, {round_steps:.2f} steps in all: {in_rounds:.2f}× inside the "
+        f"rounds. The rest of the gap to the measured {comparison.speedup:.2f}× is outside them: both prefills (the "
+        f"speculative one also fills the draft's cache) and the first token, which each lane takes from the target."
+    )
+
+
+def speed_words(speedup_value: float) -> str:
+    """"1.40× as fast as" or "0.85× the speed of": a slowdown is never worded as a gain."""
+    return "as fast as the target alone" if speedup_value >= 1.0 else "the speed of the target alone (slower)"
+
+
+def sampled_note(run: RunView) -> str:
+    """At T > 0 the lanes write different samples of different lengths: say what the speedup compares."""
+    temperature = run.settings.get("temperature", 0) or 0
+    if temperature == 0 or not (run.baseline.trace.done and run.speculative.trace.done):
+        return ""
+    return (f'<p class="sampled-note" style="margin:2px 0;color:#555">At temperature {temperature:g} the lanes wrote '
+            f"different samples of different lengths ({run.baseline.trace.num_tokens} and "
+            f"{run.speculative.trace.num_tokens} tokens), so the speedup compares tokens per second, not the time to "
+            "the same text. Temperature 0 (greedy) compares like for like.</p>")
 
 
 def headline_html(run: RunView, comparison: Comparison | None) -> str:
@@ -129,13 +178,14 @@ def headline_html(run: RunView, comparison: Comparison | None) -> str:
         return "<p>Speedup appears once the speculative lane has run a round.</p>"
     state = "" if run.done else " (so far)"
     text = (
-        f'<p style="font-size:16px;margin:4px 0 4px">Speedup: speculative decoding ran '
+        f'<p style="font-size:16px;margin:4px 0 4px">Measured: speculative decoding ran at '
         f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="font-size:20px;color:{COLORS["bonus"]}">'
-        f"{comparison.speedup:.2f}×</b> as fast as the target alone{state}. Leviathan's formula predicts "
-        f'<b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free verify; with the verify '
-        f'cost measured here (v = {comparison.verify_cost:.2f}) it predicts '
+        f"{comparison.speedup:.2f}×</b> {speed_words(comparison.speedup)}{state}, one noisy sample. Predicted: "
+        f'Leviathan\'s formula gives <b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free '
+        f'verify; with the verify cost measured here (v = {comparison.verify_cost:.2f}), '
         f'<b class="predicted-with-verify">{comparison.predicted_with_verify:.2f}×</b>.</p>'
     )
+    text += sampled_note(run)
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.done and run.baseline.trace.rounds:
         text += (
@@ -144,6 +194,12 @@ def headline_html(run: RunView, comparison: Comparison | None) -> str:
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
     if run.done:
+        payoff = payoff_of(run, comparison)
+        text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
+                 f"<b>{escape_text(payoff.verdict_text())}</b></p>")
+        gap = gap_text(run, comparison)
+        if gap:
+            text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
 
