@@ -219,7 +219,9 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
                                       visible=False)
                 gamma = gr.Slider(1, MAX_GAMMA, value=3, step=1, label="γ — tokens drafted per round", elem_id="gamma")
-                temperature = gr.Slider(0, 2, value=0.7, step=0.05, label="temperature (0 = greedy)", elem_id="temperature")
+                temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="temperature",
+                                        info="0: both lanes write the same text, so the speed compares like for like; "
+                                             "above 0 each lane draws its own sample")
                 with gr.Row():
                     top_k = gr.Slider(0, 200, value=0, step=1, label="top-k (0 = off)", elem_id="top-k")
                     top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")

@@ -48,10 +48,11 @@ def colour(page, selector: str, prop: str) -> str:
 
 
 def test_the_default_pair_answers_in_english(page):
-    """The page opens on the real default pair with the chat switch on: a question gets its answer."""
+    """The page opens on the real default pair with the chat switch on, greedy: a question gets its
+    answer, and the lanes write the same tokens (like for like), checked token by token."""
     assert "Scotland" in page.locator("#prompt textarea").input_value()
     assert page.locator("#chat input[type=checkbox]").is_checked()
-    set_number(page, "temperature", 0)
+    assert float(page.locator("#temperature input[type=number]").first.input_value()) == 0  # opens greedy
     set_number(page, "max-new-tokens", 12)
     run_id = run_and_wait(page)
     baseline_text = page.locator(f'#lane-baseline .lane[data-run="{run_id}"]').inner_text()
@@ -62,6 +63,8 @@ def test_the_default_pair_answers_in_english(page):
     assert speculative.get_attribute("data-tokens") == page.locator("#lane-baseline .lane").get_attribute("data-tokens")
     kept = speculative.locator(".tok-accepted, .tok-resample, .tok-bonus, .tok-target").all_inner_texts()
     assert "Edinburgh" in "".join(kept), kept
+    assert "identical to the target alone" in page.locator("#stats .agreement").inner_text()
+    assert "different samples" not in page.locator("#stats").inner_text()
 
 
 def test_run_stream_inspect_and_recover(page):
