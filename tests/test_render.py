@@ -375,3 +375,8 @@ def test_sampled_runs_say_the_speedup_compares_tokens_per_second():
     assert "different samples of different lengths" in html and "tokens per second" in html
     assert "different samples" not in render.stats_html(timed_run(0.02))
 
+
+def test_the_stats_say_in_one_line_why_the_text_is_the_targets():
+    html = render.stats_html(timed_run(0.02))
+    assert "min(p(x), q(x))" in html and "norm(max(0, p − q))" in html and "add back to exactly p(x)" in html
+    assert "add back to exactly p(x)" in render.explain_html(None)  # and in How it works, before any run

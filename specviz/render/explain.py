@@ -9,6 +9,12 @@ from specviz.render.tokens import escape_text, inline_token, prob
 from specviz.trace import compare, speedup
 from specviz.wording import count, every
 
+# Q5, "why is the output still the target's?", in the one line a learner needs (here and in the stats).
+WHY_EXACT = (
+    "Why the text is still the target's: a draft x is kept with probability q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)), "
+    "and a rejection's correction is drawn from norm(max(0, p − q)), which holds exactly the rest, p(x) − min(p(x), q(x)); "
+    "the two add back to exactly p(x)."
+)
 
 INTRO = (
     "<p><b>Speculative decoding</b> (Leviathan et al. 2023; Chen et al. 2023) lets a small <i>draft</i> model "
@@ -18,6 +24,7 @@ INTRO = (
     "token with one drawn from the residual norm(max(0, p − q)); if every guess survives, the same target pass "
     "yields one bonus token. This rule makes the output distributed <i>exactly</i> as if the target had "
     "generated alone, only with fewer slow target passes.</p>"
+    f'<p class="why-exact">{escape_text(WHY_EXACT)}</p>'
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from specviz import theory
 from specviz.palette import COLORS
 from specviz.payoff import Payoff, judge_run
+from specviz.render.explain import WHY_EXACT
 from specviz.render.lanes import LANE_TITLES, RunView, stop_text
 from specviz.render.tokens import escape_text
 from specviz.trace import Comparison, Trace, compare, first_divergence, speedup
@@ -238,6 +239,7 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
                 "the exactness lab shows the distributions agree</span>"
             )
     items = "".join(f"<li>{part}.</li>" for part in parts)
+    items += f'<li class="why-exact">{escape_text(WHY_EXACT)}</li>'
     return f'<ul class="agreement" style="margin:4px 0 8px;font-size:13.5px">{items}</ul>'
 
 
