@@ -288,8 +288,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
         def page_values(progress: Progress, session: str | None = None) -> dict:
             run = progress.run
-            if progress.quiet:
-                return {}
+            if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
+                return {status: gr.skip()}
             values = {**lane_values(run, progress.active), stats: render.stats_html(run, progress.divergence_gap)}
             if progress.redraw_plots:
                 values.update(zip(charts, chart_values(run)))

@@ -1,0 +1,45 @@
+"""The page's run handler driven directly, without a browser: every value it yields must be one
+gradio can apply to the handler's outputs (a non-empty dict of them), or the page shows a bare
+"Error" and the lanes stay on "generating…"."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from specviz import live, ui
+
+PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
+
+
+def page_handler(demo, name: str, reads: str):
+    """The registered BlockFunction called `name` that reads the control `reads` (the lab and the sweep
+    have handlers called on_run too)."""
+    return next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == name
+                and any(component.elem_id == reads for component in block_fn.inputs))
+
+
+@pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
+def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, drafter):
+    # Quiet snapshots come while transformers' reference lane runs; with a slow target (the default
+    # pair on a CPU) there are many. Here every reference round gives one, as a slow target would.
+    monkeypatch.setattr(live, "QUIET_EVERY_S", 0.0)
+    demo = ui.build_app(preload=False)
+    block_fn = page_handler(demo, "on_run", reads="pace")
+    outputs = set(block_fn.outputs)
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": drafter, "gamma": 4,
+                "temperature": 0.0, "max-new-tokens": 24, "reference": True}
+    # Every other control at the page's own default, so controls added later need no change here.
+    arguments = [settings.get(component.elem_id, component.value) for component in block_fn.inputs]
+    values = list(block_fn.fn(*arguments, SimpleNamespace(session_hash="test")))
+    assert len(values) > 3 and any(len(value) == 1 for value in values[2:])  # the quiet path was taken
+    for value in values:  # gradio takes a dict as updates only when it is non-empty and keyed by outputs
+        assert isinstance(value, dict) and value and set(value) <= outputs, value
+    for value in values[:4] + [value for value in values if len(value) == 1][:3]:  # and gradio's own check agrees
+        assert len(asyncio.run(demo.postprocess_data(block_fn, value, None))) == len(block_fn.outputs)
+    final_status = [value for value in values if any("status-error" in str(v) for v in value.values())]
+    assert not final_status, final_status
+    last_lanes = str(values[-1])
+    assert "generating…" not in last_lanes
