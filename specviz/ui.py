@@ -100,6 +100,11 @@ def on_gpu(fn):
     return spaces.GPU(duration=120)(fn) if spaces is not None else fn
 
 
+def replay_pace_words(speed_name: str) -> str:
+    """"at 4×", but "at once" for the speed already named so (not "at at once")."""
+    return speed_name if speed_name.startswith("at ") else f"at {speed_name}"
+
+
 def load_replay(pick, upload) -> Run:
     """The run to replay: an uploaded file, else the recorded run picked."""
     if upload:
@@ -367,7 +372,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 return
             view = render.RunView.replaying(saved, run_id)
             yield start_values(run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, "
-                                       f"γ = {saved.settings.get('gamma')}) at {speed_name}…")
+                                       f"γ = {saved.settings.get('gamma')}) {replay_pace_words(speed_name)}…")
             try:
                 for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
                     if stop_presses.since(session, "run", started):

@@ -43,3 +43,9 @@ def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, dra
     assert not final_status, final_status
     last_lanes = str(values[-1])
     assert "generating…" not in last_lanes
+
+
+def test_the_replay_status_names_its_speed_once():
+    assert ui.replay_pace_words("at once") == "at once"
+    assert ui.replay_pace_words("4×") == "at 4×"
+    assert all(" at at " not in f" {ui.replay_pace_words(name)} " for name in ui.REPLAY_SPEEDS)
