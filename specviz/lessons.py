@@ -108,7 +108,7 @@ def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, s
                 f"{event.gamma + 1} positions at once: {listing(probs)}.")
     if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
         token_id, top_prob = event.details[event.gamma].target_top[0]
-        sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, f'#{token_id}'))} "
+        sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, ''))} "
                      f"(p = {prob(top_prob)}).")
     return sentence
 
@@ -154,7 +154,8 @@ def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
 def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
     if not texts.own:
         return "The end-of-text token ended the run inside this round, so the target's own token was not kept."
-    own = inline_token(texts.next_text, event.own_kind)
+    # A token whose piece of the text is empty (half of a multi-byte character) would draw as ∅: show it alone.
+    own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
     detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
     if event.next_kind == "resample":
         residual = dict(detail.residual_top) if detail else {}

@@ -287,3 +287,21 @@ def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
     note = lessons.theory_note_html(0.35, 0.3, 1.8, slow, 16, theory.min_paying_alpha(0.3, 1.8))
     assert "Here speculation does not pay: this run measured 0.46× at γ = 16" in note
     assert "pays" not in note.replace('data-pays="false"', "")
+
+
+def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
+    from specviz.events import PositionDetail
+    from tests.test_render import detail, drafted
+
+    favourite = PositionDetail(((6, 0.9),), ((6, 0.9),), ())  # "return": no other position's top token
+    event = RoundEvent("speculative", 0, 1, 3,
+                       (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False),
+                        drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
+                       1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
+                       details=(detail(), detail(((4, 0.7), (5, 0.3))), detail(), favourite))
+    view = render.RunView("x", [1], gamma=3, settings={"temperature": 1.0}, lanes=("speculative",))
+    view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
+    view.add(event, decode)
+    lane = view.speculative
+    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", 3)
+    assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html

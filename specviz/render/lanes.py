@@ -120,13 +120,18 @@ class LaneView:
         return f'<span class="round" data-round="{event.round_index + 1}">{"".join(spans)}</span>{separator}'
 
     def remember_labels(self, event: RoundEvent, decode: Decode) -> None:
-        """Texts of the tokens the inspector's chart shows (the deciding position's top tokens)."""
+        """Texts of the tokens the inspector's chart shows (the deciding position's top tokens), and the
+        target's favourite after the last draft, which step mode names even after a rejection."""
         if not event.details or event.num_accepted >= len(event.details):
             return
         detail = event.details[event.num_accepted]
         for token_id, _ in (*detail.draft_top, *detail.target_top, *detail.residual_top):
             if token_id not in self.labels:
                 self.labels[token_id] = decode([token_id])
+        after_drafts = event.details[event.gamma] if len(event.details) > event.gamma else None
+        if after_drafts is not None and after_drafts.target_top:
+            favourite_id = after_drafts.target_top[0][0]
+            self.labels.setdefault(favourite_id, decode([favourite_id]))
         for token in event.drafted:
             self.labels.setdefault(token.token_id, decode([token.token_id]))
         self.labels.setdefault(event.next_id, decode([event.next_id]))
