@@ -305,3 +305,22 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     lane = view.speculative
     html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", 3)
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
+
+
+def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
+    full = bonus_round(0, 1, gamma=3)
+    cut = dataclasses.replace(full, emitted_ids=full.emitted_ids[:2])  # the second draft was the end of text
+    view = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0})
+    for lane in ("baseline", "speculative"):
+        view.add(PrefillEvent(lane, 1, 2, 0.012, 1, int(lane == "speculative")), decode)
+    view.add(RoundEvent("baseline", 0, 1, 0, (), 0, 1, "target", (1,), 0.0, 0.02, 0, 1), decode)
+    view.add(cut, decode)
+    lane_html = render.lanes_html(view)[1]
+    inspector = render.inspector_html(view, 0)
+    label = render.round_choices(view)[0][0]
+    explainer = render.explain_html(view)
+    assert "accepted, then dropped: it comes after the end-of-text token" in lane_html
+    assert "accepted, then dropped: it comes after the end-of-text token" in inspector
+    assert "not examined (after the rejection)" not in lane_html + inspector
+    assert label == "round 1: 2/3 kept, the text ended at the end-of-text token"
+    assert "the text ended at the end-of-text token: 2 tokens for one target pass, and no bonus" in explainer

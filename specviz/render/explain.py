@@ -5,7 +5,7 @@ from __future__ import annotations
 from specviz.events import RoundEvent
 from specviz.payoff import judge_run
 from specviz.render.lanes import LaneView, RunView
-from specviz.render.tokens import escape_text, inline_token, prob
+from specviz.render.tokens import END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob
 from specviz.trace import compare, speedup
 from specviz.wording import count, every
 
@@ -65,6 +65,10 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
 def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
     """One sentence on a round whose drafts were all accepted, so the verify pass gave a bonus token."""
     texts = lane.round_texts[event.round_index]
+    if ended_at_end_of_text(event):
+        kept = " ".join(inline_token(text, "accepted") for text in texts.drafted[: event.num_kept_drafts])
+        return (f"In round {event.round_index + 1} the target kept {kept} and {END_OF_TEXT}: "
+                f"{count(len(event.emitted_ids), 'token')} for one target pass, and no bonus.")
     proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
     return (
         f"In round {event.round_index + 1} {every(event.gamma, 'draft')} {'was' if event.gamma == 1 else 'were'} "

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from specviz.events import RoundEvent
 from specviz.render.lanes import RoundTexts, RunView
-from specviz.render.tokens import VERDICT_TEXT, prob, r_text, token_span
+from specviz.render.tokens import END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, prob, r_text, token_span
 from specviz.wording import count
 
 
 def round_label(event: RoundEvent, texts: RoundTexts | None) -> str:
+    if ended_at_end_of_text(event):
+        return f"round {event.round_index + 1}: {event.num_kept_drafts}/{event.gamma} kept, {END_OF_TEXT}"
     ending = "bonus" if event.next_kind == "bonus" else "resampled"
     shown = f" {short(texts.next_text)}" if texts else ""
     return f"round {event.round_index + 1}: {event.num_accepted}/{event.gamma} accepted, {ending}{shown}"
@@ -58,11 +60,11 @@ def inspector_html(run: RunView | None, round_index) -> str:
         text = texts.drafted[i] if i < len(texts.drafted) else ""
         rows.append(
             f'<tr class="inspect-row inspect-{verdict}"><td {left}>{i + 1}</td>'
-            f"<td {left}>{token_span(text, verdict, VERDICT_TEXT[verdict], keep_breaks=False)}</td>"
+            f"<td {left}>{token_span(text, verdict, draft_verdict_text(event, i), keep_breaks=False)}</td>"
             f"<td {cell}>{prob(token.draft_prob)}</td><td {cell}>{prob(token.target_prob)}</td>"
             f"<td {cell}>{prob(token.accept_prob)}</td>"
             f"<td {cell}>{r_text(token)}</td>"
-            f"<td {left}>{VERDICT_TEXT[verdict]}</td></tr>"
+            f"<td {left}>{draft_verdict_text(event, i)}</td></tr>"
         )
     if num_emitted > event.num_accepted:
         kind = "resample" if event.next_kind == "resample" else "bonus"

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from specviz.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.render.tokens import (
-    CONTEXT_TOKENS, LANE_STYLE, STRUCK, VERDICT_TEXT, drafted_title, escape_text, token_span, visible_text,
+    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, token_span, visible_text,
 )
 from specviz.run import Run
 from specviz.trace import Trace
@@ -107,7 +107,7 @@ class LaneView:
             if shown.draft_index is not None:
                 texts.drafted.append(text)
                 token = event.drafted[shown.draft_index]
-                title = drafted_title(shown.draft_index, event.gamma, token, VERDICT_TEXT[shown.kind])
+                title = drafted_title(shown.draft_index, event.gamma, token, draft_verdict_text(event, shown.draft_index))
             else:
                 texts.own.append(text)
                 title = own_title(event, self.lane)

@@ -110,6 +110,23 @@ VERDICT_TEXT = {
     "rejected": "rejected (r ≥ min(1, p/q))",
     "unexamined": "not examined (after the rejection)",
 }
+# One wording for a round that an accepted end-of-text token cut short, in the lane, the inspector, its
+# round list and the explainer (RoundEvent.num_kept_drafts decides which drafts it leaves in the text).
+END_OF_TEXT = "the text ended at the end-of-text token"
+DROPPED_TEXT = "accepted, then dropped: it comes after the end-of-text token"
+
+
+def ended_at_end_of_text(event) -> bool:
+    """An accepted end-of-text ended the text inside this round: no target token of its own was kept."""
+    return event.gamma > 0 and len(event.emitted_ids) == event.num_kept_drafts
+
+
+def draft_verdict_text(event, index: int) -> str:
+    """How drafted token `index` is described: its verdict, or dropped after an accepted end-of-text."""
+    verdict = event.verdict(index)
+    if verdict == "unexamined" and event.drafted[index].accepted:
+        return DROPPED_TEXT
+    return VERDICT_TEXT[verdict]
 
 
 
