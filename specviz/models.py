@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -111,6 +112,11 @@ class ModelPair:
     draft_head_rows: torch.Tensor | None = None
 
     @property
+    def precision(self) -> str:
+        """The target's weights' precision (both models load in one)."""
+        return precision_name(next(self.target.parameters()).dtype)
+
+    @property
     def has_chat_template(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
@@ -191,18 +197,48 @@ def context_length_of(model) -> int:
     return 2048
 
 
-def choose_device_and_dtype(device: str | None = None) -> tuple[torch.device, torch.dtype]:
-    """CUDA with bf16 (fp16 on older cards) when present; else CPU in float32.
+PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+"""The weights' precision a user can pick. float32: greedy lanes bit-identical (the tested
+guarantee). bfloat16: half the bytes per step and a nearly flat verify where the CPU or GPU has
+native bf16 matmuls, but a batched verify and a 1-token step round differently, so greedy lanes
+can part at near-ties (numerics, not the algorithm: the accept rule is the same)."""
+PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
 
-    float32 on CPU keeps greedy speculative output identical to the baseline: bf16 rounding
-    differs between a 1-token step and a (γ+1)-token verify, which can flip near-ties.
-    """
+
+def cpu_has_native_bf16() -> bool:
+    """AMX or AVX512-BF16: where bf16 matmuls run several times faster than float32. Without
+    them (AVX2 only) torch emulates bf16 and a 4-token verify costs ~3 steps (measured)."""
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # private, so looked up with care
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def default_precision(device: torch.device) -> str:
+    """The precision a run gets when none is asked for (see the README's bench for the numbers):
+    $SPECVIZ_PRECISION if set; bf16 on CUDA and on CPUs with native bf16; else float32."""
+    from_env = os.environ.get(PRECISION_ENV, "").strip()
+    if from_env:
+        return from_env
+    if device.type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
+
+
+def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """The device (CUDA when present) and the precision asked for, or the device's default."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
-    if device.type == "cuda":
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return device, torch.float32
+    precision = precision or default_precision(device)
+    if precision == "float16" and device.type == "cuda":  # older cards: their fast 16-bit type
+        return device, torch.float16
+    if precision not in PRECISIONS:
+        raise ModelLoadError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+    return device, PRECISIONS[precision]
+
+
+def precision_name(dtype: torch.dtype) -> str:
+    """float32, bfloat16, float16: the name a run reports beside its timings."""
+    return str(dtype).removeprefix("torch.")
 
 
 def resolve_pair(preset: str | None = None, target: str | None = None, draft: str | None = None) -> PairPreset:
@@ -316,6 +352,7 @@ def load_pair(
     draft: str | None = None,
     device: str | None = None,
     policy: hosting.HostingPolicy | None = None,
+    precision: str | None = None,
 ) -> ModelPair:
     """Load (once while it stays cached) a preset or a custom pair, checking that the tokenizers agree.
 
@@ -327,7 +364,7 @@ def load_pair(
     if spec.name == "custom":
         hosting.check_model_id(spec.target_id, policy)
         hosting.check_model_id(spec.draft_id, policy)
-    torch_device, dtype = choose_device_and_dtype(device)
+    torch_device, dtype = choose_device_and_dtype(device, precision)
     key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype)
     pair = find_cached_pair(key)
     if pair is not None:

@@ -12,13 +12,17 @@ import math
 import pytest
 import torch
 
+import specviz.models
 from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models import (
+    PRECISION_ENV,
     PRESETS,
     IncompatiblePairError,
     ModelLoadError,
     ModelPair,
     check_tokenizers,
+    choose_device_and_dtype,
+    cpu_has_native_bf16,
     load_pair,
     load_tokenizer,
     resolve_pair,
@@ -46,6 +50,9 @@ DECODERS = (autoregressive_decode, speculative_decode, decode_lanes)
         (dict(top_k=-1), r"top-k must be an integer ≥ 0 \(0 turns it off\), got -1"),
         (dict(max_new_tokens=0), r"max new tokens must be a positive integer, got 0"),
         (dict(max_new_tokens=-5), r"max new tokens must be a positive integer"),
+        (dict(draft_confidence=-0.1), r"draft confidence threshold must be from 0 \(off\) to below 1, got -0.1"),
+        (dict(draft_confidence=1.0), r"draft confidence threshold must be from 0 \(off\) to below 1, got 1.0"),
+        (dict(draft_confidence=math.nan), r"draft confidence threshold must be from 0"),
     ],
 )
 def test_bad_settings_are_refused_with_a_clear_message(settings, message):
@@ -56,6 +63,23 @@ def test_bad_settings_are_refused_with_a_clear_message(settings, message):
     for decode in DECODERS:  # refused before any model work
         with pytest.raises(ValueError, match=message):
             next(iter(decode(pair, [5, 6, 7], config)))
+
+
+def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
+    """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps),
+    bfloat16 where AMX or AVX512-BF16 make it the fast path; the host's variable overrides both."""
+    monkeypatch.delenv(PRECISION_ENV, raising=False)
+    monkeypatch.setattr(specviz.models, "cpu_has_native_bf16", lambda: False)
+    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(specviz.models, "cpu_has_native_bf16", lambda: True)
+    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.bfloat16)
+    assert choose_device_and_dtype("cpu", "float32")[1] == torch.float32  # asked for: always that
+    monkeypatch.setenv(PRECISION_ENV, "float32")
+    assert choose_device_and_dtype("cpu")[1] == torch.float32
+    monkeypatch.setenv(PRECISION_ENV, "fp8")
+    with pytest.raises(ModelLoadError, match="unknown precision 'fp8'"):
+        choose_device_and_dtype("cpu")
+    assert isinstance(cpu_has_native_bf16(), bool)
 
 
 def test_good_settings_pass():
@@ -169,6 +193,13 @@ def test_local_custom_pair_loads_and_decodes(tmp_path):
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="could not load the model folder"):
         load_pair(target=str(tmp_path / "broken"), draft=draft_dir)
+    # the same folders in bfloat16 are another pair (both models cast), named by their precision
+    half = load_pair(target=target_dir, draft=draft_dir, device="cpu", precision="bfloat16")
+    assert half is not pair and half.precision == "bfloat16" and pair.precision == "float32"
+    assert next(half.draft.parameters()).dtype == torch.bfloat16
+    assert Trace.from_events(speculative_decode(half, prompt_ids, config)).num_tokens == 12
+    with pytest.raises(ModelLoadError, match="unknown precision 'float8'; choose one of: float32, bfloat16"):
+        load_pair(target=target_dir, draft=draft_dir, device="cpu", precision="float8")
 
 
 def padded_pair(arch: str, shared: int = 96, padded: int = 128, with_tokenizer: bool = False):
