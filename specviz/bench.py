@@ -48,6 +48,8 @@ class BenchConfig:
     full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
     drafter: str = "model"  # a name in drafters.DRAFTERS
     ngram: int = 3  # prompt lookup's longest n-gram
+    draft_confidence: float = 0.0  # stop a round's drafting below this draft top probability (0 = off)
+    gamma_schedule: str = "constant"  # or transformers' "heuristic" (γ is then each run's starting γ)
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""
@@ -62,6 +64,8 @@ class BenchConfig:
             full_draft_head=self.full_draft_head,
             drafter=self.drafter,
             ngram=self.ngram,
+            draft_confidence=self.draft_confidence,
+            gamma_schedule=self.gamma_schedule,
         )
 
 
@@ -82,6 +86,9 @@ class BenchResult:
     median_speculative_tokens_per_s: float
     predicted_speedup: float  # Leviathan's formula at the pooled α̂ and c
     num_runs: int
+    # Greedy runs whose tokens parted from the baseline's: 0 in float32 (the tested guarantee);
+    # in 16-bit a batched verify and a 1-token step round differently at near-ties. None when sampled.
+    num_diverged: int | None = None
 
 
 def load_prompts(path: str | Path | None = None) -> list[Prompt]:
@@ -129,6 +136,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) 
         median_speculative_tokens_per_s=statistics.median(spec.tokens_per_s for _, spec in pairs),
         predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
         num_runs=len(pairs),
+        num_diverged=sum(base.token_ids != spec.token_ids for base, spec in pairs) if temperature == 0 else None,
     )
 
 
@@ -187,13 +195,14 @@ def theory_gamma(result: BenchResult) -> int:
 
 def format_table(results: list[BenchResult]) -> str:
     """Plain-text table, one row per (temperature, γ), then the recommended γ per temperature."""
-    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10}"
+    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
     lines = [header, "-" * len(header)]
     for r in sorted(results, key=lambda r: (r.temperature, r.gamma)):
         spread = f"{r.median_speedup:.2f}× ({r.min_speedup:.2f}–{r.max_speedup:.2f})"
+        diverged = "—" if r.num_diverged is None else f"{r.num_diverged}/{r.num_runs}"
         lines.append(
             f"{r.temperature:>4g} {r.gamma:>3} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
-            f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f}"
+            f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
         )
     for temperature in sorted({r.temperature for r in results}):
         best = recommend_gamma(results, temperature)
@@ -210,6 +219,7 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "pair": pair.name,
         "draft_head": draft_head_variant(pair, config.full_draft_head),
         "device": str(pair.device),
+        "precision": pair.precision,
         "num_prompts": len(prompts),
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],

@@ -24,6 +24,9 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default=None, help="draft model: hub id or local folder (with --target)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                        help="weights' precision (default: float32 on a CPU, bfloat16 on CUDA); float32 keeps "
+                             "greedy lanes bit-identical, bfloat16 is faster where the CPU or GPU has native bf16")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +44,10 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=tuple(DRAFTER_CHOICES), default="model",
                         help="model: the pair's draft model; prompt-lookup: copy n-grams from the prompt and text so far")
     parser.add_argument("--ngram", type=int, default=3, help="prompt lookup: longest n-gram to match (1–8)")
+    parser.add_argument("--draft-confidence", type=float, default=0.0,
+                        help="stop a round's drafting after a token the draft model was less sure of (0 = off)")
+    parser.add_argument("--gamma-schedule", choices=("constant", "heuristic"), default="constant",
+                        help="heuristic: transformers' schedule (γ + 2 after a fully accepted round, else γ − 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,7 +117,7 @@ def prepare_pair(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    return load_pair(args.pair, args.target, args.draft, device=args.device)
+    return load_pair(args.pair, args.target, args.draft, device=args.device, precision=args.dtype)
 
 
 def terminal_tokens(view, event) -> str:
@@ -218,13 +225,15 @@ def run_generate(args) -> int:
         full_draft_head=args.full_draft_head,
         drafter=args.drafter,
         ngram=args.ngram,
+        draft_confidence=args.draft_confidence,
+        gamma_schedule=args.gamma_schedule,
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
     config.validate()
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
     lanes = (*LANES, "reference") if args.reference else LANES
-    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat)}
+    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), "precision": pair.precision}
     view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
     play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
     if args.save:
@@ -276,6 +285,8 @@ def run_bench(args) -> int:
         full_draft_head=args.full_draft_head,
         drafter=args.drafter,
         ngram=args.ngram,
+        draft_confidence=args.draft_confidence,
+        gamma_schedule=args.gamma_schedule,
     )
     if config.repeats < 1:
         raise ValueError("--repeats must be at least 1")
@@ -290,7 +301,7 @@ def run_bench(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(
-            f"pair {pair.name} on {pair.device}, {len(prompts)} prompts × {config.repeats} repeats, up to "
+            f"pair {pair.name} on {pair.device} in {pair.precision}, {len(prompts)} prompts × {config.repeats} repeats, up to "
             f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
             f"drafter: {drafter_description(pair, config)}"
         )

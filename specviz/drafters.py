@@ -33,6 +33,10 @@ class Proposal(NamedTuple):
     draft_ids: torch.Tensor  # (γ',) with γ' ≤ the γ asked for
     draft_probs: torch.Tensor | None  # (γ', vocab) q at each drafted position (one-hot for copying drafters)
     num_forwards: int  # draft model forwards spent
+    # The drafter's own top probability at each drafted position (its softmax at temperature
+    # 1, whatever the run's temperature): how sure it was. None for drafters without a model.
+    confidences: tuple[float, ...] | None = None
+    stopped_unsure: bool = False  # drafting stopped before γ: confidence fell below the threshold
 
 
 class Drafter(Protocol):
@@ -74,6 +78,11 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
     return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
 
 
+def top_probability(logits: torch.Tensor) -> float:
+    """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp)."""
+    return float(torch.exp(logits.max() - torch.logsumexp(logits.float(), dim=-1)).squeeze())
+
+
 class ModelDrafter:
     """Drafts with a small causal LM and its own KV cache.
 
@@ -83,8 +92,11 @@ class ModelDrafter:
     """
 
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 head_rows: torch.Tensor | None = None):
+                 head_rows: torch.Tensor | None = None, confidence_threshold: float = 0.0):
         self.model = model
+        # Stop a round's drafting after a token the draft was less sure of than this (0 = never):
+        # where a (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice.
+        self.confidence_threshold = confidence_threshold
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
@@ -98,30 +110,34 @@ class ModelDrafter:
         if pair.draft is None:
             raise ValueError("this pair has no draft model: choose the prompt-lookup drafter, or a pair with a draft")
         head_rows = None if config.full_draft_head else pair.draft_head_rows
-        return cls(pair.draft, pair.vocab_size, to_probs, generator, head_rows)
+        return cls(pair.draft, pair.vocab_size, to_probs, generator, head_rows, config.draft_confidence)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
         forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size, last_only=True)
         return 1
 
-    def next_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits (1, vocab) for the token after input_ids; -inf outside head_rows when set."""
+    def next_logits(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """Logits (1, vocab) for the token after input_ids (-inf outside head_rows when set),
+        and the draft's top probability there at temperature 1 (its confidence)."""
         if self.head_rows is None:
-            return forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
+            logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
+            return logits, top_probability(logits)
         new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
         hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
         row_logits = torch.nn.functional.linear(hidden[0, -1:], self.head_weight).float()  # (1, rows)
         logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
         logits[:, self.head_rows] = row_logits
-        return logits
+        return logits, top_probability(row_logits)  # the softmax over the rows is q's support anyway
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         device = committed_ids.device
         input_ids = committed_ids
-        drafted, probs = [], []
-        for _ in range(num_tokens):
-            logits = self.next_logits(input_ids).to(device)  # (1, vocab)
+        drafted, probs, confidences = [], [], []
+        stopped_unsure = False
+        for step in range(num_tokens):
+            logits, confidence = self.next_logits(input_ids)
+            logits = logits.to(device)  # (1, vocab)
             if self.to_probs.greedy:
                 # Same token the one-hot q would give, without building q each step: drafting
                 # is the hot loop, and q is built once per round below.
@@ -131,13 +147,19 @@ class ModelDrafter:
                 next_id = sample(step_probs, self.generator)  # (1,)
                 probs.append(step_probs)
             drafted.append(next_id)
+            confidences.append(confidence)
             input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
-        draft_ids = torch.cat(drafted)  # (γ,)
+            # The unsure token itself is still proposed: verifying it costs almost nothing more,
+            # and it is accepted about as often as the draft was sure of it.
+            if confidence < self.confidence_threshold and step < num_tokens - 1:
+                stopped_unsure = True
+                break
+        draft_ids = torch.cat(drafted)  # (γ',)
         if self.to_probs.greedy:
-            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ, vocab)
+            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         else:
-            draft_probs = torch.cat(probs)  # (γ, vocab)
-        return Proposal(draft_ids, draft_probs, num_tokens)
+            draft_probs = torch.cat(probs)  # (γ', vocab)
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(confidences), stopped_unsure)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)

@@ -33,6 +33,7 @@ AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator
 MAX_GAMMA = 16
 MAX_TEMPERATURE = 10.0  # far past any useful setting: at 10 sampling is all but uniform
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
+GAMMA_SCHEDULES = ("constant", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ class DecodeConfig:
     full_draft_head: bool = False
     drafter: str = "model"  # a name in drafters.DRAFTERS: the draft model, or prompt lookup
     ngram: int = 3  # prompt lookup: longest trailing n-gram it looks for (it tries shorter ones too)
+    # Draft only while sure: a round stops drafting after a token whose draft top probability
+    # (temperature 1) is below this; 0 = always draft γ (as transformers' assistant_confidence_threshold).
+    draft_confidence: float = 0.0
+    # "constant": every round drafts γ; "heuristic": transformers' schedule for assistant models,
+    # which starts at γ, adds 2 after a round whose drafts were all accepted and takes 1 away otherwise.
+    gamma_schedule: str = "constant"
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -69,6 +76,17 @@ class DecodeConfig:
             raise ValueError(f"unknown drafter {self.drafter!r}; choose one of: {', '.join(DRAFTERS)}")
         if not isinstance(self.ngram, int) or not 1 <= self.ngram <= MAX_NGRAM:
             raise ValueError(f"the n-gram size of prompt lookup must be an integer from 1 to {MAX_NGRAM}, got {self.ngram!r}")
+        if self.gamma_schedule not in GAMMA_SCHEDULES:
+            raise ValueError(f"unknown γ schedule {self.gamma_schedule!r}; choose one of: {', '.join(GAMMA_SCHEDULES)}")
+        if not 0 <= self.draft_confidence < 1:  # also rejects NaN
+            raise ValueError(f"the draft confidence threshold must be from 0 (off) to below 1, got {self.draft_confidence!r}")
+
+
+def next_gamma(config: DecodeConfig, gamma: int, num_drafted: int, num_accepted: int) -> int:
+    """The γ of the next round: config.gamma always, or transformers' heuristic schedule."""
+    if config.gamma_schedule == "constant" or num_drafted == 0:
+        return gamma
+    return min(gamma + 2, MAX_GAMMA) if num_accepted == num_drafted else max(gamma - 1, 1)
 
 
 def clock(device: torch.device) -> float:
@@ -140,7 +158,7 @@ def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: 
     return tuple(details)
 
 
-def describe_drafts(draft_ids: list[int], verdict: Verdict) -> tuple[DraftedToken, ...]:
+def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None) -> tuple[DraftedToken, ...]:
     draft_probs, target_probs, accept_probs, uniforms = (
         t.tolist() for t in (verdict.draft_token_probs, verdict.target_token_probs, verdict.accept_probs, verdict.uniforms)
     )
@@ -153,6 +171,7 @@ def describe_drafts(draft_ids: list[int], verdict: Verdict) -> tuple[DraftedToke
             r=uniforms[i],
             accepted=i < verdict.num_accepted,
             decided=i <= verdict.num_accepted,
+            draft_confidence=None if confidences is None else confidences[i],
         )
         for i, token_id in enumerate(draft_ids)
     )
@@ -220,9 +239,10 @@ def speculative_decode(
         return
 
     round_index = 0
+    planned_gamma = config.gamma
     while num_generated < budget:
         # A round yields up to γ+1 tokens; draft fewer near the end so it never overshoots.
-        gamma = min(config.gamma, budget - num_generated - 1)
+        gamma = min(planned_gamma, budget - num_generated - 1)
         started = clock(pair.device)
         proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
         gamma = proposal.draft_ids.shape[0]  # a copying drafter may find fewer tokens, or none
@@ -237,6 +257,7 @@ def speculative_decode(
             bonus_id = int(sample(target_probs, generator))
             empty = target_probs.new_empty(0)
             verdict = Verdict(0, bonus_id, True, empty, empty, empty, empty, None)
+        planned_gamma = next_gamma(config, planned_gamma, gamma, verdict.num_accepted)
         draft_ids = proposal.draft_ids.tolist()
         new_ids = draft_ids[: verdict.num_accepted] + [verdict.next_id]
         ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
@@ -251,7 +272,7 @@ def speculative_decode(
             round_index=round_index,
             position=num_generated,
             gamma=gamma,
-            drafted=describe_drafts(draft_ids, verdict),
+            drafted=describe_drafts(draft_ids, verdict, proposal.confidences),
             num_accepted=verdict.num_accepted,
             next_id=verdict.next_id,
             next_kind="bonus" if verdict.is_bonus else "resample",
@@ -261,6 +282,7 @@ def speculative_decode(
             num_draft_forwards=proposal.num_forwards,
             num_target_forwards=1,
             details=details,
+            stopped_unsure=proposal.stopped_unsure,
         )
         num_generated += len(emitted)
         round_index += 1

@@ -42,6 +42,7 @@ class DraftedToken:
     r: float  # the uniform draw; accepted iff r < accept_prob
     accepted: bool  # verdict as decided, left to right (False after the first rejection too)
     decided: bool  # False for drafts after the first rejection: never examined
+    draft_confidence: float | None = None  # the draft model's top probability here (T = 1); None: no model
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class RoundEvent:
     num_draft_forwards: int
     num_target_forwards: int
     details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
+    stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
 
     @property
     def num_examined(self) -> int:

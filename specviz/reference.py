@@ -48,9 +48,9 @@ def generate_kwargs(pair: ModelPair, config: DecodeConfig, max_new_tokens: int, 
         if pair.draft is None:
             raise ValueError("this pair has no draft model for transformers' assisted generation")
         kwargs["assistant_model"] = pair.draft
-        if constant_gamma:  # as our lanes do; transformers' default schedule changes γ as it goes
-            kwargs.update(num_assistant_tokens=config.gamma, num_assistant_tokens_schedule="constant",
-                          assistant_confidence_threshold=0.0)
+        if constant_gamma:  # our lanes' schedule and threshold; transformers' defaults differ
+            kwargs.update(num_assistant_tokens=config.gamma, num_assistant_tokens_schedule=config.gamma_schedule,
+                          assistant_confidence_threshold=config.draft_confidence)
     return kwargs
 
 

@@ -16,7 +16,7 @@ import torch
 from specviz import convert, hosting
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import LANES, MAX_GAMMA, DecodeConfig
-from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, load_pair
+from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, ModelPair, load_pair
 
 log = logging.getLogger("specviz.request")
 
@@ -56,10 +56,12 @@ class Request:
     config: DecodeConfig
     chat: bool = True  # the chat template, where the pair has one
     reference: bool = False  # add a lane running transformers' own generate()
+    precision: str | None = None  # the weights' precision (models.PRECISIONS); None: the device's default
 
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True, drafter="model", ngram=3, reference=False):
+              chat=True, drafter="model", ngram=3, reference=False, precision=None, draft_confidence=0.0,
+              gamma_schedule="constant"):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
         pair_name = pair_name or DEFAULT_PRESET
@@ -77,14 +79,18 @@ class Request:
             inspect=True,
             drafter=drafter or "model",
             ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
+            draft_confidence=real_number(draft_confidence or 0.0, "draft confidence threshold"),
+            gamma_schedule=gamma_schedule or "constant",
         )
         config.validate()
         if chat not in (True, False, None):
             raise ValueError(f"chat must be true or false, got {chat!r}")
         if reference not in (True, False, None):
             raise ValueError(f"reference must be true or false, got {reference!r}")
+        if precision not in (None, "", *PRECISIONS):
+            raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
         return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False,
-                   bool(reference))
+                   bool(reference), precision or None)
 
     @property
     def lanes(self) -> tuple[str, ...]:
@@ -92,8 +98,8 @@ class Request:
 
     def load(self) -> ModelPair:
         if self.pair_name == CUSTOM:
-            return load_pair(target=self.target_id, draft=self.draft_id)
-        return load_pair(self.pair_name)
+            return load_pair(target=self.target_id, draft=self.draft_id, precision=self.precision)
+        return load_pair(self.pair_name, precision=self.precision)
 
     @property
     def settings(self) -> dict:
@@ -102,7 +108,8 @@ class Request:
         return {
             "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
             "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat, "drafter": c.drafter,
-            "ngram": c.ngram, "reference": self.reference,
+            "ngram": c.ngram, "reference": self.reference, "precision": self.precision,
+            "draft_confidence": c.draft_confidence, "gamma_schedule": c.gamma_schedule,
         }
 
 

@@ -126,3 +126,15 @@ def test_a_draft_restricted_to_some_head_rows_keeps_the_output_exact():
     tokens = sample_runs(pair, kwargs, NUM_RUNS, max_rejection_share=0.98)
     assert (tokens >= VOCAB - 4).any(), "those ids can only come from the target's corrections"
     assert min(check_against_target(tokens, joint)) > SIGNIFICANCE
+
+
+@pytest.mark.timeout(180)
+def test_a_draft_that_stops_when_unsure_keeps_the_output_exact():
+    """The confidence stop changes how many tokens a round drafts, never which ones are kept."""
+    pair = distribution_pair()
+    kwargs = {**SETTINGS["temperature-1"], "draft_confidence": 0.5}
+    first = Trace.from_events(speculative_decode(pair, PROMPT_IDS, DecodeConfig(gamma=2, max_new_tokens=4, **kwargs)))
+    joint = exact_joint_of_three(pair, 1.0, 0, 1.0)
+    tokens = sample_runs(pair, kwargs, NUM_RUNS)
+    assert first.rounds and all(token.draft_confidence is not None for e in first.rounds for token in e.drafted)
+    assert min(check_against_target(tokens, joint)) > SIGNIFICANCE

@@ -15,7 +15,7 @@ from specviz.reference import generate_kwargs
 from specviz.trace import Trace
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
 from tests.test_sampling import SIGNIFICANCE, p_instead_of_residual
-from tests.tiny_models import ARCHITECTURES, tiny_pair
+from tests.tiny_models import ARCHITECTURES, random_prompts, tiny_pair
 
 
 def copy_heavy_prompt(length: int = 12, repeats: int = 3, seed: int = 0, vocab: int = 64) -> list[int]:
@@ -145,3 +145,52 @@ def test_reference_lane_stops_when_the_consumer_does():
     import threading
 
     assert not any(thread.name == "specviz-reference" for thread in threading.enumerate())
+
+
+# --- drafting only while sure ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_the_confidence_stop_ends_a_round_at_the_first_unsure_draft_and_stays_exact(arch):
+    pair = tiny_pair(arch)
+    threshold = 0.6
+    stopped = 0
+    for prompt_ids in random_prompts(4, pair.vocab_size, seed=3):
+        config = DecodeConfig(gamma=6, max_new_tokens=30, stop_at_eos=False, draft_confidence=threshold)
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config))
+        ours = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+        assert ours.token_ids == baseline.token_ids  # greedy: still the target's own tokens
+        for event in ours.rounds:
+            confidences = [token.draft_confidence for token in event.drafted]
+            assert all(0 < c <= 1 for c in confidences)
+            # every draft but the last was sure; the last is unsure exactly when drafting stopped early
+            assert all(c >= threshold for c in confidences[:-1])
+            if event.stopped_unsure:
+                assert confidences[-1] < threshold and event.gamma < config.gamma
+            stopped += event.stopped_unsure
+    assert stopped > 0, "the threshold never stopped a round: the test checks nothing"
+
+
+def test_without_a_threshold_every_round_drafts_gamma():
+    pair = tiny_pair("gpt2")
+    config = DecodeConfig(gamma=4, max_new_tokens=30, stop_at_eos=False)
+    trace = Trace.from_events(speculative_decode(pair, random_prompts(1, pair.vocab_size, seed=3)[0], config))
+    assert not any(event.stopped_unsure for event in trace.rounds)
+    assert all(event.gamma == min(4, config.max_new_tokens - event.position - 1) for event in trace.rounds)
+
+
+def test_the_heuristic_gamma_schedule_grows_after_full_acceptance_and_shrinks_after_a_rejection():
+    from specviz.engine import MAX_GAMMA, next_gamma
+
+    heuristic, constant = DecodeConfig(gamma_schedule="heuristic"), DecodeConfig()
+    assert next_gamma(heuristic, 4, 4, 4) == 6 and next_gamma(heuristic, 4, 4, 2) == 3
+    assert next_gamma(heuristic, 1, 1, 0) == 1 and next_gamma(heuristic, MAX_GAMMA, MAX_GAMMA, MAX_GAMMA) == MAX_GAMMA
+    assert next_gamma(constant, 4, 4, 4) == 4 and next_gamma(constant, 4, 4, 0) == 4
+    with pytest.raises(ValueError, match="unknown γ schedule 'fast'; choose one of: constant, heuristic"):
+        DecodeConfig(gamma_schedule="fast").validate()
+    pair = tiny_pair("llama")
+    prompt_ids = random_prompts(1, pair.vocab_size, seed=4)[0]
+    config = DecodeConfig(gamma=2, max_new_tokens=40, stop_at_eos=False, gamma_schedule="heuristic")
+    trace = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+    assert trace.token_ids == Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+    assert len({event.gamma for event in trace.rounds}) > 1  # γ really moved
