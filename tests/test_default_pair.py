@@ -141,3 +141,26 @@ def test_reference_lane_with_the_draft_model_matches_on_the_default_pair(pair):
         lanes.setdefault(event.lane, Trace()).add(event)
     assert lanes["reference"].token_ids == lanes["speculative"].token_ids
     assert "Edinburgh" in pair.decode(lanes["reference"].token_ids)
+
+
+def test_the_held_out_prompts_are_none_of_the_training_templates():
+    """Every figure is also reported on prompts no training phase saw: none of them fits any
+    template or completion the distillation prompts are built from, or is an example."""
+    import json
+    import re
+
+    from specviz import prompts_corpus
+    from specviz.models import ASSETS_DIR
+
+    held_out = json.loads((ASSETS_DIR / "prompts-heldout.json").read_text())
+    examples = {entry["prompt"] for entry in json.loads((ASSETS_DIR / "prompts.json").read_text())}
+    patterns = [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(template)), re.DOTALL)
+                for template in prompts_corpus.TEMPLATES + prompts_corpus.COMPLETIONS]
+    assert len(held_out) >= 20
+    for entry in held_out:
+        assert entry["prompt"] not in examples
+        assert not any(pattern.fullmatch(entry["prompt"]) for pattern in patterns), entry["prompt"]
+    training = {text for text, _ in prompts_corpus.instruction_prompts(5000, seed=0)}
+    assert not training & {entry["prompt"] for entry in held_out}
+    # the check has teeth: a templated prompt is caught
+    assert any(pattern.fullmatch("What is the capital of Chad?") for pattern in patterns)
