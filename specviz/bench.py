@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 from specviz import reference
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models import ASSETS_DIR, ModelPair
-from specviz.theory import best_gamma, expected_speedup
+from specviz.payoff import Measurement, Payoff
+from specviz.theory import expected_speedup
 from specviz.trace import Trace, speedup
 
 DEFAULT_PROMPTS_FILE = ASSETS_DIR / "prompts.json"
@@ -183,14 +184,18 @@ def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progr
     return [summarise(gamma, temperature, pairs) for (gamma, temperature), pairs in runs.items()]
 
 
-def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int:
-    """The measured best γ at this temperature (highest median speedup)."""
+def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
+    """The one verdict (specviz.payoff) on this temperature's cells: measured medians and spreads
+    first, at the α̂, c and v of the best cell."""
     cells = [r for r in results if r.temperature == temperature]
-    return max(cells, key=lambda r: r.median_speedup).gamma
+    best = max(cells, key=lambda r: r.median_speedup)
+    measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs) for r in cells)
+    return Payoff(best.acceptance_rate, best.c, best.verify_cost, measured)
 
 
-def theory_gamma(result: BenchResult) -> int:
-    return best_gamma(result.acceptance_rate, result.c)
+def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:
+    """The measured best γ at this temperature, or None when no γ beats the target alone beyond the noise."""
+    return payoff_of(results, temperature).recommended_gamma
 
 
 def format_table(results: list[BenchResult]) -> str:
@@ -205,11 +210,11 @@ def format_table(results: list[BenchResult]) -> str:
             f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
         )
     for temperature in sorted({r.temperature for r in results}):
-        best = recommend_gamma(results, temperature)
-        cell = next(r for r in results if r.temperature == temperature and r.gamma == best)
+        payoff = payoff_of(results, temperature)
+        best = payoff.best
         lines.append(
-            f"T={temperature:g}: recommended γ = {best} (measured median {cell.median_speedup:.2f}×; "
-            f"theory's best γ for α̂={cell.acceptance_rate:.2f}, c={cell.c:.3f} is {theory_gamma(cell)})"
+            f"T={temperature:g}: recommended {payoff.recommendation_text()} (best measured median {best.median:.2f}× "
+            f"({best.low:.2f}–{best.high:.2f}) at γ = {best.gamma}; {payoff.prediction_text()})"
         )
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""python -m specviz generate | replay | bench | train | setup"""
+"""python -m specviz generate | replay | bench | train | setup | selfcheck"""
 
 from __future__ import annotations
 
@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--threads", type=int, default=None)
+
+    selfcheck = commands.add_parser("selfcheck", help="on a new machine (a GPU): greedy identity in each precision, "
+                                                      "then the bench for every drafter")
+    add_pair_arguments(selfcheck)
+    selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 1 repeat: seconds, not minutes")
 
     commands.add_parser("setup", help="convert the default target from the installed wheel now (else on first use)")
     return parser
@@ -349,6 +354,22 @@ def run_train(args) -> int:
     return 0
 
 
+def run_selfcheck(args) -> int:
+    import torch
+
+    from specviz.bench import load_prompts
+    from specviz.models import resolve_pair
+    from specviz.selfcheck import SelfCheckConfig, run_selfcheck
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    quick = dict(num_prompts=2, max_new_tokens=16, bench_repeats=1, bench_gammas=(3,)) if args.quick else {}
+    precisions = {"precisions": (args.dtype,)} if args.dtype else {}
+    config = SelfCheckConfig(pair=args.pair, device=args.device, **quick, **precisions)
+    exact = run_selfcheck(load_prompts(resolve_pair(args.pair).prompts_file), config)
+    return 0 if exact else 1
+
+
 def run_setup(args) -> int:
     from specviz.convert import default_target_id
 
@@ -361,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.convert import TargetUnavailableError
     from specviz.models import IncompatiblePairError, ModelLoadError
 
-    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "train": run_train, "setup": run_setup}
+    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "train": run_train, "setup": run_setup,
+                "selfcheck": run_selfcheck}
     try:
         return handlers[args.command](args)
     except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:

@@ -223,7 +223,12 @@ def compare(baseline: Trace, speculative: Trace, gamma: int) -> Comparison:
 def first_divergence(a: Trace, b: Trace) -> int | None:
     """Index of the first generated token where two lanes differ (a shorter lane that is a
     prefix of the other does not differ); None when they agree everywhere both have tokens."""
-    for index, (x, y) in enumerate(zip(a.token_ids, b.token_ids)):
+    return first_divergence_of_ids(a.token_ids, b.token_ids)
+
+
+def first_divergence_of_ids(a: list[int], b: list[int]) -> int | None:
+    """first_divergence for two plain lists of token ids."""
+    for index, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return index
     return None

@@ -96,3 +96,17 @@ def test_bench_json_on_the_tiny_code_pair(tmp_path):
         assert 0 <= r["acceptance_rate"] <= 1 and r["c"] > 0
         assert 1 <= r["mean_tokens_per_round"] <= r["gamma"] + 1
     assert set(report["recommended_gamma"]) == {"0.0", "1.0"}
+
+
+def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
+    from specviz.bench import BenchResult, format_table, recommend_gamma
+
+    def cell(gamma, median, low, high, temperature=0.0):
+        return BenchResult(gamma, temperature, median, low, high, 0.33, 1.4, 0.06, 1.7, 15.0, 15.0 * median, 0.8, 11, 0)
+
+    slow = [cell(2, 0.75, 0.5, 1.1), cell(3, 0.8, 0.6, 1.05)]
+    assert recommend_gamma(slow, 0.0) is None
+    table = format_table(slow)
+    assert "recommended none: the target alone is faster here" in table and "pays" not in table
+    fast = [cell(2, 1.3, 1.1, 1.5), cell(3, 1.4, 1.2, 1.6)]
+    assert recommend_gamma(fast, 0.0) == 3 and "recommended γ = 3" in format_table(fast)
