@@ -27,7 +27,8 @@ from specviz.wording import count
 
 # The main page's controls this module reads, in Request.parse's order; missing ones take its defaults.
 CONTROL_NAMES = ("prompt", "pair", "target_id", "draft_id", "gamma", "temperature", "top_k", "top_p",
-                 "max_new_tokens", "seed", "chat", "drafter", "ngram")
+                 "max_new_tokens", "seed", "chat", "drafter", "ngram", "precision", "draft_confidence",
+                 "gamma_schedule")
 PARSE_NAMES = {"prompt": "prompt", "pair": "pair_name"}  # Request.parse's keyword where it differs
 STEP_TTL_S = 1800  # a step run left alone this long is dropped with its KV caches
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often

@@ -27,9 +27,9 @@ import torch
 from specviz import plots, render, teach
 from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
-from specviz.engine import MAX_GAMMA
+from specviz.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
-from specviz.models import DEFAULT_PRESET, PRESETS, load_pair
+from specviz.models import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_precision, load_pair
 from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
 from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
 from specviz.run import Run, check_speed, recorded_runs, replay
@@ -53,6 +53,22 @@ LIVE_RUNS_KEPT = 64
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
+PRECISION_CHOICES = [("default for this device", ""), ("float32: lanes bit-identical", "float32"),
+                     ("bfloat16: fast with native bf16", "bfloat16")]
+
+
+def precision_info() -> str:
+    """What the default is here and why, in the words of the bench (README)."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        hardware = "a CUDA GPU"
+    else:
+        hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
+    return (f"Here: {hardware}, so the default is {default_precision(device)}. In 16-bit a batched verify and a "
+            "1-token step round differently, so greedy lanes may part at a near-tie: numerics, not the algorithm; "
+            "without native bf16 a 16-bit verify is slow")
+
+
 DRAFTER_CHOICES = [(f"{name}", key) for key, name in DRAFTER_NAMES.items()]
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
@@ -224,6 +240,19 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
                                       visible=False)
                 gamma = gr.Slider(1, MAX_GAMMA, value=3, step=1, label="γ — tokens drafted per round", elem_id="gamma")
+                with gr.Accordion("Drafting and precision", open=False, elem_id="drafting-options"):
+                    draft_confidence = gr.Slider(
+                        0, 0.95, value=DecodeConfig.draft_confidence, step=0.05, elem_id="draft-confidence",
+                        label="draft only while sure: stop a round after a draft the draft model gave less than this",
+                        info="0 = always draft γ. A verify of more tokens costs more, so unlikely drafts cost twice; "
+                             "the lane marks where a round stopped (✋)",
+                    )
+                    gamma_schedule = gr.Radio(list(GAMMA_SCHEDULES), value=DecodeConfig.gamma_schedule,
+                                              elem_id="gamma-schedule", label="γ schedule",
+                                              info="heuristic (transformers'): γ + 2 after a round whose drafts were "
+                                                   "all accepted, γ − 1 otherwise")
+                    precision = gr.Radio(PRECISION_CHOICES, value="", elem_id="precision", label="precision",
+                                         info=precision_info())
                 temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="temperature",
                                         info="0: both lanes write the same text, so the speed compares like for like; "
                                              "above 0 each lane draws its own sample")
@@ -281,7 +310,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
         teach.build_sections(  # step mode, exactness lab, theory explorer, γ sweep
             dict(prompt=prompt, chat=chat, pair=pair_name, target_id=target_id, draft_id=draft_id, drafter=drafter,
                  ngram=ngram, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-                 max_new_tokens=max_new_tokens, seed=seed),
+                 max_new_tokens=max_new_tokens, seed=seed, precision=precision, draft_confidence=draft_confidence,
+                 gamma_schedule=gamma_schedule),
             run_state, concurrency_id=MODEL_JOBS, on_gpu=on_gpu,
         )
 
@@ -334,14 +364,14 @@ def build_app(preload: bool = True) -> gr.Blocks:
         @on_gpu
         def on_run(prompt_text, chat_value, pair, target, draft, drafter_value, ngram_value, gamma_value,
                    temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
-                   pace_value, request: gr.Request):
+                   pace_value, precision_value, confidence_value, schedule_value, request: gr.Request):
             run_id = next(run_numbers)
             started = time.perf_counter()
             session = request.session_hash if request else None
             try:
                 parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
                                        top_p_value, max_new_tokens_value, seed_value, chat_value, drafter_value,
-                                       ngram_value, reference_value)
+                                       ngram_value, reference_value, precision_value, confidence_value, schedule_value)
                 pace_s = pace_seconds(pace_value)
                 yield {status: status_html(loading_message(parsed), "info", run_id)}
                 model_pair = parsed.load()
@@ -408,7 +438,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             return values
 
         inputs = [prompt, chat, pair_name, target_id, draft_id, drafter, ngram, gamma, temperature, top_k, top_p,
-                  max_new_tokens, seed, reference, pace]
+                  max_new_tokens, seed, reference, pace, precision, draft_confidence, gamma_schedule]
         outputs = [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector, inspector_chart, explainer,
                    download]
         run_event = run_button.click(
@@ -449,6 +479,9 @@ def generate(
     drafter: str = "model",
     ngram: int = 3,
     reference: bool = False,
+    precision: str = "",
+    draft_confidence: float = DecodeConfig.draft_confidence,
+    gamma_schedule: str = DecodeConfig.gamma_schedule,
 ) -> tuple[str, str, dict]:
     """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
 
@@ -456,7 +489,9 @@ def generate(
     target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
     one. `drafter` is "model" (the draft model) or "prompt-lookup" (n-grams up to `ngram`
     copied from the prompt and text so far). `reference` adds a lane running transformers'
-    own generate() on the same pair. Stats hold every lane's figures (with its text), the
+    own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
+    default); `draft_confidence` stops a round's drafting after a draft the draft model was less
+    sure of (0 = off); `gamma_schedule` is "constant" or "heuristic". Stats hold every lane's figures (with its text), the
     measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
     from the engine's own timings. While the lanes run it yields their texts so far with empty
     stats; a client's predict() returns only the last value, the finished run.
@@ -468,7 +503,7 @@ def generate(
     # The return annotation documents the API: each value yielded is one such tuple.
     try:
         request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
-                                seed, chat, drafter, ngram, reference)
+                                seed, chat, drafter, ngram, reference, precision, draft_confidence, gamma_schedule)
         model_pair = request.load()
         prompt_ids = model_pair.encode(request.prompt_text, request.chat)
         for progress in stream_run(request, model_pair, prompt_ids):

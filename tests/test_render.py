@@ -380,3 +380,24 @@ def test_the_stats_say_in_one_line_why_the_text_is_the_targets():
     html = render.stats_html(timed_run(0.02))
     assert "min(p(x), q(x))" in html and "norm(max(0, p − q))" in html and "add back to exactly p(x)" in html
     assert "add back to exactly p(x)" in render.explain_html(None)  # and in How it works, before any run
+
+
+def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
+    run = render.RunView("x", [1], gamma=4, settings={"temperature": 0.0, "draft_confidence": 0.5})
+    sure = DraftedToken(3, 1.0, 1.0, 1.0, 0.3, True, True, draft_confidence=0.91)
+    unsure = DraftedToken(8, 1.0, 0.0, 0.0, 0.6, False, True, draft_confidence=0.34)
+    for event in (
+        PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
+        RoundEvent("speculative", 0, 1, 2, (sure, unsure), 1, 4, "resample", (3, 4), 0.004, 0.03, 2, 1,
+                   stopped_unsure=True),
+        RoundEvent("speculative", 1, 3, 1, (sure,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1),
+        FinishEvent("speculative", "max_new_tokens", 5),
+    ):
+        run.add(event, decode)
+    lane = render.lanes_html(run, names=("speculative",))[0]
+    assert lane.count("✋") == 1  # only the round that stopped early
+    assert "drafting stopped after 2 tokens: the draft was only 34% sure of the last one" in lane
+    assert "the draft was 91% sure" in lane  # every draft's hover says how sure the draft was
+    inspector = render.inspector_html(run, 0)
+    assert "Drafting stopped after 2 tokens" in inspector
+    assert "stopped" not in render.inspector_html(run, 1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from specviz.events import RoundEvent
 from specviz.render.lanes import RoundTexts, RunView
-from specviz.render.tokens import END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, prob, r_text, token_span
+from specviz.render.tokens import (
+    END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, prob, r_text, stopped_unsure_text, token_span,
+)
 from specviz.wording import count
 
 
@@ -96,7 +98,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
     return (
         f'<div class="inspector"><p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
-        f"and kept {event.num_accepted}. {timing}.</p>"
+        f"and kept {event.num_accepted}. {timing}.{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )
 

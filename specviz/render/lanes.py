@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 
 from specviz.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.render.tokens import (
-    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, token_span, visible_text,
+    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, stop_marker, token_span,
+    visible_text,
 )
 from specviz.run import Run
 from specviz.trace import Trace
@@ -112,6 +113,8 @@ class LaneView:
                 texts.own.append(text)
                 title = own_title(event, self.lane)
             spans.append(token_span(text, shown.kind, title, keep_breaks=shown.kind not in STRUCK))
+            if shown.draft_index == event.gamma - 1:
+                spans.append(stop_marker(event))
         self.round_texts[event.round_index] = texts
         if self.lane in PLAIN_LANES:
             return "".join(spans)

@@ -99,10 +99,29 @@ def r_text(token) -> str:
 
 
 def drafted_title(index: int, gamma: int, token, verdict: str) -> str:
+    sure = "" if token.draft_confidence is None else f" · the draft was {token.draft_confidence:.0%} sure"
     return (
         f"draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
-        f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}"
+        f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}{sure}"
     )
+
+
+def stopped_unsure_text(event) -> str:
+    """Why a round drafted fewer than γ tokens, where the confidence stop ended it ("" otherwise)."""
+    if not event.stopped_unsure:
+        return ""
+    last = event.drafted[-1].draft_confidence
+    return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: the draft was only "
+            f"{last:.0%} sure of the last one, below the confidence threshold, so guessing on would likely be "
+            "wasted verify work")
+
+
+def stop_marker(event) -> str:
+    """A hand after the drafts of a round the confidence stop ended, explained on hover."""
+    if not event.stopped_unsure:
+        return ""
+    return f'<span class="unsure-stop" title="{escape_text(stopped_unsure_text(event))}" style="font-size:0.8em">✋</span>'
+
 
 
 VERDICT_TEXT = {
