@@ -49,7 +49,7 @@ class BenchConfig:
     full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
     drafter: str = "model"  # a name in drafters.DRAFTERS
     ngram: int = 3  # prompt lookup's longest n-gram
-    draft_confidence: float = 0.0  # stop a round's drafting below this draft top probability (0 = off)
+    draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
     gamma_schedule: str = "constant"  # or transformers' "heuristic" (γ is then each run's starting γ)
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:

@@ -44,8 +44,9 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drafter", choices=tuple(DRAFTER_CHOICES), default="model",
                         help="model: the pair's draft model; prompt-lookup: copy n-grams from the prompt and text so far")
     parser.add_argument("--ngram", type=int, default=3, help="prompt lookup: longest n-gram to match (1–8)")
-    parser.add_argument("--draft-confidence", type=float, default=0.0,
-                        help="stop a round's drafting after a token the draft model was less sure of (0 = off)")
+    parser.add_argument("--draft-confidence", type=float, default=None,
+                        help="stop a round's drafting after a token the draft model was less sure of "
+                             "(0 = off; default: the engine's, 0.5)")
     parser.add_argument("--gamma-schedule", choices=("constant", "heuristic"), default="constant",
                         help="heuristic: transformers' schedule (γ + 2 after a fully accepted round, else γ − 1)")
 
@@ -230,7 +231,7 @@ def run_generate(args) -> int:
         full_draft_head=args.full_draft_head,
         drafter=args.drafter,
         ngram=args.ngram,
-        draft_confidence=args.draft_confidence,
+        draft_confidence=DecodeConfig.draft_confidence if args.draft_confidence is None else args.draft_confidence,
         gamma_schedule=args.gamma_schedule,
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
@@ -290,7 +291,7 @@ def run_bench(args) -> int:
         full_draft_head=args.full_draft_head,
         drafter=args.drafter,
         ngram=args.ngram,
-        draft_confidence=args.draft_confidence,
+        **({} if args.draft_confidence is None else {"draft_confidence": args.draft_confidence}),
         gamma_schedule=args.gamma_schedule,
     )
     if config.repeats < 1:

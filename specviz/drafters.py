@@ -78,9 +78,10 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
     return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
 
 
-def top_probability(logits: torch.Tensor) -> float:
-    """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp)."""
-    return float(torch.exp(logits.max() - torch.logsumexp(logits.float(), dim=-1)).squeeze())
+def top_probability(logits: torch.Tensor) -> torch.Tensor:
+    """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
+    0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
+    return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()
 
 
 class ModelDrafter:
@@ -117,7 +118,7 @@ class ModelDrafter:
         forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size, last_only=True)
         return 1
 
-    def next_logits(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def next_logits(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (1, vocab) for the token after input_ids (-inf outside head_rows when set),
         and the draft's top probability there at temperature 1 (its confidence)."""
         if self.head_rows is None:
@@ -149,9 +150,9 @@ class ModelDrafter:
             drafted.append(next_id)
             confidences.append(confidence)
             input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
-            # The unsure token itself is still proposed: verifying it costs almost nothing more,
-            # and it is accepted about as often as the draft was sure of it.
-            if confidence < self.confidence_threshold and step < num_tokens - 1:
+            # The unsure token itself is still proposed (as transformers' threshold does): it is
+            # accepted about as often as the draft was sure of it; the ones after it far less.
+            if self.confidence_threshold > 0 and step < num_tokens - 1 and float(confidence) < self.confidence_threshold:
                 stopped_unsure = True
                 break
         draft_ids = torch.cat(drafted)  # (γ',)
@@ -159,7 +160,7 @@ class ModelDrafter:
             draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         else:
             draft_probs = torch.cat(probs)  # (γ', vocab)
-        return Proposal(draft_ids, draft_probs, len(drafted), tuple(confidences), stopped_unsure)
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)

@@ -8,6 +8,7 @@ stops a run into the one line the user sees.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -38,6 +39,19 @@ def whole_number(value, name: str, minimum: int | None = None, maximum: int | No
     return int(number)
 
 
+def clamped_note(name: str, typed, minimum: float, maximum: float) -> str | None:
+    """What the page says when a slider's box pulled a typed value into its range (the browser does it
+    silently); None when the value was in range. Said once, in the status line, before any run."""
+    try:
+        value = float(typed)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(value) or minimum <= value <= maximum:
+        return None
+    kept, side = (maximum, "above") if value > maximum else (minimum, "below")
+    return f"{name} = {value:g} is {side} this page's range ({minimum:g} to {maximum:g}), so it was set to {kept:g}."
+
+
 def real_number(value, name: str) -> float:
     try:
         return float(value)
@@ -60,8 +74,8 @@ class Request:
 
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True, drafter="model", ngram=3, reference=False, precision=None, draft_confidence=0.0,
-              gamma_schedule="constant"):
+              chat=True, drafter="model", ngram=3, reference=False, precision=None,
+              draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
         pair_name = pair_name or DEFAULT_PRESET
@@ -79,8 +93,8 @@ class Request:
             inspect=True,
             drafter=drafter or "model",
             ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
-            draft_confidence=real_number(draft_confidence or 0.0, "draft confidence threshold"),
-            gamma_schedule=gamma_schedule or "constant",
+            draft_confidence=real_number(draft_confidence, "draft confidence threshold"),
+            gamma_schedule=gamma_schedule or DecodeConfig.gamma_schedule,
         )
         config.validate()
         if chat not in (True, False, None):

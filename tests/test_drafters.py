@@ -173,7 +173,7 @@ def test_the_confidence_stop_ends_a_round_at_the_first_unsure_draft_and_stays_ex
 
 def test_without_a_threshold_every_round_drafts_gamma():
     pair = tiny_pair("gpt2")
-    config = DecodeConfig(gamma=4, max_new_tokens=30, stop_at_eos=False)
+    config = DecodeConfig(gamma=4, max_new_tokens=30, stop_at_eos=False, draft_confidence=0.0)
     trace = Trace.from_events(speculative_decode(pair, random_prompts(1, pair.vocab_size, seed=3)[0], config))
     assert not any(event.stopped_unsure for event in trace.rounds)
     assert all(event.gamma == min(4, config.max_new_tokens - event.position - 1) for event in trace.rounds)
