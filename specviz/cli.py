@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="run the baseline and speculative lanes on one prompt")
     generate.add_argument("--prompt", required=True)
     add_pair_arguments(generate)
-    generate.add_argument("--gamma", type=int, default=4, help="tokens drafted per round (γ)")
+    generate.add_argument("--gamma", type=int, default=None, help="tokens drafted per round (γ; default: the engine's, 3)")
     generate.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     add_sampling_arguments(generate)
     generate.add_argument("--max-new-tokens", type=int, default=64)
@@ -221,7 +221,7 @@ def run_generate(args) -> int:
     from specviz.render.lanes import RunView
 
     config = DecodeConfig(
-        gamma=args.gamma,
+        gamma=DecodeConfig.gamma if args.gamma is None else args.gamma,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
