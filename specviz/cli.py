@@ -182,7 +182,7 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 
 def print_figures(view_run) -> None:
-    from specviz.render.stats import comparison_of, lane_rows
+    from specviz.render.stats import comparison_of, lane_rows, payoff_of
 
     names = list(view_run.lane_names)
     rows = [
@@ -198,8 +198,9 @@ def print_figures(view_run) -> None:
         print(
             f"\nα̂ = {comparison.acceptance_rate:.3f}   c = {comparison.cost_ratio:.3f}   verify cost v = {comparison.verify_cost:.2f}\n"
             f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
-            f"{comparison.predicted_with_verify:.2f}× with the measured v   recommended γ = {comparison.best_gamma}"
+            f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
+        print(payoff_of(view_run, comparison).verdict_text())  # the page's verdict, in the same words
 
 
 def run_report(view_run, extra_config: dict) -> dict:

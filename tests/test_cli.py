@@ -110,3 +110,12 @@ def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
     assert "recommended none: the target alone is faster here" in table and "pays" not in table
     fast = [cell(2, 1.3, 1.1, 1.5), cell(3, 1.4, 1.2, 1.6)]
     assert recommend_gamma(fast, 0.0) == 3 and "recommended γ = 3" in format_table(fast)
+
+
+def test_generate_prints_the_pages_verdict(local_pair):
+    target, draft = local_pair
+    result = run_cli("generate", "--prompt", "w1 w2 w3", "--target", target, "--draft", draft, "--max-new-tokens", "12")
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(("Speculation pays here:", "Here speculation does not pay:")), last
+    assert "one noisy sample" in last and "recommended γ" not in result.stdout
