@@ -133,6 +133,12 @@ def load_replay(pick, upload) -> Run:
     return Run.load(runs[pick])
 
 
+def stopped_message(run: render.RunView | None) -> str:
+    if run is None or not render.round_choices(run):
+        return "Stopped: the lanes show how far they got."
+    return "Stopped: the lanes show how far they got; pick a round or click a drafted token to inspect it."
+
+
 def example_label(prompt: Prompt, max_chars: int = 90) -> str:
     """An example's button: its prompt on one line, shortened, marked where it is a plain completion (chat off)."""
     text = " ".join(prompt.text.split())
@@ -321,6 +327,19 @@ def build_app(preload: bool = True) -> gr.Blocks:
             values[reference_lane] = gr.HTML(htmls[2], visible=bool(run and run.has_lane("reference")))
             return values
 
+        def inspect_values(run: render.RunView) -> dict:
+            """What makes a run inspectable: the round picker, the inspector on its default round, the
+            explainer, and the run in the session (token clicks and the theory explorer read it)."""
+            chosen = render.default_round(run)
+            html_value, chart_value = inspector_values(run, chosen)
+            return {
+                run_state: run,
+                round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
+                inspector: html_value,
+                inspector_chart: chart_value,
+                explainer: render.explain_html(run),
+            }
+
         def page_values(progress: Progress, session: str | None = None) -> dict:
             run = progress.run
             if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
@@ -330,26 +349,26 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 values.update(zip(charts, chart_values(run)))
             if progress.finished:
                 live_runs.pop(session, None)
-                chosen = render.default_round(run)
-                html_value, chart_value = inspector_values(run, chosen)
+                values.update(inspect_values(run))
                 values.update({
-                    run_state: run,
-                    round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
-                    inspector: html_value,
-                    inspector_chart: chart_value,
-                    explainer: render.explain_html(run),
                     status: status_html(done_summary(run), "done", run.run_id),
                     download: gr.DownloadButton(value=save_for_download(run), visible=True),
                 })
             return values
+
+        def stopped_values(run: render.RunView) -> dict:
+            """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
+            generated stays inspectable."""
+            return {**lane_values(run, stopped=True), stats: render.stats_html(run),
+                    **dict(zip(charts, chart_values(run))), **inspect_values(run)}
 
         def show_error(error: BaseException, run_id: int, session: str | None = None) -> dict:
             message = describe_error(error)
             gr.Warning(message)
             values = {status: status_html(message, "error", run_id)}
             run = live_runs.pop(session, None)
-            if run is not None:  # lanes that were running say they stopped
-                values.update(lane_values(run, stopped=True))
+            if run is not None:
+                values.update(stopped_values(run))
             return values
 
         def start_values(run_id: int, message: str) -> dict:
@@ -432,9 +451,9 @@ def build_app(preload: bool = True) -> gr.Blocks:
             session = request.session_hash if request else None
             record_stop(session, "run")
             run = live_runs.pop(session, None)
-            values = {status: status_html("Stopped: the lanes show how far they got.", "info", run.run_id if run else 0)}
+            values = {status: status_html(stopped_message(run), "info", run.run_id if run else 0)}
             if run is not None:
-                values.update(lane_values(run, stopped=True))
+                values.update(stopped_values(run))
             return values
 
         inputs = [prompt, chat, pair_name, target_id, draft_id, drafter, ngram, gamma, temperature, top_k, top_p,
@@ -449,8 +468,9 @@ def build_app(preload: bool = True) -> gr.Blocks:
             on_replay, [replay_pick, replay_file, replay_speed], outputs, api_visibility="private",
             concurrency_id=REPLAY_JOBS, concurrency_limit=4, show_progress="hidden",
         )
-        stop_button.click(on_stop, None, [status, *lane_boxes], cancels=[run_event, replay_event], queue=False,
-                          api_visibility="private")
+        stop_button.click(on_stop, None, [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector,
+                                          inspector_chart, explainer],
+                          cancels=[run_event, replay_event], queue=False, api_visibility="private")
         round_picker.input(on_pick_round, [run_state, round_picker], [inspector, inspector_chart],
                            api_visibility="private", show_progress="hidden", queue=False)
         speculative_lane.click(on_lane_click, [run_state], [round_picker, inspector, inspector_chart],

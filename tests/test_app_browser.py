@@ -289,3 +289,30 @@ def test_an_800px_window_keeps_everything_readable(browser, app_url):
             assert not overlaps(toast.bounding_box(), page.locator(control).bounding_box()), control
     finally:
         page.close()
+
+
+def test_after_stop_the_run_stays_inspectable(page):
+    """Stop mid-run: the inspector shows a round, the picker has the rounds, How it works speaks of this
+    run, and a token click opens its round."""
+    choose(page, "pair", "tiny-code")
+    page.locator("#prompt textarea").fill("def fibonacci(n):\n")
+    set_number(page, "max-new-tokens", 200)
+    page.locator("#pace label", has_text="1 round/s").click()
+    run_id = click_run(page)
+    page.wait_for_selector(f'#lane-speculative .lane[data-run="{run_id}"] .round[data-round="3"]', timeout=RUN_TIMEOUT_MS)
+    page.click("#stop")
+    page.wait_for_function("document.querySelector('#status').innerText.includes('Stopped')", timeout=30_000)
+    page.wait_for_selector("#inspector .inspect-row", timeout=15_000)
+    assert "pick a round" in page.locator("#status").inner_text()
+    assert "In this run" in page.locator("#explainer").inner_text()
+    assert "stopped" in page.locator("#lane-speculative .lane-figures").inner_text()
+    page.click("#round-picker input")
+    assert page.locator("ul[role=listbox] li").count() >= 3
+    page.keyboard.press("Escape")
+
+    shown = re.search(r"Round (\d+):", page.locator("#inspector").inner_text()).group(1)
+    other = "1" if shown != "1" else "2"
+    page.evaluate("window.scrollTo(0, 0)")
+    page.locator(f'#lane-speculative .round[data-round="{other}"] .tok').first.click()
+    page.wait_for_function("n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
+                           arg=other, timeout=15_000)

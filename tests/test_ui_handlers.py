@@ -49,3 +49,32 @@ def test_the_replay_status_names_its_speed_once():
     assert ui.replay_pace_words("at once") == "at once"
     assert ui.replay_pace_words("4×") == "at 4×"
     assert all(" at at " not in f" {ui.replay_pace_words(name)} " for name in ui.REPLAY_SPEEDS)
+
+
+def test_after_stop_what_was_generated_stays_inspectable():
+    """Stop mid-run: the inspector opens a round, the round picker lists the rounds, the run is in the
+    session for token clicks, and the explainer speaks of this run."""
+    demo = ui.build_app(preload=False)
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
+                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))  # not the lab's
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "gamma": 3, "temperature": 0.0,
+                "max-new-tokens": 64}
+    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
+    visitor = SimpleNamespace(session_hash="stop-test")
+    values = run_fn.fn(*arguments, visitor)
+    for value in values:  # run until the speculative lane has shown a few rounds, then press Stop
+        if "data-round=\"3\"" in str(value.get(next(c for c in run_fn.outputs if c.elem_id == "lane-speculative"), "")):
+            break
+    else:
+        pytest.fail("the speculative lane never reached round 3")
+    stopped = stop_fn.fn(visitor)
+    values.close()
+    by_id = {getattr(component, "elem_id", None) or type(component).__name__: value for component, value in stopped.items()}
+    assert set(stopped) <= set(stop_fn.outputs)
+    assert "Stopped" in by_id["status"] and "pick a round" in by_id["status"]
+    assert "Round " in by_id["inspector"] and "inspect-row" in by_id["inspector"]
+    assert len(by_id["round-picker"].choices) >= 3
+    assert by_id["State"] is not None and by_id["State"].speculative.trace.rounds
+    assert "In this run" in by_id["explainer"]
+    assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
