@@ -29,7 +29,7 @@ from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
-from specviz.models import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_precision, load_pair
+from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, cpu_has_native_bf16, default_precision, load_pair
 from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
 from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
 from specviz.run import Run, check_speed, recorded_runs, replay
@@ -131,6 +131,28 @@ def load_replay(pick, upload) -> Run:
     if pick not in runs:
         raise ValueError(f"unknown recorded run {pick!r}; choose one of: {', '.join(runs) or 'none shipped'}")
     return Run.load(runs[pick])
+
+
+# Settings a saved run records under the name of the page control that sets them (Request.settings).
+REPLAYED_SETTINGS = ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "drafter", "ngram",
+                     "reference", "draft_confidence", "gamma_schedule")
+
+
+def replayed_controls(saved: Run) -> dict[str, object]:
+    """Control name → value that repeats a saved run: its prompt, pair and every setting it recorded
+    (older files lack some; those controls keep their values)."""
+    settings = saved.settings
+    values: dict[str, object] = {"prompt": saved.prompt_text, "chat": saved.chat}
+    pair = settings.get("pair")
+    if pair in PRESETS:
+        values["pair"] = pair
+    elif isinstance(pair, str) and " → " in pair:  # a custom pair, recorded as "draft → target"
+        values["draft_id"], values["target_id"] = pair.split(" → ", 1)
+        values["pair"] = CUSTOM
+    values.update({name: settings[name] for name in REPLAYED_SETTINGS if settings.get(name) is not None})
+    if settings.get("precision") in PRECISIONS:
+        values["precision"] = settings["precision"]
+    return values
 
 
 def stopped_message(run: render.RunView | None) -> str:
@@ -313,13 +335,13 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 inspector_chart = gr.Plot(initial_inspector[1], show_label=False, elem_id="chart-inspector")
         with gr.Accordion("How it works", open=True):
             explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
-        teach.build_sections(  # step mode, exactness lab, theory explorer, γ sweep
-            dict(prompt=prompt, chat=chat, pair=pair_name, target_id=target_id, draft_id=draft_id, drafter=drafter,
-                 ngram=ngram, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-                 max_new_tokens=max_new_tokens, seed=seed, precision=precision, draft_confidence=draft_confidence,
-                 gamma_schedule=gamma_schedule),
-            run_state, concurrency_id=MODEL_JOBS, on_gpu=on_gpu,
-        )
+        controls = dict(prompt=prompt, chat=chat, pair=pair_name, target_id=target_id, draft_id=draft_id,
+                        drafter=drafter, ngram=ngram, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
+                        max_new_tokens=max_new_tokens, seed=seed, precision=precision,
+                        draft_confidence=draft_confidence, gamma_schedule=gamma_schedule)
+        # step mode, exactness lab, theory explorer, γ sweep
+        teach.build_sections(controls, run_state, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
+        replayed = {**controls, "reference": reference}  # what a replay puts back
 
         def lane_values(run: render.RunView | None, active: str | None = None, stopped: bool = False) -> dict:
             htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
@@ -420,17 +442,36 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 yield show_error(error, run_id)
                 return
             view = render.RunView.replaying(saved, run_id)
-            yield start_values(run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, "
-                                       f"γ = {saved.settings.get('gamma')}) {replay_pace_words(speed_name)}…")
+            values, kept = replayed_values(saved)
+            settings_note = "Its prompt and settings are now in the controls above, so Run repeats it live"
+            if kept:
+                settings_note += f" (except {', '.join(kept)}: outside this page's range, so yours are kept)"
+            yield {**start_values(run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, γ = "
+                                          f"{saved.settings.get('gamma')}) {replay_pace_words(speed_name)}. "
+                                          f"{settings_note}."), **values}
             try:
                 for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
                     if stop_presses.since(session, "run", started):
                         return
                     watch(session, view)
                     yield page_values(progress, session)
-                yield page_values(Progress(view, None, True, finished=True), session)
+                finished = page_values(Progress(view, None, True, finished=True), session)
+                yield {**finished, status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
             except Exception as error:  # noqa: BLE001
                 yield show_error(error, run_id, session)
+
+        def replayed_values(saved: Run) -> tuple[dict, list[str]]:
+            """The controls a replay sets, and the names of those left alone because the run's value lies
+            outside the slider's range here (a host's smaller token cap): gradio would refuse it at Run."""
+            values, kept = {}, []
+            for name, value in replayed_controls(saved).items():
+                component = replayed[name]
+                bounds = (getattr(component, "minimum", None), getattr(component, "maximum", None))
+                if isinstance(component, gr.Slider) and not bounds[0] <= value <= bounds[1]:
+                    kept.append(f"{name.replace('_', ' ')} {value}")
+                    continue
+                values[component] = value
+            return values, kept
 
         def on_pick_round(run, round_index):
             return inspector_values(run, round_index)
@@ -465,7 +506,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             show_progress="full", show_progress_on=[status],
         )
         replay_event = replay_button.click(
-            on_replay, [replay_pick, replay_file, replay_speed], outputs, api_visibility="private",
+            on_replay, [replay_pick, replay_file, replay_speed], [*outputs, *replayed.values()], api_visibility="private",
             concurrency_id=REPLAY_JOBS, concurrency_limit=4, show_progress="hidden",
         )
         stop_button.click(on_stop, None, [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector,

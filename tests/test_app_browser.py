@@ -11,6 +11,8 @@ import json
 import re
 import time
 
+from specviz.run import Run, recorded_runs
+
 RUN_TIMEOUT_MS = 180_000
 MAX_NEW_TOKENS = 32
 
@@ -251,6 +253,13 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page, tmp_path):
     recorded_id = page.locator("#status [data-run]").get_attribute("data-run")
     assert page.locator(f'#lane-baseline .lane[data-done="true"][data-run="{recorded_id}"]').count() == 1
     assert re.fullmatch(r"\d+\.\d\d×", page.locator("#stats .speedup").inner_text().strip())
+    # ... and its settings replaced this test's (tiny-code, prompt lookup, γ = 4, 24 tokens) in the controls.
+    assert "settings are now in the controls" in page.locator("#status").inner_text()
+    recorded = Run.load(next(iter(recorded_runs().values())))  # the page's default pick
+    assert page.locator("#prompt textarea").input_value() == recorded.prompt_text
+    assert int(page.locator("#gamma input[type=number]").first.input_value()) == recorded.settings["gamma"]
+    assert int(page.locator("#max-new-tokens input[type=number]").first.input_value()) == recorded.settings["max_new_tokens"]
+    assert page.locator("#drafter input[value=model]").is_checked()
 
 
 def overlaps(a: dict, b: dict) -> bool:

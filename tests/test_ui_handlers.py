@@ -78,3 +78,27 @@ def test_after_stop_what_was_generated_stays_inspectable():
     assert by_id["State"] is not None and by_id["State"].speculative.trace.rounds
     assert "In this run" in by_id["explainer"]
     assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
+
+
+def test_a_replay_puts_the_runs_settings_into_the_controls():
+    settings = {"pair": "tiny-code", "gamma": 5, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "max_new_tokens": 40,
+                "seed": 7, "drafter": "prompt-lookup", "ngram": 2, "reference": True, "precision": "float32",
+                "draft_confidence": 0.0, "gamma_schedule": "constant"}
+    controls = ui.replayed_controls(ui.Run("def f(x):\n", [1, 2], settings, chat=False))
+    assert controls == {"prompt": "def f(x):\n", "chat": False, **settings}
+    custom = ui.replayed_controls(ui.Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
+    assert (custom["pair"], custom["draft_id"], custom["target_id"]) == ("custom", "org/small", "org/big")
+    old = ui.replayed_controls(ui.Run("hi", [1], {"pair": "embedded", "gamma": 3}, chat=True))  # older files: fewer keys
+    assert old == {"prompt": "hi", "chat": True, "pair": "embedded", "gamma": 3}
+
+
+def test_a_replay_says_its_settings_are_in_the_controls():
+    demo = ui.build_app(preload=False)
+    replay_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_replay")
+    pick = next(iter(ui.recorded_runs()))
+    first = next(replay_fn.fn(pick, None, "at once", SimpleNamespace(session_hash="replay-test")))
+    by_id = {component.elem_id: value for component, value in first.items() if getattr(component, "elem_id", None)}
+    saved = ui.load_replay(pick, None)
+    assert "settings are now in the controls" in by_id["status"]
+    assert by_id["gamma"] == saved.settings["gamma"] and by_id["prompt"] == saved.prompt_text
+    assert by_id["max-new-tokens"] == saved.settings["max_new_tokens"]
