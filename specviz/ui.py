@@ -31,7 +31,9 @@ from specviz.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
 from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, cpu_has_native_bf16, default_precision, load_pair
 from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
-from specviz.request import CUSTOM, MAX_NEW_TOKENS, POLICY, Request, describe_error, loading_message
+from specviz.request import (
+    CUSTOM, MAX_NEW_TOKENS, POLICY, Request, clamped_note, describe_error, loading_message,
+)
 from specviz.run import Run, check_speed, recorded_runs, replay
 from specviz.trace import Trace
 from specviz.wording import count
@@ -289,7 +291,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
                 with gr.Row():
                     max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens", elem_id="max-new-tokens")
-                    seed = gr.Number(value=0, precision=0, label="seed", elem_id="seed", minimum=0)
+                    # No minimum here: gradio would refuse −5 with its own toast before Request.parse says why.
+                    seed = gr.Number(value=0, precision=0, label="seed", elem_id="seed")
                 with gr.Row():
                     reference = gr.Checkbox(value=False, elem_id="reference",
                                             label="also run transformers' generate() on the same pair (reference lane)")
@@ -386,10 +389,12 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
         def show_error(error: BaseException, run_id: int, session: str | None = None) -> dict:
             message = describe_error(error)
-            gr.Warning(message)
             values = {status: status_html(message, "error", run_id)}
             run = live_runs.pop(session, None)
             if run is not None:
+                # A run under way may be watched far from the status line: a warning too. A refused input is
+                # said once, in the status line under Run, where the visitor just clicked.
+                gr.Warning(message)
                 values.update(stopped_values(run))
             return values
 
@@ -497,6 +502,13 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 values.update(stopped_values(run))
             return values
 
+        def on_release(name: str, slider: gr.Slider):
+            """A slider's release: say so when its box pulled a typed value into range (γ = 100 → 16)."""
+            def note_clamp(event: gr.EventData):
+                note = clamped_note(name, getattr(event, "_data", None), slider.minimum, slider.maximum)
+                return status_html(note, "info") if note else gr.skip()
+            return note_clamp
+
         inputs = [prompt, chat, pair_name, target_id, draft_id, drafter, ngram, gamma, temperature, top_k, top_p,
                   max_new_tokens, seed, reference, pace, precision, draft_confidence, gamma_schedule]
         outputs = [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector, inspector_chart, explainer,
@@ -512,6 +524,11 @@ def build_app(preload: bool = True) -> gr.Blocks:
         stop_button.click(on_stop, None, [status, *lane_boxes, stats, *charts, run_state, round_picker, inspector,
                                           inspector_chart, explainer],
                           cancels=[run_event, replay_event], queue=False, api_visibility="private")
+        for name, slider in (("γ", gamma), ("temperature", temperature), ("top-k", top_k), ("top-p", top_p),
+                             ("max new tokens", max_new_tokens), ("n-gram size", ngram),
+                             ("draft confidence", draft_confidence)):
+            slider.release(on_release(name, slider), None, [status], queue=False, show_progress="hidden",
+                           api_visibility="private")
         round_picker.input(on_pick_round, [run_state, round_picker], [inspector, inspector_chart],
                            api_visibility="private", show_progress="hidden", queue=False)
         speculative_lane.click(on_lane_click, [run_state], [round_picker, inspector, inspector_chart],

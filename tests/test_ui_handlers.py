@@ -102,3 +102,13 @@ def test_a_replay_says_its_settings_are_in_the_controls():
     assert "settings are now in the controls" in by_id["status"]
     assert by_id["gamma"] == saved.settings["gamma"] and by_id["prompt"] == saved.prompt_text
     assert by_id["max-new-tokens"] == saved.settings["max_new_tokens"]
+
+
+@pytest.mark.parametrize(("name", "typed", "bounds", "expected"), [
+    ("γ", 100, (1, 16), "γ = 100 is above this page's range (1 to 16), so it was set to 16."),
+    ("temperature", -3, (0, 2), "temperature = -3 is below this page's range (0 to 2), so it was set to 0."),
+    ("γ", 7, (1, 16), None),
+    ("γ", None, (1, 16), None),
+])
+def test_a_slider_that_pulled_a_typed_value_into_range_says_so(name, typed, bounds, expected):
+    assert ui.clamped_note(name, typed, *bounds) == expected
