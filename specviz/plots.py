@@ -22,9 +22,14 @@ if TYPE_CHECKING:  # annotations only: plots stays free of torch and the models
 HEIGHT = 280
 MARGIN_TOP = 45
 BAR_WIDTH = 0.8  # in rounds: fixed, else overlaid traces each size their bars by their own x spacing
+# The run's four charts: a title long enough ("Tokens vs time — speculative is 1.23× …") met the legend
+# in one band on a narrow page; one legend row fits each chart's width from 800 px up (one column there).
+PAGE_LEGEND_ROWS = 1
 
 
-def base_figure(title: str, x_title: str, y_title: str) -> go.Figure:
+def base_figure(title: str, x_title: str, y_title: str, legend_rows: int = 0) -> go.Figure:
+    """An empty figure in the page's style; `legend_rows` > 0 gives the title a band of its own above
+    that many legend rows (see separate_title_and_legend)."""
     figure = go.Figure()
     figure.update_layout(
         title={"text": title, "font": {"size": 14}},
@@ -36,6 +41,8 @@ def base_figure(title: str, x_title: str, y_title: str) -> go.Figure:
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
         showlegend=True,
     )
+    if legend_rows:
+        separate_title_and_legend(figure, legend_rows)
     return figure
 
 
@@ -53,7 +60,7 @@ def speculative_rounds(trace: Trace) -> list[RoundEvent]:
 
 def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
     """Bars: drafts accepted in each round, coloured by how the round ended; a line at γ."""
-    figure = base_figure("Accepted drafts per round", "round", "accepted tokens")
+    figure = base_figure("Accepted drafts per round", "round", "accepted tokens", legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
         return with_hint(figure, "drafting starts after the target-only lane")
@@ -99,7 +106,7 @@ def add_rejection_marks(figure: go.Figure, rounds: Sequence[RoundEvent]) -> None
 
 def cumulative_acceptance(speculative: Trace) -> go.Figure:
     """α̂ after each round: accepted over examined drafts so far."""
-    figure = base_figure("Acceptance rate α̂ so far", "round", "α̂")
+    figure = base_figure("Acceptance rate α̂ so far", "round", "α̂", legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
         return with_hint(figure, "drafting starts after the target-only lane")
@@ -127,7 +134,7 @@ def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Fi
     speedup = running_speedup(baseline, speculative)
     if speedup is not None:
         title += f" — speculative is {speedup:.2f}× the baseline's speed"
-    figure = base_figure(title, "seconds of model work", "tokens")
+    figure = base_figure(title, "seconds of model work", "tokens", legend_rows=PAGE_LEGEND_ROWS)
     traces = (baseline, speculative, *others)
     if not any(trace.timeline() for trace in traces):
         return with_hint(figure, "press Run")
@@ -155,7 +162,7 @@ def running_speedup(baseline: Trace, speculative: Trace) -> float | None:
 
 def per_position_acceptance(speculative: Trace) -> go.Figure:
     """Acceptance at draft position i among drafts the target examined; α̂ for comparison."""
-    figure = base_figure("Acceptance by draft position", "draft position", "accepted / examined")
+    figure = base_figure("Acceptance by draft position", "draft position", "share accepted", legend_rows=PAGE_LEGEND_ROWS)
     counts = speculative.per_position_counts()
     if not counts:
         return with_hint(figure, "drafting starts after the target-only lane")

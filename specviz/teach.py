@@ -21,6 +21,7 @@ from specviz.engine import MAX_GAMMA
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.live import record_stop, stop_presses
 from specviz.models import ModelPair
+from specviz.render.lanes import FOLLOW_LANE_JS
 from specviz.request import POLICY, Request, describe_error, whole_number
 from specviz.trace import compare
 from specviz.wording import count
@@ -31,6 +32,7 @@ CONTROL_NAMES = ("prompt", "pair", "target_id", "draft_id", "gamma", "temperatur
                  "gamma_schedule")
 PARSE_NAMES = {"prompt": "prompt", "pair": "pair_name"}  # Request.parse's keyword where it differs
 STEP_TTL_S = 1800  # a step run left alone this long is dropped with its KV caches
+STEP_LANE_MAX_PX = 200  # the step lane's text scrolls past this: the stages below are the point
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
 # A setting where the wrong rule shows within a few hundred draws: the tiny-code pair's 2-layer draft
 # disagrees with its 8-layer target right after this prompt, and top-k 10 keeps the outcomes few.
@@ -121,7 +123,7 @@ def start_step(request: Request) -> StepSession:
 
 def step_lane_html(session: StepSession) -> str:
     status = render.stop_text(session.lane.trace, session.request.config.max_new_tokens) or "press Next round"
-    return session.lane.html("Speculative decoding, one round at a time", status)
+    return session.lane.html("Speculative decoding, one round at a time", status, max_height_px=STEP_LANE_MAX_PX)
 
 
 def empty_step_chart():
@@ -166,7 +168,7 @@ def build_step_mode(names: Sequence[str], inputs: list, concurrency_id: str, on_
             next_button = gr.Button("Next round", elem_id="step-next", interactive=False, scale=0)
         status = gr.HTML(lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
-        lane = gr.HTML("", elem_id="step-lane", max_height=260, autoscroll=True)
+        lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
         with gr.Row(equal_height=False):
             stages = gr.HTML(lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
                              js_on_load=NEXT_KEY_JS)

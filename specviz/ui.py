@@ -30,7 +30,7 @@ from specviz.drafters import MAX_NGRAM
 from specviz.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
 from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, cpu_has_native_bf16, default_precision, load_pair
-from specviz.render.lanes import DRAFTER_NAMES, PAGE_LANES
+from specviz.render.lanes import DRAFTER_NAMES, FOLLOW_LANE_JS, PAGE_LANES
 from specviz.request import (
     CUSTOM, MAX_NEW_TOKENS, POLICY, Request, clamped_note, describe_error, loading_message,
 )
@@ -82,13 +82,17 @@ CSS = """
 .specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
 .specviz-status .status-done { color: #0d4d3b; background: #e6f5ef; border: 1px solid #9fd3bf; }
 .specviz-status div[class^="status-"] { padding: 6px 10px; border-radius: 6px; }
-/* A lane longer than its box scrolls; its title and figures stay in sight. */
-.lane-head { position: sticky; top: 0; background: #fff; z-index: 1; padding: 2px 0; }
 /* Warnings appear at the bottom, clear of the pair and γ controls. */
 .toast-wrap { top: auto !important; bottom: var(--size-4, 16px); }
 #lane-speculative .round { cursor: pointer; }
 /* Narrow windows: the inspector's table and chart stack instead of overlapping. */
 @media (max-width: 1000px) { #inspector-row { flex-direction: column; } }
+/* At 800 px side by side leaves each part ~380 px: the pair's name cut off, chart titles under their
+   legends, lanes too narrow to read. One column there. */
+@media (max-width: 900px) {
+  .specviz-stack { flex-direction: column !important; }
+  .specviz-stack > * { width: 100% !important; max-width: 100% !important; align-self: stretch; }
+}
 """
 # gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
 LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
@@ -98,7 +102,7 @@ element.addEventListener('click', (event) => {
   const round = event.target.closest('.round');
   if (round) { trigger('click', {round: Number(round.dataset.round)}); }
 });
-"""
+""" + FOLLOW_LANE_JS
 
 
 # --- inputs --------------------------------------------------------------------------------------
@@ -246,7 +250,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
     with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
         run_state = gr.State(None)
         gr.Markdown(header_markdown())
-        with gr.Row():
+        with gr.Row(elem_classes=["specviz-stack"]):
             with gr.Column(scale=3):
                 examples = example_prompts()
                 prompt = gr.Textbox(label="Prompt", lines=5, max_lines=12, elem_id="prompt", value=examples[0].text)
@@ -304,19 +308,18 @@ def build_app(preload: bool = True) -> gr.Blocks:
         status = gr.HTML(status_html("Ready: press Run."), elem_id="status", elem_classes=["specviz-status"])
         gr.HTML(render.legend_html(), elem_id="legend")
         empty_lanes = render.lanes_html(None, names=PAGE_LANES)
-        with gr.Row(equal_height=False):
-            baseline_lane = gr.HTML(empty_lanes[0], elem_id="lane-baseline", max_height=460, autoscroll=True)
-            speculative_lane = gr.HTML(empty_lanes[1], elem_id="lane-speculative", max_height=460, autoscroll=True,
-                                       js_on_load=ROUND_CLICK_JS)
-            reference_lane = gr.HTML(empty_lanes[2], elem_id="lane-reference", max_height=460, autoscroll=True,
+        with gr.Row(equal_height=False, elem_classes=["specviz-stack"]):
+            baseline_lane = gr.HTML(empty_lanes[0], elem_id="lane-baseline", js_on_load=FOLLOW_LANE_JS)
+            speculative_lane = gr.HTML(empty_lanes[1], elem_id="lane-speculative", js_on_load=ROUND_CLICK_JS)
+            reference_lane = gr.HTML(empty_lanes[2], elem_id="lane-reference", js_on_load=FOLLOW_LANE_JS,
                                      visible=False)
         lane_boxes = [baseline_lane, speculative_lane, reference_lane]
         stats = gr.HTML(render.stats_html(None), elem_id="stats")
         initial_charts = chart_values(None)
-        with gr.Row():
+        with gr.Row(elem_classes=["specviz-stack"]):
             time_chart = gr.Plot(initial_charts[0], show_label=False, elem_id="chart-time")
             accepted_chart = gr.Plot(initial_charts[1], show_label=False, elem_id="chart-accepted")
-        with gr.Row():
+        with gr.Row(elem_classes=["specviz-stack"]):
             alpha_chart = gr.Plot(initial_charts[2], show_label=False, elem_id="chart-alpha")
             position_chart = gr.Plot(initial_charts[3], show_label=False, elem_id="chart-position")
         charts = [time_chart, accepted_chart, alpha_chart, position_chart]

@@ -267,28 +267,62 @@ def overlaps(a: dict, b: dict) -> bool:
                 or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
 
 
+LONG_PROMPT = "".join(f"x{i} = {i}\n" for i in range(30))  # taller than a lane's box: the lane scrolls
+
+
+def stacked(page, upper: str, lower: str) -> bool:
+    """`upper` sits wholly above `lower`: one column, not side by side."""
+    a, b = page.locator(upper).bounding_box(), page.locator(lower).bounding_box()
+    return a["y"] + a["height"] <= b["y"] + 1
+
+
 def test_an_800px_window_keeps_everything_readable(browser, app_url):
-    """At 800 px the inspector's table and chart stack, lane headers stay whole, a refused input is
-    said under Run (no toast over the controls), and the slow pace still shows every round."""
+    """At 800 px: one column, the pair's name whole, chart titles clear of their legends and axis titles
+    whole, the inspector's table above its chart, a scrolled lane's head clear of its tokens and no token
+    past its box, a refused input said under Run (no toast over the controls), and the slow pace still shows
+    every round."""
     page = browser.new_page(viewport={"width": 800, "height": 900})
     page.set_default_timeout(30_000)
     try:
         page.goto(app_url)
         page.wait_for_selector("#run")
+        pair_box = page.locator("#pair input")  # the default pair's name is the longest
+        assert pair_box.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), pair_box.input_value()
         choose(page, "pair", "tiny-code")
-        page.locator("#prompt textarea").fill("def fibonacci(n):\n")
+        page.locator("#prompt textarea").fill(LONG_PROMPT)
         set_number(page, "temperature", 1.0)
         set_number(page, "max-new-tokens", 24)
         page.locator("#pace label", has_text="slow").click()
         run_id = run_and_wait(page)
+        for upper, lower in (("#prompt", "#pair"), ("#lane-baseline", "#lane-speculative"),
+                             ("#chart-time", "#chart-accepted"), ("#chart-alpha", "#chart-position")):
+            assert stacked(page, upper, lower), (upper, lower)
         inspector = page.locator("#inspector table").bounding_box()
         chart = page.locator("#chart-inspector").bounding_box()
         assert inspector and chart and not overlaps(inspector, chart), (inspector, chart)
+        for chart_id in ("chart-time", "chart-accepted", "chart-position"):
+            title = page.locator(f"#{chart_id} .gtitle").bounding_box()
+            legend = page.locator(f"#{chart_id} .legend").bounding_box()
+            assert title and legend and not overlaps(title, legend), (chart_id, title, legend)
+        y_title = page.locator("#chart-position .ytitle")
+        assert y_title.text_content() == "share accepted"
+        figure = page.locator("#chart-position .main-svg").first.bounding_box()
+        box = y_title.bounding_box()
+        assert box["y"] >= figure["y"] and box["y"] + box["height"] <= figure["y"] + figure["height"]
         for lane in ("baseline", "speculative"):
-            head = page.locator(f'#lane-{lane} .lane[data-run="{run_id}"] .lane-head')
-            box, lane_box = head.bounding_box(), page.locator(f"#lane-{lane}").bounding_box()
-            assert box["x"] >= lane_box["x"] - 1 and box["x"] + box["width"] <= lane_box["x"] + lane_box["width"] + 1
+            root = f'#lane-{lane} .lane[data-run="{run_id}"]'
+            head, text = page.locator(f"{root} .lane-head"), page.locator(f"{root} .lane-text")
             assert "tokens" in head.inner_text()
+            head_box, text_box = head.bounding_box(), text.bounding_box()
+            assert head_box["y"] + head_box["height"] <= text_box["y"] + 1, lane  # the head never covers the text
+            scrolled = text.evaluate("e => ({scrolls: e.scrollHeight > e.clientHeight + 1,"
+                                     " atEnd: e.scrollTop + e.clientHeight >= e.scrollHeight - 2})")
+            assert scrolled == {"scrolls": True, "atEnd": True}, (lane, scrolled)  # it follows the newest tokens
+            spilled = text.evaluate(
+                "e => { const box = e.getBoundingClientRect(); return [...e.querySelectorAll('.tok')]"
+                ".flatMap(t => [...t.getClientRects()]).filter(r => r.right > box.right + 1 || r.left < box.left - 1).length; }"
+            )
+            assert spilled == 0, (lane, spilled)
         page.locator("#prompt textarea").fill("")
         run_id = click_run(page)  # a refused input is said once, in the status line under Run: no toast over the page
         page.wait_for_selector(f'#status .status-error[data-run="{run_id}"]', timeout=30_000)

@@ -401,3 +401,27 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     inspector = render.inspector_html(run, 0)
     assert "Drafting stopped after 2 tokens" in inspector
     assert "stopped" not in render.inspector_html(run, 1)
+
+
+def test_a_lanes_head_sits_outside_its_scrolling_text():
+    """The text box scrolls, not the lane: a scrolled lane's title never covers its tokens, and long
+    indentation wraps inside the box instead of hanging past its border."""
+    html = make_run().baseline.html("Target only", "done")
+    head_end, text_start = html.index("</div>", html.index('class="lane-head"')), html.index('class="lane-text"')
+    assert head_end < text_start
+    text_style = re.search(r'class="lane-text" style="([^"]*)"', html).group(1)
+    assert "overflow-y:auto" in text_style and f"max-height:{render.lanes.LANE_TEXT_MAX_PX}px" in text_style
+    assert "white-space:break-spaces" in text_style and "overflow-wrap:anywhere" in text_style
+    assert "sticky" not in html
+
+
+def test_the_runs_charts_keep_their_titles_clear_of_their_legends():
+    run = make_run()
+    figures = [plots.tokens_vs_time(run.baseline.trace, run.speculative.trace), plots.accepted_per_round(run.speculative.trace, 3),
+               plots.cumulative_acceptance(run.speculative.trace), plots.per_position_acceptance(run.speculative.trace)]
+    for figure in figures:
+        layout = figure.layout
+        assert layout.title.yref == "container" and layout.legend.yanchor == "bottom"
+        title_bottom = layout.title.pad.t + 1.4 * layout.title.font.size
+        assert title_bottom <= layout.margin.t - plots.PAGE_LEGEND_ROWS * plots.LEGEND_ROW_PX, layout.title.text
+    assert len({figure.layout.height for figure in figures}) == 1  # charts side by side line up

@@ -29,6 +29,14 @@ LANE_TITLES = {
     "reference": "transformers generate() (reference)",
 }
 DRAFTER_NAMES = {"model": "draft model", "prompt-lookup": "prompt lookup"}
+LANE_TEXT_MAX_PX = 400  # a longer lane scrolls inside its box; the title and figures above it stay put
+# The page's lane boxes (gr.HTML js_on_load): after each redraw, show the newest tokens. The text box
+# scrolls, not the page component, so the lane's head never sits over its tokens.
+FOLLOW_LANE_JS = """
+const follow = () => element.querySelectorAll('.lane-text').forEach((box) => { box.scrollTop = box.scrollHeight; });
+watch('value', follow);
+follow();
+"""
 
 
 @dataclass
@@ -151,7 +159,7 @@ class LaneView:
             pieces.extend(texts.own)
         return "".join(pieces)
 
-    def html(self, title: str, status: str = "", run_id: int = 0) -> str:
+    def html(self, title: str, status: str = "", run_id: int = 0, max_height_px: int = LANE_TEXT_MAX_PX) -> str:
         trace = self.trace
         done = "true" if trace.done else "false"
         figures = ""
@@ -172,7 +180,8 @@ class LaneView:
             f'<div class="lane-head" style="display:flex;justify-content:space-between;flex-wrap:wrap;font-weight:600;'
             f'margin:0 0 6px 2px;font-size:14px"><span>{escape_text(title)}</span>'
             f'<span class="lane-figures" style="font-weight:400;color:#555">{escape_text(figures)}</span></div>'
-            f'<div class="lane-text" style="{LANE_STYLE}">{prompt}{"".join(self.fragments)}</div></div>'
+            f'<div class="lane-text" style="{LANE_STYLE}max-height:{max_height_px}px;overflow-y:auto">'
+            f'{prompt}{"".join(self.fragments)}</div></div>'
         )
 
 

@@ -1,6 +1,6 @@
 """One token as HTML: escaped, its whitespace made visible, styled by its kind (palette.TOKEN_STYLES).
 
-All token text is HTML-escaped; whitespace is kept (`white-space: pre-wrap`) and newlines are
+All token text is HTML-escaped; whitespace is kept (`white-space: break-spaces`) and newlines are
 drawn as ↵ so code keeps its shape; a token of only spaces or tabs is drawn as ␣ / ⇥, else it
 would be an empty box.
 """
@@ -28,9 +28,11 @@ LEGEND_ITEMS = (
     ("bonus", "bonus", "all γ drafts accepted: one more token from p for free"),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
 )
+# break-spaces and overflow-wrap:anywhere: a run of indentation or a long unbroken token wraps inside
+# the box at any width (pre-wrap let trailing spaces hang past the border on a narrow page).
 LANE_STYLE = (
     "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13.5px;line-height:1.9;"
-    "white-space:pre-wrap;word-break:break-word;padding:10px 12px;border:1px solid #d0d0d0;border-radius:8px;"
+    "white-space:break-spaces;overflow-wrap:anywhere;padding:10px 12px;border:1px solid #d0d0d0;border-radius:8px;"
     "min-height:120px;background:#fff;color:#1a1a1a;"
 )
 
