@@ -15,7 +15,7 @@ from specviz.payoff import Payoff, judge_run
 from specviz.render.lanes import RoundTexts, stop_text
 from specviz.render.tokens import escape_text, inline_token, prob, visible_text
 from specviz.trace import Comparison, Trace
-from specviz.wording import count, every, p_equals
+from specviz.wording import count, duration_text, every, p_equals
 
 STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
@@ -244,12 +244,35 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
     return (
         f'<div class="lab-status" data-done="{"true" if done else "false"}" data-draws="{num_done}">'
         f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
-        f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s</div>"
-        f"<ul style='margin:6px 0'>{items}</ul>"
-        f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: p is the chance of a mismatch at least "
-        f"this large if the lane truly follows the target. {tested}</p>"
+        f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}"
+        f"</div><ul style='margin:6px 0'>{items}</ul>"
+        f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
+        f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
+        f"above). {tested}</p>"
         f"{f'<p class=lab-note>{escape_text(note)}</p>' if note else ''}</div>"
     )
+
+
+def time_left_text(num_done: int, num_planned: int, elapsed_s: float) -> str:
+    """" · about 3 min left", from the pace so far; nothing before the first draw or after the last."""
+    if num_done <= 0 or num_done >= num_planned:
+        return ""
+    left_s = elapsed_s / num_done * (num_planned - num_done)
+    return f' · <span class="time-left" data-left-s="{left_s:.0f}">about {duration_text(left_s)} left</span>'
+
+
+def setting_text(value: object) -> str:
+    """A control's value as the page shows it: quoted text (a prompt's spaces count), on / off."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def lab_example_html(settings: Mapping[str, object], num_draws: int) -> str:
+    """What the lab's example button changed on the page, said once, with old results gone."""
+    shown = ", ".join(f"{name.replace('_', '-')} {setting_text(value)}" for name, value in settings.items())
+    return message_html(f"The example set the page's controls above to: {shown}; and N = {num_draws} here. "
+                        f"Earlier results are cleared: press Run the lab.")
 
 
 def stopped_html(previous_html: str, what: str) -> str:
@@ -308,7 +331,8 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
     within noise, or, when no γ beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
-             f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s</div>"]
+             f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
+             f"</div>"]
     gamma = ""
     so_far = "" if done else " so far"
     if view is not None and view.payoff is not None:

@@ -227,6 +227,10 @@ def lab_values(tally: lab.LabTally, labels: list[str], wrong_rule: bool, started
     return status, plots.exactness_histogram(tally, labels, wrong_rule)
 
 
+def empty_lab_chart():
+    return plots.with_hint(plots.base_figure("First two new tokens", "outcome", "share of draws"), "press Run the lab")
+
+
 def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id: str, on_gpu: Callable) -> None:
     with gr.Accordion("Exactness lab: is the output really the target's?", open=False, elem_id="exactness-lab"):
         gr.Markdown(
@@ -246,8 +250,7 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
             run_button = gr.Button("Run the lab", variant="primary", elem_id="lab-run", scale=0)
             stop_button = gr.Button("Stop", variant="stop", elem_id="lab-stop", scale=0)
         status = gr.HTML(lessons.message_html("Press Run the lab."), elem_id="lab-status", elem_classes=["specviz-status"])
-        chart = gr.Plot(plots.with_hint(plots.base_figure("First two new tokens", "outcome", "share of draws"),
-                                        "press Run the lab"), show_label=False, elem_id="chart-exactness")
+        chart = gr.Plot(empty_lab_chart(), show_label=False, elem_id="chart-exactness")
 
     @on_gpu
     def on_run(visitor: gr.Request, num_draws_value, wrong_value, *values) -> Iterator:
@@ -277,15 +280,18 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
             yield lessons.message_html(describe_error(error), "error"), gr.skip()
 
     def on_example():
-        return (*[LAB_EXAMPLE[name] for name in example_names], LAB_EXAMPLE_DRAWS)
+        """Set the example's controls, say which, and clear results that were for other settings."""
+        example = {name: LAB_EXAMPLE[name] for name in example_names}
+        return (*example.values(), LAB_EXAMPLE_DRAWS, lessons.lab_example_html(example, LAB_EXAMPLE_DRAWS),
+                empty_lab_chart())
 
     example_names = [name for name in LAB_EXAMPLE if name in controls]
     lab_event = run_button.click(on_run, [num_draws, wrong_rule, *inputs], [status, chart], api_visibility="private",
                                  concurrency_id=concurrency_id, show_progress="hidden")
     stop_button.click(on_stop_pressed("lab", "the chart and the p-values are for the draws made so far."), [status],
                       [status], cancels=[lab_event], queue=False, api_visibility="private")
-    example_button.click(on_example, None, [controls[name] for name in example_names] + [num_draws], queue=False,
-                         api_visibility="private")
+    example_button.click(on_example, None, [controls[name] for name in example_names] + [num_draws, status, chart],
+                         queue=False, api_visibility="private")
 
 
 # --- theory explorer ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Numbers in plain English: "1 token", "2 tokens", "the 1 draft", "all 3 drafts", "p = 5e-06".
+"""Numbers in plain English: "1 token", "2 tokens", "the 1 draft", "all 3 drafts", "p-value = 5e-06".
 
 Shared by render, lessons and plots (plots cannot import render: render imports plots).
 """
@@ -17,9 +17,15 @@ def every(number: int, noun: str, plural: str | None = None) -> str:
 
 
 def p_equals(p_value: float | None) -> str:
-    """A p-value as people read it: two decimals, small ones in scientific notation, never "p = 0"."""
+    """A p-value as people read it: two decimals, small ones in scientific notation, never "= 0". Named
+    "p-value", never a bare "p": on this page p is the target's probability."""
     if p_value is None:
-        return "p = —"
+        return "p-value = —"
     if p_value >= 0.01:
-        return f"p = {p_value:.2f}"
-    return f"p = {p_value:.0e}" if p_value >= 1e-300 else "p < 1e-300"
+        return f"p-value = {p_value:.2f}"
+    return f"p-value = {p_value:.0e}" if p_value >= 1e-300 else "p-value < 1e-300"
+
+
+def duration_text(seconds: float) -> str:
+    """"40 s", "4 min": how long something will take, as rough as an estimate is."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
+from html import unescape
 
 import pytest
 import torch
@@ -324,3 +326,20 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
     assert "not examined (after the rejection)" not in lane_html + inspector
     assert label == "round 1: 2/3 kept, the text ended at the end-of-text token"
     assert "the text ended at the end-of-text token: 2 tokens for one target pass, and no bonus" in explainer
+
+
+def test_the_labs_status_says_p_value_and_how_long_is_left():
+    """On this page p is the target's probability: the lab names its statistic "p-value", never a bare p,
+    and a long lab says how long it has left from its pace so far."""
+    halfway = lessons.lab_status_html(250, 500, {"baseline": 0.42, "speculative": 3e-7}, 8, False, 120.0)
+    assert "p-value = 0.42" in halfway and "p-value = 3e-07" in halfway
+    assert re.search(r"\bp = ", halfway) is None and "p is the chance" not in halfway
+    assert 'data-left-s="120"' in halfway and "about 2 min left" in halfway
+    done = lessons.lab_status_html(500, 500, {"baseline": 0.42, "speculative": 0.3}, 8, False, 240.0)
+    assert "left" not in done
+
+
+def test_the_labs_example_says_what_it_changed():
+    html = unescape(lessons.lab_example_html({"pair": "tiny-code", "prompt": "        if not", "chat": False, "top_k": 10}, 500))
+    assert "pair 'tiny-code'" in html and "prompt '        if not'" in html and "chat off" in html
+    assert "top-k 10" in html and "N = 500" in html and "cleared" in html

@@ -100,6 +100,8 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     open_section(page, "exactness-lab")
     page.click("#lab-example")  # the tiny-code pair at temperature 1, where the mistake shows
     page.wait_for_function("document.querySelector('#prompt textarea').value.includes('if not')")
+    example_note = page.locator("#lab-status").inner_text()  # it says what it changed on the page
+    assert "The example set the page's controls" in example_note and "pair 'tiny-code'" in example_note
     set_number(page, "lab-n", 300)
     page.locator("#lab-wrong input[type=checkbox]").check()
     page.click("#lab-run")
@@ -114,6 +116,8 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     assert len(traces["speculative"]["x"]) == len(traces["exact"]["x"]) >= 3
     assert abs(sum(traces["exact"]["y"]) - 1) < 1e-6  # every outcome is in some bin, "other" included
     assert "WRONG" in traces["speculative"]["name"]
+    status = page.locator("#lab-status").inner_text()  # p is the target's probability: the statistic is a p-value
+    assert "p-value = " in status and " p = " not in status and "p-value" in traces["speculative"]["name"]
 
     # The real rule on the same setting passes the same test.
     page.locator("#lab-wrong input[type=checkbox]").uncheck()
