@@ -96,11 +96,14 @@ CSS = """
 """
 # gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
 LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
-# A click on a round of the speculative lane asks the server to open that round in the inspector.
+# A click on a round of the speculative lane asks the server to open that round in the inspector,
+# and brings the inspector into view (it sits below the charts, out of sight on most screens).
 ROUND_CLICK_JS = """
 element.addEventListener('click', (event) => {
   const round = event.target.closest('.round');
-  if (round) { trigger('click', {round: Number(round.dataset.round)}); }
+  if (!round) { return; }
+  trigger('click', {round: Number(round.dataset.round)});
+  document.getElementById('inspector-section')?.scrollIntoView({block: 'start'});
 });
 """ + FOLLOW_LANE_JS
 
@@ -333,7 +336,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                 replay_speed = gr.Radio(list(REPLAY_SPEEDS), value="1× (as recorded)", label="replay speed",
                                         elem_id="replay-speed")
             replay_button = gr.Button("Replay", elem_id="replay-run")
-        with gr.Accordion("Step inspector: one round up close", open=True):
+        with gr.Accordion("Step inspector: one round up close", open=True, elem_id="inspector-section"):
             round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
             initial_inspector = inspector_values(None, None)
             with gr.Row(elem_id="inspector-row"):

@@ -336,7 +336,7 @@ def test_an_800px_window_keeps_everything_readable(browser, app_url):
 
 def test_after_stop_the_run_stays_inspectable(page):
     """Stop mid-run: the inspector shows a round, the picker has the rounds, How it works speaks of this
-    run, and a token click opens its round."""
+    run, and a token click opens its round and brings the inspector into view."""
     choose(page, "pair", "tiny-code")
     page.locator("#prompt textarea").fill("def fibonacci(n):\n")
     set_number(page, "max-new-tokens", 200)
@@ -359,6 +359,8 @@ def test_after_stop_the_run_stays_inspectable(page):
     page.locator(f'#lane-speculative .round[data-round="{other}"] .tok').first.click()
     page.wait_for_function("n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
                            arg=other, timeout=15_000)
+    top = page.locator("#inspector-section").evaluate("e => e.getBoundingClientRect().top")
+    assert -2 <= top <= 60, top  # scrolled to the inspector, not left below the charts
 
 
 def test_out_of_range_inputs_are_said_once_in_the_status_line(page):
