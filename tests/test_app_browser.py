@@ -11,6 +11,8 @@ import json
 import re
 import time
 
+import pytest
+
 from specviz.run import Run, recorded_runs
 
 RUN_TIMEOUT_MS = 180_000
@@ -332,6 +334,25 @@ def test_an_800px_window_keeps_everything_readable(browser, app_url):
         assert 0 <= status["y"] - (run_button["y"] + run_button["height"]) < 100  # right under the button pressed
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("drafter", ["draft model", "prompt lookup"])
+def test_the_reference_lane_runs_beside_each_drafter(page, drafter):
+    """transformers' generate() beside our lanes, for each drafter: all three finish, greedy, with the same
+    tokens (no bare "Error", no lane stuck on "generating…")."""
+    choose(page, "pair", "tiny-code")
+    page.locator("#prompt textarea").fill("def add(a, b):\n    return a + b\n\n\ndef add(")
+    page.locator("#drafter label", has_text=drafter).click()
+    page.check("#reference input[type=checkbox]")
+    set_number(page, "max-new-tokens", 16)
+    run_id = run_and_wait(page)
+    lanes = {name: page.locator(f'#lane-{name} .lane[data-run="{run_id}"]') for name in ("baseline", "speculative", "reference")}
+    assert {name: lane.get_attribute("data-done") for name, lane in lanes.items()} == dict.fromkeys(lanes, "true")
+    assert len({lane.get_attribute("data-tokens") for lane in lanes.values()}) == 1
+    assert drafter in lanes["speculative"].locator(".lane-head").inner_text()
+    assert drafter in lanes["reference"].locator(".lane-head").inner_text()
+    assert page.locator("#stats .agree").count() == 2  # both identical to the target alone, token by token
+    assert "generating" not in " ".join(lane.inner_text() for lane in lanes.values())
 
 
 def test_after_stop_the_run_stays_inspectable(page):

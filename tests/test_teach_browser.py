@@ -158,6 +158,18 @@ def test_theory_chart_redraws_when_a_slider_moves(page):
     assert all(v < l for v, l in zip(after["with-verify"]["y"], after["leviathan"]["y"]))
 
 
+def test_the_theory_explorer_says_plainly_when_nothing_pays(page):
+    """A setting where no γ can beat the target alone (α = 0.1, c = 0.9): the note says so in the
+    verdict's own words, and never that it pays."""
+    open_section(page, "theory-explorer")
+    set_number(page, "theory-alpha", 0.1)
+    set_number(page, "theory-c", 0.9)
+    page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('α = 0.10, c = 0.90')")
+    note = page.locator("#theory-note").inner_text()
+    assert "none: the target alone is faster here" in note and "predicts no gain" in note, note
+    assert "pays here" not in note
+
+
 def test_sweep_plots_one_point_per_gamma(page):
     choose_tiny_code(page, max_new_tokens=16)
     open_section(page, "gamma-sweep")
