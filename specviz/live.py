@@ -124,7 +124,8 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
                pace_s: float = 0.0) -> Iterator[Progress]:
     """Decode the request's lanes live; the last Progress is marked finished."""
-    settings = {**request.settings, "precision": pair.precision}  # what loaded, not what was asked
+    # what loaded and where, not what was asked
+    settings = {**request.settings, "precision": pair.precision, "device": str(pair.device)}
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = decode_lanes(pair, prompt_ids, request.config, request.lanes)

@@ -282,7 +282,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                         0, 0.95, value=DecodeConfig.draft_confidence, step=0.05, elem_id="draft-confidence",
                         label="draft only while sure: stop a round after a draft the draft model gave less than this",
                         info="0 = always draft γ. A verify of more tokens costs more, so unlikely drafts cost twice; "
-                             "the lane marks where a round stopped (✋)",
+                             "the lane marks where a round stopped (‖)",
                     )
                     gamma_schedule = gr.Radio(list(GAMMA_SCHEDULES), value=DecodeConfig.gamma_schedule,
                                               elem_id="gamma-schedule", label="γ schedule",

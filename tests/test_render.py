@@ -395,7 +395,7 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     ):
         run.add(event, decode)
     lane = render.lanes_html(run, names=("speculative",))[0]
-    assert lane.count("✋") == 1  # only the round that stopped early
+    assert lane.count(render.tokens.STOP_MARK) == 1  # only the round that stopped early
     assert "drafting stopped after 2 tokens: the draft was only 34% sure of the last one" in lane
     assert "the draft was 91% sure" in lane  # every draft's hover says how sure the draft was
     inspector = render.inspector_html(run, 0)
@@ -425,3 +425,10 @@ def test_the_runs_charts_keep_their_titles_clear_of_their_legends():
         title_bottom = layout.title.pad.t + 1.4 * layout.title.font.size
         assert title_bottom <= layout.margin.t - plots.PAGE_LEGEND_ROWS * plots.LEGEND_ROW_PX, layout.title.text
     assert len({figure.layout.height for figure in figures}) == 1  # charts side by side line up
+
+
+def test_the_stats_say_where_the_run_was_measured():
+    run = make_run()
+    assert "Measured with" not in render.stats_html(run)  # a run saved before the device was recorded
+    run.settings.update(pair="embedded", device="cpu", precision="float32")
+    assert "Measured with the embedded pair on cpu in float32." in render.stats_html(run)

@@ -174,6 +174,17 @@ def sampled_note(run: RunView) -> str:
             "the same text. Temperature 0 (greedy) compares like for like.</p>")
 
 
+def setup_html(run: RunView) -> str:
+    """Where the figures were measured: the answer to "why faster, or not" starts with the machine."""
+    settings = run.settings
+    if "device" not in settings:  # runs saved before the device was recorded
+        return ""
+    return (f'<p class="setup" style="margin:2px 0;color:#555">Measured with the {escape_text(str(settings.get("pair")))} '
+            f'pair on {escape_text(str(settings["device"]))} in {escape_text(str(settings.get("precision")))}. '
+            "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
+            "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
+
+
 def headline_html(run: RunView, comparison: Comparison | None) -> str:
     if comparison is None:
         return "<p>Speedup appears once the speculative lane has run a round.</p>"
@@ -186,6 +197,7 @@ def headline_html(run: RunView, comparison: Comparison | None) -> str:
         f'verify; with the verify cost measured here (v = {comparison.verify_cost:.2f}), '
         f'<b class="predicted-with-verify">{comparison.predicted_with_verify:.2f}×</b>.</p>'
     )
+    text += setup_html(run)
     text += sampled_note(run)
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.done and run.baseline.trace.rounds:

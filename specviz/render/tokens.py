@@ -87,6 +87,9 @@ def legend_html() -> str:
         f'{token_span(name, kind, help_text, keep_breaks=False)}</span>'
         for kind, name, help_text in LEGEND_ITEMS
     )
+    stop_help = "the draft was unsure of its last token, so the round stopped drafting before γ"
+    items += (f'<span style="white-space:nowrap;color:#555" title="{stop_help}">'
+              f'<b style="color:#888">{STOP_MARK}</b> drafting stopped: draft unsure</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
@@ -118,11 +121,15 @@ def stopped_unsure_text(event) -> str:
             "wasted verify work")
 
 
+STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
+
+
 def stop_marker(event) -> str:
     """A hand after the drafts of a round the confidence stop ended, explained on hover."""
     if not event.stopped_unsure:
         return ""
-    return f'<span class="unsure-stop" title="{escape_text(stopped_unsure_text(event))}" style="font-size:0.8em">✋</span>'
+    return (f'<span class="unsure-stop" title="{escape_text(stopped_unsure_text(event))}" '
+            f'style="color:#888;font-weight:bold">{STOP_MARK}</span>')
 
 
 
