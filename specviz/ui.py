@@ -393,6 +393,22 @@ def build_app(preload: bool = True) -> gr.Blocks:
             return {**lane_values(run, stopped=True), stats: render.stats_html(run),
                     **dict(zip(charts, chart_values(run))), **inspect_values(run)}
 
+        def stopped_page(run: render.RunView) -> dict:
+            return {status: status_html(stopped_message(run), "info", run.run_id), **stopped_values(run)}
+
+        def page_updates(progresses, session: str | None, started: float):
+            """The page's values for each snapshot of a live or replayed run, until Stop is pressed."""
+            for progress in progresses:
+                watch(session, progress.run)
+                values = page_values(progress, session)  # rendering takes a while: Stop may come meanwhile
+                if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
+                    # The job's last update can reach the page after Stop's own (a paced run sleeps
+                    # through the cancel, and gradio then re-sends the last value it had), so the
+                    # job's last word is the stopped page too.
+                    yield stopped_page(progress.run)
+                    return
+                yield values
+
         def show_error(error: BaseException, run_id: int, session: str | None = None) -> dict:
             message = describe_error(error)
             values = {status: status_html(message, "error", run_id)}
@@ -434,11 +450,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
             yield start_values(run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
             try:
-                for progress in stream_run(parsed, model_pair, prompt_ids, run_id, pace_s):
-                    if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
-                        return
-                    watch(session, progress.run)
-                    yield page_values(progress, session)
+                yield from page_updates(stream_run(parsed, model_pair, prompt_ids, run_id, pace_s), session, started)
             except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
                 yield show_error(error, run_id, session)
 
@@ -461,11 +473,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                                           f"{saved.settings.get('gamma')}) {replay_pace_words(speed_name)}. "
                                           f"{settings_note}."), **values}
             try:
-                for progress in stream_events(view, replay(saved, speed), saved.replayed_decode):
-                    if stop_presses.since(session, "run", started):
-                        return
-                    watch(session, view)
-                    yield page_values(progress, session)
+                yield from page_updates(stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
                 finished = page_values(Progress(view, None, True, finished=True), session)
                 yield {**finished, status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
             except Exception as error:  # noqa: BLE001
@@ -503,10 +511,9 @@ def build_app(preload: bool = True) -> gr.Blocks:
             session = request.session_hash if request else None
             record_stop(session, "run")
             run = live_runs.pop(session, None)
-            values = {status: status_html(stopped_message(run), "info", run.run_id if run else 0)}
-            if run is not None:
-                values.update(stopped_values(run))
-            return values
+            if run is None:
+                return {status: status_html(stopped_message(run), "info", 0)}
+            return stopped_page(run)
 
         def on_release(name: str, slider: gr.Slider):
             """A slider's release: say so when its box pulled a typed value into range (γ = 100 → 16)."""

@@ -369,6 +369,10 @@ def test_after_stop_the_run_stays_inspectable(page):
     page.wait_for_selector("#inspector .inspect-row", timeout=15_000)
     assert "pick a round" in page.locator("#status").inner_text()
     assert "In this run" in page.locator("#explainer").inner_text()
+    # the lanes end on "stopped", whichever of Stop's answer and the job's last update lands last
+    page.wait_for_function("document.querySelector('#lane-speculative .lane-figures').innerText.includes('stopped')",
+                           timeout=10_000)
+    time.sleep(1.5)  # a paced run wakes within a second: nothing it sends may undo that
     assert "stopped" in page.locator("#lane-speculative .lane-figures").inner_text()
     page.click("#round-picker input")
     assert page.locator("ul[role=listbox] li").count() >= 3

@@ -5,6 +5,7 @@ gradio can apply to the handler's outputs (a non-empty dict of them), or the pag
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,13 @@ import pytest
 from specviz import live, ui
 
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
+
+
+def run_coroutine(coroutine):
+    """asyncio.run in a thread of its own: after the browser tests, Playwright's sync API leaves an
+    event loop running in this thread, where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def page_handler(demo, name: str, reads: str):
@@ -38,7 +46,7 @@ def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, dra
     for value in values:  # gradio takes a dict as updates only when it is non-empty and keyed by outputs
         assert isinstance(value, dict) and value and set(value) <= outputs, value
     for value in values[:4] + [value for value in values if len(value) == 1][:3]:  # and gradio's own check agrees
-        assert len(asyncio.run(demo.postprocess_data(block_fn, value, None))) == len(block_fn.outputs)
+        assert len(run_coroutine(demo.postprocess_data(block_fn, value, None))) == len(block_fn.outputs)
     final_status = [value for value in values if any("status-error" in str(v) for v in value.values())]
     assert not final_status, final_status
     last_lanes = str(values[-1])
