@@ -50,7 +50,7 @@ class BenchConfig:
     drafter: str = "model"  # a name in drafters.DRAFTERS
     ngram: int = 3  # prompt lookup's longest n-gram
     draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
-    gamma_schedule: str = "constant"  # or transformers' "heuristic" (γ is then each run's starting γ)
+    gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""

@@ -25,8 +25,9 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
-                        help="weights' precision (default: float32 on a CPU, bfloat16 on CUDA); float32 keeps "
-                             "greedy lanes bit-identical, bfloat16 is faster where the CPU or GPU has native bf16")
+                        help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
+                             "float32, or $SPECVIZ_PRECISION); float32 keeps greedy lanes bit-identical, bfloat16 is "
+                             "faster only where the CPU or GPU has native bf16")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:

@@ -231,9 +231,14 @@ def choose_device_and_dtype(device: str | None = None, precision: str | None = N
     precision = precision or default_precision(device)
     if precision == "float16" and device.type == "cuda":  # older cards: their fast 16-bit type
         return device, torch.float16
+    check_precision(precision)
+    return device, PRECISIONS[precision]
+
+
+def check_precision(precision: str) -> None:
+    """A precision a user may ask for, or a message naming the ones there are."""
     if precision not in PRECISIONS:
         raise ModelLoadError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
-    return device, PRECISIONS[precision]
 
 
 def precision_name(dtype: torch.dtype) -> str:

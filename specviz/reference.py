@@ -28,10 +28,12 @@ from specviz.models import ModelPair
 DONE = object()  # end of the worker's stream
 
 
-def generate_kwargs(pair: ModelPair, config: DecodeConfig, max_new_tokens: int, constant_gamma: bool = True) -> dict:
+def generate_kwargs(pair: ModelPair, config: DecodeConfig, max_new_tokens: int, constant_gamma: bool = True,
+                    assisted: bool = True) -> dict:
     """`generate()` arguments for the same sampling, budget and drafter as our lanes.
 
-    `constant_gamma=False` leaves the draft model's γ to transformers' default schedule.
+    `constant_gamma=False` leaves the draft model's γ to transformers' default schedule;
+    `assisted=False` gives no drafter at all: transformers' own baseline, the target alone.
     """
     kwargs = {"max_new_tokens": max_new_tokens, "pad_token_id": pair.eos_id}
     if config.stop_at_eos:
@@ -42,6 +44,8 @@ def generate_kwargs(pair: ModelPair, config: DecodeConfig, max_new_tokens: int, 
         kwargs.update(do_sample=True, temperature=config.temperature, top_k=config.top_k, top_p=config.top_p)
     else:
         kwargs.update(do_sample=False)
+    if not assisted:
+        return kwargs
     if config.drafter == "prompt-lookup":
         kwargs.update(prompt_lookup_num_tokens=config.gamma, max_matching_ngram_size=config.ngram)
     else:
@@ -150,11 +154,7 @@ def time_generate(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, 
     `assisted=False` is transformers' own baseline: the target alone.
     """
     budget = context_budget(pair, len(prompt_ids), config)
-    kwargs = generate_kwargs(pair, config, budget, constant_gamma)
-    if not assisted:
-        for key in ("assistant_model", "num_assistant_tokens", "num_assistant_tokens_schedule",
-                    "assistant_confidence_threshold", "prompt_lookup_num_tokens", "max_matching_ngram_size"):
-            kwargs.pop(key, None)
+    kwargs = generate_kwargs(pair, config, budget, constant_gamma, assisted)
     input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     torch.manual_seed(config.seed)
     started = clock(pair.device)

@@ -17,7 +17,7 @@ import torch
 from specviz import convert, hosting
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import LANES, MAX_GAMMA, DecodeConfig
-from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, ModelPair, load_pair
+from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, load_pair
 
 log = logging.getLogger("specviz.request")
 
@@ -101,8 +101,8 @@ class Request:
             raise ValueError(f"chat must be true or false, got {chat!r}")
         if reference not in (True, False, None):
             raise ValueError(f"reference must be true or false, got {reference!r}")
-        if precision not in (None, "", *PRECISIONS):
-            raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+        if precision:  # none: the device's default
+            check_precision(precision)
         return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False,
                    bool(reference), precision or None)
 

@@ -78,10 +78,7 @@ def first_parting(ours: list[int], other: list[int]) -> int | None:
 def transformers_greedy(pair: ModelPair, ids: list[int], config: DecodeConfig) -> list[int]:
     """The target's own generate(), greedy, as a reference independent of our engine."""
     input_ids = torch.tensor([ids], device=pair.device)  # (1, n)
-    kwargs = generate_kwargs(pair, config, config.max_new_tokens)
-    kwargs.pop("assistant_model", None)
-    for key in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold"):
-        kwargs.pop(key, None)
+    kwargs = generate_kwargs(pair, config, config.max_new_tokens, assisted=False)
     output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
     return output[0, len(ids):].tolist()
 
