@@ -219,7 +219,8 @@ def run_generate(args) -> int:
     from dataclasses import asdict
 
     from specviz.bench import draft_head_variant
-    from specviz.engine import LANES, DecodeConfig, decode_lanes
+    from specviz.catalogue import run_lanes
+    from specviz.engine import DecodeConfig, decode_lanes
     from specviz.render.lanes import RunView
 
     config = DecodeConfig(
@@ -240,7 +241,7 @@ def run_generate(args) -> int:
     config.validate()
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
-    lanes = (*LANES, "reference") if args.reference else LANES
+    lanes = run_lanes(("reference",) if args.reference else ())
     settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), "precision": pair.precision}
     view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
     play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)

@@ -317,22 +317,19 @@ def warm_up(pair: ModelPair) -> None:
     clock(pair.device)
 
 
-LANES = ("baseline", "speculative")  # a run's lanes unless asked otherwise; "reference" may follow
+# The lanes and their decoders are declared in the catalogue; a decoder is resolved by name when a run
+# asks for it, so the reference lane (built on this module) needs no import here.
+from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, resolve  # noqa: E402 — the lane block's own
 
 
 def lane_decoder(name: str) -> Callable[..., Iterator[Event]]:
     """The decoder behind a lane name: (pair, prompt_ids, config, lane=name) → events."""
-    if name == "reference":
-        from specviz.reference import reference_decode  # it builds on this module
-
-        return reference_decode
-    decoders = {"baseline": autoregressive_decode, "speculative": speculative_decode}
-    if name not in decoders:
-        raise ValueError(f"unknown lane {name!r}; choose from: baseline, speculative, reference")
-    return decoders[name]
+    if name not in LANE_INFO:
+        raise ValueError(f"unknown lane {name!r}; choose from: {', '.join(LANE_NAMES)}")
+    return resolve(LANE_INFO[name].decoder)
 
 
-def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = LANES) -> Iterator[Event]:
+def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = DEFAULT_LANES) -> Iterator[Event]:
     """The lanes one after another, never concurrently, after a warm-up: no lane's timing
     ever shares the machine with another's."""
     config.validate()

@@ -31,6 +31,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz import theory
+from specviz.catalogue import DEFAULT_LANES
 from specviz.bench import SEED_MODULUS, BenchConfig, BenchResult, summarise, timed_runs
 from specviz.drafters import forward_new_ids
 from specviz.engine import (
@@ -48,7 +49,7 @@ MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 d
 MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
-LANES = ("baseline", "speculative")
+LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
 
 
 # --- step mode ------------------------------------------------------------------------------------------

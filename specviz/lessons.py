@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from specviz.catalogue import drafter_info
 from specviz.events import FinishEvent, RoundEvent
 from specviz.palette import COLORS
 from specviz.payoff import Payoff, judge_run
@@ -64,10 +65,9 @@ def step_intro_html() -> str:
 
 
 def prefill_html(first_text: str, num_prompt_tokens: int, drafter: str) -> str:
-    drafter_read = ("The draft model read the prompt too, to fill its own KV cache." if drafter == "model"
-                    else "Prompt lookup needs no model: it will copy from the prompt and the text so far.")
     body = (f"The target read the prompt ({count(num_prompt_tokens, 'token')}) and sampled the first new token "
-            f"{inline_token(first_text, 'target')} itself: speculation starts after it. {drafter_read}")
+            f"{inline_token(first_text, 'target')} itself: speculation starts after it. "
+            f"{drafter_info(drafter).prefill_words}")
     return stages_html([("prefill", "Prefill", body)], "Ready. Press Next round for round 1.")
 
 
@@ -89,17 +89,14 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
 
 
 def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, configured_gamma: int) -> str:
+    info = drafter_info(drafter)
     proposals = [f"{plain_token(text)} (q = {prob(token.draft_prob)})" for text, token in zip(texts.drafted, event.drafted)]
-    fewer = ""
+    sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
+                                       tokens=count(event.gamma, "token"), proposals=listing(proposals),
+                                       texts=listing([plain_token(text) for text in texts.drafted]))
     if event.gamma < configured_gamma:
-        fewer = (f" Only {event.gamma} of γ = {configured_gamma}: " +
-                 ("the token limit is near." if drafter == "model" else "that is all the copied stretch held, or the limit is near."))
-    if drafter == "prompt-lookup":
-        return (f"Prompt lookup found the text's last tokens earlier on and copied the {count(event.gamma, 'token')} that "
-                f"followed: {listing([plain_token(text) for text in texts.drafted])}. Copying is certain, so q = 1 for each "
-                f"(a one-hot q).{fewer}")
-    return (f"The draft model ran {count(event.gamma, 'forward')}, sampling one token each, with q its probability "
-            f"for the token it picked: {listing(proposals)}.{fewer}")
+        sentence += f" Only {event.gamma} of γ = {configured_gamma}: {info.fewer_words}"
+    return sentence
 
 
 def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
@@ -177,7 +174,8 @@ def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int,
                for i, text in enumerate(texts.drafted[event.num_kept_drafts :])]
     total = num_new_before + len(event.emitted_ids)
     sentence = f"Committed {count(len(event.emitted_ids), 'token')} ({listing(kept)}); the text has {count(total, 'new token')}. "
-    caches = "the target's KV cache" + (" and the draft's" if drafter == "model" else "")
+    drafter_caches = drafter_info(drafter).caches
+    caches = "the target's KV cache" + (f" and {drafter_caches}" if drafter_caches else "")
     if dropped:
         sentence += (f"Verifying wrote every draft into {caches}; cropping to the committed text drops "
                      f"{count(len(dropped), 'position')} ({listing(dropped)}).")
@@ -190,8 +188,7 @@ def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int,
 
 def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> list[tuple[str, str, str]]:
     """A round with nothing drafted: no room left, or prompt lookup found no match."""
-    why = ("prompt lookup found no earlier occurrence of the text's last tokens" if drafter == "prompt-lookup"
-           else "the token limit left no room")
+    why = drafter_info(drafter).none_words
     own = inline_token(texts.next_text, "target") if texts.own else "nothing (end of text)"
     return [
         ("draft", "Draft", f"Nothing drafted: {why}."),

@@ -15,10 +15,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from specviz.catalogue import lane_info
 from specviz.engine import decode_lanes, top2_logit_gap
 from specviz.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
-from specviz.render.lanes import PLAIN_LANES, RunView
+from specviz.render.lanes import RunView
 from specviz.request import POLICY, Request, check_run_time
 from specviz.trace import first_divergence
 
@@ -27,7 +28,7 @@ PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
 # Seconds the page waits after showing each round of a drafting lane: real time, or slow
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
 PACES = {"real time": 0.0, "slow (4 rounds/s)": 0.25, "1 round/s": 1.0}
-QUIET_EVERY_S = 0.25  # while the reference lane runs: how often the consumer gets a chance to stop
+QUIET_EVERY_S = 0.25  # while a lane that is not redrawn (the reference) runs: how often the consumer gets a chance to stop
 Decode = Callable[[list[int]], str]
 
 
@@ -104,9 +105,10 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         check_run_time(started, max_run_s)
         run.add(event, decode)
         finished_lane = isinstance(event, FinishEvent)
-        paced = pace_s > 0 and isinstance(event, RoundEvent) and event.lane not in PLAIN_LANES
+        lane = lane_info(event.lane)
+        paced = pace_s > 0 and isinstance(event, RoundEvent) and lane.drafts
         now = time.perf_counter()
-        if event.lane == "reference" and isinstance(event, RoundEvent):
+        if not lane.redraws and isinstance(event, RoundEvent):
             if now - last_lanes >= QUIET_EVERY_S:
                 yield Progress(run, event.lane, False, quiet=True)
                 last_lanes = time.perf_counter()

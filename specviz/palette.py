@@ -1,6 +1,9 @@
-"""The one palette: the page, the charts and the terminal all colour tokens and lanes from here."""
+"""The one palette: the page, the charts and the terminal all colour tokens and lanes from here (each
+lane's colour is declared with the lane, in specviz.catalogue, and gathered here)."""
 
 from __future__ import annotations
+
+from specviz.catalogue import LANE_CATALOGUE
 
 # Okabe-Ito, a palette that stays distinct under the common colour-vision deficiencies.
 COLORS = {
@@ -9,9 +12,7 @@ COLORS = {
     "unexamined": "#999999",  # grey
     "resample": "#E69F00",  # orange
     "bonus": "#0072B2",  # blue
-    "baseline": "#555555",  # the target-only lane
-    "speculative": "#0072B2",
-    "reference": "#CC79A7",  # transformers' generate(): reddish purple
+    **{lane.name: lane.colour for lane in LANE_CATALOGUE},  # each lane's line: declared with the lane
     "draft": "#CC79A7",  # reddish purple: q
     "target": "#0072B2",  # p
     "residual": "#E69F00",  # norm(max(0, p - q))

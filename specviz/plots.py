@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from specviz.catalogue import lane_info
 from specviz.events import RoundEvent
 from specviz.palette import COLORS
 from specviz.trace import Trace, speedup
@@ -125,9 +126,6 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     return figure
 
 
-LANE_NAMES = {"baseline": "target only", "speculative": "speculative", "reference": "transformers"}
-
-
 def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Figure:
     """Tokens generated against seconds of model work, every lane; running speedup in the title."""
     title = "Tokens vs time"
@@ -139,14 +137,15 @@ def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Fi
     if not any(trace.timeline() for trace in traces):
         return with_hint(figure, "press Run")
     for trace in traces:
-        name = LANE_NAMES.get(trace.lane, trace.lane)
+        lane = lane_info(trace.lane or "baseline")
+        name = lane.label
         timeline = trace.timeline()
         if timeline:
             figure.add_scatter(
                 x=[0.0] + [s for s, _ in timeline],
                 y=[0] + [n for _, n in timeline],
                 mode="lines",
-                line={"shape": "hv", "color": COLORS[trace.lane or "baseline"], "width": 2.5},
+                line={"shape": "hv", "color": lane.colour, "width": 2.5},
                 name=name,
                 hovertemplate="%{x:.3f} s: %{y} tokens<extra>" + name + "</extra>",
             )
@@ -293,8 +292,10 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
     figure = base_figure(title, "first two generated tokens (token 1 · token 2)", "share of draws")
     exact = list(tally.bins.probs)
     spread = [2 * (p * (1 - p) / num_draws) ** 0.5 for p in exact] if num_draws else None
-    lanes = (("baseline", "target alone", COLORS["baseline"]),
-             ("speculative", "speculative, WRONG rule" if wrong_rule else "speculative", COLORS["rejected" if wrong_rule else "speculative"]))
+    baseline, speculative = lane_info("baseline"), lane_info("speculative")
+    lanes = ((baseline.name, baseline.label, baseline.colour),
+             (speculative.name, f"{speculative.label}, WRONG rule" if wrong_rule else speculative.label,
+              COLORS["rejected"] if wrong_rule else speculative.colour))
     for lane, name, color in lanes:
         if num_draws:
             label = f"{name} ({p_equals(tally.p_value(lane))})"

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from specviz import convert, hosting
+from specviz.catalogue import DEFAULT_DRAFTER, run_lanes
 from specviz.drafters import MAX_NGRAM
-from specviz.engine import LANES, MAX_GAMMA, DecodeConfig
+from specviz.engine import MAX_GAMMA, DecodeConfig
 from specviz.models import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, load_pair
 
 log = logging.getLogger("specviz.request")
@@ -74,7 +75,7 @@ class Request:
 
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True, drafter="model", ngram=3, reference=False, precision=None,
+              chat=True, drafter=DEFAULT_DRAFTER, ngram=3, reference=False, precision=None,
               draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
@@ -108,7 +109,7 @@ class Request:
 
     @property
     def lanes(self) -> tuple[str, ...]:
-        return (*LANES, "reference") if self.reference else LANES
+        return run_lanes(("reference",) if self.reference else ())
 
     def load(self) -> ModelPair:
         if self.pair_name == CUSTOM:

@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence
 import gradio as gr
 
 from specviz import lab, lessons, plots, render
+from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.engine import MAX_GAMMA
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.live import record_stop, stop_presses
@@ -37,7 +38,7 @@ REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
 # A setting where the wrong rule shows within a few hundred draws: the tiny-code pair's 2-layer draft
 # disagrees with its 8-layer target right after this prompt, and top-k 10 keeps the outcomes few.
 LAB_EXAMPLE = {"pair": "tiny-code", "prompt": "        if not", "chat": False, "temperature": 1.0, "top_k": 10,
-               "top_p": 1.0, "drafter": "model"}
+               "top_p": 1.0, "drafter": DEFAULT_DRAFTER}
 LAB_EXAMPLE_DRAWS = 500
 NEXT_KEY_JS = """
 if (!window.specvizStepKeys) {

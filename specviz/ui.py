@@ -25,12 +25,13 @@ import gradio as gr
 import torch
 
 from specviz import plots, render, teach
+from specviz.catalogue import DEFAULT_DRAFTER, DRAFTER_CATALOGUE, PAGE_LANES, drafter_info, lane_info
 from specviz.bench import Prompt, load_prompts
 from specviz.drafters import MAX_NGRAM
 from specviz.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.live import PACES, Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
 from specviz.models import DEFAULT_PRESET, PRECISIONS, PRESETS, cpu_has_native_bf16, default_precision, load_pair
-from specviz.render.lanes import DRAFTER_NAMES, FOLLOW_LANE_JS, PAGE_LANES
+from specviz.render.lanes import FOLLOW_LANE_JS
 from specviz.request import (
     CUSTOM, MAX_NEW_TOKENS, POLICY, Request, clamped_note, describe_error, loading_message,
 )
@@ -71,7 +72,7 @@ def precision_info() -> str:
             "without native bf16 a 16-bit verify is slow")
 
 
-DRAFTER_CHOICES = [(f"{name}", key) for key, name in DRAFTER_NAMES.items()]
+DRAFTER_CHOICES = [(info.choice, info.name) for info in DRAFTER_CATALOGUE]
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
     Prompt("Alice and Bob were walking through the park when", False),
@@ -220,8 +221,7 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
 
 
 def done_summary(run: render.RunView) -> str:
-    names = {"baseline": "target alone", "speculative": "speculative", "reference": "transformers"}
-    parts = [f"{names.get(name, name)} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
+    parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
     summary = "Done: " + ", ".join(parts)
     speedup = render.stats_dict(run).get("speedup")
     if speedup is not None:
@@ -272,7 +272,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
                     target_id = gr.Textbox(label="Target model id", placeholder="e.g. EleutherAI/pythia-1.4b-deduped", elem_id="target-id")
                     draft_id = gr.Textbox(label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped", elem_id="draft-id")
                 with gr.Row():
-                    drafter = gr.Radio(DRAFTER_CHOICES, value="model", label="drafter: who proposes the γ tokens",
+                    drafter = gr.Radio(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, label="drafter: who proposes the γ tokens",
                                        elem_id="drafter")
                     ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
                                       visible=False)
@@ -505,7 +505,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
             return gr.Row(visible=pair == CUSTOM)
 
         def on_drafter_change(drafter_value):
-            return gr.Slider(visible=drafter_value == "prompt-lookup")
+            return gr.Slider(visible="ngram" in drafter_info(drafter_value).settings)
 
         def on_stop(request: gr.Request):
             session = request.session_hash if request else None
@@ -567,7 +567,7 @@ def generate(
     target_id: str = "",
     draft_id: str = "",
     chat: bool = True,
-    drafter: str = "model",
+    drafter: str = DEFAULT_DRAFTER,
     ngram: int = 3,
     reference: bool = False,
     precision: str = "",

@@ -9,12 +9,12 @@
 
 from specviz.render.explain import explain_html
 from specviz.render.inspector import default_round, find_round, inspector_html, round_choices
-from specviz.render.lanes import LANES, PAGE_LANES, LaneView, RoundTexts, RunView, lane_status, lanes_html, stop_text
+from specviz.render.lanes import LaneView, RoundTexts, RunView, lane_status, lanes_html, stop_text
 from specviz.render.stats import stats_dict, stats_html
 from specviz.render.tokens import escape_text, legend_html, token_span
 
 __all__ = [
-    "LANES", "PAGE_LANES", "LaneView", "RoundTexts", "RunView", "default_round", "escape_text", "explain_html",
+    "LaneView", "RoundTexts", "RunView", "default_round", "escape_text", "explain_html",
     "find_round", "inspector_html", "lane_status", "lanes_html", "legend_html", "round_choices", "stats_dict",
     "stats_html", "stop_text", "token_span",
 ]

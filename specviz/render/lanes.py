@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.render.tokens import (
     CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, stop_marker, token_span,
@@ -20,15 +21,6 @@ from specviz.trace import Trace
 from specviz.wording import count, every
 
 Decode = Callable[[list[int]], str]
-LANES = ("baseline", "speculative")  # a run's lanes unless it asked for the reference too
-PAGE_LANES = ("baseline", "speculative", "reference")  # the page's lane boxes, in order
-PLAIN_LANES = ("baseline", "reference")  # lanes that never draft: tokens only, no rounds drawn
-LANE_TITLES = {
-    "baseline": "Target only (baseline)",
-    "speculative": "Speculative decoding",
-    "reference": "transformers generate() (reference)",
-}
-DRAFTER_NAMES = {"model": "draft model", "prompt-lookup": "prompt lookup"}
 LANE_TEXT_MAX_PX = 400  # a longer lane scrolls inside its box; the title and figures above it stay put
 # The page's lane boxes (gr.HTML js_on_load): after each redraw, show the newest tokens. The text box
 # scrolls, not the page component, so the lane's head never sits over its tokens.
@@ -192,7 +184,7 @@ class RunView:
     """
 
     def __init__(self, prompt_text: str, prompt_ids: list[int], gamma: int, settings: dict, run_id: int = 0,
-                 chat: bool = False, lanes: Sequence[str] = LANES):
+                 chat: bool = False, lanes: Sequence[str] = DEFAULT_LANES):
         self.run = Run(prompt_text, list(prompt_ids), {"gamma": gamma, **settings}, chat)
         self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
         self.lane_names = tuple(lanes)  # the lanes this run will have, in order
@@ -203,7 +195,7 @@ class RunView:
         """An empty view of a saved run's prompt and settings, ready to be fed its events."""
         settings = dict(saved.settings)
         return cls(saved.prompt_text, saved.prompt_ids, settings.pop("gamma", 0), settings, run_id, saved.chat,
-                   tuple(saved.lanes) or LANES)
+                   tuple(saved.lanes) or DEFAULT_LANES)
 
     @property
     def prompt_text(self) -> str:
@@ -272,11 +264,14 @@ def lane_status(trace: Trace, running: bool, max_new_tokens: int | None = None, 
 
 
 def lane_title(run: RunView, name: str) -> str:
-    title = LANE_TITLES.get(name, name)
+    info = lane_info(name)
     drafter = run.settings.get("drafter")
-    if name in ("speculative", "reference") and drafter in DRAFTER_NAMES:
-        title += f" · {DRAFTER_NAMES[drafter]}"
-    return title
+    if info.names_drafter and drafter:
+        try:
+            return f"{info.title} · {drafter_info(drafter).label}"
+        except ValueError:  # a saved run's drafter this version lacks: the lane's own title
+            pass
+    return info.title
 
 
 def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[str] | None = None,
@@ -285,13 +280,13 @@ def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[s
     `stopped` says the run was stopped, so lanes still open say so instead of "generating…"."""
     if run is None:
         empty = '<div class="lane" data-done="false" style="{}color:#999">press Run</div>'.format(LANE_STYLE)
-        return tuple(empty for _ in names or LANES)
+        return tuple(empty for _ in names or DEFAULT_LANES)
     limit = run.settings.get("max_new_tokens")
     htmls = []
     for name in names or run.lane_names:
         if not run.has_lane(name):
             htmls.append(f'<div class="lane lane-{name}" data-lane="{name}" data-done="false" style="{LANE_STYLE}color:#999">'
-                         f"{escape_text(LANE_TITLES.get(name, name))}: off for this run</div>")
+                         f"{escape_text(lane_info(name).title)}: off for this run</div>")
             continue
         view = run.lane(name)
         status = lane_status(view.trace, active == name, limit, stopped)

@@ -7,7 +7,8 @@ from specviz import theory
 from specviz.palette import COLORS
 from specviz.payoff import Payoff, judge_run
 from specviz.render.explain import WHY_EXACT
-from specviz.render.lanes import LANE_TITLES, RunView, stop_text
+from specviz.catalogue import lane_info
+from specviz.render.lanes import RunView, stop_text
 from specviz.render.tokens import escape_text
 from specviz.trace import Comparison, Trace, compare, first_divergence, speedup
 
@@ -15,7 +16,6 @@ NOISE_NOTE = (
     "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
     "The γ sweep below gives medians and spread over repeated runs."
 )
-COLUMN_TITLES = {"baseline": "target only", "speculative": "speculative", "reference": "transformers"}
 
 
 def comparison_of(run: RunView) -> Comparison | None:
@@ -104,7 +104,7 @@ def lanes_table(run: RunView) -> str:
         + "</tr>"
         for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"))
     )
-    columns = "".join(f'<th {head} data-lane="{name}">{COLUMN_TITLES.get(name, LANE_TITLES.get(name, name))}</th>' for name in names)
+    columns = "".join(f'<th {head} data-lane="{name}">{lane_info(name).label}</th>' for name in names)
     return (
         '<table class="stats-table" style="border-collapse:collapse;font-size:13.5px">'
         f'<tr><th style="padding:3px 12px;border-bottom:1px solid #ccc;text-align:left"></th>{columns}</tr>{body}</table>'
@@ -229,7 +229,7 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
             continue
         other = run.lane(name).trace
         index = first_divergence(baseline, other)
-        label = COLUMN_TITLES.get(name, name)
+        label = lane_info(name).label
         if index is None and other.num_tokens == baseline.num_tokens:
             parts.append(f'<span class="agree" data-lane="{name}">{label}: identical to the target alone, '
                          f"checked token by token ({baseline.num_tokens} tokens)</span>")

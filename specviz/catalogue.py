@@ -1,0 +1,168 @@
+"""The catalogue: every lane and every drafter declared once, with the words the page uses.
+
+Nothing here imports torch, gradio or plotly, so the CLI's --help, the page, the renderers and
+the engine can all ask it. Adding a drafter is its class plus one `DrafterInfo` entry; adding a
+lane is its decoder plus one `LaneInfo` entry. Code that needs behaviour asks a flag here
+(`needs_draft_model`, `reads_target`, `settings`) instead of comparing names.
+
+Factories and decoders are named as "module:attribute" and resolved where they run (the engine),
+so this module sits beneath everything and no import cycle is needed to find them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, Sequence
+
+
+def resolve(dotted: str) -> Any:
+    """"package.module:Class.attr" → the object, imported on first use."""
+    module_name, _, path = dotted.partition(":")
+    found: Any = import_module(module_name)
+    for part in path.split("."):
+        found = getattr(found, part)
+    return found
+
+
+@dataclass(frozen=True)
+class DrafterInfo:
+    """One drafting strategy: how to build it and how to talk about it."""
+
+    name: str  # the registry name: CLI --drafter, the API, saved runs
+    factory: str  # "module:attr" of (pair, config, to_probs, generator) → Drafter
+    label: str  # short, for choices and titles: "draft model"
+    choice: str  # the page's radio text, which says where the guesses come from
+    needs_draft_model: bool  # it cannot run on a pair without a draft model
+    reads_target: bool  # the engine hands it the target's hidden states after each target forward
+    prefill_words: str  # what it did while the target read the prompt
+    source_words: str  # where its guesses come from, for the draft stage and the inspector
+    caches: str  # the KV caches it keeps beside the target's, "" when none
+    hf_equivalent: str  # how transformers' generate() does the same, "" when it cannot
+    settings: tuple[str, ...] = ()  # DecodeConfig fields that only this drafter reads
+    # Step mode's words for a round's draft stage ({label}, {forwards}, {tokens}: counted; {proposals}: each
+    # token with its q; {texts}: the tokens alone). The defaults fit a drafter that samples one token per forward.
+    draft_words: str = ("The {label} ran {forwards}, sampling one token each, with q its probability for the token "
+                        "it picked: {proposals}.")
+    fewer_words: str = "the token limit is near."  # why a round drafted fewer than γ
+    none_words: str = "the token limit left no room"  # why a round drafted nothing
+
+
+DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
+    DrafterInfo(
+        name="model",
+        factory="specviz.drafters:ModelDrafter.build",
+        label="draft model",
+        choice="draft model (a small separate LM)",
+        needs_draft_model=True,
+        reads_target=False,
+        prefill_words="The draft model read the prompt too, to fill its own KV cache.",
+        source_words="the draft model, a small language model that reads only the text",
+        caches="the draft's",
+        hf_equivalent="assistant_model",
+    ),
+    DrafterInfo(
+        name="prompt-lookup",
+        factory="specviz.drafters:PromptLookupDrafter.build",
+        label="prompt lookup",
+        choice="prompt lookup (copy n-grams, no model)",
+        needs_draft_model=False,
+        reads_target=False,
+        prefill_words="Prompt lookup needs no model: it will copy from the prompt and the text so far.",
+        source_words="copying: the tokens that followed the text's last n-gram earlier on",
+        caches="",
+        hf_equivalent="prompt_lookup_num_tokens",
+        settings=("ngram",),
+        draft_words=("Prompt lookup found the text's last tokens earlier on and copied the {tokens} that followed: "
+                     "{texts}. Copying is certain, so q = 1 for each (a one-hot q)."),
+        fewer_words="that is all the copied stretch held, or the limit is near.",
+        none_words="prompt lookup found no earlier occurrence of the text's last tokens",
+    ),
+)
+
+DRAFTER_INFO: dict[str, DrafterInfo] = {info.name: info for info in DRAFTER_CATALOGUE}
+DRAFTER_NAMES: tuple[str, ...] = tuple(DRAFTER_INFO)
+DEFAULT_DRAFTER = "model"
+
+
+def drafter_info(name: str) -> DrafterInfo:
+    """The entry for a drafter name, or a ValueError that lists the names there are."""
+    if name not in DRAFTER_INFO:
+        raise ValueError(f"unknown drafter {name!r}; choose one of: {', '.join(DRAFTER_NAMES)}")
+    return DRAFTER_INFO[name]
+
+
+# --- lanes ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaneInfo:
+    """One lane of a run: what decodes it and how the page, the stats and the charts name and draw it."""
+
+    name: str  # the events' lane tag, the saved run's key, the page's #lane-<name>
+    decoder: str  # "module:attr" of (pair, prompt_ids, config, lane=name) → events
+    title: str  # the lane box's heading
+    label: str  # short, for table columns, chart legends and the status line
+    colour: str  # its line in the charts (the palette takes it from here)
+    drafts: bool  # its rounds carry drafted tokens the page draws; False: tokens only, no rounds drawn
+    names_drafter: bool  # the run's drafter works in it, so its title says which
+    by_default: bool  # in a run unless the run asks otherwise (the reference lane is asked for)
+    redraws: bool = True  # False: its decoder runs in a thread of its own, and redrawing would take its CPU
+
+
+LANE_CATALOGUE: tuple[LaneInfo, ...] = (
+    LaneInfo(
+        name="baseline",
+        decoder="specviz.engine:autoregressive_decode",
+        title="Target only (baseline)",
+        label="target alone",
+        colour="#555555",  # grey
+        drafts=False,
+        names_drafter=False,
+        by_default=True,
+    ),
+    LaneInfo(
+        name="speculative",
+        decoder="specviz.engine:speculative_decode",
+        title="Speculative decoding",
+        label="speculative",
+        colour="#0072B2",  # Okabe-Ito blue
+        drafts=True,
+        names_drafter=True,
+        by_default=True,
+    ),
+    LaneInfo(
+        name="reference",
+        decoder="specviz.reference:reference_decode",
+        title="transformers generate() (reference)",
+        label="transformers",
+        colour="#CC79A7",  # Okabe-Ito reddish purple
+        drafts=False,  # generate() reports tokens, not its rounds' drafts
+        names_drafter=True,
+        by_default=False,
+        redraws=False,
+    ),
+)
+
+LANE_INFO: dict[str, LaneInfo] = {info.name: info for info in LANE_CATALOGUE}
+LANE_NAMES: tuple[str, ...] = tuple(LANE_INFO)
+DEFAULT_LANES: tuple[str, ...] = tuple(info.name for info in LANE_CATALOGUE if info.by_default)
+PAGE_LANES: tuple[str, ...] = LANE_NAMES  # the page's lane boxes, in order
+PLAIN_LANES: tuple[str, ...] = tuple(info.name for info in LANE_CATALOGUE if not info.drafts)
+OTHER_LANE_COLOUR = "#999999"  # a lane the catalogue lacks (a saved run from a newer specviz)
+
+
+def lane_info(name: str) -> LaneInfo:
+    """The entry for a lane name; a lane the catalogue lacks gets its name for words and grey, so a
+    page or a chart can still show it (only the engine, which must decode it, refuses it)."""
+    if name in LANE_INFO:
+        return LANE_INFO[name]
+    return LaneInfo(name, "", name, name, OTHER_LANE_COLOUR, drafts=False, names_drafter=False, by_default=False)
+
+
+def run_lanes(asked: Sequence[str] = ()) -> tuple[str, ...]:
+    """A run's lanes, in catalogue order: the default ones and those asked for (e.g. "reference")."""
+    unknown = [name for name in asked if name not in LANE_INFO]
+    if unknown:
+        raise ValueError(f"unknown lane {unknown[0]!r}; choose from: {', '.join(LANE_NAMES)}")
+    return tuple(name for name in LANE_NAMES if name in DEFAULT_LANES or name in asked)
