@@ -18,7 +18,9 @@ from specviz.trace import Trace, speedup
 from specviz.wording import every, p_equals
 
 if TYPE_CHECKING:  # annotations only: plots stays free of torch and the models
-    from specviz.lab import LabTally, SweepView, TheoryView
+    from specviz.lab.exactness import LabTally
+    from specviz.lab.explorer import TheoryView
+    from specviz.lab.sweep import SweepView
 
 HEIGHT = 280
 MARGIN_TOP = 45

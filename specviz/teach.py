@@ -16,7 +16,8 @@ from typing import Callable, Iterator, Sequence
 
 import gradio as gr
 
-from specviz import lab, lessons, plots, render
+from specviz import lessons, plots, render
+from specviz.lab import exactness, explorer, step_mode, sweep
 from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.engine import MAX_GAMMA
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
@@ -92,11 +93,11 @@ def on_stop_pressed(section: str, what: str) -> Callable:
 
 @dataclass
 class StepSession:
-    """One visitor's step run: the engine's generator (in lab.StepRun) and the view of its text."""
+    """One visitor's step run: the engine's generator (in step_mode.StepRun) and the view of its text."""
 
     request: Request
     pair: ModelPair
-    run: lab.StepRun
+    run: step_mode.StepRun
     view: render.RunView
 
     @property
@@ -117,7 +118,7 @@ def start_step(request: Request) -> StepSession:
     pair, prompt_ids = load_prompt(request)
     view = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings,
                           chat=pair.uses_chat(request.chat), lanes=("speculative",))
-    session = StepSession(request, pair, lab.StepRun(pair, prompt_ids, request.config), view)
+    session = StepSession(request, pair, step_mode.StepRun(pair, prompt_ids, request.config), view)
     session.feed(session.run.start())
     return session
 
@@ -209,7 +210,7 @@ def build_step_mode(names: Sequence[str], inputs: list, concurrency_id: str, on_
 # --- exactness lab ---------------------------------------------------------------------------------------------
 
 
-def bin_labels(bins: lab.Bins, pair: ModelPair) -> list[str]:
+def bin_labels(bins: exactness.Bins, pair: ModelPair) -> list[str]:
     """"'a' · 'b'" per outcome; runs of spaces counted (␣×8), or indented code makes endless labels."""
     texts = {token_id: compact_spaces(pair.decode([token_id])) for outcome in bins.outcomes for token_id in outcome}
     labels = [f"{plots.label_of(first, texts)} · {plots.label_of(second, texts)}" for first, second in bins.outcomes]
@@ -220,9 +221,9 @@ def compact_spaces(text: str) -> str:
     return re.sub(r" {3,}", lambda match: f"␣×{len(match.group())}", text)
 
 
-def lab_values(tally: lab.LabTally, labels: list[str], wrong_rule: bool, started: float, note: str = "") -> tuple:
+def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, note: str = "") -> tuple:
     done = tally.num_draws("speculative")
-    p_values = {lane: tally.p_value(lane) for lane in lab.LANES} if done else {}
+    p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
                                      time.perf_counter() - started, note)
     return status, plots.exactness_histogram(tally, labels, wrong_rule)
@@ -242,7 +243,7 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
             "norm(max(0, p − q))) and watch the speculative histogram drift and its p-value collapse."
         )
         with gr.Row():
-            num_draws = gr.Slider(lab.MIN_DRAWS, lab.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
+            num_draws = gr.Slider(exactness.MIN_DRAWS, exactness.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
                                   label="N: draws per lane", elem_id="lab-n")
             wrong_rule = gr.Checkbox(value=False, label="WRONG rule: resample from p at a rejection", elem_id="lab-wrong")
         with gr.Row():
@@ -260,13 +261,13 @@ def build_lab(names: Sequence[str], inputs: list, controls: dict, concurrency_id
         wrong = bool(wrong_value)
         try:
             request = parse_controls(names, values)
-            planned = whole_number(num_draws_value, "N (draws per lane)", lab.MIN_DRAWS, lab.MAX_DRAWS)
-            lab.check_lab(request.config, planned)
+            planned = whole_number(num_draws_value, "N (draws per lane)", exactness.MIN_DRAWS, exactness.MAX_DRAWS)
+            exactness.check_lab(request.config, planned)
             yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
             pair, prompt_ids = load_prompt(request)
             yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
             labels, last_drawn, tally = None, 0.0, None
-            for tally in lab.run_lab(pair, prompt_ids, request.config, planned, wrong):
+            for tally in exactness.run_lab(pair, prompt_ids, request.config, planned, wrong):
                 if stop_presses.since(session, "lab", started):
                     return
                 labels = labels or bin_labels(tally.bins, pair)
@@ -307,7 +308,7 @@ def measured_of(run) -> tuple:
 
 def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     comparison, gamma = measured_of(run)
-    view = lab.theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
+    view = explorer.theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                            comparison.speedup if comparison else None)
     note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha)
     return plots.theory_explorer(view), note
@@ -360,12 +361,12 @@ def build_sweep(names: Sequence[str], inputs: list, concurrency_id: str, on_gpu:
         with gr.Row():
             smallest = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="smallest γ", elem_id="sweep-from")
             largest = gr.Slider(1, MAX_GAMMA, value=6, step=1, label="largest γ", elem_id="sweep-to")
-            repeats = gr.Slider(1, lab.MAX_SWEEP_REPEATS, value=2, step=1, label="repeats", elem_id="sweep-repeats")
+            repeats = gr.Slider(1, sweep.MAX_SWEEP_REPEATS, value=2, step=1, label="repeats", elem_id="sweep-repeats")
         with gr.Row():
             run_button = gr.Button("Run sweep", variant="primary", elem_id="sweep-run", scale=0)
             stop_button = gr.Button("Stop", variant="stop", elem_id="sweep-stop", scale=0)
         status = gr.HTML(lessons.message_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
-        chart = gr.Plot(plots.gamma_sweep(lab.sweep_view([])), show_label=False, elem_id="chart-sweep")
+        chart = gr.Plot(plots.gamma_sweep(sweep.sweep_view([])), show_label=False, elem_id="chart-sweep")
 
     @on_gpu
     def on_run(visitor: gr.Request, smallest_value, largest_value, repeats_value, *values) -> Iterator:
@@ -373,20 +374,20 @@ def build_sweep(names: Sequence[str], inputs: list, concurrency_id: str, on_gpu:
         session = visitor.session_hash if visitor else None
         try:
             request = parse_controls(names, values)
-            gammas = lab.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
+            gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                            whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
-            config = lab.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
+            config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
             yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
             pair, prompt_ids = load_prompt(request)
             temperature = request.config.temperature
             last_drawn = 0.0
-            for progress in lab.sweep_gammas(pair, prompt_ids, config):
+            for progress in sweep.sweep_gammas(pair, prompt_ids, config):
                 if stop_presses.since(session, "sweep", started):
                     return
                 finished = progress.num_done == progress.num_total
                 late = over_time(started)
                 if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
-                    view = lab.sweep_view(progress.results(temperature))
+                    view = sweep.sweep_view(progress.results(temperature))
                     note = time_limit_note("the sweep") if late and not finished else ""
                     yield (lessons.sweep_status_html(progress.num_done, progress.num_total,
                                                      time.perf_counter() - started, view, note),

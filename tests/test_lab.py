@@ -17,7 +17,8 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz import lab, lessons, plots, render, theory
+from specviz import lessons, plots, render, theory
+from specviz.lab import exactness, explorer, step_mode, sweep
 from specviz.bench import BenchResult
 from specviz.engine import DecodeConfig, speculative_decode
 from specviz.events import FinishEvent, PrefillEvent, RoundEvent
@@ -41,9 +42,9 @@ def overconfident_pair() -> ModelPair:
     return ModelPair.from_models(target, draft)
 
 
-def final_tally(pair: ModelPair, wrong_rule: bool) -> lab.LabTally:
+def final_tally(pair: ModelPair, wrong_rule: bool) -> exactness.LabTally:
     config = DecodeConfig(gamma=2, temperature=1.0, seed=0)
-    for tally in lab.run_lab(pair, LAB_PROMPT, config, LAB_DRAWS, wrong_rule):
+    for tally in exactness.run_lab(pair, LAB_PROMPT, config, LAB_DRAWS, wrong_rule):
         pass
     return tally
 
@@ -65,33 +66,33 @@ def test_real_rule_passes_and_wrong_rule_is_caught(overconfident_pair):
 
 def test_exact_distribution_sums_to_one(overconfident_pair):
     config = DecodeConfig(temperature=1.0)
-    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=overconfident_pair.vocab_size)
+    first_ids, joint = exactness.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=overconfident_pair.vocab_size)
     assert joint.shape == (overconfident_pair.vocab_size, overconfident_pair.vocab_size)
     assert float(joint.sum()) == pytest.approx(1.0, abs=1e-9)
     # With fewer first tokens spelled out, the bins (with "other") still cover everything.
-    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=8)
-    bins = lab.choose_bins(first_ids, joint, LAB_DRAWS)
+    first_ids, joint = exactness.exact_first_two(overconfident_pair, LAB_PROMPT, config, max_first=8)
+    bins = exactness.choose_bins(first_ids, joint, LAB_DRAWS)
     assert sum(bins.probs) == pytest.approx(1.0, abs=1e-9)
-    assert all(prob * LAB_DRAWS >= lab.MIN_EXPECTED for prob in bins.probs)  # chi-square's rule of thumb
-    assert bins.num_bins <= lab.MAX_BINS + 1
+    assert all(prob * LAB_DRAWS >= exactness.MIN_EXPECTED for prob in bins.probs)  # chi-square's rule of thumb
+    assert bins.num_bins <= exactness.MAX_BINS + 1
 
 
 def test_exact_distribution_matches_the_engines_sampling_with_top_k(overconfident_pair):
     """Top-k cuts both tokens' distributions the same way in the engine and in the exact one."""
     config = DecodeConfig(temperature=1.0, top_k=3)
-    first_ids, joint = lab.exact_first_two(overconfident_pair, LAB_PROMPT, config)
+    first_ids, joint = exactness.exact_first_two(overconfident_pair, LAB_PROMPT, config)
     assert int((joint > 0).sum()) <= 9
-    outcome = lab.draw_outcome(overconfident_pair, LAB_PROMPT, lab.lab_config(config, 0), "speculative")
+    outcome = exactness.draw_outcome(overconfident_pair, LAB_PROMPT, exactness.lab_config(config, 0), "speculative")
     row = first_ids.tolist().index(outcome[0])
     assert joint[row, outcome[1]] > 0
 
 
 def test_chi_square_survival_matches_scipy():
     for statistic, dof in ((0.5, 1), (3.0, 2), (12.0, 5), (40.0, 12), (200.0, 12)):
-        assert lab.chi_square_survival(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-6, abs=1e-300)
-    assert lab.chi_square_p_value([50, 50], [0.5, 0.5]) == pytest.approx(1.0)
-    assert lab.chi_square_p_value([10], [1.0]) is None  # one bin: nothing to test
-    assert lab.chi_square_p_value([5, 1], [1.0, 0.0]) == 0.0  # an impossible outcome was drawn
+        assert exactness.chi_square_survival(statistic, dof) == pytest.approx(chi2.sf(statistic, dof), rel=1e-6, abs=1e-300)
+    assert exactness.chi_square_p_value([50, 50], [0.5, 0.5]) == pytest.approx(1.0)
+    assert exactness.chi_square_p_value([10], [1.0]) is None  # one bin: nothing to test
+    assert exactness.chi_square_p_value([5, 1], [1.0, 0.0]) == 0.0  # an impossible outcome was drawn
 
 
 def test_wrong_rule_keeps_the_accept_test_and_draws_from_p():
@@ -100,21 +101,21 @@ def test_wrong_rule_keeps_the_accept_test_and_draws_from_p():
     draft_ids = torch.tensor([1])
     for seed in range(20):
         real = accept_or_resample(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(seed))
-        wrong = lab.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(seed))
+        wrong = exactness.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(seed))
         assert (wrong.num_accepted, wrong.is_bonus) == (real.num_accepted, real.is_bonus)
         if not real.is_bonus:
             assert torch.equal(wrong.residual, target_probs[0])  # p itself, not norm(max(0, p − q))
             assert real.next_id != 1  # the residual never gives back the over-proposed token …
-    wrong_ids = {lab.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(s)).next_id
+    wrong_ids = {exactness.resample_from_target(draft_ids, draft_probs, target_probs, torch.Generator().manual_seed(s)).next_id
                  for s in range(200)}
     assert 1 in wrong_ids  # … which is exactly what the wrong rule does
 
 
 def test_lab_refuses_what_it_cannot_test():
     with pytest.raises(ValueError, match="from 100 to 5000"):
-        lab.check_lab(DecodeConfig(temperature=1.0), 50)
+        exactness.check_lab(DecodeConfig(temperature=1.0), 50)
     with pytest.raises(ValueError, match="temperature"):
-        lab.check_lab(DecodeConfig(temperature=0.0), 500)
+        exactness.check_lab(DecodeConfig(temperature=0.0), 500)
 
 
 # --- step mode ----------------------------------------------------------------------------------------------------
@@ -127,7 +128,7 @@ def test_step_run_is_one_round_per_press_and_ends_like_a_full_run(drafter):
     config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=20, seed=4, drafter=drafter, inspect=True,
                           stop_at_eos=False)
     full = Trace.from_events(speculative_decode(pair, prompt, config))
-    step = lab.StepRun(pair, prompt, config)
+    step = step_mode.StepRun(pair, prompt, config)
     step.start()
     presses = 0
     while not step.done:
@@ -193,7 +194,7 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
 def test_speedup_falls_as_the_verify_gets_dearer():
     speedups = [theory.expected_speedup(0.7, 4, 0.1, verify_cost) for verify_cost in (0.8, 1.0, 1.5, 2.0, 3.0)]
     assert speedups == sorted(speedups, reverse=True)
-    view = lab.theory_view(0.7, 0.1, 1.8, measured_gamma=3, measured_speedup=1.1)
+    view = explorer.theory_view(0.7, 0.1, 1.8, measured_gamma=3, measured_speedup=1.1)
     assert all(with_v < v1 for with_v, v1 in zip(view.speedups_with_verify, view.speedups))
     assert view.speedups[0] == pytest.approx((1 + 0.7) / (0.1 + 1))
     assert view.best_gamma_with_verify >= view.best_gamma  # a fixed cost per round favours longer drafts
@@ -205,7 +206,7 @@ def test_pays_region_is_alpha_above_c_when_verify_is_free():
         assert theory.min_paying_alpha(cost_ratio, verify_cost=1.5) > cost_ratio
     assert theory.min_paying_alpha(0.9, verify_cost=3.0) is None  # no α makes it pay
     assert theory.min_paying_alpha(0.0, verify_cost=0.8) == 0.0  # a verify cheaper than a step pays at once
-    view = lab.theory_view(0.5, 1.5, 1.0)
+    view = explorer.theory_view(0.5, 1.5, 1.0)
     assert view.max_cost >= 1.5  # the (c, α) plane reaches the point
     assert view.paying_alpha is None  # c > 1: a draft step dearer than a target step never pays
 
@@ -221,7 +222,7 @@ def bench_result(gamma: int, median: float, low: float, high: float) -> BenchRes
 
 
 def test_sweep_view_recommends_the_best_median_and_names_the_ties():
-    view = lab.sweep_view([bench_result(3, 1.40, 1.30, 1.50), bench_result(1, 1.10, 1.00, 1.20),
+    view = sweep.sweep_view([bench_result(3, 1.40, 1.30, 1.50), bench_result(1, 1.10, 1.00, 1.20),
                            bench_result(2, 1.35, 1.25, 1.45), bench_result(4, 1.20, 1.10, 1.30)])
     assert [r.gamma for r in view.results] == [1, 2, 3, 4]
     assert view.recommended_gamma == 3
@@ -231,17 +232,17 @@ def test_sweep_view_recommends_the_best_median_and_names_the_ties():
 
 def test_sweep_runs_the_bench_loop_with_progress():
     pair = tiny_pair("gpt2")
-    config = lab.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
+    config = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
     num_done = []
-    for progress in lab.sweep_gammas(pair, [5, 6, 7], config):  # one progress object, updated after every run
+    for progress in sweep.sweep_gammas(pair, [5, 6, 7], config):  # one progress object, updated after every run
         num_done.append(progress.num_done)
     assert num_done == list(range(0, 7))
     results = progress.results(0.0)
     assert [r.gamma for r in results] == [1, 2] and all(r.num_runs == 2 for r in results)
     with pytest.raises(ValueError, match="smallest first"):
-        lab.sweep_gamma_range(5, 2)
+        sweep.sweep_gamma_range(5, 2)
     with pytest.raises(ValueError, match="repeats"):
-        lab.sweep_config(DecodeConfig(), (1,), repeats=9)
+        sweep.sweep_config(DecodeConfig(), (1,), repeats=9)
 
 
 def test_a_stop_press_ends_only_the_jobs_it_came_after():
@@ -261,7 +262,7 @@ def test_a_stop_press_ends_only_the_jobs_it_came_after():
 
 
 def test_a_sweep_where_nothing_beats_the_target_recommends_none():
-    view = lab.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 1.04, 0.96, 1.12),
+    view = sweep.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 1.04, 0.96, 1.12),
                            bench_result(3, 0.80, 0.70, 0.90)])
     assert view.best_gamma == 2 and view.recommended_gamma is None and not view.payoff.pays
     html = lessons.sweep_status_html(9, 9, 12.0, view)
@@ -273,12 +274,12 @@ def test_a_sweep_where_nothing_beats_the_target_recommends_none():
 
 
 def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_below_c():
-    view = lab.theory_view(0.3, 0.5, 1.5)
+    view = explorer.theory_view(0.3, 0.5, 1.5)
     note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
     assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
     assert "none: the target alone is faster here" in note and "pays" not in note
     assert "best γ = none" in plots.theory_explorer(view).layout.title.text
-    good = lab.theory_view(0.8, 0.05, 1.0)
+    good = explorer.theory_view(0.8, 0.05, 1.0)
     note = lessons.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note and f"γ = {good.best_gamma_with_verify} (" in note
 

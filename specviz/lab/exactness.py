@@ -1,47 +1,30 @@
-"""The teaching sections' logic, with no gradio: step mode, the exactness lab, the theory
-explorer and the γ sweep.
-
-Step mode: speculative decoding held between presses (`StepRun`); each press runs one real
-round of the engine's own generator.
-
-Exactness lab: draw many short continuations of one prompt from the target alone and from
+"""The exactness lab: draw many short continuations of one prompt from the target alone and from
 speculative decoding, both through the engine's own lanes, and test the first two generated
-tokens of each lane against the target's exact distribution with a chi-square test. The first
-token is the target's own sample at prefill in both lanes, so the second is the first token a
-speculative round decides: the test looks at the pair (token 1, token 2), whose exact
+tokens of each lane against the target's exact distribution with a chi-square test.
+
+The first token is the target's own sample at prefill in both lanes, so the second is the first
+token a speculative round decides: the test looks at the pair (token 1, token 2), whose exact
 probability p(t1)·p(t2 | t1) takes one batched target forward. `resample_from_target` is the
 classic mistake (resampling from p instead of norm(max(0, p − q))), for the learner to watch
 fail; it is the only lab-only code on the sampling path.
-
-Theory explorer: Leviathan's expected speedup against γ, with v = 1 and with a measured verify
-cost, and where in the (c, α) plane speculation pays (`theory_view`).
-
-γ sweep: the bench's loop (specviz.bench) for one prompt, yielding after every timed run so a
-page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field, replace
 from typing import Generator, Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
 
-from specviz import theory
+from specviz.bench import SEED_MODULUS
 from specviz.catalogue import DEFAULT_LANES
-from specviz.bench import SEED_MODULUS, BenchConfig, BenchResult, summarise, timed_runs
 from specviz.drafters import forward_new_ids
-from specviz.engine import (
-    MAX_GAMMA, AcceptRule, DecodeConfig, autoregressive_decode, context_budget, speculative_decode,
-)
-from specviz.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.engine import AcceptRule, DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.events import Event, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
-from specviz.payoff import Measurement, Payoff
 from specviz.sampling import ProbsFn, Verdict, accept_or_resample, sample
-from specviz.trace import Trace
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
@@ -50,58 +33,6 @@ MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution sp
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
 LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
-
-
-# --- step mode ------------------------------------------------------------------------------------------
-
-
-class StepRun:
-    """Speculative decoding held between presses: each `advance` runs exactly one real round.
-
-    The engine's generator does the work; holding it and calling next() once per press is one
-    round, with the same seed, drafter and rule as a normal run, so the text ends up the same.
-    """
-
-    def __init__(self, pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
-        self.events = speculative_decode(pair, prompt_ids, config)
-        self.budget = context_budget(pair, len(prompt_ids), config)  # raises the prompt's message early
-        self.eos_id = pair.eos_id if config.stop_at_eos else None
-        self.trace = Trace(lane="speculative")
-
-    @property
-    def done(self) -> bool:
-        return self.trace.done
-
-    def start(self) -> list[Event]:
-        """The prefill: both models read the prompt, the target samples token 1 (and an EOS ends it)."""
-        return self.take(PrefillEvent)
-
-    def advance(self) -> list[Event]:
-        """One round; and the finish too when that round ended the run (so no press is wasted on it)."""
-        if self.done:
-            return []
-        events = self.take(RoundEvent)
-        if not self.done and self.round_ended_run():
-            events += self.take(FinishEvent)  # the engine's loop has ended: no model work here
-        return events
-
-    def round_ended_run(self) -> bool:
-        last = self.trace.rounds[-1] if self.trace.rounds else None
-        hit_eos = last is not None and self.eos_id is not None and self.eos_id in last.emitted_ids
-        return hit_eos or self.trace.num_tokens >= self.budget
-
-    def take(self, kind: type) -> list[Event]:
-        """Events up to the first of `kind` (or the finish), each added to the trace."""
-        taken = []
-        for event in self.events:
-            self.trace.add(event)
-            taken.append(event)
-            if isinstance(event, (kind, FinishEvent)):
-                break
-        return taken
-
-    def close(self) -> None:
-        self.events.close()
 
 
 # --- the wrong rule -------------------------------------------------------------------------------
@@ -330,157 +261,3 @@ def check_lab(config: DecodeConfig, num_draws: int) -> None:
     if config.temperature == 0:
         raise ValueError("at temperature 0 every draw is the same greedy text, so there is no distribution to "
                          "test: set the temperature above 0 (1 is a good start)")
-
-
-# --- γ sweep -------------------------------------------------------------------------------------------
-
-
-MAX_SWEEP_GAMMAS = 16
-MAX_SWEEP_REPEATS = 5
-
-
-@dataclass
-class SweepProgress:
-    """Where a sweep stands: runs done, and one BenchResult per γ with at least one run."""
-
-    num_done: int
-    num_total: int
-    runs: dict[int, list[tuple[Trace, Trace]]] = field(default_factory=dict)  # γ → (baseline, speculative)
-
-    def results(self, temperature: float) -> list[BenchResult]:
-        return [summarise(gamma, temperature, pairs) for gamma, pairs in sorted(self.runs.items())]
-
-
-def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) -> Iterator[SweepProgress]:
-    """bench.timed_runs for one prompt and one temperature, yielding after every timed run."""
-    progress = SweepProgress(0, config.repeats * (1 + len(config.gammas)))
-    yield progress
-    for gamma, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
-        if speculative is not None:
-            progress.runs.setdefault(gamma, []).append((baseline, speculative))
-        progress.num_done += 1
-        yield progress
-
-
-def sweep_gamma_range(smallest: int, largest: int) -> tuple[int, ...]:
-    """The γ values from smallest to largest, checked, with a message a user can act on."""
-    if not 1 <= smallest <= largest <= MAX_SWEEP_GAMMAS:
-        raise ValueError(f"the γ range must run from a smallest γ ≥ 1 to a largest γ ≤ {MAX_SWEEP_GAMMAS}, "
-                         f"smallest first; got {smallest} to {largest}")
-    return tuple(range(smallest, largest + 1))
-
-
-def sweep_config(config: DecodeConfig, gammas: tuple[int, ...], repeats: int) -> BenchConfig:
-    """The bench's settings from the page's: same sampling, drafter, token budget and seed."""
-    if not 1 <= repeats <= MAX_SWEEP_REPEATS:
-        raise ValueError(f"repeats must be from 1 to {MAX_SWEEP_REPEATS}, got {repeats}")
-    return BenchConfig(
-        gammas=gammas, temperatures=(config.temperature,), repeats=repeats, max_new_tokens=config.max_new_tokens,
-        top_k=config.top_k, top_p=config.top_p, seed=config.seed, stop_at_eos=config.stop_at_eos,
-        full_draft_head=config.full_draft_head, drafter=config.drafter, ngram=config.ngram,
-    )
-
-
-@dataclass(frozen=True)
-class SweepView:
-    """What the sweep chart draws: measured speedups per γ over the theory's curves, and the verdict."""
-
-    results: tuple[BenchResult, ...]  # one per γ, ascending
-    alpha: float  # α̂ over the whole sweep (median of the γ cells)
-    cost_ratio: float  # c, median of the γ cells
-    theory_gammas: tuple[int, ...]
-    theory_speedups: tuple[float, ...]  # Leviathan's curve at (α̂, c) with v = 1
-    predicted_with_verify: tuple[float, ...]  # per result: the formula with that γ's measured v
-    best_gamma: int | None  # the highest measured median, paying or not
-    within_spread: tuple[int, ...]  # γ whose median lies inside the best γ's min–max: as good, within noise
-    payoff: Payoff | None = None  # the one verdict (specviz.payoff) on these measurements
-
-    @property
-    def recommended_gamma(self) -> int | None:
-        """The best median's γ when it beats the target alone beyond the noise; None: the target alone."""
-        return self.payoff.recommended_gamma if self.payoff is not None else None
-
-
-def measurement_of(result: BenchResult) -> Measurement:
-    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs)
-
-
-def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> SweepView:
-    results = tuple(sorted(results, key=lambda r: r.gamma))
-    if not results:
-        return SweepView((), 0.0, 0.0, (), (), (), None, ())
-    alpha = statistics.median([r.acceptance_rate for r in results])
-    cost_ratio = statistics.median([r.c for r in results])
-    gammas = tuple(range(1, max(max_gamma, results[-1].gamma) + 1))
-    cell = max(results, key=lambda r: r.median_speedup)
-    payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r) for r in results), max(gammas))
-    return SweepView(
-        results=results,
-        alpha=alpha,
-        cost_ratio=cost_ratio,
-        theory_gammas=gammas,
-        theory_speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
-        predicted_with_verify=tuple(theory.expected_speedup(alpha, r.gamma, cost_ratio, r.verify_cost) for r in results),
-        best_gamma=cell.gamma,
-        within_spread=tuple(r.gamma for r in results if cell.min_speedup <= r.median_speedup <= cell.max_speedup),
-        payoff=payoff,
-    )
-
-
-# --- theory explorer -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TheoryView:
-    """What the theory explorer draws for one (α, c, v), and the last run's measured point."""
-
-    alpha: float
-    cost_ratio: float
-    verify_cost: float
-    gammas: tuple[int, ...]
-    speedups: tuple[float, ...]  # Leviathan: v = 1
-    speedups_with_verify: tuple[float, ...]  # the same formula with the verify costing v target steps
-    boundary_costs: tuple[float, ...]  # c from 0 to the chart's edge
-    boundary_alphas: tuple[float | None, ...]  # the α above which speculation pays at that c and v (None: never)
-    measured_gamma: int | None = None  # the last run's γ and measured speedup, if there was one
-    measured_speedup: float | None = None
-
-    @property
-    def best_gamma(self) -> int:
-        return theory.best_gamma(self.alpha, self.cost_ratio, len(self.gammas))
-
-    @property
-    def best_gamma_with_verify(self) -> int:
-        return theory.best_gamma(self.alpha, self.cost_ratio, len(self.gammas), self.verify_cost)
-
-    @property
-    def paying_alpha(self) -> float | None:
-        """The α above which some γ pays at this c and v (None: no α does)."""
-        return theory.min_paying_alpha(self.cost_ratio, self.verify_cost, len(self.gammas))
-
-    @property
-    def max_cost(self) -> float:
-        return self.boundary_costs[-1] if self.boundary_costs else 1.0
-
-
-BOUNDARY_POINTS = 41
-
-
-def theory_view(alpha: float, cost_ratio: float, verify_cost: float = 1.0, measured_gamma: int | None = None,
-                measured_speedup: float | None = None, max_gamma: int = MAX_GAMMA) -> TheoryView:
-    """The curves for sliders at (α, c, v); the (c, α) plane reaches past c so the point stays on it."""
-    gammas = tuple(range(1, max_gamma + 1))
-    max_cost = max(1.0, 1.2 * cost_ratio)
-    costs = tuple(max_cost * i / (BOUNDARY_POINTS - 1) for i in range(BOUNDARY_POINTS))
-    return TheoryView(
-        alpha=alpha,
-        cost_ratio=cost_ratio,
-        verify_cost=verify_cost,
-        gammas=gammas,
-        speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
-        speedups_with_verify=tuple(theory.expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in gammas),
-        boundary_costs=costs,
-        boundary_alphas=tuple(theory.min_paying_alpha(cost, verify_cost, max_gamma) for cost in costs),
-        measured_gamma=measured_gamma,
-        measured_speedup=measured_speedup,
-    )
