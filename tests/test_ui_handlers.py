@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz import live, ui
+from specviz import live, ui, ui_handlers
+from specviz.run import Run
 
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
 
@@ -54,9 +55,9 @@ def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, dra
 
 
 def test_the_replay_status_names_its_speed_once():
-    assert ui.replay_pace_words("at once") == "at once"
-    assert ui.replay_pace_words("4×") == "at 4×"
-    assert all(" at at " not in f" {ui.replay_pace_words(name)} " for name in ui.REPLAY_SPEEDS)
+    assert ui_handlers.replay_pace_words("at once") == "at once"
+    assert ui_handlers.replay_pace_words("4×") == "at 4×"
+    assert all(" at at " not in f" {ui_handlers.replay_pace_words(name)} " for name in ui_handlers.REPLAY_SPEEDS)
 
 
 def test_after_stop_what_was_generated_stays_inspectable():
@@ -92,21 +93,21 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
     settings = {"pair": "tiny-code", "gamma": 5, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "max_new_tokens": 40,
                 "seed": 7, "drafter": "prompt-lookup", "ngram": 2, "reference": True, "precision": "float32",
                 "draft_confidence": 0.0, "gamma_schedule": "constant"}
-    controls = ui.replayed_controls(ui.Run("def f(x):\n", [1, 2], settings, chat=False))
+    controls = ui_handlers.replayed_controls(Run("def f(x):\n", [1, 2], settings, chat=False))
     assert controls == {"prompt": "def f(x):\n", "chat": False, **settings}
-    custom = ui.replayed_controls(ui.Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
+    custom = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
     assert (custom["pair"], custom["draft_id"], custom["target_id"]) == ("custom", "org/small", "org/big")
-    old = ui.replayed_controls(ui.Run("hi", [1], {"pair": "embedded", "gamma": 3}, chat=True))  # older files: fewer keys
+    old = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3}, chat=True))  # older files: fewer keys
     assert old == {"prompt": "hi", "chat": True, "pair": "embedded", "gamma": 3}
 
 
 def test_a_replay_says_its_settings_are_in_the_controls():
     demo = ui.build_app(preload=False)
     replay_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_replay")
-    pick = next(iter(ui.recorded_runs()))
+    pick = next(iter(ui_handlers.recorded_runs()))
     first = next(replay_fn.fn(pick, None, "at once", SimpleNamespace(session_hash="replay-test")))
     by_id = {component.elem_id: value for component, value in first.items() if getattr(component, "elem_id", None)}
-    saved = ui.load_replay(pick, None)
+    saved = ui_handlers.load_replay(pick, None)
     assert "settings are now in the controls" in by_id["status"]
     assert by_id["gamma"] == saved.settings["gamma"] and by_id["prompt"] == saved.prompt_text
     assert by_id["max-new-tokens"] == saved.settings["max_new_tokens"]
@@ -119,4 +120,4 @@ def test_a_replay_says_its_settings_are_in_the_controls():
     ("γ", None, (1, 16), None),
 ])
 def test_a_slider_that_pulled_a_typed_value_into_range_says_so(name, typed, bounds, expected):
-    assert ui.clamped_note(name, typed, *bounds) == expected
+    assert ui_handlers.clamped_note(name, typed, *bounds) == expected
