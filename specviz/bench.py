@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 from specviz import reference
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models import ASSETS_DIR, ModelPair
@@ -47,7 +48,7 @@ class BenchConfig:
     stop_at_eos: bool = True
     chat: bool | None = None  # overrides every prompt's own chat setting when not None
     full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
-    drafter: str = "model"  # a name in drafters.DRAFTERS
+    drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
     ngram: int = 3  # prompt lookup's longest n-gram
     draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
     gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
@@ -283,11 +284,12 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     """
     from tqdm import tqdm
 
-    if pair.draft is None and config.drafter == "model":
-        raise ValueError("--against-hf with the model drafter needs a draft model")
+    # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
+    # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
+    with_default = drafter_info(config.drafter).hf_equivalent != "prompt_lookup_num_tokens"
+    if pair.draft is None and with_default:
+        raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
     prompt_ids = encode_prompts(pair, prompts, config.chat)
-    # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ
-    with_default = config.drafter == "model"
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
     warm_up(pair)

@@ -32,7 +32,7 @@ class DrafterInfo:
     name: str  # the registry name: CLI --drafter, the API, saved runs
     factory: str  # "module:attr" of (pair, config, to_probs, generator) → Drafter
     label: str  # short, for choices and titles: "draft model"
-    choice: str  # the page's radio text, which says where the guesses come from
+    description: str  # one line on where its guesses come from (the CLI's --help)
     needs_draft_model: bool  # it cannot run on a pair without a draft model
     reads_target: bool  # the engine hands it the target's hidden states after each target forward
     prefill_words: str  # what it did while the target read the prompt
@@ -53,7 +53,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
         name="model",
         factory="specviz.drafters:ModelDrafter.build",
         label="draft model",
-        choice="draft model (a small separate LM)",
+        description="draft model (a small separate LM)",
         needs_draft_model=True,
         reads_target=False,
         prefill_words="The draft model read the prompt too, to fill its own KV cache.",
@@ -65,7 +65,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
         name="prompt-lookup",
         factory="specviz.drafters:PromptLookupDrafter.build",
         label="prompt lookup",
-        choice="prompt lookup (copy n-grams, no model)",
+        description="prompt lookup (copy n-grams, no model)",
         needs_draft_model=False,
         reads_target=False,
         prefill_words="Prompt lookup needs no model: it will copy from the prompt and the text so far.",
@@ -77,6 +77,23 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                      "{texts}. Copying is certain, so q = 1 for each (a one-hot q)."),
         fewer_words="that is all the copied stretch held, or the limit is near.",
         none_words="prompt lookup found no earlier occurrence of the text's last tokens",
+    ),
+    DrafterInfo(
+        name="head",
+        factory="specviz.head:HeadDrafter.build",
+        label="EAGLE-style head",
+        description="EAGLE-style head (reads the target's hidden state)",
+        needs_draft_model=False,
+        reads_target=True,
+        prefill_words=("The head read nothing itself: it starts from the target's own hidden state at the prompt's "
+                       "last position, which the target's prefill just computed."),
+        source_words=("the head: one small layer that reads the target's own hidden state of the last verified "
+                      "token (and, after its first guess, its own predicted states)"),
+        caches="the head's",
+        hf_equivalent="",
+        draft_words=("The {label} ran {forwards}: the first reads the target's own hidden state at the last verified "
+                     "token, each later one its own predicted state. q is its probability for the token it "
+                     "picked: {proposals}."),
     ),
 )
 

@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
+from specviz.catalogue import DEFAULT_DRAFTER, DRAFTER_CATALOGUE, DRAFTER_NAMES, drafter_info
 from specviz.palette import ANSI, ANSI_RESET
 
-DRAFTER_CHOICES = ("model", "prompt-lookup")  # drafters.DRAFTERS, without importing torch for --help
 
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -42,8 +42,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         "--full-draft-head", action="store_true",
         help="draft with the draft's whole output head even where it ships head_rows.json",
     )
-    parser.add_argument("--drafter", choices=tuple(DRAFTER_CHOICES), default="model",
-                        help="model: the pair's draft model; prompt-lookup: copy n-grams from the prompt and text so far")
+    parser.add_argument("--drafter", choices=DRAFTER_NAMES, default=DEFAULT_DRAFTER,
+                        help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE))
     parser.add_argument("--ngram", type=int, default=3, help="prompt lookup: longest n-gram to match (1–8)")
     parser.add_argument("--draft-confidence", type=float, default=None,
                         help="stop a round's drafting after a token the draft model was less sure of "
@@ -87,11 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true")
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
-    train.add_argument("--recipe", choices=("embedded", "tiny-code"), default="embedded",
-                       help="embedded: distil a draft for SmolLM2-135M-Instruct; tiny-code: the Python-code pair")
-    train.add_argument("--out", default=None, help="output folder (default: assets/smollm2-draft or assets/tiny-code-pair)")
+    train.add_argument("--recipe", choices=("embedded", "head", "tiny-code"), default="embedded",
+                       help="embedded: distil a draft for SmolLM2-135M-Instruct; head: train the head drafter "
+                            "that reads its hidden states; tiny-code: the Python-code pair")
+    train.add_argument("--out", default=None,
+                       help="output folder (default: assets/smollm2-draft, assets/smollm2-head or assets/tiny-code-pair)")
     train.add_argument("--work-dir", default=None, help="data cache and checkpoints (resumable)")
     train.add_argument("--steps", type=int, default=None, help="embedded: draft optimiser steps")
+    train.add_argument("--epochs", type=float, default=None, help="head: passes over the teacher data")
+    train.add_argument("--minutes", type=float, default=None,
+                       help="head: a CPU budget per phase (teacher pass, training); 0 = none")
     train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--seqkd-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")
@@ -316,7 +321,7 @@ def run_bench(args) -> int:
         )
         print(format_table(results))
         if hf_results is not None:
-            if config.drafter == "prompt-lookup":
+            if drafter_info(config.drafter).hf_equivalent == "prompt_lookup_num_tokens":
                 print("\nagainst transformers' generate(prompt_lookup_num_tokens=γ, max_matching_ngram_size=n):")
             else:
                 print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
@@ -329,12 +334,22 @@ def drafter_description(pair, config) -> str:
 
     if config.drafter == "prompt-lookup":
         return f"prompt lookup (n-grams up to {config.ngram})"
+    if drafter_info(config.drafter).reads_target:
+        return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
     return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
 
 
 def run_train(args) -> int:
     from dataclasses import replace
 
+    if args.recipe == "head":
+        from specviz.head_train import HeadTrainConfig, train_head_recipe
+
+        minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
+        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
+                     "num_threads": args.threads, **minutes}
+        train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
+        return 0
     if args.recipe == "embedded":
         from specviz.distil import DistilConfig, distil
 

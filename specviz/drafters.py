@@ -2,7 +2,8 @@
 
 A drafter is built per run from (pair, config, the run's probabilities function, the run's
 generator), so every drafter shares the run's seeded randomness, and the speculative loop only
-talks to the `Drafter` interface. Registered by name in DRAFTERS:
+talks to the `Drafter` interface. Each is declared once in specviz.catalogue (name, factory,
+words); the head drafter, which reads the target's hidden states, lives in specviz.head.
 
 - `model`: the pair's draft model with its own KV cache (q = its sampling distribution);
 - `prompt-lookup`: no second model; copies the tokens that followed the last earlier
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
 import torch
 from transformers import DynamicCache
 
+from specviz.forward import crop_cache, forward_new_ids, top_probability
 from specviz.sampling import ProbsFn, sample
 
 if TYPE_CHECKING:  # the engine imports this module; only type hints point back
@@ -58,32 +60,6 @@ class Drafter(Protocol):
 DrafterFactory = Callable[["ModelPair", "DecodeConfig", ProbsFn, torch.Generator], Drafter]
 
 
-def crop_cache(cache: DynamicCache, length: int) -> None:
-    """Keep the first `length` positions. transformers 5's crop takes a negative count to drop."""
-    excess = cache.get_seq_length() - length
-    if excess > 0:
-        cache.crop(-excess)
-
-
-def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int, last_only: bool = False) -> torch.Tensor:
-    """Run the ids the cache has not seen yet; return their logits (n_new, vocab) in float32.
-
-    Logits are sliced to the shared vocabulary: checkpoints pad their embedding matrices
-    (Qwen's 151936 rows for a 151665-token tokenizer) and the padding must never be sampled.
-    `last_only` (a prefill) computes the output head at the last position alone: (1, vocab).
-    """
-    new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
-    keep = {"logits_to_keep": 1} if last_only else {}
-    output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep)
-    return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
-
-
-def top_probability(logits: torch.Tensor) -> torch.Tensor:
-    """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
-    0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
-    return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()
-
-
 class ModelDrafter:
     """Drafts with a small causal LM and its own KV cache.
 
@@ -108,8 +84,6 @@ class ModelDrafter:
 
     @classmethod
     def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
-        if pair.draft is None:
-            raise ValueError("this pair has no draft model: choose the prompt-lookup drafter, or a pair with a draft")
         head_rows = None if config.full_draft_head else pair.draft_head_rows
         return cls(pair.draft, pair.vocab_size, to_probs, generator, head_rows, config.draft_confidence)
 
@@ -205,8 +179,3 @@ class PromptLookupDrafter:
     def rollback(self, num_committed: int) -> None:
         pass
 
-
-DRAFTERS: dict[str, DrafterFactory] = {
-    "model": ModelDrafter.build,
-    "prompt-lookup": PromptLookupDrafter.build,
-}

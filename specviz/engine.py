@@ -23,7 +23,9 @@ from typing import Callable, Iterator, Sequence
 import torch
 from transformers import DynamicCache
 
-from specviz.drafters import DRAFTERS, MAX_NGRAM, DrafterFactory, Proposal, crop_cache, forward_new_ids
+from specviz.catalogue import DEFAULT_DRAFTER, DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
+from specviz.drafters import MAX_NGRAM, Drafter, DrafterFactory, Proposal
+from specviz.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden
 from specviz.events import DraftedToken, Event, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
 from specviz.sampling import ProbsFn, Verdict, accept_or_resample, sample
@@ -51,7 +53,7 @@ class DecodeConfig:
     # False: where the draft ships head_rows.json, draft over those rows only (q = 0 elsewhere,
     # still exact, much cheaper at a 49k vocabulary); True: always the draft's whole output head.
     full_draft_head: bool = False
-    drafter: str = "model"  # a name in drafters.DRAFTERS: the draft model, or prompt lookup
+    drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
     ngram: int = 3  # prompt lookup: longest trailing n-gram it looks for (it tries shorter ones too)
     # Draft only while sure: a round stops drafting after a token whose draft top probability
     # (temperature 1) is below this; 0 = always draft γ (as transformers' assistant_confidence_threshold).
@@ -73,8 +75,7 @@ class DecodeConfig:
             raise ValueError(f"top-p must be in (0, 1] (1 turns it off), got {self.top_p!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be a positive integer, got {self.max_new_tokens!r}")
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"unknown drafter {self.drafter!r}; choose one of: {', '.join(DRAFTERS)}")
+        drafter_info(self.drafter)  # raises for an unknown name, listing the known ones
         if not isinstance(self.ngram, int) or not 1 <= self.ngram <= MAX_NGRAM:
             raise ValueError(f"the n-gram size of prompt lookup must be an integer from 1 to {MAX_NGRAM}, got {self.ngram!r}")
         if self.gamma_schedule not in GAMMA_SCHEDULES:
@@ -114,6 +115,13 @@ def check_prompt(prompt_ids: list[int], pair: ModelPair) -> None:
     bad = [i for i in prompt_ids if not 0 <= i < pair.vocab_size]
     if bad:
         raise ValueError(f"prompt token ids {bad[:5]} are outside the vocabulary (size {pair.vocab_size})")
+
+
+def check_drafter(pair: ModelPair, config: DecodeConfig) -> None:
+    """Raise ValueError when the pair lacks what config.drafter needs (a draft model, a head)."""
+    reason = pair.lacks_for(drafter_info(config.drafter))
+    if reason:
+        raise ValueError(reason)
 
 
 def truncate_at_eos(ids: list[int], eos_id: int | None, stop_at_eos: bool) -> tuple[list[int], bool]:
@@ -178,6 +186,18 @@ def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[f
     )
 
 
+def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
+                   last_only: bool = False) -> torch.Tensor:
+    """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
+    the hidden states of those positions, from this same forward (no extra target pass)."""
+    if not getattr(drafter, "reads_target", False):
+        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only)
+    start = cache.get_seq_length()
+    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only)
+    drafter.observe_target(hidden, start)  # (n_new, d) for positions start..
+    return logits
+
+
 @torch.inference_mode()
 def autoregressive_decode(
     pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str = "baseline"
@@ -225,11 +245,14 @@ def speculative_decode(
     deliberately wrong rule the learner can watch fail.
     """
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
-    drafter = (drafter or DRAFTERS[config.drafter])(pair, config, to_probs, generator)
+    if drafter is None:
+        check_drafter(pair, config)
+        drafter = resolve(drafter_info(config.drafter).factory)
+    drafter = drafter(pair, config, to_probs, generator)
     target_cache = DynamicCache()
 
     started = clock(pair.device)
-    logits = forward_new_ids(pair.target, ids, target_cache, pair.vocab_size, last_only=True)  # (1, vocab)
+    logits = target_forward(pair, drafter, ids, target_cache, last_only=True)  # (1, vocab)
     next_id = int(sample(to_probs(logits.to(pair.device)), generator))
     num_draft_forwards = drafter.prefill(ids)
     yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
@@ -250,7 +273,7 @@ def speculative_decode(
         drafted_at = clock(pair.device)
 
         verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1)], dim=1)  # (1, n+γ)
-        target_logits = forward_new_ids(pair.target, verify_ids, target_cache, pair.vocab_size)  # (γ+1, vocab)
+        target_logits = target_forward(pair, drafter, verify_ids, target_cache)  # (γ+1, vocab)
         target_probs = to_probs(target_logits.to(pair.device))  # (γ+1, vocab)
         if gamma > 0:
             verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
@@ -314,12 +337,15 @@ def warm_up(pair: ModelPair) -> None:
             cache = DynamicCache()
             forward_new_ids(model, ids, cache, pair.vocab_size)
             forward_new_ids(model, torch.cat([ids, ids[:, :1]], dim=1), cache, pair.vocab_size)
+    if pair.head is not None:  # the head drafter's layer, on the target's states for the same ids
+        _, hidden = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size)  # (4, d)
+        embeddings = pair.target.get_input_embeddings()(ids)  # (1, 4, d)
+        pair.head(hidden.unsqueeze(0), embeddings, DynamicCache())
     clock(pair.device)
 
 
 # The lanes and their decoders are declared in the catalogue; a decoder is resolved by name when a run
 # asks for it, so the reference lane (built on this module) needs no import here.
-from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, resolve  # noqa: E402 — the lane block's own
 
 
 def lane_decoder(name: str) -> Callable[..., Iterator[Event]]:
@@ -335,6 +361,8 @@ def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, l
     config.validate()
     check_prompt(prompt_ids, pair)
     context_budget(pair, len(prompt_ids), config)  # fail before any work if the prompt is too long
+    if any(LANE_INFO[lane].drafts for lane in lanes if lane in LANE_INFO):
+        check_drafter(pair, config)
     decoders = [(lane, lane_decoder(lane)) for lane in lanes]
     warm_up(pair)
     for lane, decode in decoders:

@@ -18,10 +18,13 @@ from typing import Callable
 import torch
 
 from specviz import convert, hosting
+from specviz.catalogue import DrafterInfo
+from specviz.head import load_head
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 EMBEDDED_DRAFT_DIR = ASSETS_DIR / "smollm2-draft"
 TINY_CODE_DIR = ASSETS_DIR / "tiny-code-pair"
+EMBEDDED_HEAD_DIR = ASSETS_DIR / "smollm2-head"  # the head drafter trained on the default target
 HEAD_ROWS_FILE = "head_rows.json"  # a draft's most useful output rows (specviz.distil writes it)
 
 
@@ -37,6 +40,7 @@ class PairPreset:
     # from an installed wheel into a cache, which must not happen at import.
     locate_target: Callable[[], str] | None = None
     prompts_file: Path = ASSETS_DIR / "prompts.json"  # the bench's and the app's example prompts
+    head_dir: Path | None = None  # a head drafter trained on this target (specviz.head), if any
 
     def resolved_target_id(self) -> str:
         if self.locate_target is None:
@@ -56,6 +60,7 @@ PRESETS: dict[str, PairPreset] = {
             str(EMBEDDED_DRAFT_DIR),
             "SmolLM2-135M-Instruct with specviz's distilled draft, offline",
             locate_target=convert.default_target_id,
+            head_dir=EMBEDDED_HEAD_DIR,
         ),
         PairPreset(
             "tiny-code",
@@ -110,6 +115,17 @@ class ModelPair:
     # Output rows the drafter may restrict itself to (sorted ids), from the draft's folder;
     # None: the draft's whole head. Any q keeps the rejection rule exact.
     draft_head_rows: torch.Tensor | None = None
+    # The head drafter (specviz.head) and its output rows, for a target one was trained on.
+    head: torch.nn.Module | None = None
+    head_rows: torch.Tensor | None = None
+
+    def lacks_for(self, info: DrafterInfo) -> str | None:
+        """Why this pair cannot run the drafter, in words; None when it can."""
+        if info.needs_draft_model and self.draft is None:
+            return f"this pair has no draft model, which the {info.label} drafter needs: choose another drafter"
+        if info.reads_target and self.head is None:
+            return f"no {info.label} was trained for this pair's target: choose the draft model or prompt lookup"
+        return None
 
     @property
     def precision(self) -> str:
@@ -417,6 +433,9 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype) -> Mo
     check_tokenizers(target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
     target_model = load_model(target_id, device, dtype, spread=True)
     draft_model = load_model(spec.draft_id, device, dtype)
-    return ModelPair.from_models(
+    pair = ModelPair.from_models(
         target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
     )
+    if spec.head_dir is not None and (spec.head_dir / "config.json").exists():
+        pair.head, pair.head_rows = load_head(spec.head_dir, pair.device, dtype)
+    return pair

@@ -1,7 +1,9 @@
 """The reference lane: transformers' own `generate()` on the same pair and settings.
 
 What people would otherwise use: `generate(assistant_model=draft)` for the model drafter,
-`generate(prompt_lookup_num_tokens=γ)` for prompt lookup, with a constant γ. A streamer turns
+`generate(prompt_lookup_num_tokens=γ)` for prompt lookup, with a constant γ. transformers has no
+drafter that reads the target's hidden states, so with the head drafter this lane runs its
+assisted generation with the draft model beside it: what a user of transformers would get. A streamer turns
 each chunk of new tokens into an event, so this lane reads like the others; transformers
 reports no rounds, so its events carry plain tokens and timings only (one chunk = one target
 forward). The call is timed end to end, transformers' own overhead included.
@@ -21,6 +23,7 @@ import torch
 from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from specviz.catalogue import drafter_info
 from specviz.engine import DecodeConfig, check_prompt, clock, context_budget, truncate_at_eos
 from specviz.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models import ModelPair
@@ -46,9 +49,9 @@ def generate_kwargs(pair: ModelPair, config: DecodeConfig, max_new_tokens: int, 
         kwargs.update(do_sample=False)
     if not assisted:
         return kwargs
-    if config.drafter == "prompt-lookup":
+    if drafter_info(config.drafter).hf_equivalent == "prompt_lookup_num_tokens":
         kwargs.update(prompt_lookup_num_tokens=config.gamma, max_matching_ngram_size=config.ngram)
-    else:
+    else:  # the draft model's own equivalent, and for a drafter transformers lacks (the head) the nearest one
         if pair.draft is None:
             raise ValueError("this pair has no draft model for transformers' assisted generation")
         kwargs["assistant_model"] = pair.draft

@@ -92,7 +92,7 @@ class Request:
             max_new_tokens=whole_number(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
             seed=whole_number(seed, "seed", 0, 2**63 - 1),
             inspect=True,
-            drafter=drafter or "model",
+            drafter=drafter or DEFAULT_DRAFTER,
             ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
             draft_confidence=real_number(draft_confidence, "draft confidence threshold"),
             gamma_schedule=gamma_schedule or DecodeConfig.gamma_schedule,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz.bench import BenchConfig, Prompt, encode_prompts, format_table, run_bench
-from specviz.drafters import DRAFTERS
+from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
 from specviz.models import PRECISIONS, ModelPair, load_pair
 from specviz.reference import generate_kwargs
@@ -86,7 +86,11 @@ def transformers_greedy(pair: ModelPair, ids: list[int], config: DecodeConfig) -
 def bench_every_drafter(pair: ModelPair, prompts: list[Prompt], config: SelfCheckConfig) -> str:
     """The bench table for each drafter on this device and precision."""
     tables = []
-    for drafter in DRAFTERS:
+    for info in DRAFTER_CATALOGUE:
+        if pair.lacks_for(info):
+            tables.append(f"drafter {info.name}: {pair.lacks_for(info)}")
+            continue
+        drafter = info.name
         bench_config = BenchConfig(gammas=config.bench_gammas, temperatures=config.bench_temperatures,
                                    repeats=config.bench_repeats, max_new_tokens=config.max_new_tokens, drafter=drafter)
         results = run_bench(pair, prompts, bench_config, progress=False)

@@ -154,8 +154,9 @@ def generate(
 
     `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
     target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
-    one. `drafter` is "model" (the draft model) or "prompt-lookup" (n-grams up to `ngram`
-    copied from the prompt and text so far). `reference` adds a lane running transformers'
+    one. `drafter` is "model" (the draft model), "prompt-lookup" (n-grams up to `ngram`
+    copied from the prompt and text so far) or "head" (the EAGLE-style head that reads the
+    target's hidden states; the default pair only). `reference` adds a lane running transformers'
     own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
     default); `draft_confidence` stops a round's drafting after a draft the draft model was less
     sure of (0 = off); `gamma_schedule` is "constant" or "heuristic". Stats hold every lane's figures (with its text), the

@@ -27,8 +27,8 @@ from specviz.trace import Trace
 log = logging.getLogger("specviz.ui")
 
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
-# The short label, as before: the longer `choice` text wraps once the n-gram slider opens beside the radio,
-# and the controls below jump (a browser test's click on the reference switch missed for it).
+# The short label: a longer text wraps once the n-gram slider opens beside the radio, and the controls
+# below jump (a browser test's click on the reference switch missed for it).
 DRAFTER_CHOICES = [(info.label, info.name) for info in DRAFTER_CATALOGUE]
 PRECISION_CHOICES = [("default for this device", ""), ("float32: lanes bit-identical", "float32"),
                      ("bfloat16: fast with native bf16", "bfloat16")]

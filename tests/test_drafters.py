@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import specviz.sampling
-from specviz.drafters import DRAFTERS, PromptLookupDrafter, find_continuation
+from specviz.catalogue import DRAFTER_NAMES
+from specviz.drafters import PromptLookupDrafter, find_continuation
 from specviz.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
 from specviz.reference import generate_kwargs
 from specviz.trace import Trace
@@ -46,11 +47,11 @@ def test_prompt_lookup_proposes_one_hot_and_needs_no_model():
     assert torch.equal(proposal.draft_probs, torch.nn.functional.one_hot(torch.tensor([3, 1]), 10).float())
     empty = drafter.propose(torch.tensor([[1, 2, 3]]), 4)
     assert empty.draft_ids.numel() == 0 and empty.draft_probs.shape == (0, 10)
-    assert set(DRAFTERS) == {"model", "prompt-lookup"}
+    assert set(DRAFTER_NAMES) == {"model", "prompt-lookup", "head"}
 
 
 def test_drafter_settings_are_checked():
-    with pytest.raises(ValueError, match="unknown drafter 'ngram'; choose one of: model, prompt-lookup"):
+    with pytest.raises(ValueError, match="unknown drafter 'ngram'; choose one of: model, prompt-lookup, head"):
         DecodeConfig(drafter="ngram").validate()
     with pytest.raises(ValueError, match="n-gram size of prompt lookup must be an integer from 1 to 8, got 0"):
         DecodeConfig(drafter="prompt-lookup", ngram=0).validate()

@@ -1,0 +1,49 @@
+"""The models' own forward and cache crop: what the engine's lanes and the drafters both run.
+
+Kept beneath both, so the baseline lane never calls into the drafters for the target's step.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Keep the first `length` positions. transformers 5's crop takes a negative count to drop."""
+    excess = cache.get_seq_length() - length
+    if excess > 0:
+        cache.crop(-excess)
+
+
+def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int, last_only: bool = False) -> torch.Tensor:
+    """Run the ids the cache has not seen yet; return their logits (n_new, vocab) in float32.
+
+    Logits are sliced to the shared vocabulary: checkpoints pad their embedding matrices
+    (Qwen's 151936 rows for a 151665-token tokenizer) and the padding must never be sampled.
+    `last_only` (a prefill) computes the output head at the last position alone: (1, vocab).
+    """
+    new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
+    keep = {"logits_to_keep": 1} if last_only else {}
+    output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep)
+    return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
+
+
+def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int,
+                                last_only: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """forward_new_ids, also returning the final hidden states (n_new, d) that fed the output head.
+
+    The same two steps a causal LM's forward takes (base model, then output head), so the
+    logits are the very ones forward_new_ids gives; only drafters that read the target use it.
+    """
+    new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
+    hidden = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True).last_hidden_state  # (1, n_new, d)
+    head_input = hidden[:, -1:] if last_only else hidden  # (1, n_out, d)
+    logits = model.get_output_embeddings()(head_input)  # (1, n_out, vocab)
+    return logits[0, :, :vocab_size].float(), hidden[0]
+
+
+def top_probability(logits: torch.Tensor) -> torch.Tensor:
+    """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
+    0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
+    return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()

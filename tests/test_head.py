@@ -1,0 +1,129 @@
+"""The head drafter (specviz.head): it reads the target's hidden states from the forwards the
+engine runs anyway, keeps its bookkeeping right across rounds and rollbacks, and never changes
+the output: greedy identical to the target alone, sampled output distributed as the target's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from specviz.catalogue import drafter_info
+from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.forward import forward_new_ids, forward_new_ids_with_hidden
+from specviz.head import DraftHead, HeadDrafter, head_config_for, load_head
+from specviz.sampling import ProbsFn
+from specviz.trace import Trace
+from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
+from tests.test_sampling import SIGNIFICANCE
+from tests.tiny_models import random_prompts, tiny_pair
+
+
+def with_head(pair, seed: int = 0, rows: torch.Tensor | None = None, scale: float = 1.0):
+    """The pair plus a random head (its layer's weights scaled so its guesses vary)."""
+    torch.manual_seed(seed)
+    head = DraftHead(head_config_for(pair.target.config)).eval()
+    with torch.no_grad():
+        for parameter in head.body.parameters():
+            if parameter.dim() > 1:
+                parameter.mul_(scale)
+    head_rows = torch.arange(pair.vocab_size) if rows is None else rows
+    return dataclasses.replace(pair, head=head, head_rows=head_rows)
+
+
+def greedy_ids(events) -> list[int]:
+    return Trace.from_events(events).token_ids
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_the_forward_with_hidden_states_gives_the_very_same_logits(arch):
+    pair = tiny_pair(arch)
+    ids = torch.tensor([random_prompts(1, pair.vocab_size, seed=3, min_len=9, max_len=9)[0]])  # (1, 9)
+    for last_only in (True, False):
+        plain = forward_new_ids(pair.target, ids, DynamicCache(), pair.vocab_size, last_only=last_only)
+        logits, hidden = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size, last_only=last_only)
+        assert torch.equal(plain, logits)
+        assert hidden.shape == (9, pair.target.config.hidden_size)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+def test_greedy_with_the_head_equals_the_target_alone(arch, gamma):
+    pair = with_head(tiny_pair(arch), scale=3.0)
+    for prompt in random_prompts(4, pair.vocab_size, seed=gamma):
+        config = DecodeConfig(gamma=gamma, max_new_tokens=24, stop_at_eos=False, drafter="head", draft_confidence=0.0)
+        assert greedy_ids(speculative_decode(pair, prompt, config)) == greedy_ids(autoregressive_decode(pair, prompt, config))
+
+
+def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only():
+    """After every round: the states it holds are the target's own over committed[:-1], and its
+    own next guess equals a fresh, uncached head pass over those true states."""
+    pair = with_head(tiny_pair("llama"), scale=3.0, rows=torch.arange(3, 100))
+    to_probs = ProbsFn(0.0, 0, 1.0)
+    drafter = HeadDrafter.build(pair, DecodeConfig(drafter="head", draft_confidence=0.0), to_probs, torch.Generator())
+    seen = []
+    original_rollback = drafter.rollback
+
+    def checking_rollback(num_committed: int) -> None:
+        original_rollback(num_committed)
+        seen.append(num_committed)
+        assert drafter.features.shape[1] == num_committed - 1
+        assert drafter.cache.get_seq_length() <= num_committed - 1
+
+    drafter.rollback = checking_rollback
+    prompt = random_prompts(1, pair.vocab_size, seed=5, min_len=6, max_len=6)[0]
+    config = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, drafter="head", draft_confidence=0.0)
+    trace = Trace.from_events(speculative_decode(pair, prompt, config, drafter=lambda *args: drafter))
+    assert len(seen) == len(trace.rounds) and any(event.num_accepted < event.gamma for event in trace.rounds)
+    committed = torch.tensor([prompt + trace.token_ids])  # (1, n)
+    true_states = pair.target.base_model(input_ids=committed[:, :-1]).last_hidden_state  # (1, n-1, d)
+    torch.testing.assert_close(drafter.features, true_states, rtol=1e-4, atol=1e-4)
+    # Its next round's first guess, incrementally, against one uncached pass over the true states.
+    proposal = drafter.propose(committed, 1)
+    embeddings = pair.target.get_input_embeddings()(committed[:, 1:])  # (1, n-1, d)
+    predicted = drafter.head(true_states, embeddings)[:, -1]  # (1, d)
+    expected = drafter.row_logits(predicted)[0].argmax(-1)
+    assert proposal.draft_ids.tolist() == expected.tolist()
+
+
+def test_a_head_drafts_only_from_its_rows_and_stops_when_unsure():
+    rows = torch.arange(10, 60)
+    pair = with_head(tiny_pair("llama"), rows=rows, scale=0.5)
+    prompt = random_prompts(1, pair.vocab_size, seed=2)[0]
+    sure = DecodeConfig(gamma=4, max_new_tokens=30, stop_at_eos=False, drafter="head", draft_confidence=0.0)
+    trace = Trace.from_events(speculative_decode(pair, prompt, sure))
+    drafted = [token.token_id for event in trace.rounds for token in event.drafted]
+    assert drafted and all(10 <= token_id < 60 for token_id in drafted)
+    unsure = dataclasses.replace(sure, draft_confidence=0.99)  # a random head is never that sure
+    rounds = Trace.from_events(speculative_decode(pair, prompt, unsure)).rounds
+    assert all(event.gamma == 1 for event in rounds[:-1]) and any(event.stopped_unsure for event in rounds)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_output_with_the_head_follows_the_target(temperature):
+    pair = with_head(distribution_pair(), scale=4.0)
+    settings = dict(temperature=temperature, top_k=0, top_p=1.0)
+    tokens = sample_runs(pair, dict(settings, drafter="head", draft_confidence=0.0), num_runs=1500,
+                         max_rejection_share=1.01)
+    p_values = check_against_target(tokens, exact_joint_of_three(pair, **settings))
+    assert min(p_values) > SIGNIFICANCE / 3, p_values
+
+
+def test_a_pair_without_a_head_says_so():
+    pair = tiny_pair("llama")
+    config = DecodeConfig(drafter="head")
+    with pytest.raises(ValueError, match="no EAGLE-style head was trained for this pair's target"):
+        list(speculative_decode(pair, [5, 6, 7], config))
+    assert drafter_info("head").reads_target and not drafter_info("model").reads_target
+
+
+def test_a_saved_head_loads_back_identically(tmp_path):
+    pair = with_head(tiny_pair("llama"), scale=2.0, rows=torch.arange(5, 50))
+    pair.head.save(tmp_path, pair.head_rows, {"note": "test"})
+    head, rows = load_head(tmp_path, torch.device("cpu"), torch.float32)
+    assert torch.equal(rows, pair.head_rows)
+    features, embeddings = torch.randn(1, 4, 48), torch.randn(1, 4, 48)
+    # Saved in float16: the same network up to that rounding.
+    torch.testing.assert_close(head(features, embeddings), pair.head.half().float()(features, embeddings))
