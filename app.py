@@ -3,7 +3,7 @@
 Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860).
 """
 
-from specviz.ui import LAUNCH_OPTIONS, build_app
+from specviz.app.ui import LAUNCH_OPTIONS, build_app
 
 demo = build_app()
 

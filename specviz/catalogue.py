@@ -51,7 +51,7 @@ class DrafterInfo:
 DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
     DrafterInfo(
         name="model",
-        factory="specviz.drafters:ModelDrafter.build",
+        factory="specviz.decoding.drafters:ModelDrafter.build",
         label="draft model",
         description="draft model (a small separate LM)",
         needs_draft_model=True,
@@ -63,7 +63,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
     ),
     DrafterInfo(
         name="prompt-lookup",
-        factory="specviz.drafters:PromptLookupDrafter.build",
+        factory="specviz.decoding.drafters:PromptLookupDrafter.build",
         label="prompt lookup",
         description="prompt lookup (copy n-grams, no model)",
         needs_draft_model=False,
@@ -80,7 +80,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
     ),
     DrafterInfo(
         name="head",
-        factory="specviz.head:HeadDrafter.build",
+        factory="specviz.decoding.head:HeadDrafter.build",
         label="EAGLE-style head",
         description="EAGLE-style head (reads the target's hidden state)",
         needs_draft_model=False,
@@ -130,7 +130,7 @@ class LaneInfo:
 LANE_CATALOGUE: tuple[LaneInfo, ...] = (
     LaneInfo(
         name="baseline",
-        decoder="specviz.engine:autoregressive_decode",
+        decoder="specviz.decoding.engine:autoregressive_decode",
         title="Target only (baseline)",
         label="target alone",
         colour="#555555",  # grey
@@ -140,7 +140,7 @@ LANE_CATALOGUE: tuple[LaneInfo, ...] = (
     ),
     LaneInfo(
         name="speculative",
-        decoder="specviz.engine:speculative_decode",
+        decoder="specviz.decoding.engine:speculative_decode",
         title="Speculative decoding",
         label="speculative",
         colour="#0072B2",  # Okabe-Ito blue
@@ -150,7 +150,7 @@ LANE_CATALOGUE: tuple[LaneInfo, ...] = (
     ),
     LaneInfo(
         name="reference",
-        decoder="specviz.reference:reference_decode",
+        decoder="specviz.decoding.reference:reference_decode",
         title="transformers generate() (reference)",
         label="transformers",
         colour="#CC79A7",  # Okabe-Ito reddish purple

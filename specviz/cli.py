@@ -8,7 +8,7 @@ import os
 import sys
 
 from specviz.catalogue import DEFAULT_DRAFTER, DRAFTER_CATALOGUE, DRAFTER_NAMES, drafter_info
-from specviz.palette import ANSI, ANSI_RESET
+from specviz.app.palette import ANSI, ANSI_RESET
 
 
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
@@ -17,7 +17,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.models import DEFAULT_PRESET, PRESETS
+    from specviz.models.pairs import DEFAULT_PRESET, PRESETS
 
     parser.add_argument("--pair", default=None, help=f"preset: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
     parser.add_argument("--target", default=None, help="target model: hub id or local folder (with --draft)")
@@ -125,7 +125,7 @@ def parse_numbers(text: str, kind, name: str) -> tuple:
 def prepare_pair(args):
     import torch
 
-    from specviz.models import load_pair
+    from specviz.models.pairs import load_pair
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -134,7 +134,7 @@ def prepare_pair(args):
 
 def terminal_tokens(view, event) -> str:
     """One event of a lane as terminal text: every token coloured by the one display rule."""
-    from specviz.events import PrefillEvent, RoundEvent
+    from specviz.decoding.events import PrefillEvent, RoundEvent
 
     if isinstance(event, PrefillEvent):
         return view.first_text
@@ -169,8 +169,8 @@ def lane_summary(view) -> dict:
 
 def play(view_run, events, decode, quiet: bool) -> None:
     """Feed events into the run view; unless quiet, print each lane as it grows."""
-    from specviz.events import FinishEvent, PrefillEvent
-    from specviz.render.lanes import lane_title
+    from specviz.decoding.events import FinishEvent, PrefillEvent
+    from specviz.app.render.lanes import lane_title
 
     legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
     for event in events:
@@ -188,7 +188,7 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 
 def print_figures(view_run) -> None:
-    from specviz.render.stats import comparison_of, lane_rows, payoff_of
+    from specviz.app.render.stats import comparison_of, lane_rows, payoff_of
 
     names = list(view_run.lane_names)
     rows = [
@@ -210,7 +210,7 @@ def print_figures(view_run) -> None:
 
 
 def run_report(view_run, extra_config: dict) -> dict:
-    from specviz.render.stats import stats_dict
+    from specviz.app.render.stats import stats_dict
 
     stats = stats_dict(view_run)
     report = {"config": {**view_run.settings, **extra_config}, "prompt": view_run.prompt_text}
@@ -223,10 +223,10 @@ def run_report(view_run, extra_config: dict) -> dict:
 def run_generate(args) -> int:
     from dataclasses import asdict
 
-    from specviz.bench import draft_head_variant
+    from specviz.analysis.bench import draft_head_variant
     from specviz.catalogue import run_lanes
-    from specviz.engine import DecodeConfig, decode_lanes
-    from specviz.render.lanes import RunView
+    from specviz.decoding.engine import DecodeConfig, decode_lanes
+    from specviz.app.render.lanes import RunView
 
     config = DecodeConfig(
         gamma=DecodeConfig.gamma if args.gamma is None else args.gamma,
@@ -263,8 +263,8 @@ def run_generate(args) -> int:
 
 
 def run_replay(args) -> int:
-    from specviz.render.lanes import RunView
-    from specviz.run import Run, check_speed, replay
+    from specviz.app.render.lanes import RunView
+    from specviz.analysis.run import Run, check_speed, replay
 
     speed = check_speed(args.speed)
     saved = Run.load(args.file)
@@ -281,10 +281,10 @@ def run_replay(args) -> int:
 def run_bench(args) -> int:
     from dataclasses import asdict
 
-    from specviz.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
+    from specviz.analysis.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
                                results_to_json, run_against_hf)
-    from specviz.bench import run_bench as measure
-    from specviz.models import resolve_pair
+    from specviz.analysis.bench import run_bench as measure
+    from specviz.models.pairs import resolve_pair
 
     config = BenchConfig(
         gammas=parse_numbers(args.gammas, int, "gammas"),
@@ -330,7 +330,7 @@ def run_bench(args) -> int:
 
 
 def drafter_description(pair, config) -> str:
-    from specviz.bench import draft_head_variant
+    from specviz.analysis.bench import draft_head_variant
 
     if config.drafter == "prompt-lookup":
         return f"prompt lookup (n-grams up to {config.ngram})"
@@ -343,7 +343,7 @@ def run_train(args) -> int:
     from dataclasses import replace
 
     if args.recipe == "head":
-        from specviz.head_train import HeadTrainConfig, train_head_recipe
+        from specviz.training.head_train import HeadTrainConfig, train_head_recipe
 
         minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
@@ -351,13 +351,13 @@ def run_train(args) -> int:
         train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
         return 0
     if args.recipe == "embedded":
-        from specviz.distil import DistilConfig, distil
+        from specviz.training.distil import DistilConfig, distil
 
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "steps": args.steps, "seed": args.seed, "num_threads": args.threads}
         distil(replace(DistilConfig(), **{k: v for k, v in overrides.items() if v is not None}))
         return 0
 
-    from specviz.train import TrainConfig, train
+    from specviz.training.train import TrainConfig, train
 
     overrides = {
         "out_dir": args.out,
@@ -376,9 +376,9 @@ def run_train(args) -> int:
 def run_selfcheck(args) -> int:
     import torch
 
-    from specviz.bench import load_prompts
-    from specviz.models import resolve_pair
-    from specviz.selfcheck import SelfCheckConfig, run_selfcheck
+    from specviz.analysis.bench import load_prompts
+    from specviz.models.pairs import resolve_pair
+    from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -390,7 +390,7 @@ def run_selfcheck(args) -> int:
 
 
 def run_setup(args) -> int:
-    from specviz.convert import default_target_id
+    from specviz.models.convert import default_target_id
 
     print(f"default target ready: {default_target_id()}")
     return 0
@@ -398,8 +398,8 @@ def run_setup(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from specviz.convert import TargetUnavailableError
-    from specviz.models import IncompatiblePairError, ModelLoadError
+    from specviz.models.convert import TargetUnavailableError
+    from specviz.models.pairs import IncompatiblePairError, ModelLoadError
 
     handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "train": run_train, "setup": run_setup,
                 "selfcheck": run_selfcheck}

@@ -1,6 +1,6 @@
 """Run `app.py` with only the hub's metadata call replaced, for tests of a public server.
 
-`specviz.hosting.read_hub_file_sizes` is the one call that asks the Hugging Face Hub about a
+`specviz.models.hosting.read_hub_file_sizes` is the one call that asks the Hugging Face Hub about a
 custom model before anything is downloaded; here it answers from SPECVIZ_TEST_HUB_ANSWERS
 (JSON: {model id: {file name: bytes}}; an id not there is a model the hub lacks) and appends
 each id it is asked about to the file SPECVIZ_TEST_HUB_CALLS, one a line. Everything else
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz import hosting  # noqa: E402 — after the path, so this checkout's specviz is the one patched
+from specviz.models import hosting  # noqa: E402 — after the path, so this checkout's specviz is the one patched
 
 ANSWERS: dict[str, dict[str, int | None]] = json.loads(os.environ.get("SPECVIZ_TEST_HUB_ANSWERS") or "{}")
 CALLS_FILE = os.environ.get("SPECVIZ_TEST_HUB_CALLS")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from specviz.run import Run, recorded_runs
+from specviz.analysis.run import Run, recorded_runs
 
 RUN_TIMEOUT_MS = 180_000
 MAX_NEW_TOKENS = 32

@@ -99,7 +99,7 @@ def test_bench_json_on_the_tiny_code_pair(tmp_path):
 
 
 def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
-    from specviz.bench import BenchResult, format_table, recommend_gamma
+    from specviz.analysis.bench import BenchResult, format_table, recommend_gamma
 
     def cell(gamma, median, low, high, temperature=0.0):
         return BenchResult(gamma, temperature, median, low, high, 0.33, 1.4, 0.06, 1.7, 15.0, 15.0 * median, 0.8, 11, 0)

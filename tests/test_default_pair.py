@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.bench import load_prompts
-from specviz.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
-from specviz.trace import Trace
+from specviz.analysis.bench import load_prompts
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.models.pairs import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
+from specviz.analysis.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
 NUM_NEW = 24
@@ -45,7 +45,7 @@ def test_loads_offline_in_a_fresh_process():
     """What the set-up command installed is enough: no hub, no network proxy reachable."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     code = (
-        "import json; from specviz.models import load_pair; p = load_pair(); "
+        "import json; from specviz.models.pairs import load_pair; p = load_pair(); "
         "print(json.dumps({'name': p.name, 'vocab': p.vocab_size, 'arch': type(p.target).__name__, "
         "'layers': p.target.config.num_hidden_layers, 'chat': p.has_chat_template, 'rows': len(p.draft_head_rows)}))"
     )
@@ -149,8 +149,8 @@ def test_the_held_out_prompts_are_none_of_the_training_templates():
     import json
     import re
 
-    from specviz import prompts_corpus
-    from specviz.models import ASSETS_DIR
+    from specviz.training import prompts_corpus
+    from specviz.models.pairs import ASSETS_DIR
 
     held_out = json.loads((ASSETS_DIR / "prompts-heldout.json").read_text())
     examples = {entry["prompt"] for entry in json.loads((ASSETS_DIR / "prompts.json").read_text())}

@@ -14,9 +14,9 @@ import pytest
 import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-import specviz.sampling
-from specviz.engine import DecodeConfig, speculative_decode
-from specviz.trace import Trace
+import specviz.decoding.sampling
+from specviz.decoding.engine import DecodeConfig, speculative_decode
+from specviz.analysis.trace import Trace
 from tests.test_sampling import SIGNIFICANCE, chi_square_p_value, p_instead_of_residual
 from tests.tiny_models import tiny_pair
 
@@ -30,7 +30,7 @@ def distribution_pair():
 
 
 def warped_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """Reference warping, straight from transformers' warpers (independent of specviz.sampling)."""
+    """Reference warping, straight from transformers' warpers (independent of specviz.decoding.sampling)."""
     logits = logits.double()
     if temperature != 1.0:
         logits = TemperatureLogitsWarper(temperature)(None, logits)
@@ -109,7 +109,7 @@ def test_end_to_end_check_catches_a_wrong_residual(monkeypatch):
     pair = distribution_pair()
     kwargs = SETTINGS["temperature-1"]
     joint = exact_joint_of_three(pair, **kwargs)
-    monkeypatch.setattr(specviz.sampling, "residual_distribution", p_instead_of_residual)
+    monkeypatch.setattr(specviz.decoding.sampling, "residual_distribution", p_instead_of_residual)
     tokens = sample_runs(pair, kwargs, 1200)
     assert min(check_against_target(tokens, joint)) < SIGNIFICANCE
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-import specviz.sampling
+import specviz.decoding.sampling
 from specviz.catalogue import DRAFTER_NAMES
-from specviz.drafters import PromptLookupDrafter, find_continuation
-from specviz.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.reference import generate_kwargs
-from specviz.trace import Trace
+from specviz.decoding.drafters import PromptLookupDrafter, find_continuation
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.reference import generate_kwargs
+from specviz.analysis.trace import Trace
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
 from tests.test_sampling import SIGNIFICANCE, p_instead_of_residual
 from tests.tiny_models import ARCHITECTURES, random_prompts, tiny_pair
@@ -109,7 +109,7 @@ def test_the_prompt_lookup_check_catches_a_wrong_residual(monkeypatch):
     pair = distribution_pair()
     prompt_ids = lookup_prompt(pair)
     joint = exact_joint_of_three(pair, 1.0, 0, 1.0, prompt_ids=prompt_ids)
-    monkeypatch.setattr(specviz.sampling, "residual_distribution", p_instead_of_residual)
+    monkeypatch.setattr(specviz.decoding.sampling, "residual_distribution", p_instead_of_residual)
     assert min(check_against_target(lookup_samples(pair, prompt_ids), joint)) < SIGNIFICANCE
 
 
@@ -181,7 +181,7 @@ def test_without_a_threshold_every_round_drafts_gamma():
 
 
 def test_the_heuristic_gamma_schedule_grows_after_full_acceptance_and_shrinks_after_a_rejection():
-    from specviz.engine import MAX_GAMMA, next_gamma
+    from specviz.decoding.engine import MAX_GAMMA, next_gamma
 
     heuristic, constant = DecodeConfig(gamma_schedule="heuristic"), DecodeConfig()
     assert next_gamma(heuristic, 4, 4, 4) == 6 and next_gamma(heuristic, 4, 4, 2) == 3

@@ -1,7 +1,7 @@
 """The engine's bookkeeping: events, forward counts, KV cache rollback, limits, EOS, seeds, traces.
 
 Forward counts and positions are observed with hooks on the models themselves, and cache
-lengths by a recording DynamicCache and drafter patched into specviz.engine, so the events'
+lengths by a recording DynamicCache and drafter patched into specviz.decoding.engine, so the events'
 own claims are checked against what actually ran.
 """
 
@@ -13,13 +13,13 @@ import math
 import pytest
 import torch
 
-import specviz.drafters
-import specviz.engine
-from specviz import theory
-from specviz.drafters import ModelDrafter
-from specviz.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
-from specviz.trace import Trace, compare
+import specviz.decoding.drafters
+import specviz.decoding.engine
+from specviz.analysis import theory
+from specviz.decoding.drafters import ModelDrafter
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
+from specviz.analysis.trace import Trace, compare
 from tests.tiny_models import EOS_ID, random_prompts, tiny_pair
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_speculation_needs_fewer_target_forwards_when_the_draft_is_good():
 # KV caches
 
 
-class RecordingCache(specviz.engine.DynamicCache):
+class RecordingCache(specviz.decoding.engine.DynamicCache):
     instances: list = []
 
     def __init__(self, *args, **kwargs):
@@ -177,8 +177,8 @@ class RecordingDrafter(ModelDrafter):
 def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperature, gamma):
     # The caches are recorded by patching the class both modules build them from; the drafter
     # is passed in, as any drafter is.
-    monkeypatch.setattr(specviz.engine, "DynamicCache", RecordingCache)
-    monkeypatch.setattr(specviz.drafters, "DynamicCache", RecordingCache)
+    monkeypatch.setattr(specviz.decoding.engine, "DynamicCache", RecordingCache)
+    monkeypatch.setattr(specviz.decoding.drafters, "DynamicCache", RecordingCache)
     pair = tiny_pair("qwen2")
     for seed, prompt_ids in enumerate(random_prompts(3, pair.vocab_size, seed=8)):
         RecordingCache.instances, RecordingDrafter.log = [], []
@@ -213,7 +213,7 @@ def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperat
 
 
 def test_baseline_cache_grows_one_per_token(monkeypatch):
-    monkeypatch.setattr(specviz.engine, "DynamicCache", RecordingCache)
+    monkeypatch.setattr(specviz.decoding.engine, "DynamicCache", RecordingCache)
     RecordingCache.instances = []
     pair = tiny_pair("gpt2")
     prompt_ids = [5, 6, 7, 8]
@@ -231,12 +231,12 @@ def test_crop_cache_keeps_the_first_positions():
     with torch.inference_mode():
         model(input_ids=ids, past_key_values=cache, use_cache=True)
         keys = cache.layers[0].keys.clone()
-        specviz.engine.crop_cache(cache, 4)
+        specviz.decoding.engine.crop_cache(cache, 4)
         assert cache.get_seq_length() == 4
         assert torch.equal(cache.layers[0].keys, keys[..., :4, :])
-        specviz.engine.crop_cache(cache, 10)  # longer than the cache: nothing to do
+        specviz.decoding.engine.crop_cache(cache, 10)  # longer than the cache: nothing to do
         assert cache.get_seq_length() == 4
-        specviz.engine.crop_cache(cache, 4)
+        specviz.decoding.engine.crop_cache(cache, 4)
         assert cache.get_seq_length() == 4
 
 

@@ -13,9 +13,9 @@ import warnings
 import pytest
 import torch
 
-from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
-from specviz.models import ModelPair
-from specviz.trace import Trace
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.models.pairs import ModelPair
+from specviz.analysis.trace import Trace
 from tests.tiny_models import ARCHITECTURES, make_model, random_prompts, tiny_pair
 
 GAMMAS = (1, 2, 3, 5, 8)

@@ -1,4 +1,4 @@
-"""The head drafter (specviz.head): it reads the target's hidden states from the forwards the
+"""The head drafter (specviz.decoding.head): it reads the target's hidden states from the forwards the
 engine runs anyway, keeps its bookkeeping right across rounds and rollbacks, and never changes
 the output: greedy identical to the target alone, sampled output distributed as the target's."""
 
@@ -11,11 +11,12 @@ import torch
 from transformers import DynamicCache
 
 from specviz.catalogue import drafter_info
-from specviz.engine import DecodeConfig, autoregressive_decode, speculative_decode
-from specviz.forward import forward_new_ids, forward_new_ids_with_hidden
-from specviz.head import DraftHead, HeadDrafter, head_config_for, load_head
-from specviz.sampling import ProbsFn
-from specviz.trace import Trace
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
+from specviz.models.draft_head import DraftHead, head_config_for, load_head
+from specviz.decoding.head import HeadDrafter
+from specviz.decoding.sampling import ProbsFn
+from specviz.analysis.trace import Trace
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
 from tests.test_sampling import SIGNIFICANCE
 from tests.tiny_models import random_prompts, tiny_pair

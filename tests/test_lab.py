@@ -1,4 +1,4 @@
-"""The teaching sections' logic (specviz.lab): the exactness lab's statistics, step mode, the
+"""The teaching sections' logic (specviz.app.lab): the exactness lab's statistics, step mode, the
 theory explorer's curves and the γ sweep, on tiny random models (no downloads, seconds).
 
 The lab's test must be able to fail: the deliberately wrong rule (resample from p) is caught
@@ -17,15 +17,17 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz import lessons, plots, render, theory
-from specviz.lab import exactness, explorer, step_mode, sweep
-from specviz.bench import BenchResult
-from specviz.engine import DecodeConfig, speculative_decode
-from specviz.events import FinishEvent, PrefillEvent, RoundEvent
-from specviz.live import StopPresses
-from specviz.models import ModelPair
-from specviz.sampling import accept_or_resample
-from specviz.trace import Comparison, Trace
+from specviz.app import lessons, plots, render
+
+from specviz.analysis import theory
+from specviz.app.lab import exactness, explorer, step_mode, sweep
+from specviz.analysis.bench import BenchResult
+from specviz.decoding.engine import DecodeConfig, speculative_decode
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.app.live import StopPresses
+from specviz.models.pairs import ModelPair
+from specviz.decoding.sampling import accept_or_resample
+from specviz.analysis.trace import Comparison, Trace
 from tests.test_render import bonus_round, decode
 from tests.tiny_models import make_model, tiny_pair
 
@@ -293,7 +295,7 @@ def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
 
 
 def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
-    from specviz.events import PositionDetail
+    from specviz.decoding.events import PositionDetail
     from tests.test_render import detail, drafted
 
     favourite = PositionDetail(((6, 0.9),), ((6, 0.9),), ())  # "return": no other position's top token

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from specviz import live, render
-from specviz.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.app import live, render
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from tests.test_render import decode, drafted
 
 

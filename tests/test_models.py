@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 
-import specviz.models
-from specviz.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models import (
+import specviz.models.pairs
+from specviz.decoding.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.models.pairs import (
     PRECISION_ENV,
     PRESETS,
     IncompatiblePairError,
@@ -27,7 +27,7 @@ from specviz.models import (
     load_tokenizer,
     resolve_pair,
 )
-from specviz.trace import Trace
+from specviz.analysis.trace import Trace
 from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
 
 DECODERS = (autoregressive_decode, speculative_decode, decode_lanes)
@@ -69,9 +69,9 @@ def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
     """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps),
     bfloat16 where AMX or AVX512-BF16 make it the fast path; the host's variable overrides both."""
     monkeypatch.delenv(PRECISION_ENV, raising=False)
-    monkeypatch.setattr(specviz.models, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(specviz.models.pairs, "cpu_has_native_bf16", lambda: False)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
-    monkeypatch.setattr(specviz.models, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(specviz.models.pairs, "cpu_has_native_bf16", lambda: True)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.bfloat16)
     assert choose_device_and_dtype("cpu", "float32")[1] == torch.float32  # asked for: always that
     monkeypatch.setenv(PRECISION_ENV, "float32")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from specviz import plots
-from specviz.events import FinishEvent, PrefillEvent
-from specviz.trace import Trace
+from specviz.app import plots
+from specviz.decoding.events import FinishEvent, PrefillEvent
+from specviz.analysis.trace import Trace
 from tests.test_render import bonus_round, make_gamma1_run, make_run, rejection_round
 
 
@@ -71,7 +71,7 @@ def test_inspector_title_and_legend_do_not_overlap():
 
 
 def test_a_bonus_round_chart_has_no_empty_draft_series():
-    from specviz.events import DraftedToken, PositionDetail, RoundEvent
+    from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent
 
     detail = PositionDetail(((3, 0.9),), ((3, 0.95),), ())
     bonus = PositionDetail((), ((7, 0.6), (8, 0.4)), ())

@@ -8,9 +8,11 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from specviz import palette, payoff, plots, render
-from specviz.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
-from specviz.trace import Trace
+from specviz.app import palette, plots, render
+
+from specviz.analysis import payoff
+from specviz.decoding.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
+from specviz.analysis.trace import Trace
 
 VOCAB = ["<eos>", "def", " f", "(x", "):", "\n    ", "return", " x", " <b>", " & ${y}", "\t"]
 
@@ -273,9 +275,9 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     its residual probability, and the chart has a bar for it."""
     import torch
 
-    from specviz.drafters import Proposal
-    from specviz.engine import describe_positions
-    from specviz.sampling import Verdict
+    from specviz.decoding.drafters import Proposal
+    from specviz.decoding.engine import describe_positions
+    from specviz.decoding.sampling import Verdict
 
     vocab = 40
     target = torch.full((2, vocab), 0.5 / (vocab - 10))  # (γ+1, vocab)

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from specviz import render
+from specviz.app import render
 from specviz.cli import main
-from specviz.engine import DecodeConfig, decode_lanes
-from specviz.events import PrefillEvent, RoundEvent
-from specviz.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
+from specviz.decoding.engine import DecodeConfig, decode_lanes
+from specviz.decoding.events import PrefillEvent, RoundEvent
+from specviz.analysis.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
 from tests.tiny_models import tiny_pair
 
 LANES = ("baseline", "speculative", "reference")

@@ -14,8 +14,8 @@ import torch
 from scipy.stats import chisquare
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-import specviz.sampling
-from specviz.sampling import ProbsFn, accept_or_resample, residual_distribution, sample
+import specviz.decoding.sampling
+from specviz.decoding.sampling import ProbsFn, accept_or_resample, residual_distribution, sample
 
 SIGNIFICANCE = 1e-3  # the seeds are fixed, so a pass is a pass; this only sets how strict
 NUM_DRAWS = 30_000
@@ -65,7 +65,7 @@ def test_gamma1_first_token_follows_target():
 
 
 def test_gamma1_wrong_residual_is_caught(monkeypatch):
-    monkeypatch.setattr(specviz.sampling, "residual_distribution", p_instead_of_residual)
+    monkeypatch.setattr(specviz.decoding.sampling, "residual_distribution", p_instead_of_residual)
     assert chi_square_p_value(first_tokens_gamma1(NUM_DRAWS // 3), TARGET.numpy()) < SIGNIFICANCE
 
 
@@ -94,7 +94,7 @@ def first_two_tokens_markov(gamma: int, num_draws: int, seed: int = 0, verify=No
                 draft_rows.append(row)
             # p at γ+1 positions: after the state, then after each drafted token.
             target_rows = [TARGET_MARKOV[state]] + [TARGET_MARKOV[i] for i in draft_ids]
-            verdict = (verify or specviz.sampling.accept_or_resample)(
+            verdict = (verify or specviz.decoding.sampling.accept_or_resample)(
                 torch.tensor(draft_ids), torch.stack(draft_rows), torch.stack(target_rows), generator
             )
             emitted += draft_ids[: verdict.num_accepted] + [verdict.next_id]
@@ -117,7 +117,7 @@ def test_gamma_ge2_joint_of_two_tokens_follows_target(gamma):
 
 
 def test_gamma2_wrong_residual_is_caught(monkeypatch):
-    monkeypatch.setattr(specviz.sampling, "residual_distribution", p_instead_of_residual)
+    monkeypatch.setattr(specviz.decoding.sampling, "residual_distribution", p_instead_of_residual)
     assert chi_square_p_value(first_two_tokens_markov(2, 10_000), exact_first_two_markov()) < SIGNIFICANCE
 
 

@@ -3,10 +3,10 @@ fails when a lane parts from the target alone."""
 
 from __future__ import annotations
 
-import specviz.selfcheck
-from specviz.bench import load_prompts
-from specviz.models import PRESETS
-from specviz.selfcheck import SelfCheckConfig, first_parting, run_selfcheck
+import specviz.analysis.selfcheck
+from specviz.analysis.bench import load_prompts
+from specviz.models.pairs import PRESETS
+from specviz.analysis.selfcheck import SelfCheckConfig, first_parting, run_selfcheck
 
 SMALL = SelfCheckConfig(pair="tiny-code", device="cpu", precisions=("float32",), gammas=(1, 3), max_new_tokens=8,
                         num_prompts=1, bench_gammas=(2,), bench_temperatures=(0.0,), bench_repeats=1)
@@ -27,7 +27,7 @@ def test_the_self_check_passes_on_the_engine_and_reports_a_bench_for_every_draft
 
 
 def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
-    real = specviz.selfcheck.speculative_decode
+    real = specviz.analysis.selfcheck.speculative_decode
 
     def off_by_one(pair, ids, config, *args, **kwargs):  # every token one id higher: never the target's
         for event in real(pair, ids, config, *args, **kwargs):
@@ -35,7 +35,7 @@ def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
                 event = type(event)(**{**event.__dict__, "emitted_ids": tuple(i + 1 for i in event.emitted_ids)})
             yield event
 
-    monkeypatch.setattr(specviz.selfcheck, "speculative_decode", off_by_one)
+    monkeypatch.setattr(specviz.analysis.selfcheck, "speculative_decode", off_by_one)
     lines = []
     assert not run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), SMALL, lines.append)
     assert "FAILED: float32 lanes must be identical" in "\n".join(lines)

@@ -187,7 +187,7 @@ def test_sweep_plots_one_point_per_gamma(page):
     measured = chart_traces(page, "chart-sweep")["measured"]
     assert measured["x"] == [2, 3, 4, 5]  # one point per γ
     assert all(speedup > 0 for speedup in measured["y"])
-    # One verdict (specviz.payoff): a γ from the range when one beats the target alone beyond the noise,
+    # One verdict (specviz.analysis.payoff): a γ from the range when one beats the target alone beyond the noise,
     # else "none", said plainly in the status and the chart; one repeat on a fast pair can go either way.
     recommended = page.locator("#sweep-recommended").get_attribute("data-gamma")
     if recommended == "none":

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz import live, ui, ui_handlers
-from specviz.run import Run
+from specviz.app import live, ui, ui_handlers
+from specviz.analysis.run import Run
 
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
 

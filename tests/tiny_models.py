@@ -24,7 +24,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from specviz.models import ModelPair
+from specviz.models.pairs import ModelPair
 
 ARCHITECTURES = ("gpt2", "gpt_neox", "llama", "qwen2")
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2  # set explicitly: the configs' defaults lie outside a tiny vocab

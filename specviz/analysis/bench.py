@@ -1,0 +1,348 @@
+"""Benchmark harness: prompts × γ × temperature × repeats, medians with their spread.
+
+Each repeat runs the baseline once per prompt and then speculative decoding at every γ on the
+same prompt, so each speedup compares runs made seconds apart on the same machine state.
+Speedups are ratios of tokens per second (model work only, as the engine measures it).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
+from specviz.decoding import reference
+from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
+from specviz.models.pairs import ASSETS_DIR, ModelPair
+from specviz.analysis.payoff import Measurement, Payoff
+from specviz.analysis.theory import expected_speedup
+from specviz.analysis.trace import Trace, speedup
+
+DEFAULT_PROMPTS_FILE = ASSETS_DIR / "prompts.json"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """An example prompt: the user's text, and whether it goes through the chat template."""
+
+    text: str
+    chat: bool | None = None  # None: the template when the pair has one; False: plain completion
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure."""
+
+    gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
+    temperatures: tuple[float, ...] = (0.0,)
+    repeats: int = 3  # runs of every (prompt, γ, temperature)
+    max_new_tokens: int = 128
+    top_k: int = 0  # applied to both models, as in the app
+    top_p: float = 1.0
+    seed: int = 0
+    # Stop at EOS: after it an instruct model writes template junk nobody would time.
+    stop_at_eos: bool = True
+    chat: bool | None = None  # overrides every prompt's own chat setting when not None
+    full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
+    drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
+    ngram: int = 3  # prompt lookup's longest n-gram
+    draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
+    gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
+
+    def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
+        """The engine settings of one timed run: the same for both lanes and both comparisons."""
+        return DecodeConfig(
+            gamma=gamma,
+            temperature=temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            seed=seed,
+            stop_at_eos=self.stop_at_eos,
+            full_draft_head=self.full_draft_head,
+            drafter=self.drafter,
+            ngram=self.ngram,
+            draft_confidence=self.draft_confidence,
+            gamma_schedule=self.gamma_schedule,
+        )
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One (γ, temperature) cell of the table, pooled over prompts and repeats."""
+
+    gamma: int
+    temperature: float
+    median_speedup: float
+    min_speedup: float
+    max_speedup: float
+    acceptance_rate: float  # α̂ pooled over all rounds
+    mean_tokens_per_round: float
+    c: float  # median draft step over median baseline target step
+    verify_cost: float  # one (γ+1)-token verify over one baseline step; Leviathan's model assumes 1
+    median_baseline_tokens_per_s: float
+    median_speculative_tokens_per_s: float
+    predicted_speedup: float  # Leviathan's formula at the pooled α̂ and c
+    num_runs: int
+    # Greedy runs whose tokens parted from the baseline's: 0 in float32 (the tested guarantee);
+    # in 16-bit a batched verify and a 1-token step round differently at near-ties. None when sampled.
+    num_diverged: int | None = None
+
+
+def load_prompts(path: str | Path | None = None) -> list[Prompt]:
+    """A JSON list (strings, or {"prompt": text, "chat": bool} objects), or one prompt per line."""
+    path = Path(path) if path else DEFAULT_PROMPTS_FILE
+    text = path.read_text(encoding="utf-8")
+    entries = json.loads(text) if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
+    prompts = [to_prompt(entry) for entry in entries] if isinstance(entries, list) else []
+    if not prompts or not all(p is not None and p.text.strip() for p in prompts):
+        raise ValueError(f"{path} holds no usable prompts")
+    return prompts
+
+
+def to_prompt(entry) -> Prompt | None:
+    if isinstance(entry, str):
+        return Prompt(entry)
+    if isinstance(entry, dict) and isinstance(entry.get("prompt"), str) and entry.get("chat") in (None, True, False):
+        return Prompt(entry["prompt"], entry.get("chat"))
+    return None
+
+
+def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) -> BenchResult:
+    """Pool (baseline, speculative) trace pairs into one table row."""
+    speedups = [speedup(base, spec) for base, spec in pairs]
+    accepted = sum(spec.num_accepted for _, spec in pairs)
+    examined = sum(spec.num_examined for _, spec in pairs)
+    alpha = accepted / examined if examined else 0.0
+    rounds = [e for _, spec in pairs for e in spec.rounds]
+    tokens_per_round = sum(len(e.emitted_ids) for e in rounds) / len(rounds) if rounds else 0.0
+    draft_step_s = statistics.median(spec.mean_draft_step_s for _, spec in pairs)
+    target_step_s = statistics.median(base.mean_target_step_s for base, _ in pairs)
+    cost_ratio = draft_step_s / target_step_s if target_step_s else 0.0
+    verify_s = statistics.median(spec.mean_target_step_s for _, spec in pairs)
+    return BenchResult(
+        gamma=gamma,
+        temperature=temperature,
+        median_speedup=statistics.median(speedups),
+        min_speedup=min(speedups),
+        max_speedup=max(speedups),
+        acceptance_rate=alpha,
+        mean_tokens_per_round=tokens_per_round,
+        c=cost_ratio,
+        verify_cost=verify_s / target_step_s if target_step_s else 0.0,
+        median_baseline_tokens_per_s=statistics.median(base.tokens_per_s for base, _ in pairs),
+        median_speculative_tokens_per_s=statistics.median(spec.tokens_per_s for _, spec in pairs),
+        predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
+        num_runs=len(pairs),
+        num_diverged=sum(base.token_ids != spec.token_ids for base, spec in pairs) if temperature == 0 else None,
+    )
+
+
+def encode_prompts(pair: ModelPair, prompts: list[Prompt], chat: bool | None) -> list[list[int]]:
+    return [pair.encode(prompt.text, prompt.chat if chat is None else chat) for prompt in prompts]
+
+
+SEED_MODULUS = 2**63  # torch seeds must stay below 2^64; a page's seed may be up to 2^63 − 1
+TimedRun = tuple[int | None, float, Trace, Trace | None]  # (γ, temperature, baseline, speculative)
+
+
+def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig) -> Iterator[TimedRun]:
+    """Every timed run of the bench as it finishes: (None, T, baseline, None) for a baseline
+    run, then (γ, T, that baseline, speculative) for each γ.
+
+    Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ,
+    so every speedup compares runs made seconds apart. A consumer may stop between any two.
+    """
+    warm_up(pair)
+    for repeat in range(config.repeats):
+        for temperature in config.temperatures:
+            for index, ids in enumerate(prompt_ids):
+                seed = (config.seed + 1000 * repeat + index) % SEED_MODULUS
+                base_config = config.decode_config(temperature, seed)
+                baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
+                yield None, temperature, baseline, None
+                for gamma in config.gammas:
+                    speculative = Trace.from_events(speculative_decode(pair, ids, replace(base_config, gamma=gamma)))
+                    yield gamma, temperature, baseline, speculative
+
+
+def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
+    """Measure every cell; returns one BenchResult per (γ, temperature)."""
+    from tqdm import tqdm
+
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
+    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas))
+    runs: dict[tuple[int, float], list[tuple[Trace, Trace]]] = {}
+    with tqdm(total=total, desc="bench", disable=not progress, unit="run") as bar:
+        for gamma, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
+            if speculative is not None:
+                runs.setdefault((gamma, temperature), []).append((baseline, speculative))
+            bar.update()
+    return [summarise(gamma, temperature, pairs) for (gamma, temperature), pairs in runs.items()]
+
+
+def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
+    """The one verdict (specviz.analysis.payoff) on this temperature's cells: measured medians and spreads
+    first, at the α̂, c and v of the best cell."""
+    cells = [r for r in results if r.temperature == temperature]
+    best = max(cells, key=lambda r: r.median_speedup)
+    measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs) for r in cells)
+    return Payoff(best.acceptance_rate, best.c, best.verify_cost, measured)
+
+
+def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:
+    """The measured best γ at this temperature, or None when no γ beats the target alone beyond the noise."""
+    return payoff_of(results, temperature).recommended_gamma
+
+
+def format_table(results: list[BenchResult]) -> str:
+    """Plain-text table, one row per (temperature, γ), then the recommended γ per temperature."""
+    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
+    lines = [header, "-" * len(header)]
+    for r in sorted(results, key=lambda r: (r.temperature, r.gamma)):
+        spread = f"{r.median_speedup:.2f}× ({r.min_speedup:.2f}–{r.max_speedup:.2f})"
+        diverged = "—" if r.num_diverged is None else f"{r.num_diverged}/{r.num_runs}"
+        lines.append(
+            f"{r.temperature:>4g} {r.gamma:>3} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
+            f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
+        )
+    for temperature in sorted({r.temperature for r in results}):
+        payoff = payoff_of(results, temperature)
+        best = payoff.best
+        lines.append(
+            f"T={temperature:g}: recommended {payoff.recommendation_text()} (best measured median {best.median:.2f}× "
+            f"({best.low:.2f}–{best.high:.2f}) at γ = {best.gamma}; {payoff.prediction_text()})"
+        )
+    return "\n".join(lines)
+
+
+def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, results: list[BenchResult]) -> dict:
+    return {
+        "pair": pair.name,
+        "draft_head": draft_head_variant(pair, config.full_draft_head),
+        "device": str(pair.device),
+        "precision": pair.precision,
+        "num_prompts": len(prompts),
+        "config": asdict(config),
+        "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],
+        "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
+    }
+
+
+def draft_head_variant(pair: ModelPair, full_draft_head: bool) -> str:
+    """Which output head the engine's drafter computed: say it beside every figure."""
+    if pair.draft_head_rows is None or full_draft_head:
+        return f"full head ({pair.vocab_size} rows)"
+    return f"head_rows.json ({len(pair.draft_head_rows)} of {pair.vocab_size} rows)"
+
+
+# --- against transformers' own assisted generation ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HfResult:
+    """End-to-end wall time of whole calls, ours and transformers', per (temperature, γ)."""
+
+    temperature: float
+    gamma: int | None  # None: transformers' default schedule (dynamic γ, confidence threshold)
+    median_hf_tokens_per_s: float
+    median_ours_tokens_per_s: float  # our speculative lane at this γ (None row: the best γ's)
+    median_ours_over_hf: float  # ratio of tokens/s, per run, then the median
+    min_ours_over_hf: float
+    max_ours_over_hf: float
+    median_hf_speedup: float  # HF assisted over HF plain generate()
+    num_runs: int
+
+
+def hf_generate_s(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
+                  gamma: int | None, assisted: bool) -> tuple[float, int]:
+    """One transformers generate() call, timed end to end: (seconds, new tokens).
+
+    gamma None: transformers' default schedule for the draft model's γ.
+    """
+    decode_config = config.decode_config(temperature, seed, gamma or 1)
+    return reference.time_generate(pair, ids, decode_config, assisted, constant_gamma=gamma is not None)
+
+
+def ours_s(pair: ModelPair, ids: list[int], decode_config: DecodeConfig) -> tuple[float, int]:
+    """Our speculative lane, timed end to end like a generate() call (events and all)."""
+    started = time.perf_counter()
+    trace = Trace.from_events(speculative_decode(pair, ids, decode_config))
+    return time.perf_counter() - started, trace.num_tokens
+
+
+def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
+    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's
+    default schedule; with the prompt-lookup drafter, vs `generate(prompt_lookup_num_tokens=γ)`.
+
+    Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
+    re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
+    """
+    from tqdm import tqdm
+
+    # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
+    # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
+    with_default = drafter_info(config.drafter).hf_equivalent != "prompt_lookup_num_tokens"
+    if pair.draft is None and with_default:
+        raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
+    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
+    bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
+    warm_up(pair)
+    hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, max_new_tokens=4), 0, 2, assisted=True)  # HF's own warm-up
+    cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}
+    for repeat in range(config.repeats):
+        for temperature in config.temperatures:
+            for index, ids in enumerate(prompt_ids):
+                seed = config.seed + 1000 * repeat + index
+                plain_s, plain_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=False)
+                bar.update(1)
+                if with_default:
+                    default_s, default_n = hf_generate_s(pair, ids, temperature, config, seed, None, assisted=True)
+                    bar.update(1)
+                best_ours = 0.0
+                for gamma in config.gammas:
+                    mine_s, mine_n = ours_s(pair, ids, config.decode_config(temperature, seed, gamma))
+                    hf_s, hf_n = hf_generate_s(pair, ids, temperature, config, seed, gamma, assisted=True)
+                    bar.update(2)
+                    ours_rate, hf_rate = mine_n / mine_s, hf_n / hf_s
+                    best_ours = max(best_ours, ours_rate)
+                    cells.setdefault((temperature, gamma), []).append((hf_rate, ours_rate, (plain_n / plain_s)))
+                if with_default:
+                    cells.setdefault((temperature, None), []).append((default_n / default_s, best_ours, plain_n / plain_s))
+    bar.close()
+    results = []
+    for (temperature, gamma), rows in cells.items():
+        ratios = [ours / hf for hf, ours, _ in rows]
+        results.append(HfResult(
+            temperature=temperature,
+            gamma=gamma,
+            median_hf_tokens_per_s=statistics.median(hf for hf, _, _ in rows),
+            median_ours_tokens_per_s=statistics.median(ours for _, ours, _ in rows),
+            median_ours_over_hf=statistics.median(ratios),
+            min_ours_over_hf=min(ratios),
+            max_ours_over_hf=max(ratios),
+            median_hf_speedup=statistics.median(hf / plain for hf, _, plain in rows),
+            num_runs=len(rows),
+        ))
+    return sorted(results, key=lambda r: (r.temperature, r.gamma is None, r.gamma or 0))
+
+
+def format_hf_table(results: list[HfResult]) -> str:
+    header = f"{'T':>4} {'HF γ':>12} {'HF tok/s':>9} {'HF/plain':>9} {'ours tok/s':>10} {'ours / HF (min–max)':>24}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        gamma = "default" if r.gamma is None else f"{r.gamma} const"
+        spread = f"{r.median_ours_over_hf:.2f}× ({r.min_ours_over_hf:.2f}–{r.max_ours_over_hf:.2f})"
+        lines.append(
+            f"{r.temperature:>4g} {gamma:>12} {r.median_hf_tokens_per_s:>9.1f} {r.median_hf_speedup:>8.2f}× "
+            f"{r.median_ours_tokens_per_s:>10.1f} {spread:>24}"
+        )
+    if any(r.gamma is None for r in results):
+        lines.append("(HF 'default' rows compare with our best γ per prompt)")
+    lines.append("(every call timed end to end)")
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""Does speculation pay here? One rule, asked by the run's stats, the theory explorer and the γ sweep.
+
+Measurement decides; the formula explains. A γ pays only when its measured speedup is above 1×
+beyond the noise: a sweep cell's whole min–max spread above 1, or one run (one noisy sample of
+the clock) more than SINGLE_RUN_NOISE above 1. Leviathan's formula at the setup's α̂, c and v is
+always worded as a prediction, and it supplies the reason when nothing pays. Without any
+measurement (the theory explorer's sliders) the prediction is all there is, and it says so.
+
+The sentences are plain text with no HTML, so the page, the API and the terminal can all show
+them; nothing here says "pays" beside a measured slowdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.analysis import theory
+
+# One greedy run of the default pair, repeated, moves by about ±10% on a shared CPU: a single run
+# within that of 1× is no evidence either way.
+SINGLE_RUN_NOISE = 0.10
+NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
+WHAT_WOULD_CHANGE_IT = (
+    "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
+    "(lower c) and a (γ+1)-token verify costs about one step (v near 1); a better drafter (higher α̂); or "
+    "prompt lookup on prompts whose answer copies from them (no draft model, so c is near 0)."
+)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Measured speedup at one γ: a sweep cell's median and min–max, or one run (low = high = median)."""
+
+    gamma: int
+    median: float  # tokens/s of speculative decoding over the target alone's
+    low: float
+    high: float
+    num_runs: int = 1
+
+    @classmethod
+    def one_run(cls, gamma: int, speedup: float) -> "Measurement":
+        return cls(gamma, speedup, speedup, speedup, 1)
+
+    @property
+    def noise_band(self) -> tuple[float, float]:
+        """The spread over repeats; for one run, ±SINGLE_RUN_NOISE around it (one sample has no spread)."""
+        if self.num_runs > 1:
+            return self.low, self.high
+        return self.median * (1 - SINGLE_RUN_NOISE), self.median * (1 + SINGLE_RUN_NOISE)
+
+    @property
+    def beats_target(self) -> bool:
+        """Faster than the target alone beyond the noise: the whole band lies above 1×."""
+        return self.median > 1.0 and self.noise_band[0] > 1.0
+
+    def evidence_text(self) -> str:
+        if self.num_runs > 1:
+            return (f"γ = {self.gamma} measured a median {self.median:.2f}× "
+                    f"({self.low:.2f}–{self.high:.2f}× over {self.num_runs} runs)")
+        return f"this run measured {self.median:.2f}× at γ = {self.gamma} (one noisy sample of the clock)"
+
+    def shortfall_text(self) -> str:
+        """Why this measurement is no gain: a slowdown, or a gain lost in the noise."""
+        if self.noise_band[1] < 1.0 or (self.median < 1.0 and self.num_runs == 1):
+            return "slower than the target alone"
+        if self.num_runs > 1:
+            below = "below 1× at the median, and " if self.median < 1.0 else ""
+            return f"{below}a spread that reaches 1×, so no faster than the target alone beyond the noise"
+        return f"within one run's noise (±{SINGLE_RUN_NOISE:.0%}) of the target alone's speed"
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """The verdict for one setup (α̂, c, v) and what was measured there (nothing, one run, a sweep)."""
+
+    alpha: float  # α̂ measured, or the theory explorer's slider
+    cost_ratio: float  # c
+    verify_cost: float  # v (Leviathan takes 1)
+    measured: tuple[Measurement, ...] = ()  # one per γ measured; empty: prediction only
+    max_gamma: int = 16
+
+    @property
+    def is_measured(self) -> bool:
+        return bool(self.measured)
+
+    @property
+    def best(self) -> Measurement | None:
+        """The measured γ with the highest median."""
+        return max(self.measured, key=lambda m: m.median) if self.measured else None
+
+    @property
+    def predicted_gamma(self) -> int:
+        return theory.best_gamma(self.alpha, self.cost_ratio, self.max_gamma, self.verify_cost)
+
+    @property
+    def predicted_speedup(self) -> float:
+        return theory.expected_speedup(self.alpha, self.predicted_gamma, self.cost_ratio, self.verify_cost)
+
+    @property
+    def predicted_pays(self) -> bool:
+        return self.predicted_speedup > 1.0
+
+    @property
+    def pays(self) -> bool:
+        """Measured first: the best γ beats the target alone beyond the noise; else the prediction."""
+        best = self.best
+        return best.beats_target if best is not None else self.predicted_pays
+
+    @property
+    def recommended_gamma(self) -> int | None:
+        """The γ to use; None when the target alone is faster here."""
+        if not self.pays:
+            return None
+        return self.best.gamma if self.best is not None else self.predicted_gamma
+
+    def recommendation_text(self) -> str:
+        gamma = self.recommended_gamma
+        return NOTHING_PAYS_GAMMA if gamma is None else f"γ = {gamma}"
+
+    def setup_text(self) -> str:
+        return f"α̂ = {self.alpha:.2f}, c = {self.cost_ratio:.2f}, v = {self.verify_cost:.2f}"
+
+    def prediction_text(self) -> str:
+        """The formula's answer at (α̂, c, v), worded as a prediction."""
+        if self.predicted_pays:
+            return (f"the formula predicts {self.predicted_speedup:.2f}× at best (γ = {self.predicted_gamma}) for "
+                    f"{self.setup_text()}: a prediction, not a measurement")
+        return (f"the formula predicts no γ beats the target alone for {self.setup_text()} (its best, "
+                f"γ = {self.predicted_gamma}, gives {self.predicted_speedup:.2f}×): a prediction, not a measurement")
+
+    def reason_text(self) -> str:
+        """Why nothing pays, in this setup's numbers."""
+        if self.predicted_pays:  # the clock disagrees with the formula: say what the formula leaves out
+            return (f"The formula predicts {self.predicted_speedup:.2f}× at best (γ = {self.predicted_gamma}) for "
+                    f"{self.setup_text()}, but it counts only draft steps and verifies; the clock also counts the "
+                    "prefills, sampling and cache rollbacks, and rounds cut short by the end of the text.")
+        needed = theory.min_paying_alpha(self.cost_ratio, self.verify_cost, self.max_gamma)
+        need = (f"it would take α̂ above {needed:.2f} at this c and v" if needed is not None
+                else "at this c and v no acceptance rate would be enough")
+        return (f"Each round costs γ·c + v target steps (γ draft steps at c = {self.cost_ratio:.2f}, one verify at "
+                f"v = {self.verify_cost:.2f}) and yields (1 − α̂^(γ+1)) / (1 − α̂) tokens at α̂ = {self.alpha:.2f}: "
+                f"even the formula's best γ, {self.predicted_gamma}, predicts only {self.predicted_speedup:.2f}×, and "
+                f"{need}.")
+
+    def headline_text(self) -> str:
+        """The verdict in one sentence: measured evidence first, else the prediction, named as one."""
+        best = self.best
+        if best is None:
+            if self.predicted_pays:
+                return f"Predicted only: {self.prediction_text()}. Run it to measure."
+            return f"Predicted: here speculation would not pay: {self.prediction_text()}."
+        if best.beats_target:
+            return f"Speculation pays here: {best.evidence_text()}, above 1× beyond the noise."
+        return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
+
+    def verdict_text(self) -> str:
+        """The headline, and when nothing pays, why (in this setup's numbers) and what would change it."""
+        if self.pays:
+            return self.headline_text()
+        reason = f" {self.reason_text()}" if self.is_measured else ""
+        return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT}"
+
+
+def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float) -> Payoff:
+    """The verdict on one run: one noisy sample at its γ."""
+    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup),))

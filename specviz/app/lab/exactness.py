@@ -1,0 +1,263 @@
+"""The exactness lab: draw many short continuations of one prompt from the target alone and from
+speculative decoding, both through the engine's own lanes, and test the first two generated
+tokens of each lane against the target's exact distribution with a chi-square test.
+
+The first token is the target's own sample at prefill in both lanes, so the second is the first
+token a speculative round decides: the test looks at the pair (token 1, token 2), whose exact
+probability p(t1)·p(t2 | t1) takes one batched target forward. `resample_from_target` is the
+classic mistake (resampling from p instead of norm(max(0, p − q))), for the learner to watch
+fail; it is the only lab-only code on the sampling path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Generator, Iterator, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from specviz.analysis.bench import SEED_MODULUS
+from specviz.catalogue import DEFAULT_LANES
+from specviz.decoding.drafters import forward_new_ids
+from specviz.decoding.engine import AcceptRule, DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.events import Event, PrefillEvent, RoundEvent
+from specviz.models.pairs import ModelPair
+from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
+
+MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
+MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
+MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 draws
+MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out
+
+Outcome = tuple[int, int]  # (first, second) generated token ids
+LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
+
+
+# --- the wrong rule -------------------------------------------------------------------------------
+
+
+def resample_from_target(
+    draft_ids: torch.Tensor,  # (γ,)
+    draft_probs: torch.Tensor,  # (γ, vocab)
+    target_probs: torch.Tensor,  # (γ+1, vocab)
+    generator: torch.Generator,
+) -> Verdict:
+    """The classic mistake: at a rejection, draw the correction from p instead of the residual.
+
+    The accept test is the real one. But a rejected position already lost the mass where the
+    draft over-proposed, and drawing from all of p hands it back: tokens the draft likes come
+    out too often, so the output is no longer the target's.
+    """
+    verdict = accept_or_resample(draft_ids, draft_probs, target_probs, generator)
+    if verdict.is_bonus:
+        return verdict
+    position = verdict.num_accepted
+    wrong_id = int(sample(target_probs[position : position + 1], generator))
+    return verdict._replace(next_id=wrong_id, residual=target_probs[position])
+
+
+def accept_rule_for(wrong_rule: bool) -> AcceptRule:
+    return resample_from_target if wrong_rule else accept_or_resample
+
+
+# --- drawing ----------------------------------------------------------------------------------------
+
+
+def lab_config(config: DecodeConfig, seed: int) -> DecodeConfig:
+    """The page's settings for one draw: room for one full round after the first token.
+
+    Token 2 is decided by the first round, so a draw stops there; 2 + γ new tokens let that
+    round draft all γ (the engine drafts fewer near max_new_tokens). EOS does not stop a draw:
+    the pair (EOS, next) is as much the target's as any other.
+    """
+    return replace(config, max_new_tokens=2 + config.gamma, stop_at_eos=False, inspect=False,
+                   seed=seed % SEED_MODULUS)
+
+
+def first_two_ids(events: Generator[Event, None, None]) -> Outcome:
+    """Token 1 from the prefill, token 2 from the first round; the lane is not run further."""
+    first_id = None
+    try:
+        for event in events:
+            if isinstance(event, PrefillEvent):
+                first_id = event.next_id
+            elif isinstance(event, RoundEvent):
+                return first_id, event.emitted_ids[0]
+    finally:
+        events.close()  # stop the lane: nothing after token 2 is needed
+    raise ValueError("the prompt leaves no room for two new tokens: shorten it to try the lab")
+
+
+def draw_outcome(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str,
+                 accept_rule: AcceptRule = accept_or_resample) -> Outcome:
+    """The first two tokens of one lane's run, with the config's seed."""
+    if lane == "baseline":
+        return first_two_ids(autoregressive_decode(pair, prompt_ids, config))
+    return first_two_ids(speculative_decode(pair, prompt_ids, config, accept_rule=accept_rule))
+
+
+# --- the exact distribution -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bins:
+    """The outcomes tested one by one, with their exact probabilities; the rest is "other"."""
+
+    outcomes: tuple[Outcome, ...]  # most likely first
+    probs: tuple[float, ...]  # exact probability of each outcome, then of "other" when has_other
+    has_other: bool
+
+    @property
+    def num_bins(self) -> int:
+        return len(self.probs)
+
+    def index(self, outcome: Outcome) -> int | None:
+        """The bin an outcome falls in; None for an outcome outside them with no "other" bin."""
+        try:
+            return self.outcomes.index(outcome)
+        except ValueError:
+            return len(self.outcomes) if self.has_other else None
+
+
+@torch.inference_mode()
+def exact_first_two(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig,
+                    max_first: int = MAX_FIRST_IDS) -> tuple[torch.Tensor, torch.Tensor]:
+    """p(t1)·p(t2 | t1) for the max_first likeliest t1: (first_ids (m,), joint (m, vocab)) in float64.
+
+    The same warping the engine applies (ProbsFn), from one prompt forward and one batched
+    forward of the m candidate first tokens over copies of its KV cache.
+    """
+    to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
+    cache = DynamicCache()
+    first_logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
+    first_probs = normalised(to_probs(first_logits)[0])  # (vocab,)
+    first_values, first_ids = first_probs.topk(min(max_first, pair.vocab_size))  # (m,), (m,)
+    first_values, first_ids = first_values[first_values > 0], first_ids[first_values > 0]
+    num_first = first_ids.shape[0]
+    cache.batch_repeat_interleave(num_first)
+    mask = ids.new_ones(num_first, ids.shape[1] + 1)  # (m, n+1): no padding anywhere
+    output = pair.target(input_ids=first_ids.view(-1, 1), attention_mask=mask, past_key_values=cache, use_cache=True)
+    second_probs = normalised(to_probs(output.logits[:, -1, : pair.vocab_size].float()))  # (m, vocab)
+    return first_ids, first_values[:, None] * second_probs  # (m,), (m, vocab)
+
+
+def normalised(probs: torch.Tensor) -> torch.Tensor:
+    """In float64, rows summing to 1 to the last bit: float32 softmax is off by ~1e-7, which would
+    otherwise leak into the "other" bin."""
+    probs = probs.double()
+    return probs / probs.sum(-1, keepdim=True)
+
+
+def choose_bins(first_ids: torch.Tensor, joint: torch.Tensor, num_draws: int,
+                max_bins: int = MAX_BINS) -> Bins:
+    """The likeliest outcomes that expect ≥ 5 draws each (at most max_bins); "other" holds the rest.
+
+    Chosen from the exact distribution alone, never from the samples, so the test stays honest.
+    "Other" must expect ≥ 5 draws too: while it does not, its smallest neighbour joins it.
+    """
+    values, flat = joint.flatten().topk(min(max_bins, joint.numel()))  # (k,), (k,)
+    vocab = joint.shape[1]
+    kept = [((int(first_ids[i // vocab]), int(i % vocab)), v)
+            for v, i in zip(values.tolist(), flat.tolist()) if v * num_draws >= MIN_EXPECTED]
+    other = max(0.0, 1.0 - sum(prob for _, prob in kept))
+    while kept and 0 < other * num_draws < MIN_EXPECTED:
+        other += kept.pop()[1]
+    has_other = other * num_draws >= MIN_EXPECTED or not kept
+    probs = [prob for _, prob in kept] + ([other] if has_other else [])
+    return Bins(tuple(outcome for outcome, _ in kept), tuple(probs), has_other)
+
+
+# --- the test ----------------------------------------------------------------------------------------
+
+
+def chi_square_survival(statistic: float, dof: int) -> float:
+    """P(χ²_dof ≥ statistic): the regularised upper incomplete gamma Q(dof/2, statistic/2)."""
+    if statistic <= 0:
+        return 1.0
+    if math.isinf(statistic):
+        return 0.0
+    value = torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                    torch.tensor(statistic / 2, dtype=torch.float64))
+    return float(value)
+
+
+def chi_square_p_value(counts: Sequence[int], probs: Sequence[float]) -> float | None:
+    """Pearson's goodness of fit of the counts to the probs; None with fewer than 2 bins or no draws.
+
+    An outcome the target gives probability 0 that was drawn anyway makes the statistic
+    infinite: p = 0.
+    """
+    total = sum(counts)
+    if len(probs) < 2 or total == 0:
+        return None
+    statistic = 0.0
+    for count, prob in zip(counts, probs):
+        expected = total * prob
+        if expected == 0:
+            if count:
+                return 0.0
+            continue
+        statistic += (count - expected) ** 2 / expected
+    return chi_square_survival(statistic, len(probs) - 1)
+
+
+@dataclass
+class LabTally:
+    """Counts per bin for each lane, as the draws come in."""
+
+    bins: Bins
+    num_planned: int
+    counts: dict[str, list[int]] = field(default_factory=dict)
+    outside: dict[str, int] = field(default_factory=dict)  # draws of probability 0 (must stay 0)
+
+    def __post_init__(self):
+        for lane in LANES:
+            self.counts.setdefault(lane, [0] * self.bins.num_bins)
+            self.outside.setdefault(lane, 0)
+
+    def add(self, lane: str, outcome: Outcome) -> None:
+        index = self.bins.index(outcome)
+        if index is None:
+            self.outside[lane] += 1
+        else:
+            self.counts[lane][index] += 1
+
+    def num_draws(self, lane: str) -> int:
+        return sum(self.counts[lane]) + self.outside[lane]
+
+    def frequencies(self, lane: str) -> list[float]:
+        total = self.num_draws(lane)
+        return [count / total if total else 0.0 for count in self.counts[lane]]
+
+    def p_value(self, lane: str) -> float | None:
+        if self.outside[lane]:
+            return 0.0
+        return chi_square_p_value(self.counts[lane], self.bins.probs)
+
+
+def run_lab(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, num_draws: int,
+            wrong_rule: bool = False) -> Iterator[LabTally]:
+    """Draw num_draws runs per lane, one seed per draw (config.seed + i), both lanes in turn;
+    yield the tally after every pair of draws (the first yield has no draws yet)."""
+    check_lab(config, num_draws)
+    first_ids, joint = exact_first_two(pair, prompt_ids, config)
+    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws)
+    accept_rule = accept_rule_for(wrong_rule)
+    yield tally
+    for index in range(num_draws):
+        draw_config = lab_config(config, config.seed + index)
+        for lane in LANES:
+            tally.add(lane, draw_outcome(pair, prompt_ids, draw_config, lane, accept_rule))
+        yield tally
+
+
+def check_lab(config: DecodeConfig, num_draws: int) -> None:
+    """Raise ValueError with a message a user can act on."""
+    if not MIN_DRAWS <= num_draws <= MAX_DRAWS:
+        raise ValueError(f"N (draws per lane) must be from {MIN_DRAWS} to {MAX_DRAWS}, got {num_draws}")
+    if config.temperature == 0:
+        raise ValueError("at temperature 0 every draw is the same greedy text, so there is no distribution to "
+                         "test: set the temperature above 0 (1 is a good start)")

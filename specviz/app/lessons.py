@@ -1,0 +1,365 @@
+"""The teaching sections' words, as HTML: step mode's stages, the lab's verdicts, the theory's
+and the sweep's explanations. No gradio and no models, like specviz.app.render, whose token styles
+it reuses so a token looks the same in every part of the page.
+
+Every sentence names this run's own tokens and numbers; token text is always escaped.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from specviz.catalogue import drafter_info
+from specviz.decoding.events import FinishEvent, RoundEvent
+from specviz.app.palette import COLORS
+from specviz.analysis.payoff import Payoff, judge_run
+from specviz.app.render.lanes import RoundTexts, stop_text
+from specviz.app.render.tokens import escape_text, inline_token, prob, visible_text
+from specviz.analysis.trace import Comparison, Trace
+from specviz.app.wording import count, duration_text, every, p_equals
+
+STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
+SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
+
+
+def message_html(message: str, kind: str = "info") -> str:
+    """A status line in the page's own status style (info / done / error)."""
+    return f'<div class="status-{kind}" data-kind="{kind}">{escape_text(message)}</div>'
+
+
+def plain_token(text: str) -> str:
+    """A drafted token before the target has judged it: outlined in the draft's colour, no verdict yet."""
+    return (f'<span class="tok tok-proposed" style="border:1px solid {COLORS["draft"]};border-radius:3px;'
+            f'padding:0 2px;font-family:ui-monospace,Menlo,Consolas,monospace">{visible_text(text, keep_breaks=False)}</span>')
+
+
+def listing(items: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# --- step mode -----------------------------------------------------------------------------------------
+
+
+def stage_html(index: int, name: str, title: str, body: str) -> str:
+    """One stage of a round; each appears STAGE_DELAY_S after the last (none with reduced motion)."""
+    return (f'<li class="step-stage" data-stage="{name}" style="animation-delay:{index * STAGE_DELAY_S:.1f}s;'
+            f'margin:0 0 8px 0"><b>{index + 1} · {title}.</b> {body}</li>')
+
+
+def stages_html(stages: Sequence[tuple[str, str, str]], heading: str) -> str:
+    items = "".join(stage_html(i, name, title, body) for i, (name, title, body) in enumerate(stages))
+    return f'<div class="step-round"><p style="margin:0 0 6px 0"><b>{heading}</b></p><ol style="padding-left:0;list-style:none">{items}</ol></div>'
+
+
+def step_intro_html() -> str:
+    return (
+        '<div class="step-round"><p>Press <b>Start</b> to read the prompt with the settings above, then '
+        '<b>Next round</b> for one real round of speculative decoding: the draft proposes, the target verifies in '
+        'one forward, each draft is accepted or rejected, the target adds its own token, and the caches roll back. '
+        'Keyboard: Tab to a button and press Enter or Space; or press <kbd>N</kbd> anywhere outside a text box '
+        'for the next round.</p></div>'
+    )
+
+
+def prefill_html(first_text: str, num_prompt_tokens: int, drafter: str) -> str:
+    body = (f"The target read the prompt ({count(num_prompt_tokens, 'token')}) and sampled the first new token "
+            f"{inline_token(first_text, 'target')} itself: speculation starts after it. "
+            f"{drafter_info(drafter).prefill_words}")
+    return stages_html([("prefill", "Prefill", body)], "Ready. Press Next round for round 1.")
+
+
+def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], num_new_before: int,
+               drafter: str, configured_gamma: int) -> str:
+    """One round in stages: draft, verify, accept test, verdict, correction or bonus, rollback."""
+    heading = f"Round {event.round_index + 1}"
+    if event.gamma == 0:
+        return stages_html(plain_step_stages(event, texts, drafter), heading)
+    stages = [
+        ("draft", "Draft", draft_sentence(event, texts, drafter, configured_gamma)),
+        ("verify", "Verify", verify_sentence(event, texts, labels)),
+        ("accept", "Accept or reject, left to right", accept_list(event, texts)),
+        ("verdict", "Verdict", verdict_sentence(event, texts)),
+        ("correction", "Resample" if event.next_kind == "resample" else "Bonus", correction_sentence(event, texts, labels)),
+        ("rollback", "Roll back", rollback_sentence(event, texts, num_new_before, drafter)),
+    ]
+    return stages_html(stages, heading)
+
+
+def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, configured_gamma: int) -> str:
+    info = drafter_info(drafter)
+    proposals = [f"{plain_token(text)} (q = {prob(token.draft_prob)})" for text, token in zip(texts.drafted, event.drafted)]
+    sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
+                                       tokens=count(event.gamma, "token"), proposals=listing(proposals),
+                                       texts=listing([plain_token(text) for text in texts.drafted]))
+    if event.gamma < configured_gamma:
+        sentence += f" Only {event.gamma} of γ = {configured_gamma}: {info.fewer_words}"
+    return sentence
+
+
+def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+    probs = [f"p({plain_token(text)}) = {prob(token.target_prob)}" for text, token in zip(texts.drafted, event.drafted)]
+    sentence = (f"One target forward over the last committed token and the {count(event.gamma, 'draft')} gave p at "
+                f"{event.gamma + 1} positions at once: {listing(probs)}.")
+    if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
+        token_id, top_prob = event.details[event.gamma].target_top[0]
+        sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, ''))} "
+                     f"(p = {prob(top_prob)}).")
+    return sentence
+
+
+def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
+    """Each draft's r against min(1, p/q), in order; the ones after a rejection never looked at."""
+    lines = []
+    for i, (text, token) in enumerate(zip(texts.drafted, event.drafted)):
+        verdict = event.verdict(i)
+        if not token.decided:
+            lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
+            continue
+        sign = "&lt;" if token.accepted else "≥"
+        outcome = f"<b>{'accepted' if token.accepted else 'rejected'}</b>"
+        if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
+            outcome += ", then dropped: it comes after the end-of-text token"
+        lines.append(
+            f"{inline_token(text, verdict)}: r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) "
+            f"= {prob(token.accept_prob)} → {outcome}"
+        )
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f"Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):<ul style='margin:4px 0 0 0'>{items}</ul>"
+
+
+def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
+    accepted = [inline_token(text, "accepted") for text in texts.drafted[: event.num_accepted]]
+    dropped = event.num_accepted - event.num_kept_drafts
+    if dropped:  # an accepted end-of-text ends the text inside the round
+        how_many = (every(event.gamma, "draft").capitalize() if event.num_accepted == event.gamma
+                    else f"{event.num_accepted} of {event.gamma}")
+        verb = "is" if dropped == 1 else "are"
+        return (f"{how_many} accepted, but the text ends at the end-of-text token: the {count(dropped, 'draft')} "
+                f"after it {verb} dropped.")
+    if event.num_accepted == event.gamma:
+        return f"{every(event.gamma, 'draft').capitalize()} accepted: {listing(accepted)}."
+    rejected = inline_token(texts.drafted[event.num_accepted], "rejected")
+    if event.num_accepted == 0:
+        return f"None accepted: the first draft {rejected} was rejected, and everything after it goes."
+    return (f"{event.num_accepted} of {event.gamma} accepted ({listing(accepted)}); the draft went wrong at {rejected}, "
+            f"and everything after it goes.")
+
+
+def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+    if not texts.own:
+        return "The end-of-text token ended the run inside this round, so the target's own token was not kept."
+    # A token whose piece of the text is empty (half of a multi-byte character) would draw as ∅: show it alone.
+    own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
+    detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
+    if event.next_kind == "resample":
+        residual = dict(detail.residual_top) if detail else {}
+        share = (f"; it had {prob(residual[event.next_id])} of the residual's mass" if event.next_id in residual
+                 else "; it was outside the residual's top tokens drawn in the chart")
+        return (f"At the rejected position the target drew {own} from norm(max(0, p − q)): what the target wants there, "
+                f"minus what the draft over-proposed, rescaled to sum to 1 (chart){share}. That subtraction is what keeps "
+                f"the output exactly the target's.")
+    target = dict(detail.target_top) if detail else {}
+    share = f" (p = {prob(target[event.next_id])})" if event.next_id in target else ""
+    return (f"Every draft survived, so the verify forward's last position came free: the target drew the bonus token "
+            f"{own} from p there{share}.")
+
+
+def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int, drafter: str) -> str:
+    kept = [inline_token(text, "accepted") for text in texts.drafted[: event.num_kept_drafts]]
+    kept += [inline_token(text, event.own_kind) for text in texts.own]
+    dropped = [inline_token(text, event.verdict(i + event.num_kept_drafts))
+               for i, text in enumerate(texts.drafted[event.num_kept_drafts :])]
+    total = num_new_before + len(event.emitted_ids)
+    sentence = f"Committed {count(len(event.emitted_ids), 'token')} ({listing(kept)}); the text has {count(total, 'new token')}. "
+    drafter_caches = drafter_info(drafter).caches
+    caches = "the target's KV cache" + (f" and {drafter_caches}" if drafter_caches else "")
+    if dropped:
+        sentence += (f"Verifying wrote every draft into {caches}; cropping to the committed text drops "
+                     f"{count(len(dropped), 'position')} ({listing(dropped)}).")
+    else:
+        sentence += "Nothing to crop: every draft was kept."
+    if texts.own:
+        sentence += f" The new {inline_token(texts.next_text, event.own_kind)} is in no cache yet: the next round feeds it first."
+    return sentence
+
+
+def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> list[tuple[str, str, str]]:
+    """A round with nothing drafted: no room left, or prompt lookup found no match."""
+    why = drafter_info(drafter).none_words
+    own = inline_token(texts.next_text, "target") if texts.own else "nothing (end of text)"
+    return [
+        ("draft", "Draft", f"Nothing drafted: {why}."),
+        ("verify", "Target step", f"One plain target forward, as the baseline would do: the target sampled {own} from p."),
+        ("rollback", "Commit", "Nothing to roll back: one token in, one token kept."),
+    ]
+
+
+def finish_html(trace: Trace, finish: FinishEvent, max_new_tokens: int) -> str:
+    rounds = len(trace.rounds)
+    body = (f"{count(trace.num_tokens, 'new token')} in {count(rounds, 'round')} "
+            f"({stop_text(trace, max_new_tokens)}): the target ran {count(trace.num_target_forwards, 'time')} instead "
+            f"of {trace.num_tokens}. With the same seed a normal run's speculative lane writes exactly this text.")
+    if trace.num_examined:
+        body += f" The target accepted α̂ = {trace.acceptance_rate:.2f} of the drafts it examined."
+    return stages_html([("finish", "Done", body)], "Finished")
+
+
+def step_status_html(message: str, round_number: int, done: bool, num_tokens: int, kind: str = "info") -> str:
+    """The step's status line; its data attributes say where the run is (for people's tools and tests)."""
+    return (f'<div class="status-{kind}" data-kind="{kind}" data-round="{round_number}" '
+            f'data-done="{"true" if done else "false"}" data-tokens="{num_tokens}">{escape_text(message)}</div>')
+
+
+# --- exactness lab ----------------------------------------------------------------------------------------
+
+
+def lane_verdict(name: str, p_value: float | None) -> str:
+    if p_value is None:
+        return f"{name}: no test (fewer than two outcomes to compare)."
+    if p_value >= SIGNIFICANCE:
+        return f"{name}: {p_equals(p_value)} — consistent with the target's exact distribution."
+    return (f"{name}: {escape_text(p_equals(p_value))} &lt; {SIGNIFICANCE} — these draws do not follow the target's "
+            f"distribution.")
+
+
+def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, float | None], num_bins: int,
+                    wrong_rule: bool, elapsed_s: float, note: str = "") -> str:
+    """Progress, then one verdict per lane; data attributes carry the numbers."""
+    done = num_done >= num_planned
+    speculative = "Speculative decoding, WRONG rule (resample from p)" if wrong_rule else "Speculative decoding"
+    items = "".join(
+        f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}">{lane_verdict(name, p)}</li>'
+        for lane, name, p in (("baseline", "Target alone", p_values.get("baseline")),
+                              ("speculative", speculative, p_values.get("speculative")))
+    )
+    tested = (f"{num_bins - 1} likeliest (token 1, token 2) pairs are tested one by one (each expected at least 5 times), "
+              f"the rest pooled as “other”." if num_bins > 1 else "")
+    so_far = "" if done else " (so far)"
+    return (
+        f'<div class="lab-status" data-done="{"true" if done else "false"}" data-draws="{num_done}">'
+        f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
+        f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}"
+        f"</div><ul style='margin:6px 0'>{items}</ul>"
+        f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
+        f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
+        f"above). {tested}</p>"
+        f"{f'<p class=lab-note>{escape_text(note)}</p>' if note else ''}</div>"
+    )
+
+
+def time_left_text(num_done: int, num_planned: int, elapsed_s: float) -> str:
+    """" · about 3 min left", from the pace so far; nothing before the first draw or after the last."""
+    if num_done <= 0 or num_done >= num_planned:
+        return ""
+    left_s = elapsed_s / num_done * (num_planned - num_done)
+    return f' · <span class="time-left" data-left-s="{left_s:.0f}">about {duration_text(left_s)} left</span>'
+
+
+def setting_text(value: object) -> str:
+    """A control's value as the page shows it: quoted text (a prompt's spaces count), on / off."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def lab_example_html(settings: Mapping[str, object], num_draws: int) -> str:
+    """What the lab's example button changed on the page, said once, with old results gone."""
+    shown = ", ".join(f"{name.replace('_', '-')} {setting_text(value)}" for name, value in settings.items())
+    return message_html(f"The example set the page's controls above to: {shown}; and N = {num_draws} here. "
+                        f"Earlier results are cleared: press Run the lab.")
+
+
+def stopped_html(previous_html: str, what: str) -> str:
+    """A section's last status with a line saying the user stopped it (once, however often pressed)."""
+    if 'data-kind="stopped"' in previous_html:
+        return previous_html
+    return f'{previous_html}<div class="status-info" data-kind="stopped">Stopped: {escape_text(what)}</div>'
+
+
+# --- theory explorer ---------------------------------------------------------------------------------------
+
+
+def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
+                     gamma: int | None, paying_alpha: float | None) -> str:
+    """The sliders' prediction, worded as one; then the last run's measured verdict (specviz.analysis.payoff) and
+    why prediction and measurement differ, in that run's own numbers."""
+    if alpha > cost_ratio:
+        free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
+    else:
+        free = ("even with a free verify (v = 1) the point lies outside the green area (α ≤ c), where the formula "
+                "predicts no gain")
+    if paying_alpha is None:
+        with_v = f"with v = {verify_cost:.2f} no α is enough at c = {cost_ratio:.2f}"
+    else:
+        side = "above" if alpha > paying_alpha else "below"
+        with_v = (f"with v = {verify_cost:.2f} a gain needs α above {paying_alpha:.2f} (the orange line), and "
+                  f"α = {alpha:.2f} is {side} it")
+    predicted = Payoff(alpha, cost_ratio, verify_cost)
+    best = (f"γ = {predicted.predicted_gamma} ({predicted.predicted_speedup:.2f}×)" if predicted.predicted_pays
+            else escape_text(predicted.recommendation_text()))
+    lines = [f"<b>Predicted</b> at α = {alpha:.2f}, c = {cost_ratio:.2f}, v = {verify_cost:.2f} (the sliders): {free}; "
+             f"{with_v}. The formula's best γ there: {best}."]
+    if comparison is not None and gamma is not None:
+        payoff = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma,
+                           comparison.speedup)
+        lines.append(f'<b>Measured</b>, the last run (γ = {gamma}, the diamond): <span class="verdict" '
+                     f'data-pays="{str(payoff.pays).lower()}">{escape_text(payoff.verdict_text())}</span>')
+        lines.append(
+            f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
+            f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
+            f"measured v {comparison.predicted_with_verify:.2f}×, and the clock measured {comparison.speedup:.2f}×. The "
+            f"formula takes a (γ+1)-token verify to cost one target step; where it costs more, that is most of the gap "
+            f"(the run's statistics break down the rest). One run is one noisy sample; the γ sweep below repeats runs."
+        )
+    else:
+        lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
+                     "speedup appears on the chart with the measured verdict.")
+    return "".join(f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines)
+
+
+# --- γ sweep ----------------------------------------------------------------------------------------------------
+
+
+def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
+    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ and the γ values as good
+    within noise, or, when no γ beats the target alone beyond the noise, "none" and why."""
+    done = num_done >= num_total
+    parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
+             f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
+             f"</div>"]
+    gamma = ""
+    so_far = "" if done else " so far"
+    if view is not None and view.payoff is not None:
+        payoff = view.payoff
+        best = next(r for r in view.results if r.gamma == view.best_gamma)
+        if payoff.pays:
+            gamma = str(best.gamma)
+            others = [str(g) for g in view.within_spread if g != best.gamma]
+            parts.append(
+                f'<p id="sweep-recommended" data-gamma="{best.gamma}" style="margin:6px 0"><b>Recommended γ = {best.gamma}</b>'
+                f"{so_far}: the highest median speedup, {best.median_speedup:.2f}× "
+                f"({best.min_speedup:.2f}–{best.max_speedup:.2f}× over {count(best.num_runs, 'run')}), above 1× beyond "
+                f"the noise.</p>"
+            )
+            if others:
+                parts.append(f"<p style='margin:0 0 6px 0'>γ = {listing(others)} measured inside that spread: as good, "
+                             f"within noise.</p>")
+        else:
+            gamma = "none"
+            parts.append(
+                f'<p id="sweep-recommended" data-gamma="none" style="margin:6px 0"><b>Recommended γ{so_far}: '
+                f"{escape_text(payoff.recommendation_text())}.</b></p>"
+                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>'
+            )
+        parts.append(
+            f"<p style='margin:0;color:#555;font-size:13px'>Predicted, not measured: the blue curve is the formula at "
+            f"α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) with v = 1; the orange one puts in "
+            f"each γ's measured verify cost, which grows with γ where a longer verify costs more.</p>"
+        )
+    if note:
+        parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
+    return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
+            f'data-gamma="{gamma}">{"".join(parts)}</div>')

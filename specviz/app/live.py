@@ -1,0 +1,155 @@
+"""A run as the page watches it: events (live or replayed) → snapshots due for a redraw.
+
+No gradio here. The same loop serves a live run and a replay, so a replay renders exactly
+like the run it recorded. Redraws are throttled (lanes every LANE_REFRESH_S, charts every
+PLOT_REFRESH_S); a pace slows how fast the speculative lane's rounds *appear*, never how fast
+they run: the engine is a generator, paused while the page waits, and its clocks only run
+inside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from specviz.catalogue import lane_info
+from specviz.decoding.engine import decode_lanes, top2_logit_gap
+from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.models.pairs import ModelPair
+from specviz.app.render.lanes import RunView
+from specviz.app.request import POLICY, Request, check_run_time
+from specviz.analysis.trace import first_divergence
+
+LANE_REFRESH_S = 0.05  # redraw the lanes at most this often (the first token is shown at once)
+PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
+# Seconds the page waits after showing each round of a drafting lane: real time, or slow
+# enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
+PACES = {"real time": 0.0, "slow (4 rounds/s)": 0.25, "1 round/s": 1.0}
+QUIET_EVERY_S = 0.25  # while a lane that is not redrawn (the reference) runs: how often the consumer gets a chance to stop
+Decode = Callable[[list[int]], str]
+
+
+@dataclass
+class Progress:
+    """What the page should show now: the run so far, which lane is running, what changed."""
+
+    run: RunView
+    active: str | None  # lane generating now, None when done
+    redraw_plots: bool
+    finished: bool = False
+    divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
+    quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
+
+
+class StopPresses:
+    """When each visitor last pressed a section's Stop.
+
+    Gradio cancels a job from the browser, beside the Stop call, so the job may still yield
+    after Stop was answered; it asks here first and ends instead of drawing over "Stopped"
+    (or putting "generating…" back in the lanes).
+    Bounded, since a visitor who closes the tab never asks again.
+    """
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self.pressed: OrderedDict[tuple[str | None, str], float] = OrderedDict()
+        self.lock = threading.Lock()  # Stop handlers of different visitors run in gradio's worker threads
+
+    def press(self, session: str | None, section: str) -> None:
+        with self.lock:
+            self.pressed[session, section] = time.perf_counter()
+            self.pressed.move_to_end((session, section))
+            while len(self.pressed) > self.KEPT:
+                self.pressed.popitem(last=False)
+
+    def since(self, session: str | None, section: str, started: float) -> bool:
+        """Whether Stop was pressed in this section after a job that began at `started`."""
+        return self.pressed.get((session, section), float("-inf")) >= started
+
+
+stop_presses = StopPresses()  # sections: "run" (the main page's run or replay), "lab", "sweep"
+STOP_SETTLE_S = 0.3  # a Stop answers this long after it is recorded: longer than one redraw takes
+
+
+def record_stop(session: str | None, section: str) -> None:
+    """What every Stop handler does first: record the press, then wait, so that a redraw the job
+    began before the press reaches the page before the handler's "Stopped"."""
+    stop_presses.press(session, section)
+    time.sleep(STOP_SETTLE_S)
+
+
+def pace_seconds(pace) -> float:
+    if pace in (None, ""):
+        return 0.0
+    if pace not in PACES:
+        raise ValueError(f"unknown pace {pace!r}; choose one of: {', '.join(PACES)}")
+    return PACES[pace]
+
+
+def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s: float = 0.0,
+                  max_run_s: int = 0) -> Iterator[Progress]:
+    """Feed events into the run view, yielding a Progress whenever the page is due a redraw.
+
+    transformers' reference lane runs in a thread of its own while its events arrive, so the
+    page is not redrawn until it finishes: drawing would take the CPU from the lane being timed.
+    Quiet snapshots still come every QUIET_EVERY_S, since a consumer (gradio) can only stop a
+    run between two of them.
+    """
+    last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
+    started = time.perf_counter()
+    for event in events:
+        check_run_time(started, max_run_s)
+        run.add(event, decode)
+        finished_lane = isinstance(event, FinishEvent)
+        lane = lane_info(event.lane)
+        paced = pace_s > 0 and isinstance(event, RoundEvent) and lane.drafts
+        now = time.perf_counter()
+        if not lane.redraws and isinstance(event, RoundEvent):
+            if now - last_lanes >= QUIET_EVERY_S:
+                yield Progress(run, event.lane, False, quiet=True)
+                last_lanes = time.perf_counter()
+            continue
+        if paced or finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
+            redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
+            yield Progress(run, None if finished_lane else event.lane, redraw_plots)
+            last_lanes = time.perf_counter()
+            if redraw_plots:
+                last_plots = last_lanes
+            if paced:
+                time.sleep(pace_s)
+
+
+def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
+               pace_s: float = 0.0) -> Iterator[Progress]:
+    """Decode the request's lanes live; the last Progress is marked finished."""
+    # what loaded and where, not what was asked
+    settings = {**request.settings, "precision": pair.precision, "device": str(pair.device)}
+    run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
+                  chat=pair.uses_chat(request.chat), lanes=request.lanes)
+    events = decode_lanes(pair, prompt_ids, request.config, request.lanes)
+    yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s)
+    yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
+
+
+def divergence_gap(run: RunView, pair: ModelPair) -> float | None:
+    """Where greedy lanes part, how near a tie the target's choice was (one extra target forward)."""
+    if run.settings.get("temperature", 0) != 0:
+        return None
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    index = first_divergence(baseline, speculative)
+    if index is None:
+        return None
+    return top2_logit_gap(pair, run.prompt_ids + baseline.token_ids[:index])
+
+
+def run_to_end(request: Request) -> tuple[RunView, ModelPair]:
+    pair = request.load()
+    prompt_ids = pair.encode(request.prompt_text, request.chat)
+    progress = None
+    for progress in stream_run(request, pair, prompt_ids):
+        pass
+    return progress.run, pair

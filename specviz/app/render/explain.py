@@ -1,0 +1,112 @@
+"""How it works: the algorithm in a paragraph, then pointed at this run's own tokens."""
+
+from __future__ import annotations
+
+from specviz.decoding.events import RoundEvent
+from specviz.analysis.payoff import judge_run
+from specviz.app.render.lanes import LaneView, RunView
+from specviz.app.render.tokens import END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob
+from specviz.analysis.trace import compare, speedup
+from specviz.app.wording import count, every
+
+# Q5, "why is the output still the target's?", in the one line a learner needs (here and in the stats).
+WHY_EXACT = (
+    "Why the text is still the target's: a draft x is kept with probability q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)), "
+    "and a rejection's correction is drawn from norm(max(0, p − q)), which holds exactly the rest, p(x) − min(p(x), q(x)); "
+    "the two add back to exactly p(x)."
+)
+
+INTRO = (
+    "<p><b>Speculative decoding</b> (Leviathan et al. 2023; Chen et al. 2023) lets a small <i>draft</i> model "
+    "guess γ tokens one by one, then runs the big <i>target</i> model <b>once</b> over all of them. Each guess x "
+    "is kept with probability min(1, p(x)/q(x)), where q is the draft's probability and p the target's: the "
+    "page draws r ~ U(0,1) and keeps x if r &lt; min(1, p/q). At the first rejection the target replaces the "
+    "token with one drawn from the residual norm(max(0, p − q)); if every guess survives, the same target pass "
+    "yields one bonus token. This rule makes the output distributed <i>exactly</i> as if the target had "
+    "generated alone, only with fewer slow target passes.</p>"
+    f'<p class="why-exact">{escape_text(WHY_EXACT)}</p>'
+)
+
+
+def explain_html(run: RunView | None) -> str:
+    """The explainer, pointing at this run's own tokens."""
+    if run is None or not run.speculative.trace.rounds:
+        return INTRO + "<p><i>Run the demo to see this explained with its own tokens.</i></p>"
+    lane = run.speculative
+    rounds = [event for event in lane.trace.rounds if event.gamma > 0]
+    rejected = next((e for e in rounds if e.next_kind == "resample"), None)
+    bonus = next((e for e in rounds if e.next_kind == "bonus"), None)
+    # One example of each ending, cited in the order the rounds ran (a reader scans forward).
+    examples = sorted((e for e in (rejected, bonus) if e is not None), key=lambda e: e.round_index)
+    points = [explain_rejection(lane, e) if e is rejected else explain_bonus(lane, e) for e in examples]
+    baseline, speculative = run.baseline.trace, lane.trace
+    if baseline.rounds and speculative.rounds:
+        points.append(explain_speed(run))
+        points.append(explain_sameness(run))
+    items = "".join(f"<li style='margin-bottom:6px'>{point}</li>" for point in points)
+    return INTRO + f"<p><b>In this run:</b></p><ul>{items}</ul>"
+
+
+def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
+    """One sentence on a round that ended in a rejection: p, q, min(1, p/q), r, then the resample."""
+    texts = lane.round_texts[event.round_index]
+    proposed = " ".join(inline_token(text, event.verdict(i)) for i, text in enumerate(texts.drafted))
+    bad = event.drafted[event.num_accepted]
+    return (
+        f"In round {event.round_index + 1} the draft proposed {proposed}. The target accepted "
+        f"{event.num_accepted}; at {inline_token(texts.drafted[event.num_accepted], 'rejected')} it gave "
+        f"p = {prob(bad.target_prob)} against the draft's q = {prob(bad.draft_prob)}, so the chance to keep it was "
+        f"min(1, p/q) = {prob(bad.accept_prob)} and the draw r = {bad.r:.3f} rejected it. The target then resampled "
+        f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
+        f"{count(event.num_accepted + 1, 'token')} for one target pass."
+    )
+
+
+def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
+    """One sentence on a round whose drafts were all accepted, so the verify pass gave a bonus token."""
+    texts = lane.round_texts[event.round_index]
+    if ended_at_end_of_text(event):
+        kept = " ".join(inline_token(text, "accepted") for text in texts.drafted[: event.num_kept_drafts])
+        return (f"In round {event.round_index + 1} the target kept {kept} and {END_OF_TEXT}: "
+                f"{count(len(event.emitted_ids), 'token')} for one target pass, and no bonus.")
+    proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
+    return (
+        f"In round {event.round_index + 1} {every(event.gamma, 'draft')} {'was' if event.gamma == 1 else 'were'} "
+        f"accepted ({proposed}), so the verify pass also gave the bonus token {inline_token(texts.next_text, 'bonus')}: "
+        f"{count(len(event.emitted_ids), 'token')} for one target pass."
+    )
+
+
+def explain_speed(run: RunView) -> str:
+    """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the one verdict."""
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    comparison = compare(baseline, speculative, run.gamma)
+    tokens = ("" if speculative.num_tokens == baseline.num_tokens
+              else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
+    verdict = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
+                        comparison.speedup)
+    return (
+        f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined and made "
+        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}; "
+        f"each draft step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
+        f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "
+        f"{comparison.predicted_speedup:.2f}× at γ = {run.gamma}; here a verify cost v = {comparison.verify_cost:.2f} "
+        f"steps, and with that in the denominator (γc + v) it predicts {comparison.predicted_with_verify:.2f}×. "
+        f"The clock measured {speedup(baseline, speculative):.2f}×. {escape_text(verdict.headline_text())} "
+        f"Recommended γ: {escape_text(verdict.recommendation_text())}."
+    )
+
+
+def explain_sameness(run: RunView) -> str:
+    """Why the lanes print the same text (greedy) or different text (sampling), and why both are right."""
+    if run.settings.get("temperature", 0) == 0:
+        return (
+            "With temperature 0 (greedy) both models pick their most likely token, so a draft is kept exactly when the "
+            "target would have picked it too: the lanes should print the same tokens, and the figures above say whether "
+            "they did, checked token by token."
+        )
+    return (
+        f"At temperature {run.settings.get('temperature')} each lane draws its own random sample, so their texts differ. "
+        "The rule above makes each speculative token follow the target's own distribution exactly: the same "
+        "distribution, not the same sample. The exactness lab draws hundreds of samples from both to show it."
+    )

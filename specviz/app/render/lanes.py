@@ -1,0 +1,294 @@
+"""The lanes: each lane's coloured text as it grows, and the run view the page keeps.
+
+A `LaneView` is fed engine events plus a `decode` function (ids → text) and keeps the text of
+every token it has shown, so everything after the run (inspector, explainer) works from plain
+data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
+from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
+from specviz.app.render.tokens import (
+    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, stop_marker, token_span,
+    visible_text,
+)
+from specviz.analysis.run import Run
+from specviz.analysis.trace import Trace
+from specviz.app.wording import count, every
+
+Decode = Callable[[list[int]], str]
+LANE_TEXT_MAX_PX = 400  # a longer lane scrolls inside its box; the title and figures above it stay put
+# The page's lane boxes (gr.HTML js_on_load): after each redraw, show the newest tokens. The text box
+# scrolls, not the page component, so the lane's head never sits over its tokens.
+FOLLOW_LANE_JS = """
+const follow = () => element.querySelectorAll('.lane-text').forEach((box) => { box.scrollTop = box.scrollHeight; });
+watch('value', follow);
+follow();
+"""
+
+
+@dataclass
+class RoundTexts:
+    """The text of one round's tokens, as shown."""
+
+    drafted: list[str]  # each drafted token, in order
+    own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
+
+    @property
+    def next_text(self) -> str:
+        return "".join(self.own)
+
+
+def own_title(event: RoundEvent, lane: str) -> str:
+    """The tooltip of a target token: how it came about."""
+    if event.next_kind == "resample":
+        return "resampled by the target from norm(max(0, p − q)) at the rejected position"
+    if event.gamma > 0:
+        return f"bonus: {every(event.gamma, 'draft')} accepted, so the target's verify pass gives one more token from p"
+    if lane == "reference":
+        return f"from transformers' generate(): {count(len(event.emitted_ids), 'token')} from one target forward"
+    if lane == "baseline":
+        return f"token {event.position + 1}: one target forward"
+    return "nothing drafted (no room left, or prompt lookup found no match): one plain target step"
+
+
+@dataclass
+class LaneView:
+    """One lane as the page shows it: its trace, its HTML fragments and the text of every token."""
+
+    lane: str
+    prompt_ids: list[int]
+    prompt_text: str
+    chat: bool = False  # the prompt went through the chat template: show it as a user turn
+    trace: Trace = field(default_factory=Trace)
+    fragments: list[str] = field(default_factory=list)
+    committed_ids: list[int] = field(default_factory=list)  # prompt + generated
+    first_text: str = ""
+    round_texts: dict[int, RoundTexts] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)  # token id → text alone (inspector charts)
+
+    def __post_init__(self):
+        self.trace.lane = self.lane
+        self.committed_ids = list(self.prompt_ids)
+
+    def piece(self, decode: Decode, context_ids: Sequence[int], token_id: int) -> str:
+        """The text a token adds after its context (decoding alone loses leading spaces, split bytes)."""
+        context = list(context_ids[-CONTEXT_TOKENS:])
+        before = decode(context)
+        after = decode(context + [token_id])
+        return after[len(before) :] if after.startswith(before) else decode([token_id])
+
+    def add(self, event: Event, decode: Decode) -> None:
+        self.trace.add(event)
+        if isinstance(event, PrefillEvent):
+            self.first_text = self.piece(decode, self.committed_ids, event.next_id)
+            self.committed_ids.append(event.next_id)
+            self.fragments.append(token_span(self.first_text, "target", "the target's first token (from the prompt's prefill)"))
+        elif isinstance(event, RoundEvent):
+            self.fragments.append(self.round_html(event, decode))
+            self.committed_ids.extend(event.emitted_ids)
+
+    def token_text(self, event: RoundEvent, shown: ShownToken, num_own_before: int, decode: Decode) -> str:
+        """A drafted token reads after the drafts before it; a target token after what was kept."""
+        if shown.draft_index is not None:
+            context = self.committed_ids + [token.token_id for token in event.drafted[: shown.draft_index]]
+        else:
+            context = self.committed_ids + list(event.emitted_ids[: event.num_accepted + num_own_before])
+        return self.piece(decode, context, shown.token_id)
+
+    def round_html(self, event: RoundEvent, decode: Decode) -> str:
+        texts = RoundTexts([])
+        spans = []
+        for shown in event.shown_tokens():
+            text = self.token_text(event, shown, len(texts.own), decode)
+            if shown.draft_index is not None:
+                texts.drafted.append(text)
+                token = event.drafted[shown.draft_index]
+                title = drafted_title(shown.draft_index, event.gamma, token, draft_verdict_text(event, shown.draft_index))
+            else:
+                texts.own.append(text)
+                title = own_title(event, self.lane)
+            spans.append(token_span(text, shown.kind, title, keep_breaks=shown.kind not in STRUCK))
+            if shown.draft_index == event.gamma - 1:
+                spans.append(stop_marker(event))
+        self.round_texts[event.round_index] = texts
+        if self.lane in PLAIN_LANES:
+            return "".join(spans)
+        self.remember_labels(event, decode)
+        separator = '<span class="round-sep" style="border-left:1px dashed #bbb;margin:0 2px 0 1px"></span>'
+        return f'<span class="round" data-round="{event.round_index + 1}">{"".join(spans)}</span>{separator}'
+
+    def remember_labels(self, event: RoundEvent, decode: Decode) -> None:
+        """Texts of the tokens the inspector's chart shows (the deciding position's top tokens), and the
+        target's favourite after the last draft, which step mode names even after a rejection."""
+        if not event.details or event.num_accepted >= len(event.details):
+            return
+        detail = event.details[event.num_accepted]
+        for token_id, _ in (*detail.draft_top, *detail.target_top, *detail.residual_top):
+            if token_id not in self.labels:
+                self.labels[token_id] = decode([token_id])
+        after_drafts = event.details[event.gamma] if len(event.details) > event.gamma else None
+        if after_drafts is not None and after_drafts.target_top:
+            favourite_id = after_drafts.target_top[0][0]
+            self.labels.setdefault(favourite_id, decode([favourite_id]))
+        for token in event.drafted:
+            self.labels.setdefault(token.token_id, decode([token.token_id]))
+        self.labels.setdefault(event.next_id, decode([event.next_id]))
+
+    @property
+    def text(self) -> str:
+        """The generated text (no prompt), joined from the shown pieces that were kept."""
+        pieces = [self.first_text] if self.trace.prefill else []
+        for event in self.trace.rounds:
+            texts = self.round_texts.get(event.round_index)
+            if texts is None:
+                continue
+            pieces.extend(texts.drafted[: event.num_kept_drafts])
+            pieces.extend(texts.own)
+        return "".join(pieces)
+
+    def html(self, title: str, status: str = "", run_id: int = 0, max_height_px: int = LANE_TEXT_MAX_PX) -> str:
+        trace = self.trace
+        done = "true" if trace.done else "false"
+        figures = ""
+        if trace.prefill:
+            figures = f"{count(trace.num_tokens, 'token')} · {trace.wall_s:.2f} s · {trace.tokens_per_s:.1f} tokens/s"
+        if status:
+            figures = f"{figures} · {status}" if figures else status
+        prompt = f'<span class="prompt" style="color:#8a8a8a">{visible_text(self.prompt_text)}</span>'
+        if self.chat:  # the template's markup stays hidden: the user's words, then the answer
+            prompt = (
+                f'<div class="prompt prompt-chat" style="color:#8a8a8a;margin-bottom:4px">'
+                f'<span class="chat-role" style="font-weight:600">you:</span> {visible_text(self.prompt_text)}</div>'
+                f'<span class="chat-role" style="color:#8a8a8a;font-weight:600">answer:</span> '
+            )
+        return (
+            f'<div class="lane lane-{self.lane}" data-lane="{self.lane}" data-done="{done}" '
+            f'data-tokens="{trace.num_tokens}" data-run="{run_id}">'
+            f'<div class="lane-head" style="display:flex;justify-content:space-between;flex-wrap:wrap;font-weight:600;'
+            f'margin:0 0 6px 2px;font-size:14px"><span>{escape_text(title)}</span>'
+            f'<span class="lane-figures" style="font-weight:400;color:#555">{escape_text(figures)}</span></div>'
+            f'<div class="lane-text" style="{LANE_STYLE}max-height:{max_height_px}px;overflow-y:auto">'
+            f'{prompt}{"".join(self.fragments)}</div></div>'
+        )
+
+
+class RunView:
+    """Everything the page shows about one run: its data (a `Run`) and a view per lane.
+
+    Kept in the session for the inspector, and the thing a saved run replays into.
+    """
+
+    def __init__(self, prompt_text: str, prompt_ids: list[int], gamma: int, settings: dict, run_id: int = 0,
+                 chat: bool = False, lanes: Sequence[str] = DEFAULT_LANES):
+        self.run = Run(prompt_text, list(prompt_ids), {"gamma": gamma, **settings}, chat)
+        self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
+        self.lane_names = tuple(lanes)  # the lanes this run will have, in order
+        self.views: dict[str, LaneView] = {}
+
+    @classmethod
+    def replaying(cls, saved: Run, run_id: int = 0) -> "RunView":
+        """An empty view of a saved run's prompt and settings, ready to be fed its events."""
+        settings = dict(saved.settings)
+        return cls(saved.prompt_text, saved.prompt_ids, settings.pop("gamma", 0), settings, run_id, saved.chat,
+                   tuple(saved.lanes) or DEFAULT_LANES)
+
+    @property
+    def prompt_text(self) -> str:
+        return self.run.prompt_text
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.run.prompt_ids
+
+    @property
+    def settings(self) -> dict:
+        return self.run.settings
+
+    @property
+    def chat(self) -> bool:
+        return self.run.chat
+
+    @property
+    def gamma(self) -> int:
+        return self.run.settings.get("gamma", 0)
+
+    def lane(self, name: str) -> LaneView:
+        if name not in self.views:
+            self.views[name] = LaneView(name, self.prompt_ids, self.prompt_text, self.chat, trace=self.run.trace(name))
+        return self.views[name]
+
+    @property
+    def baseline(self) -> LaneView:
+        return self.lane("baseline")
+
+    @property
+    def speculative(self) -> LaneView:
+        return self.lane("speculative")
+
+    def has_lane(self, name: str) -> bool:
+        return name in self.lane_names
+
+    def add(self, event: Event, decode: Decode) -> None:
+        view = self.lane(event.lane)  # first: the view and the run then share the lane's trace
+        self.run.lanes.setdefault(event.lane, view.trace)
+        view.add(event, self.run.recording(decode))
+
+    @property
+    def done(self) -> bool:
+        return all(self.lane(name).trace.done for name in self.lane_names)
+
+
+def stop_text(trace: Trace, max_new_tokens: int | None = None) -> str | None:
+    """Why a finished lane stopped, in words; None while it runs."""
+    if trace.finish is None:
+        return None
+    reason = trace.finish.stop_reason
+    if reason == "eos":
+        # Say it ended early: the end-of-text token itself often draws as nothing (∅).
+        limit = f" before the {max_new_tokens}-token limit" if max_new_tokens and trace.finish.num_new_tokens < max_new_tokens else ""
+        return f"stopped at end of text{limit}"
+    return {"context_length": "context full", "max_new_tokens": "done (token limit)", "stopped": "stopped"}.get(reason, "done")
+
+
+def lane_status(trace: Trace, running: bool, max_new_tokens: int | None = None, stopped: bool = False) -> str:
+    if trace.finish:
+        return stop_text(trace, max_new_tokens)
+    if stopped:
+        return "stopped" if trace.prefill else "not run (stopped)"
+    return "generating…" if running else "waiting"
+
+
+def lane_title(run: RunView, name: str) -> str:
+    info = lane_info(name)
+    drafter = run.settings.get("drafter")
+    if info.names_drafter and drafter:
+        try:
+            return f"{info.title} · {drafter_info(drafter).label}"
+        except ValueError:  # a saved run's drafter this version lacks: the lane's own title
+            pass
+    return info.title
+
+
+def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[str] | None = None,
+               stopped: bool = False) -> tuple[str, ...]:
+    """Each named lane's HTML (default: the run's lanes); `active` names the lane now generating,
+    `stopped` says the run was stopped, so lanes still open say so instead of "generating…"."""
+    if run is None:
+        empty = '<div class="lane" data-done="false" style="{}color:#999">press Run</div>'.format(LANE_STYLE)
+        return tuple(empty for _ in names or DEFAULT_LANES)
+    limit = run.settings.get("max_new_tokens")
+    htmls = []
+    for name in names or run.lane_names:
+        if not run.has_lane(name):
+            htmls.append(f'<div class="lane lane-{name}" data-lane="{name}" data-done="false" style="{LANE_STYLE}color:#999">'
+                         f"{escape_text(lane_info(name).title)}: off for this run</div>")
+            continue
+        view = run.lane(name)
+        status = lane_status(view.trace, active == name, limit, stopped)
+        htmls.append(view.html(lane_title(run, name), status, run.run_id))
+    return tuple(htmls)

@@ -1,0 +1,266 @@
+"""The run's figures: one column per lane, the measured speedup beside the theory's prediction,
+and what a single run can and cannot tell."""
+
+from __future__ import annotations
+
+from specviz.analysis import theory
+from specviz.app.palette import COLORS
+from specviz.analysis.payoff import Payoff, judge_run
+from specviz.app.render.explain import WHY_EXACT
+from specviz.catalogue import lane_info
+from specviz.app.render.lanes import RunView, stop_text
+from specviz.app.render.tokens import escape_text
+from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
+
+NOISE_NOTE = (
+    "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
+    "The γ sweep below gives medians and spread over repeated runs."
+)
+
+
+def comparison_of(run: RunView) -> Comparison | None:
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    if run.has_lane("speculative") and baseline.rounds and speculative.rounds:
+        return compare(baseline, speculative, run.gamma)
+    return None
+
+
+def payoff_of(run: RunView, comparison: Comparison) -> Payoff:
+    """The one verdict on this run (payoff.judge_run): one noisy sample at the run's γ."""
+    return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
+                     comparison.speedup)
+
+
+def stats_dict(run: RunView) -> dict:
+    """The run's figures as plain numbers (the API returns these; the table shows them)."""
+    stats = {"settings": dict(run.settings)}
+    for name in run.lane_names:
+        stats[name] = run.lane(name).trace.summary()
+    comparison = comparison_of(run)
+    if comparison is not None:
+        stats.update(
+            speedup=comparison.speedup,
+            predicted_speedup=comparison.predicted_speedup,
+            predicted_with_verify=comparison.predicted_with_verify,
+            acceptance_rate=comparison.acceptance_rate,
+            cost_ratio=comparison.cost_ratio,
+            verify_cost=comparison.verify_cost,
+            best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
+            predicted_pays=comparison.pays,
+        )
+        payoff = payoff_of(run, comparison)
+        stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
+                     verdict=payoff.verdict_text())
+    reference = run.lane("reference").trace if run.has_lane("reference") else None
+    if reference is not None and reference.rounds and run.baseline.trace.rounds:
+        stats["reference_speedup"] = speedup(run.baseline.trace, reference)
+        stats["ours_over_reference"] = speedup(reference, run.speculative.trace)
+    stats["identical_tokens"] = identical_tokens(run)
+    return stats
+
+
+def identical_tokens(run: RunView) -> dict:
+    """For every lane beside the baseline: does it match the baseline token for token?"""
+    baseline = run.baseline.trace
+    return {
+        name: first_divergence(baseline, run.lane(name).trace) is None
+        and run.lane(name).trace.num_tokens == baseline.num_tokens
+        for name in run.lane_names
+        if name != "baseline" and run.lane(name).trace.done and baseline.done
+    }
+
+
+def lane_rows(traces: list[Trace], limit: int | None) -> list[tuple[str, list, str]]:
+    def each(fn, needs="prefill"):
+        return [fn(trace) if (trace.rounds if needs == "rounds" else trace.prefill) else None for trace in traces]
+
+    def drafting(fn):  # rounds and acceptance mean nothing for a lane that never drafts
+        return [fn(trace) if trace.num_drafted else None for trace in traces]
+
+    return [
+        ("tokens generated", each(lambda t: t.num_tokens), "d"),
+        ("wall time of model work (s)", each(lambda t: t.wall_s), ".3f"),
+        ("tokens / s", each(lambda t: t.tokens_per_s), ".1f"),
+        ("target forward passes", each(lambda t: t.num_target_forwards), "d"),
+        ("draft forward passes", drafting(lambda t: t.num_draft_forwards), "d"),
+        ("tokens per target call", each(lambda t: t.num_tokens / t.num_target_forwards if t.num_target_forwards else 0.0), ".2f"),
+        ("acceptance α̂", drafting(lambda t: t.acceptance_rate), ".3f"),
+        ("why it stopped", [stop_text(trace, limit) for trace in traces], "s"),
+    ]
+
+
+def lanes_table(run: RunView) -> str:
+    names = list(run.lane_names)
+    traces = [run.lane(name).trace for name in names]
+    cell = 'style="padding:3px 12px;border-bottom:1px solid #eee;text-align:right"'
+    head = 'style="padding:3px 12px;border-bottom:1px solid #ccc;text-align:right"'
+
+    def fmt(value, spec):
+        return "—" if value is None else format(value, spec)
+
+    body = "".join(
+        f'<tr><td style="padding:3px 12px;border-bottom:1px solid #eee">{name}</td>'
+        + "".join(f"<td {cell}>{fmt(value, spec)}</td>" for value in values)
+        + "</tr>"
+        for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"))
+    )
+    columns = "".join(f'<th {head} data-lane="{name}">{lane_info(name).label}</th>' for name in names)
+    return (
+        '<table class="stats-table" style="border-collapse:collapse;font-size:13.5px">'
+        f'<tr><th style="padding:3px 12px;border-bottom:1px solid #ccc;text-align:left"></th>{columns}</tr>{body}</table>'
+    )
+
+
+def theory_table(run: RunView, comparison: Comparison) -> str:
+    cell = 'style="padding:3px 12px;text-align:right"'
+    left = 'style="padding:3px 12px"'
+    payoff = payoff_of(run, comparison)
+    rows = [
+        ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
+        ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
+        ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
+        ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
+        (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
+        ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
+        ("the formula's best γ for this α̂, c and v (a prediction)", f"{comparison.best_gamma}"),
+        ("recommended γ (measured first)", escape_text(payoff.recommendation_text())),
+    ]
+    body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
+    return (
+        f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}'
+        f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" style="padding:3px 12px;color:#555">'
+        f"{escape_text(payoff.headline_text())}</td></tr></table>"
+    )
+
+
+def gap_text(run: RunView, comparison: Comparison) -> str:
+    """Where prediction and measurement part, in target steps per round: the drafts (γ·c), the verify
+    (v), tokens per round short of the formula's (rounds cut short), and what the formula leaves out."""
+    speculative, baseline = run.speculative.trace, run.baseline.trace
+    rounds = [event for event in speculative.rounds if event.gamma]
+    step_s = baseline.mean_target_step_s
+    if not rounds or step_s <= 0:
+        return ""
+    gamma, alpha = run.gamma, comparison.acceptance_rate
+    expected_tokens = theory.expected_tokens_per_round(alpha, gamma)
+    drafts = sum(event.num_draft_forwards for event in rounds) / len(rounds)
+    measured_tokens = sum(len(event.emitted_ids) for event in rounds) / len(rounds)
+    round_steps = sum(event.draft_s + event.verify_s for event in rounds) / len(rounds) / step_s
+    in_rounds = measured_tokens / round_steps if round_steps > 0 else 0.0
+    return (
+        f"Where the prediction and the clock part, in target steps (one step = {step_s * 1000:.1f} ms here): the "
+        f"formula expects {expected_tokens:.2f} tokens per round for γ·c + v = {gamma}×{comparison.cost_ratio:.2f} + "
+        f"{comparison.verify_cost:.2f} = {gamma * comparison.cost_ratio + comparison.verify_cost:.2f} steps. "
+        f"The rounds made {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
+        f"short) for {drafts:.1f} draft steps and a verify, {round_steps:.2f} steps in all: {in_rounds:.2f}× inside the "
+        f"rounds. The rest of the gap to the measured {comparison.speedup:.2f}× is outside them: both prefills (the "
+        f"speculative one also fills the draft's cache) and the first token, which each lane takes from the target."
+    )
+
+
+def speed_words(speedup_value: float) -> str:
+    """"1.40× as fast as" or "0.85× the speed of": a slowdown is never worded as a gain."""
+    return "as fast as the target alone" if speedup_value >= 1.0 else "the speed of the target alone (slower)"
+
+
+def sampled_note(run: RunView) -> str:
+    """At T > 0 the lanes write different samples of different lengths: say what the speedup compares."""
+    temperature = run.settings.get("temperature", 0) or 0
+    if temperature == 0 or not (run.baseline.trace.done and run.speculative.trace.done):
+        return ""
+    return (f'<p class="sampled-note" style="margin:2px 0;color:#555">At temperature {temperature:g} the lanes wrote '
+            f"different samples of different lengths ({run.baseline.trace.num_tokens} and "
+            f"{run.speculative.trace.num_tokens} tokens), so the speedup compares tokens per second, not the time to "
+            "the same text. Temperature 0 (greedy) compares like for like.</p>")
+
+
+def setup_html(run: RunView) -> str:
+    """Where the figures were measured: the answer to "why faster, or not" starts with the machine."""
+    settings = run.settings
+    if "device" not in settings:  # runs saved before the device was recorded
+        return ""
+    return (f'<p class="setup" style="margin:2px 0;color:#555">Measured with the {escape_text(str(settings.get("pair")))} '
+            f'pair on {escape_text(str(settings["device"]))} in {escape_text(str(settings.get("precision")))}. '
+            "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
+            "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
+
+
+def headline_html(run: RunView, comparison: Comparison | None) -> str:
+    if comparison is None:
+        return "<p>Speedup appears once the speculative lane has run a round.</p>"
+    state = "" if run.done else " (so far)"
+    text = (
+        f'<p style="font-size:16px;margin:4px 0 4px">Measured: speculative decoding ran at '
+        f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="font-size:20px;color:{COLORS["bonus"]}">'
+        f"{comparison.speedup:.2f}×</b> {speed_words(comparison.speedup)}{state}, one noisy sample. Predicted: "
+        f'Leviathan\'s formula gives <b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free '
+        f'verify; with the verify cost measured here (v = {comparison.verify_cost:.2f}), '
+        f'<b class="predicted-with-verify">{comparison.predicted_with_verify:.2f}×</b>.</p>'
+    )
+    text += setup_html(run)
+    text += sampled_note(run)
+    reference = run.lane("reference").trace if run.has_lane("reference") else None
+    if reference is not None and reference.done and run.baseline.trace.rounds:
+        text += (
+            f'<p class="reference-speed" style="margin:2px 0">transformers\' own generate() on the same pair ran at '
+            f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
+            f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
+        )
+    if run.done:
+        payoff = payoff_of(run, comparison)
+        text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
+                 f"<b>{escape_text(payoff.verdict_text())}</b></p>")
+        gap = gap_text(run, comparison)
+        if gap:
+            text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
+        text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
+    return text
+
+
+def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
+    """What the lanes' tokens say, checked token by token rather than assumed."""
+    if not (run.baseline.trace.done and run.has_lane("speculative") and run.speculative.trace.done):
+        return ""
+    greedy = run.settings.get("temperature", 0) == 0
+    baseline = run.baseline.trace
+    parts = []
+    for name in run.lane_names:
+        if name == "baseline" or not run.lane(name).trace.done:
+            continue
+        other = run.lane(name).trace
+        index = first_divergence(baseline, other)
+        label = lane_info(name).label
+        if index is None and other.num_tokens == baseline.num_tokens:
+            parts.append(f'<span class="agree" data-lane="{name}">{label}: identical to the target alone, '
+                         f"checked token by token ({baseline.num_tokens} tokens)</span>")
+        elif index is None:
+            parts.append(f'<span class="agree" data-lane="{name}">{label}: agrees with the target alone wherever both have '
+                         f"tokens ({other.num_tokens} vs {baseline.num_tokens})</span>")
+        elif greedy:
+            gap = f"; the target's top-2 logit gap there is {divergence_gap:.3g}" if divergence_gap is not None and name == "speculative" else ""
+            parts.append(
+                f'<span class="diverge" data-lane="{name}" data-index="{index}">{label}: parts from the target alone at '
+                f"token {index + 1}{gap}. In 16-bit arithmetic a (γ+1)-token verify can round differently from a "
+                "1-token step and flip a near-tie</span>"
+            )
+        else:
+            parts.append(
+                f'<span class="differ" data-lane="{name}" data-index="{index}">{label}: differs from the target alone from '
+                f"token {index + 1}, as it should at temperature {run.settings.get('temperature')}: both follow the "
+                "target's distribution, but each draws its own sample (the same distribution, not the same text); "
+                "the exactness lab shows the distributions agree</span>"
+            )
+    items = "".join(f"<li>{part}.</li>" for part in parts)
+    items += f'<li class="why-exact">{escape_text(WHY_EXACT)}</li>'
+    return f'<ul class="agreement" style="margin:4px 0 8px;font-size:13.5px">{items}</ul>'
+
+
+def stats_html(run: RunView | None, divergence_gap: float | None = None) -> str:
+    if run is None or not run.baseline.trace.prefill:
+        return '<div class="stats" style="color:#999">Statistics appear once a run starts.</div>'
+    comparison = comparison_of(run)
+    theory = theory_table(run, comparison) if comparison else ""
+    return (
+        f'<div class="stats">{headline_html(run, comparison)}{agreement_html(run, divergence_gap)}'
+        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run)}{theory}</div></div>'
+    )

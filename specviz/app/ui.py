@@ -1,0 +1,193 @@
+"""The Gradio app: the page's sections (specviz.app.ui_sections), wired to their handlers
+(specviz.app.ui_handlers), then the teaching sections (specviz.app.teach), and the `/generate` API.
+
+specviz's gradio modules are these and `teach`; nothing else imports gradio. One model job runs
+at a time (the queue shows each visitor their position); Stop cancels a run; every bad input
+becomes a message in the page, never a traceback. Speed figures come from the engine's own
+clocks (via the trace), so the time spent here re-rendering never counts against any lane.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio: no calls to outside hosts
+
+import logging
+import threading
+from types import MethodType
+
+import gradio as gr
+import torch
+
+from specviz.app import render, teach
+from specviz.catalogue import DEFAULT_DRAFTER, lane_info
+from specviz.decoding.engine import DecodeConfig
+from specviz.app.live import stream_run
+from specviz.models.pairs import DEFAULT_PRESET, load_pair
+from specviz.app.request import POLICY, Request, describe_error
+from specviz.app.ui_handlers import (
+    inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_release, on_replay, on_run, on_stop,
+)
+from specviz.app.ui_sections import Page, build_page
+
+try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
+    import spaces
+except ImportError:
+    spaces = None
+
+log = logging.getLogger("specviz.app.ui")
+
+MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
+REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
+RUN_INPUTS = ("prompt", "chat", "pair", "target_id", "draft_id", "drafter", "ngram", "gamma", "temperature", "top_k",
+              "top_p", "max_new_tokens", "seed", "reference", "pace", "precision", "draft_confidence",
+              "gamma_schedule")  # on_run's arguments, in its order
+SLIDER_NAMES = {"gamma": "γ", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
+                "max_new_tokens": "max new tokens", "ngram": "n-gram size", "draft_confidence": "draft confidence"}
+QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
+CSS = """
+.specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
+.specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
+.specviz-status .status-done { color: #0d4d3b; background: #e6f5ef; border: 1px solid #9fd3bf; }
+.specviz-status div[class^="status-"] { padding: 6px 10px; border-radius: 6px; }
+/* Warnings appear at the bottom, clear of the pair and γ controls. */
+.toast-wrap { top: auto !important; bottom: var(--size-4, 16px); }
+#lane-speculative .round { cursor: pointer; }
+/* Narrow windows: the inspector's table and chart stack instead of overlapping. */
+@media (max-width: 1000px) { #inspector-row { flex-direction: column; } }
+/* At 800 px side by side leaves each part ~380 px: the pair's name cut off, chart titles under their
+   legends, lanes too narrow to read. One column there. */
+@media (max-width: 900px) {
+  .specviz-stack { flex-direction: column !important; }
+  .specviz-stack > * { width: 100% !important; max-width: 100% !important; align-self: stretch; }
+}
+"""
+# gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
+LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
+
+
+def on_gpu(fn):
+    """ZeroGPU when the `spaces` package is there (a no-op elsewhere)."""
+    return spaces.GPU(duration=120)(fn) if spaces is not None else fn
+
+
+def build_app(preload: bool = True) -> gr.Blocks:
+    """The page. `preload` loads the default pair in the background so the first run starts fast."""
+    if not torch.cuda.is_available():
+        torch.set_num_threads(1)  # steady timings, and a core left for the web server
+    if preload:
+        threading.Thread(target=preload_default_pair, daemon=True).start()
+    with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
+        page = build_page()
+        # step mode, exactness lab, theory explorer, γ sweep
+        teach.build_sections(page.controls, page.run_state, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
+        wire_run(page)
+        wire_inspector(page)
+        wire_controls(page)
+        gr.api(on_gpu(generate), api_name="generate", concurrency_id=MODEL_JOBS)
+    # A full queue answers new visitors with gradio's own "queue is full" error at once.
+    return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
+
+
+def wire_run(page: Page) -> None:
+    """Run, Replay and Stop: a run or a replay streams into the page; Stop cancels either."""
+    controls = page.controls
+    run_event = page.run_button.click(
+        on_gpu(MethodType(on_run, page)), [controls[name] for name in RUN_INPUTS], page.run_outputs,
+        api_visibility="private", concurrency_id=MODEL_JOBS, show_progress="full", show_progress_on=[page.status],
+    )
+    replay = page.replay
+    replay_event = replay.button.click(
+        MethodType(on_replay, page), [replay.pick, replay.file, replay.speed],
+        [*page.run_outputs, *page.replayed.values()], api_visibility="private", concurrency_id=REPLAY_JOBS,
+        concurrency_limit=4, show_progress="hidden",
+    )
+    page.stop_button.click(MethodType(on_stop, page), None, page.stop_outputs, cancels=[run_event, replay_event],
+                           queue=False, api_visibility="private")
+
+
+def wire_inspector(page: Page) -> None:
+    """The round picker and a click on a drafted token both open a round in the inspector."""
+    inspector = page.inspector
+    inspector.round_picker.input(inspector_values, [page.run_state, inspector.round_picker],
+                                 [inspector.html, inspector.chart], **QUIET)
+    for name, box in page.lanes.items():
+        if lane_info(name).drafts:
+            box.click(on_lane_click, [page.run_state], [inspector.round_picker, inspector.html, inspector.chart],
+                      **QUIET)
+
+
+def wire_controls(page: Page) -> None:
+    """Controls that change other controls: the custom pair's ids, the n-gram slider, clamped values."""
+    controls = page.controls
+    for name, label in SLIDER_NAMES.items():
+        slider = controls[name]
+        slider.release(on_release(label, slider), None, [page.status], **QUIET)
+    controls["pair"].change(on_pair_change, [controls["pair"]], [page.custom_row], **QUIET)
+    controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
+
+
+# --- the API ----------------------------------------------------------------------------------------------
+
+
+def generate(
+    prompt: str,
+    pair: str = DEFAULT_PRESET,
+    gamma: int = 4,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 64,
+    seed: int = 0,
+    target_id: str = "",
+    draft_id: str = "",
+    chat: bool = True,
+    drafter: str = DEFAULT_DRAFTER,
+    ngram: int = 3,
+    reference: bool = False,
+    precision: str = "",
+    draft_confidence: float = DecodeConfig.draft_confidence,
+    gamma_schedule: str = DecodeConfig.gamma_schedule,
+) -> tuple[str, str, dict]:
+    """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
+
+    `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
+    target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
+    one. `drafter` is "model" (the draft model), "prompt-lookup" (n-grams up to `ngram`
+    copied from the prompt and text so far) or "head" (the EAGLE-style head that reads the
+    target's hidden states; the default pair only). `reference` adds a lane running transformers'
+    own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
+    default); `draft_confidence` stops a round's drafting after a draft the draft model was less
+    sure of (0 = off); `gamma_schedule` is "constant" or "heuristic". Stats hold every lane's figures (with its text), the
+    measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
+    from the engine's own timings. While the lanes run it yields their texts so far with empty
+    stats; a client's predict() returns only the last value, the finished run.
+    """
+    # A generator so that a cancelled call stops: gradio cancels (the client's job.cancel(), a
+    # closed page) only between yields. As a plain function the run went on to its end in a
+    # worker thread after gradio had already freed its concurrency slot, so cancelled runs kept
+    # the CPU or GPU from the next visitor and could pile up past the one-at-a-time queue.
+    # The return annotation documents the API: each value yielded is one such tuple.
+    try:
+        request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
+                                seed, chat, drafter, ngram, reference, precision, draft_confidence, gamma_schedule)
+        model_pair = request.load()
+        prompt_ids = model_pair.encode(request.prompt_text, request.chat)
+        for progress in stream_run(request, model_pair, prompt_ids):
+            run = progress.run
+            if not progress.finished:
+                yield model_pair.decode(run.baseline.trace.token_ids), model_pair.decode(run.speculative.trace.token_ids), {}
+    except Exception as error:  # noqa: BLE001 — the client gets the message, the server keeps serving
+        raise gr.Error(describe_error(error)) from error
+    stats = render.stats_dict(run)
+    for name in run.lane_names:
+        stats[name]["text"] = model_pair.decode(run.lane(name).trace.token_ids)
+    yield stats["baseline"]["text"], stats["speculative"]["text"], stats
+
+
+def preload_default_pair() -> None:
+    try:
+        load_pair(DEFAULT_PRESET)
+    except Exception as error:  # noqa: BLE001 — a run will report it properly
+        log.warning("could not preload the %s pair: %s", DEFAULT_PRESET, error)

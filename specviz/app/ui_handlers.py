@@ -1,0 +1,299 @@
+"""The main page's handlers: thin adapters from a run's snapshots to the page's component values.
+
+Each handler is a plain function of the `Page` (specviz.app.ui_sections) and the values gradio
+passes; specviz.app.ui binds it to the page it wires, so a test can call it with a built page and
+plain values. Every bad input becomes a message in the page, never a traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import gradio as gr
+
+from specviz.app import render
+from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
+from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
+from specviz.models.pairs import PRECISIONS, PRESETS
+from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
+from specviz.analysis.run import Run, check_speed, recorded_runs, replay
+from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
+from specviz.app.wording import count
+
+run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
+# session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
+# closes the tab mid-run never finishes (or stops) it
+live_runs: OrderedDict[str, render.RunView] = OrderedDict()
+LIVE_RUNS_KEPT = 64
+SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
+SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
+# Settings a saved run records under the name of the page control that sets them (Request.settings).
+REPLAYED_SETTINGS = ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "drafter", "ngram",
+                     "reference", "draft_confidence", "gamma_schedule")
+
+
+# --- runs and replays, without the page ----------------------------------------------------------
+
+
+def replay_pace_words(speed_name: str) -> str:
+    """"at 4×", but "at once" for the speed already named so (not "at at once")."""
+    return speed_name if speed_name.startswith("at ") else f"at {speed_name}"
+
+
+def load_replay(pick, upload) -> Run:
+    """The run to replay: an uploaded file, else the recorded run picked."""
+    if upload:
+        return Run.load(upload)
+    runs = recorded_runs()
+    if not pick:
+        raise ValueError("pick a recorded run or upload a run file (saved with the page's download or `generate --save`)")
+    if pick not in runs:
+        raise ValueError(f"unknown recorded run {pick!r}; choose one of: {', '.join(runs) or 'none shipped'}")
+    return Run.load(runs[pick])
+
+
+def replayed_controls(saved: Run) -> dict[str, object]:
+    """Control name → value that repeats a saved run: its prompt, pair and every setting it recorded
+    (older files lack some; those controls keep their values)."""
+    settings = saved.settings
+    values: dict[str, object] = {"prompt": saved.prompt_text, "chat": saved.chat}
+    pair = settings.get("pair")
+    if pair in PRESETS:
+        values["pair"] = pair
+    elif isinstance(pair, str) and " → " in pair:  # a custom pair, recorded as "draft → target"
+        values["draft_id"], values["target_id"] = pair.split(" → ", 1)
+        values["pair"] = CUSTOM
+    values.update({name: settings[name] for name in REPLAYED_SETTINGS if settings.get(name) is not None})
+    if settings.get("precision") in PRECISIONS:
+        values["precision"] = settings["precision"]
+    return values
+
+
+def stopped_message(run: render.RunView | None) -> str:
+    if run is None or not render.round_choices(run):
+        return "Stopped: the lanes show how far they got."
+    return "Stopped: the lanes show how far they got; pick a round or click a drafted token to inspect it."
+
+
+def done_summary(run: render.RunView) -> str:
+    parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
+    summary = "Done: " + ", ".join(parts)
+    speedup = render.stats_dict(run).get("speedup")
+    if speedup is not None:
+        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
+    return summary + "."
+
+
+def watch(session: str | None, run: render.RunView) -> None:
+    live_runs[session] = run
+    live_runs.move_to_end(session)
+    while len(live_runs) > LIVE_RUNS_KEPT:
+        live_runs.popitem(last=False)
+
+
+def save_for_download(run: render.RunView) -> str:
+    SAVED_RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    path = SAVED_RUNS_DIR / f"specviz-run-{run.run_id % SAVED_RUNS_KEPT}.json"
+    run.run.save(path)
+    return str(path)
+
+
+def session_of(request: gr.Request | None) -> str | None:
+    return request.session_hash if request else None
+
+
+# --- the page's values -----------------------------------------------------------------------------
+
+
+def lane_values(page: Page, run: render.RunView | None, active: str | None = None, stopped: bool = False) -> dict:
+    """Every lane box; one not in a run by default shows only while the run has it."""
+    htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
+    values = {}
+    for (name, box), html in zip(page.lanes.items(), htmls):
+        shown = lane_info(name).by_default or bool(run and run.has_lane(name))
+        values[box] = html if lane_info(name).by_default else gr.HTML(html, visible=shown)
+    return values
+
+
+def inspect_values(page: Page, run: render.RunView) -> dict:
+    """What makes a run inspectable: the round picker, the inspector on its default round, the
+    explainer, and the run in the session (token clicks and the theory explorer read it)."""
+    chosen = render.default_round(run)
+    html_value, chart_value = inspector_values(run, chosen)
+    return {
+        page.run_state: run,
+        page.inspector.round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
+        page.inspector.html: html_value,
+        page.inspector.chart: chart_value,
+        page.explainer: render.explain_html(run),
+    }
+
+
+def page_values(page: Page, progress: Progress, session: str | None = None) -> dict:
+    run = progress.run
+    if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
+        return {page.status: gr.skip()}
+    values = {**lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
+    if progress.redraw_plots:
+        values.update(zip(page.charts, chart_values(run)))
+    if progress.finished:
+        live_runs.pop(session, None)
+        values.update(inspect_values(page, run))
+        values.update({
+            page.status: status_html(done_summary(run), "done", run.run_id),
+            page.replay.download: gr.DownloadButton(value=save_for_download(run), visible=True),
+        })
+    return values
+
+
+def stopped_values(page: Page, run: render.RunView) -> dict:
+    """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
+    generated stays inspectable."""
+    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run),
+            **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
+
+
+def stopped_page(page: Page, run: render.RunView) -> dict:
+    return {page.status: status_html(stopped_message(run), "info", run.run_id), **stopped_values(page, run)}
+
+
+def page_updates(page: Page, progresses: Iterable[Progress], session: str | None, started: float) -> Iterator[dict]:
+    """The page's values for each snapshot of a live or replayed run, until Stop is pressed."""
+    for progress in progresses:
+        watch(session, progress.run)
+        values = page_values(page, progress, session)  # rendering takes a while: Stop may come meanwhile
+        if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
+            # The job's last update can reach the page after Stop's own (a paced run sleeps
+            # through the cancel, and gradio then re-sends the last value it had), so the
+            # job's last word is the stopped page too.
+            yield stopped_page(page, progress.run)
+            return
+        yield values
+
+
+def show_error(page: Page, error: BaseException, run_id: int, session: str | None = None) -> dict:
+    message = describe_error(error)
+    values = {page.status: status_html(message, "error", run_id)}
+    run = live_runs.pop(session, None)
+    if run is not None:
+        # A run under way may be watched far from the status line: a warning too. A refused input is
+        # said once, in the status line under Run, where the visitor just clicked.
+        gr.Warning(message)
+        values.update(stopped_values(page, run))
+    return values
+
+
+def start_values(page: Page, run_id: int, message: str) -> dict:
+    return {
+        page.status: status_html(message, "info", run_id),
+        **lane_values(page, None),
+        page.stats: render.stats_html(None),
+        page.inspector.round_picker: gr.Dropdown(choices=[], value=None),
+        page.replay.download: gr.DownloadButton(visible=False),
+    }
+
+
+def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
+    """The controls a replay sets, and the names of those left alone because the run's value lies
+    outside the slider's range here (a host's smaller token cap): gradio would refuse it at Run."""
+    values, kept = {}, []
+    replayed = page.replayed
+    for name, value in replayed_controls(saved).items():
+        component = replayed[name]
+        bounds = (getattr(component, "minimum", None), getattr(component, "maximum", None))
+        if isinstance(component, gr.Slider) and not bounds[0] <= value <= bounds[1]:
+            kept.append(f"{name.replace('_', ' ')} {value}")
+            continue
+        values[component] = value
+    return values, kept
+
+
+# --- the handlers ------------------------------------------------------------------------------------
+
+
+def on_run(page: Page, prompt_text, chat_value, pair, target, draft, drafter_value, ngram_value, gamma_value,
+           temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
+           pace_value, precision_value, confidence_value, schedule_value, request: gr.Request):
+    run_id = next(run_numbers)
+    started = time.perf_counter()
+    session = session_of(request)
+    try:
+        parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
+                               top_p_value, max_new_tokens_value, seed_value, chat_value, drafter_value,
+                               ngram_value, reference_value, precision_value, confidence_value, schedule_value)
+        pace_s = pace_seconds(pace_value)
+        yield {page.status: status_html(loading_message(parsed), "info", run_id)}
+        model_pair = parsed.load()
+        prompt_ids = model_pair.encode(parsed.prompt_text, parsed.chat)
+    except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
+        yield show_error(page, error, run_id)
+        return
+    lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
+    yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
+    try:
+        yield from page_updates(page, stream_run(parsed, model_pair, prompt_ids, run_id, pace_s), session, started)
+    except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
+        yield show_error(page, error, run_id, session)
+
+
+def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
+    run_id = next(run_numbers)
+    started = time.perf_counter()
+    session = session_of(request)
+    try:
+        saved = load_replay(pick, upload)
+        speed = check_speed(REPLAY_SPEEDS.get(speed_name, speed_name))
+    except Exception as error:  # noqa: BLE001
+        yield show_error(page, error, run_id)
+        return
+    view = render.RunView.replaying(saved, run_id)
+    values, kept = replayed_values(page, saved)
+    settings_note = "Its prompt and settings are now in the controls above, so Run repeats it live"
+    if kept:
+        settings_note += f" (except {', '.join(kept)}: outside this page's range, so yours are kept)"
+    yield {**start_values(page, run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, γ = "
+                                        f"{saved.settings.get('gamma')}) {replay_pace_words(speed_name)}. "
+                                        f"{settings_note}."), **values}
+    try:
+        yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
+        finished = page_values(page, Progress(view, None, True, finished=True), session)
+        yield {**finished, page.status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
+    except Exception as error:  # noqa: BLE001
+        yield show_error(page, error, run_id, session)
+
+
+def on_stop(page: Page, request: gr.Request):
+    session = session_of(request)
+    record_stop(session, "run")
+    run = live_runs.pop(session, None)
+    if run is None:
+        return {page.status: status_html(stopped_message(run), "info", 0)}
+    return stopped_page(page, run)
+
+
+def on_lane_click(run, event: gr.EventData):
+    round_index = int(getattr(event, "round", 0) or 0) - 1  # data-round counts from 1
+    if run is None or render.find_round(run, round_index) is None:
+        return gr.Dropdown(), *inspector_values(run, None)
+    return gr.Dropdown(value=round_index), *inspector_values(run, round_index)
+
+
+def on_pair_change(pair):
+    return gr.Row(visible=pair == CUSTOM)
+
+
+def on_drafter_change(drafter_value):
+    return gr.Slider(visible="ngram" in drafter_info(drafter_value).settings)
+
+
+def on_release(name: str, slider: gr.Slider):
+    """A slider's release: say so when its box pulled a typed value into range (γ = 100 → 16)."""
+    def note_clamp(event: gr.EventData):
+        note = clamped_note(name, getattr(event, "_data", None), slider.minimum, slider.maximum)
+        return status_html(note, "info") if note else gr.skip()
+    return note_clamp

@@ -1,0 +1,1 @@
+"""The decoding floor: the engine, its drafters, sampling, events and transformers' reference lane."""

@@ -1,0 +1,181 @@
+"""Drafters: who proposes the γ tokens the target verifies.
+
+A drafter is built per run from (pair, config, the run's probabilities function, the run's
+generator), so every drafter shares the run's seeded randomness, and the speculative loop only
+talks to the `Drafter` interface. Each is declared once in specviz.catalogue (name, factory,
+words); the head drafter, which reads the target's hidden states, lives in specviz.decoding.head.
+
+- `model`: the pair's draft model with its own KV cache (q = its sampling distribution);
+- `prompt-lookup`: no second model; copies the tokens that followed the last earlier
+  occurrence of the text's trailing n-gram (as transformers' `prompt_lookup_num_tokens` and
+  vLLM's ngram proposer do). q is one-hot on the copied token, so the same rejection rule
+  accepts it with probability p(token) and the output stays exactly the target's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
+
+import torch
+from transformers import DynamicCache
+
+from specviz.decoding.forward import crop_cache, forward_new_ids, top_probability
+from specviz.decoding.sampling import ProbsFn, sample
+
+if TYPE_CHECKING:  # the engine imports this module; only type hints point back
+    from specviz.decoding.engine import DecodeConfig
+    from specviz.models.pairs import ModelPair
+
+MAX_NGRAM = 8  # longest n-gram prompt lookup matches; longer ones almost never recur
+
+
+class Proposal(NamedTuple):
+    """What a drafter proposes for one round; it may propose fewer tokens than asked (even none)."""
+
+    draft_ids: torch.Tensor  # (γ',) with γ' ≤ the γ asked for
+    draft_probs: torch.Tensor | None  # (γ', vocab) q at each drafted position (one-hot for copying drafters)
+    num_forwards: int  # draft model forwards spent
+    # The drafter's own top probability at each drafted position (its softmax at temperature
+    # 1, whatever the run's temperature): how sure it was. None for drafters without a model.
+    confidences: tuple[float, ...] | None = None
+    stopped_unsure: bool = False  # drafting stopped before γ: confidence fell below the threshold
+
+
+class Drafter(Protocol):
+    """A drafting strategy: see the prompt, propose tokens, forget rejected ones."""
+
+    def prefill(self, prompt_ids: torch.Tensor) -> int:
+        """See the prompt (1, n); return the number of forwards spent."""
+        ...
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        """Draft up to num_tokens tokens after committed_ids (1, n)."""
+        ...
+
+    def rollback(self, num_committed: int) -> None:
+        """Forget everything past the first num_committed tokens."""
+        ...
+
+
+DrafterFactory = Callable[["ModelPair", "DecodeConfig", ProbsFn, torch.Generator], Drafter]
+
+
+class ModelDrafter:
+    """Drafts with a small causal LM and its own KV cache.
+
+    With `head_rows`, only those rows of the draft's output head are computed: at a 49k-token
+    vocabulary the head is most of a small draft's step. q is then zero outside the rows, which
+    the rejection rule handles like any other q: the output stays exactly the target's.
+    """
+
+    def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
+                 head_rows: torch.Tensor | None = None, confidence_threshold: float = 0.0):
+        self.model = model
+        # Stop a round's drafting after a token the draft was less sure of than this (0 = never):
+        # where a (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice.
+        self.confidence_threshold = confidence_threshold
+        self.vocab_size = vocab_size
+        self.to_probs = to_probs
+        self.generator = generator
+        self.cache = DynamicCache()
+        self.head_rows = head_rows  # (rows,) sorted token ids, or None for the whole head
+        if head_rows is not None:
+            self.head_weight = model.get_output_embeddings().weight[head_rows]  # (rows, hidden)
+
+    @classmethod
+    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
+        head_rows = None if config.full_draft_head else pair.draft_head_rows
+        return cls(pair.draft, pair.vocab_size, to_probs, generator, head_rows, config.draft_confidence)
+
+    def prefill(self, prompt_ids: torch.Tensor) -> int:
+        # Only the cache matters here: the head runs at the last position alone, not at every one.
+        forward_new_ids(self.model, prompt_ids, self.cache, self.vocab_size, last_only=True)
+        return 1
+
+    def next_logits(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (1, vocab) for the token after input_ids (-inf outside head_rows when set),
+        and the draft's top probability there at temperature 1 (its confidence)."""
+        if self.head_rows is None:
+            logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
+            return logits, top_probability(logits)
+        new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
+        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
+        row_logits = torch.nn.functional.linear(hidden[0, -1:], self.head_weight).float()  # (1, rows)
+        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
+        logits[:, self.head_rows] = row_logits
+        return logits, top_probability(row_logits)  # the softmax over the rows is q's support anyway
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        device = committed_ids.device
+        input_ids = committed_ids
+        drafted, probs, confidences = [], [], []
+        stopped_unsure = False
+        for step in range(num_tokens):
+            logits, confidence = self.next_logits(input_ids)
+            logits = logits.to(device)  # (1, vocab)
+            if self.to_probs.greedy:
+                # Same token the one-hot q would give, without building q each step: drafting
+                # is the hot loop, and q is built once per round below.
+                next_id = logits.argmax(-1)  # (1,)
+            else:
+                step_probs = self.to_probs(logits)  # (1, vocab)
+                next_id = sample(step_probs, self.generator)  # (1,)
+                probs.append(step_probs)
+            drafted.append(next_id)
+            confidences.append(confidence)
+            input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
+            # The unsure token itself is still proposed (as transformers' threshold does): it is
+            # accepted about as often as the draft was sure of it; the ones after it far less.
+            if self.confidence_threshold > 0 and step < num_tokens - 1 and float(confidence) < self.confidence_threshold:
+                stopped_unsure = True
+                break
+        draft_ids = torch.cat(drafted)  # (γ',)
+        if self.to_probs.greedy:
+            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
+        else:
+            draft_probs = torch.cat(probs)  # (γ', vocab)
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+
+    def rollback(self, num_committed: int) -> None:
+        crop_cache(self.cache, num_committed - 1)
+
+
+def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[int]:
+    """The tokens after the latest earlier occurrence of ids' trailing n-gram (longest n first).
+
+    For n from max_ngram down to 1, look for the last n ids earlier in the sequence (the
+    most recent match wins: it is most likely what the text is copying now) and return up to
+    num_tokens ids that followed it; [] when no n-gram recurs.
+    """
+    length = len(ids)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        tail = ids[length - n :]
+        for start in range(length - n - 1, -1, -1):  # latest earlier occurrence first
+            if ids[start : start + n] == tail:
+                return ids[start + n : start + n + num_tokens]
+    return []
+
+
+class PromptLookupDrafter:
+    """Copies from the prompt and the text so far; no model, no cache, nothing to roll back."""
+
+    def __init__(self, vocab_size: int, max_ngram: int):
+        self.vocab_size = vocab_size
+        self.max_ngram = max_ngram
+
+    @classmethod
+    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "PromptLookupDrafter":
+        return cls(pair.vocab_size, config.ngram)
+
+    def prefill(self, prompt_ids: torch.Tensor) -> int:
+        return 0
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        copied = find_continuation(committed_ids[0].tolist(), self.max_ngram, num_tokens)
+        draft_ids = torch.tensor(copied, dtype=torch.long, device=committed_ids.device)  # (γ',)
+        draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
+        return Proposal(draft_ids, draft_probs, 0)
+
+    def rollback(self, num_committed: int) -> None:
+        pass
+

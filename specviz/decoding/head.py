@@ -1,0 +1,107 @@
+"""The head drafter: drafts with a DraftHead (specviz.models.draft_head) over the target's hidden states.
+
+Within a round the head drafts on its own predicted features; after every verify the engine
+hands it the target's true hidden states (from the verify that runs anyway: no extra target
+pass), and the positions it predicted are replaced by them. Any q keeps the rejection rule
+exact, so the output stays the target's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import DynamicCache
+
+from specviz.models.draft_head import DraftHead
+from specviz.decoding.drafters import Proposal
+from specviz.decoding.forward import crop_cache, top_probability
+from specviz.decoding.sampling import ProbsFn, sample
+
+if TYPE_CHECKING:
+    from specviz.decoding.engine import DecodeConfig
+    from specviz.models.pairs import ModelPair
+
+
+class HeadDrafter:
+    """Drafts with a DraftHead over the target's hidden states; the engine feeds it those states.
+
+    Positions 0..n-2 of the committed text have true target features (the target's cache holds
+    committed[:-1]); the head's KV cache holds its layer's entries for the positions it has read
+    with true features, so a round only feeds what the last verify added.
+    """
+
+    reads_target = True
+
+    def __init__(self, head: DraftHead, target, head_rows: torch.Tensor, vocab_size: int, to_probs: ProbsFn,
+                 generator: torch.Generator, confidence_threshold: float = 0.0):
+        self.head = head
+        self.embed = target.get_input_embeddings()
+        self.head_weight = target.get_output_embeddings().weight[head_rows]  # (rows, d)
+        self.head_rows = head_rows
+        self.vocab_size = vocab_size
+        self.to_probs = to_probs
+        self.generator = generator
+        self.confidence_threshold = confidence_threshold
+        self.cache = DynamicCache()
+        self.features: torch.Tensor | None = None  # (1, known, d): the target's true hidden states
+
+    @classmethod
+    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
+        return cls(pair.head, pair.target, pair.head_rows, pair.vocab_size, to_probs, generator, config.draft_confidence)
+
+    def prefill(self, prompt_ids: torch.Tensor) -> int:
+        return 0  # it reads the target's prefill states, handed over by observe_target
+
+    def observe_target(self, hidden: torch.Tensor, start: int) -> None:
+        """The target's final hidden states (m, d) for positions start..start+m-1."""
+        known = hidden.unsqueeze(0)  # (1, m, d)
+        self.features = known if self.features is None else torch.cat([self.features[:, :start], known], dim=1)
+
+    def row_logits(self, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full-vocabulary logits (1, vocab), -inf outside the rows, and the head's top probability."""
+        row_logits = torch.nn.functional.linear(predicted, self.head_weight).float()  # (1, rows)
+        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
+        logits[:, self.head_rows] = row_logits
+        return logits, top_probability(row_logits)
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        num_committed = committed_ids.shape[1]
+        start = self.cache.get_seq_length()
+        positions = torch.arange(start, num_committed - 1, device=committed_ids.device).view(1, -1)  # (1, m)
+        features = self.features[:, start : num_committed - 1]  # (1, m, d)
+        next_embeddings = self.embed(committed_ids[:, start + 1 : num_committed])  # (1, m, d)
+        predicted = self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
+        drafted, probs, confidences = [], [], []
+        stopped_unsure = False
+        for step in range(num_tokens):
+            logits, confidence = self.row_logits(predicted)
+            if self.to_probs.greedy:
+                next_id = logits.argmax(-1)  # (1,)
+            else:
+                step_probs = self.to_probs(logits)  # (1, vocab)
+                next_id = sample(step_probs, self.generator)  # (1,)
+                probs.append(step_probs)
+            drafted.append(next_id)
+            confidences.append(confidence)
+            if step == num_tokens - 1:
+                break
+            if self.confidence_threshold > 0 and float(confidence) < self.confidence_threshold:
+                stopped_unsure = True
+                break
+            # The next input reads the head's own prediction where the target's state is not known yet.
+            position = torch.tensor([[num_committed - 1 + step]], device=committed_ids.device)  # (1, 1)
+            predicted = self.head(predicted.unsqueeze(1), self.embed(next_id.view(1, 1)), self.cache, position)[:, -1]
+        draft_ids = torch.cat(drafted)  # (γ',)
+        if self.to_probs.greedy:
+            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
+        else:
+            draft_probs = torch.cat(probs)  # (γ', vocab)
+        # Keep only what was read with true features: the verify's states replace the rest.
+        crop_cache(self.cache, num_committed - 1)
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+
+    def rollback(self, num_committed: int) -> None:
+        if self.features is not None:
+            self.features = self.features[:, : num_committed - 1]
+        crop_cache(self.cache, num_committed - 1)

