@@ -17,7 +17,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz.app import lessons, plots, render
+from specviz.app import lessons, plots_teach, render
 
 from specviz.analysis import theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
@@ -272,7 +272,7 @@ def test_a_sweep_where_nothing_beats_the_target_recommends_none():
     assert "Here speculation does not pay: γ = 2 measured a median 1.04×" in html
     assert "What would change it" in html
     assert "Recommended γ = " not in html
-    assert "no γ beats the target alone" in plots.gamma_sweep(view).layout.title.text
+    assert "no γ beats the target alone" in plots_teach.gamma_sweep(view).layout.title.text
 
 
 def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_below_c():
@@ -280,7 +280,7 @@ def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_b
     note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
     assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
     assert "none: the target alone is faster here" in note and "pays" not in note
-    assert "best γ = none" in plots.theory_explorer(view).layout.title.text
+    assert "best γ = none" in plots_teach.theory_explorer(view).layout.title.text
     good = explorer.theory_view(0.8, 0.05, 1.0)
     note = lessons.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note and f"γ = {good.best_gamma_with_verify} (" in note

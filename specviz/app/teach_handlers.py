@@ -1,0 +1,261 @@
+"""The teaching sections' handlers: thin adapters from specviz.app.lab's logic to the sections'
+component values.
+
+Each handler is a module-level function; the ones that read the main page's controls take their
+section (specviz.app.teach_sections) first, and specviz.app.teach binds them to it, so a test can
+call them with built sections and plain values. Every failure becomes a message in the page, never
+a traceback; the long jobs (lab, sweep) stop on Stop and at the host's time limit per run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import gradio as gr
+
+from specviz.app import lessons, plots, plots_teach, render
+from specviz.app.lab import exactness, step_mode, sweep
+from specviz.app.live import record_stop, stop_presses
+from specviz.app.request import POLICY, Request, describe_error, whole_number
+from specviz.app.teach_sections import (
+    LAB_EXAMPLE, LAB_EXAMPLE_DRAWS, LabSection, StepSection, SweepSection, close_step, empty_lab_chart,
+    empty_step_chart, measured_of,
+)
+from specviz.app.ui_handlers import session_of
+from specviz.app.wording import count
+from specviz.decoding.engine import MAX_GAMMA
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.models.pairs import ModelPair
+
+PARSE_NAMES = {"prompt": "prompt", "pair": "pair_name"}  # Request.parse's keyword where it differs
+STEP_LANE_MAX_PX = 200  # the step lane's text scrolls past this: the stages below are the point
+REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
+
+
+# --- shared by the sections ----------------------------------------------------------------------------
+
+
+def parse_controls(names: Sequence[str], values: Sequence) -> Request:
+    """The main page's values as a Request (ValueError with the user's message if one is bad)."""
+    return Request.parse(**{PARSE_NAMES.get(name, name): value for name, value in zip(names, values)})
+
+
+def load_prompt(request: Request) -> tuple[ModelPair, list[int]]:
+    pair = request.load()
+    return pair, pair.encode(request.prompt_text, request.chat)
+
+
+def over_time(started: float) -> bool:
+    return bool(POLICY.max_run_s) and time.perf_counter() - started > POLICY.max_run_s
+
+
+def time_limit_note(what: str) -> str:
+    return f"this server stops {what} after {POLICY.max_run_s} s so other visitors get a turn; the results so far are shown"
+
+
+def record_stopped(visitor: gr.Request | None, section: str, previous_status: str | None, what: str) -> str:
+    """A long section's Stop: record the press (its job checks for it), then add the stopped line to its status."""
+    record_stop(session_of(visitor), section)
+    return lessons.stopped_html(previous_status or "", what)
+
+
+# --- step mode ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StepSession:
+    """One visitor's step run: the engine's generator (in step_mode.StepRun) and the view of its text."""
+
+    request: Request
+    pair: ModelPair
+    run: step_mode.StepRun
+    view: render.RunView
+
+    @property
+    def lane(self) -> render.LaneView:
+        return self.view.speculative
+
+    def feed(self, events: Sequence) -> None:
+        for event in events:
+            self.view.add(event, self.pair.decode)
+
+
+def start_step(request: Request) -> StepSession:
+    pair, prompt_ids = load_prompt(request)
+    view = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings,
+                          chat=pair.uses_chat(request.chat), lanes=("speculative",))
+    session = StepSession(request, pair, step_mode.StepRun(pair, prompt_ids, request.config), view)
+    session.feed(session.run.start())
+    return session
+
+
+def step_lane_html(session: StepSession) -> str:
+    status = render.stop_text(session.lane.trace, session.request.config.max_new_tokens) or "press Next round"
+    return session.lane.html("Speculative decoding, one round at a time", status, max_height_px=STEP_LANE_MAX_PX)
+
+
+def step_values(session: StepSession, events: Sequence) -> tuple:
+    """(status, lane, stages, chart, next button) after the events of one press."""
+    trace, config = session.lane.trace, session.request.config
+    rounds = [event for event in events if isinstance(event, RoundEvent)]
+    round_number = len(trace.rounds)
+    stages, chart = "", gr.skip()
+    if rounds:
+        event = rounds[-1]
+        texts = session.lane.round_texts[event.round_index]
+        before = trace.num_tokens - len(event.emitted_ids)
+        stages = lessons.round_html(event, texts, session.lane.labels, before, config.drafter, config.gamma)
+        chart = plots.decision_distributions(event, session.lane.labels) if event.gamma else empty_step_chart()
+        message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
+    elif any(isinstance(event, PrefillEvent) for event in events):
+        stages = lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
+        message = "Prefill done: press Next round."
+    else:
+        message = "Nothing left to do: press Start for a new run."
+    finish = next((event for event in events if isinstance(event, FinishEvent)), None)
+    if finish is not None:
+        stages += lessons.finish_html(trace, finish, config.max_new_tokens)
+        message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
+    status = lessons.step_status_html(message, round_number, session.run.done, trace.num_tokens,
+                                      "done" if session.run.done else "info")
+    return status, step_lane_html(session), stages or gr.skip(), chart, gr.Button(interactive=not session.run.done)
+
+
+def step_error(session: StepSession | None, error: BaseException) -> tuple:
+    """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
+    message = describe_error(error)
+    return (session, lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
+            gr.Button(interactive=session is not None and not session.run.done))
+
+
+def on_step_start(section: StepSection, session: StepSession | None, *values) -> tuple:
+    close_step(session)
+    try:
+        session = start_step(parse_controls(section.names, values))
+    except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
+        return step_error(None, error)
+    return (session, *step_values(session, session.run.trace.events()))
+
+
+def on_step_next(session: StepSession | None) -> tuple:
+    if session is None:
+        return step_error(None, ValueError("press Start first: it reads the prompt with the settings above"))
+    try:
+        events = session.run.advance()
+        session.feed(events)
+    except Exception as error:  # noqa: BLE001
+        return step_error(session, error)
+    return (session, *step_values(session, events))
+
+
+# --- exactness lab ---------------------------------------------------------------------------------------------
+
+
+def bin_labels(bins: exactness.Bins, pair: ModelPair) -> list[str]:
+    """"'a' · 'b'" per outcome; runs of spaces counted (␣×8), or indented code makes endless labels."""
+    texts = {token_id: compact_spaces(pair.decode([token_id])) for outcome in bins.outcomes for token_id in outcome}
+    labels = [f"{plots.label_of(first, texts)} · {plots.label_of(second, texts)}" for first, second in bins.outcomes]
+    return labels + (["other"] if bins.has_other else [])
+
+
+def compact_spaces(text: str) -> str:
+    return re.sub(r" {3,}", lambda match: f"␣×{len(match.group())}", text)
+
+
+def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, note: str = "") -> tuple:
+    done = tally.num_draws("speculative")
+    p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
+    status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
+                                     time.perf_counter() - started, note)
+    return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
+
+
+def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_value, *values) -> Iterator[tuple]:
+    started = time.perf_counter()
+    session = session_of(visitor)
+    wrong = bool(wrong_value)
+    try:
+        request = parse_controls(section.names, values)
+        planned = whole_number(num_draws_value, "N (draws per lane)", exactness.MIN_DRAWS, exactness.MAX_DRAWS)
+        exactness.check_lab(request.config, planned)
+        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
+        pair, prompt_ids = load_prompt(request)
+        yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
+        labels, last_drawn, tally = None, 0.0, None
+        for tally in exactness.run_lab(pair, prompt_ids, request.config, planned, wrong):
+            if stop_presses.since(session, "lab", started):
+                return
+            labels = labels or bin_labels(tally.bins, pair)
+            if over_time(started):
+                yield lab_values(tally, labels, wrong, started, time_limit_note("the lab"))
+                return
+            if time.perf_counter() - last_drawn >= REDRAW_S:
+                yield lab_values(tally, labels, wrong, started)
+                last_drawn = time.perf_counter()
+        yield lab_values(tally, labels, wrong, started)
+    except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
+        yield lessons.message_html(describe_error(error), "error"), gr.skip()
+
+
+def on_lab_example(section: LabSection) -> tuple:
+    """Set the example's controls, say which, and clear results that were for other settings."""
+    example = {name: LAB_EXAMPLE[name] for name in section.examples}
+    return (*example.values(), LAB_EXAMPLE_DRAWS, lessons.lab_example_html(example, LAB_EXAMPLE_DRAWS),
+            empty_lab_chart())
+
+
+def on_lab_stop(previous_status, visitor: gr.Request) -> str:
+    return record_stopped(visitor, "lab", previous_status, "the chart and the p-values are for the draws made so far.")
+
+
+# --- theory explorer ---------------------------------------------------------------------------------------------
+
+
+def on_measured_run(run) -> tuple:
+    """The sliders at the last run's α̂, c and v (each within its slider's range), or unchanged before one."""
+    comparison, _ = measured_of(run)
+    if comparison is None:
+        return gr.skip(), gr.skip(), gr.skip()
+    return (round(comparison.acceptance_rate, 2), round(min(comparison.cost_ratio, 2.0), 2),
+            round(min(max(comparison.verify_cost, 0.5), 4.0), 2))
+
+
+# --- γ sweep -------------------------------------------------------------------------------------------------------
+
+
+def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
+                 *values) -> Iterator[tuple]:
+    started = time.perf_counter()
+    session = session_of(visitor)
+    try:
+        request = parse_controls(section.names, values)
+        gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
+                                         whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
+        config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
+        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
+        pair, prompt_ids = load_prompt(request)
+        temperature = request.config.temperature
+        last_drawn = 0.0
+        for progress in sweep.sweep_gammas(pair, prompt_ids, config):
+            if stop_presses.since(session, "sweep", started):
+                return
+            finished = progress.num_done == progress.num_total
+            late = over_time(started)
+            if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
+                view = sweep.sweep_view(progress.results(temperature))
+                note = time_limit_note("the sweep") if late and not finished else ""
+                yield (lessons.sweep_status_html(progress.num_done, progress.num_total,
+                                                 time.perf_counter() - started, view, note),
+                       plots_teach.gamma_sweep(view, max(gammas)))
+                last_drawn = time.perf_counter()
+            if late:
+                return
+    except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
+        yield lessons.message_html(describe_error(error), "error"), gr.skip()
+
+
+def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
+    return record_stopped(visitor, "sweep", previous_status, "the chart shows the runs made so far.")

@@ -1,0 +1,73 @@
+"""The teaching sections' handlers driven directly, as gradio registered them, without a browser:
+step mode on the tiny-code pair, the lab's example button, and the theory explorer before a run."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from specviz.app import teach_handlers, teach_sections, ui
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return ui.build_app(preload=False)
+
+
+def handler(demo, name: str):
+    """The registered BlockFunction whose handler is called `name`."""
+    return next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == name)
+
+
+def status_round(status: str) -> int:
+    return int(re.search(r'data-round="(\d+)"', status).group(1))
+
+
+def test_step_mode_goes_one_round_per_press_until_done(demo):
+    start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "chat": False, "gamma": 3, "temperature": 0.0,
+                "max-new-tokens": 16}
+    # Every other control at the page's own default; the first input is the (empty) step state.
+    arguments = [settings.get(component.elem_id, component.value) for component in start_fn.inputs]
+    values = start_fn.fn(*arguments)
+    assert len(values) == len(start_fn.outputs)
+    session, status, lane, stages = values[:4]
+    assert isinstance(session, teach_handlers.StepSession), status
+    assert status_round(status) == 0 and 'data-stage="prefill"' in stages and "one round at a time" in lane
+    try:
+        for press in range(1, 40):
+            values = next_fn.fn(session)
+            assert len(values) == len(next_fn.outputs)
+            status, button = values[1], values[-1]
+            assert status_round(status) == press and "status-error" not in status  # one press, one round
+            if 'data-done="true"' in status:
+                break
+        assert press >= 2 and button.interactive is False  # Next round is off once the run is done
+        assert "Done" in values[3]
+    finally:
+        teach_sections.close_step(session)
+
+
+def test_next_round_before_start_asks_for_start():
+    values = teach_handlers.on_step_next(None)
+    assert values[0] is None and "press Start first" in values[1] and "status-error" in values[1]
+
+
+def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
+    example_fn = handler(demo, "on_lab_example")
+    values = example_fn.fn()
+    by_id = {component.elem_id: value for component, value in zip(example_fn.outputs, values)}
+    assert by_id["pair"] == "tiny-code" and by_id["prompt"] == teach_sections.LAB_EXAMPLE["prompt"]
+    assert by_id["lab-n"] == teach_sections.LAB_EXAMPLE_DRAWS
+    assert "The example set the page&#x27;s controls" in by_id["lab-status"]  # HTML-escaped
+    assert "press Run the lab" in str(by_id["chart-exactness"].layout.annotations[0].text)
+
+
+def test_the_theory_sliders_wait_for_a_run():
+    assert all(value == gr.skip() for value in teach_handlers.on_measured_run(None))
+    run = SimpleNamespace(baseline=SimpleNamespace(trace=SimpleNamespace(rounds=[])),
+                          speculative=SimpleNamespace(trace=SimpleNamespace(rounds=[])))
+    assert all(value == gr.skip() for value in teach_handlers.on_measured_run(run))  # no rounds yet: nothing to measure
