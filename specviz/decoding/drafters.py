@@ -60,6 +60,44 @@ class Drafter(Protocol):
 DrafterFactory = Callable[["ModelPair", "DecodeConfig", ProbsFn, torch.Generator], Drafter]
 
 
+def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
+                 advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int,
+                 to_probs: ProbsFn, generator: torch.Generator, vocab_size: int, threshold: float) -> Proposal:
+    """The drafting loop every model-based drafter shares: pick a token from the drafter's logits
+    (1, vocab), then `advance(token)` gives the next logits and confidence, up to num_tokens.
+
+    A round stops after a token the drafter was less sure of than `threshold` (0 = never): where a
+    (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice. The unsure
+    token itself is still proposed (as transformers' threshold does): it is accepted about as
+    often as the drafter was sure of it; the ones after it far less.
+    """
+    drafted, probs, confidences = [], [], []
+    stopped_unsure = False
+    for step in range(num_tokens):
+        if to_probs.greedy:
+            # Same token the one-hot q would give, without building q each step: drafting is the
+            # hot loop, and q is built once per round below.
+            next_id = logits.argmax(-1)  # (1,)
+        else:
+            step_probs = to_probs(logits)  # (1, vocab)
+            next_id = sample(step_probs, generator)  # (1,)
+            probs.append(step_probs)
+        drafted.append(next_id)
+        confidences.append(confidence)
+        if step == num_tokens - 1:
+            break
+        if threshold > 0 and float(confidence) < threshold:
+            stopped_unsure = True
+            break
+        logits, confidence = advance(next_id)
+    draft_ids = torch.cat(drafted)  # (γ',)
+    if to_probs.greedy:
+        draft_probs = torch.nn.functional.one_hot(draft_ids, vocab_size).float()  # (γ', vocab)
+    else:
+        draft_probs = torch.cat(probs)  # (γ', vocab)
+    return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+
+
 class ModelDrafter:
     """Drafts with a small causal LM and its own KV cache.
 
@@ -71,8 +109,6 @@ class ModelDrafter:
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
                  head_rows: torch.Tensor | None = None, confidence_threshold: float = 0.0):
         self.model = model
-        # Stop a round's drafting after a token the draft was less sure of than this (0 = never):
-        # where a (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice.
         self.confidence_threshold = confidence_threshold
         self.vocab_size = vocab_size
         self.to_probs = to_probs
@@ -107,34 +143,17 @@ class ModelDrafter:
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         device = committed_ids.device
-        input_ids = committed_ids
-        drafted, probs, confidences = [], [], []
-        stopped_unsure = False
-        for step in range(num_tokens):
-            logits, confidence = self.next_logits(input_ids)
-            logits = logits.to(device)  # (1, vocab)
-            if self.to_probs.greedy:
-                # Same token the one-hot q would give, without building q each step: drafting
-                # is the hot loop, and q is built once per round below.
-                next_id = logits.argmax(-1)  # (1,)
-            else:
-                step_probs = self.to_probs(logits)  # (1, vocab)
-                next_id = sample(step_probs, self.generator)  # (1,)
-                probs.append(step_probs)
-            drafted.append(next_id)
-            confidences.append(confidence)
-            input_ids = torch.cat([input_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
-            # The unsure token itself is still proposed (as transformers' threshold does): it is
-            # accepted about as often as the draft was sure of it; the ones after it far less.
-            if self.confidence_threshold > 0 and step < num_tokens - 1 and float(confidence) < self.confidence_threshold:
-                stopped_unsure = True
-                break
-        draft_ids = torch.cat(drafted)  # (γ',)
-        if self.to_probs.greedy:
-            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
-        else:
-            draft_probs = torch.cat(probs)  # (γ', vocab)
-        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+        drafted_ids = committed_ids
+
+        def advance(next_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            nonlocal drafted_ids
+            drafted_ids = torch.cat([drafted_ids, next_id.view(1, 1)], dim=1)  # (1, n+1)
+            logits, confidence = self.next_logits(drafted_ids)
+            return logits.to(device), confidence
+
+        logits, confidence = self.next_logits(committed_ids)
+        return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
+                            self.vocab_size, self.confidence_threshold)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)

@@ -14,9 +14,9 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.draft_head import DraftHead
-from specviz.decoding.drafters import Proposal
+from specviz.decoding.drafters import Proposal, draft_tokens
 from specviz.decoding.forward import crop_cache, top_probability
-from specviz.decoding.sampling import ProbsFn, sample
+from specviz.decoding.sampling import ProbsFn
 
 if TYPE_CHECKING:
     from specviz.decoding.engine import DecodeConfig
@@ -72,34 +72,21 @@ class HeadDrafter:
         features = self.features[:, start : num_committed - 1]  # (1, m, d)
         next_embeddings = self.embed(committed_ids[:, start + 1 : num_committed])  # (1, m, d)
         predicted = self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
-        drafted, probs, confidences = [], [], []
-        stopped_unsure = False
-        for step in range(num_tokens):
-            logits, confidence = self.row_logits(predicted)
-            if self.to_probs.greedy:
-                next_id = logits.argmax(-1)  # (1,)
-            else:
-                step_probs = self.to_probs(logits)  # (1, vocab)
-                next_id = sample(step_probs, self.generator)  # (1,)
-                probs.append(step_probs)
-            drafted.append(next_id)
-            confidences.append(confidence)
-            if step == num_tokens - 1:
-                break
-            if self.confidence_threshold > 0 and float(confidence) < self.confidence_threshold:
-                stopped_unsure = True
-                break
-            # The next input reads the head's own prediction where the target's state is not known yet.
-            position = torch.tensor([[num_committed - 1 + step]], device=committed_ids.device)  # (1, 1)
-            predicted = self.head(predicted.unsqueeze(1), self.embed(next_id.view(1, 1)), self.cache, position)[:, -1]
-        draft_ids = torch.cat(drafted)  # (γ',)
-        if self.to_probs.greedy:
-            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
-        else:
-            draft_probs = torch.cat(probs)  # (γ', vocab)
-        # Keep only what was read with true features: the verify's states replace the rest.
+        position = num_committed - 1  # where the next input sits: the head's own prediction, no true state yet
+
+        def advance(next_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            nonlocal predicted, position
+            at = torch.tensor([[position]], device=committed_ids.device)  # (1, 1)
+            predicted = self.head(predicted.unsqueeze(1), self.embed(next_id.view(1, 1)), self.cache, at)[:, -1]
+            position += 1
+            return self.row_logits(predicted)
+
+        logits, confidence = self.row_logits(predicted)
+        proposal = draft_tokens(logits, confidence, advance, num_tokens, self.to_probs, self.generator,
+                                self.vocab_size, self.confidence_threshold)
+        # Keep only what was read with true states: the verify's states replace the rest.
         crop_cache(self.cache, num_committed - 1)
-        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+        return proposal
 
     def rollback(self, num_committed: int) -> None:
         if self.features is not None:
