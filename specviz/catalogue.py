@@ -40,6 +40,8 @@ class DrafterInfo:
     caches: str  # the KV caches it keeps beside the target's, "" when none
     hf_equivalent: str  # how transformers' generate() does the same, "" when it cannot
     settings: tuple[str, ...] = ()  # DecodeConfig fields that only this drafter reads
+    # What transformers' generate() runs for it in the reference lane ("" = the drafter itself).
+    in_transformers: str = ""
     # Step mode's words for a round's draft stage ({label}, {forwards}, {tokens}: counted; {proposals}: each
     # token with its q; {texts}: the tokens alone). The defaults fit a drafter that samples one token per forward.
     draft_words: str = ("The {label} ran {forwards}, sampling one token each, with q its probability for the token "
@@ -91,6 +93,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                       "token (and, after its first guess, its own predicted states)"),
         caches="the head's",
         hf_equivalent="",
+        in_transformers="draft model: transformers has no head drafter",
         draft_words=("The {label} ran {forwards}: the first reads the target's own hidden state at the last verified "
                      "token, each later one its own predicted state. q is its probability for the token it "
                      "picked: {proposals}."),
@@ -125,6 +128,7 @@ class LaneInfo:
     names_drafter: bool  # the run's drafter works in it, so its title says which
     by_default: bool  # in a run unless the run asks otherwise (the reference lane is asked for)
     redraws: bool = True  # False: its decoder runs in a thread of its own, and redrawing would take its CPU
+    in_transformers: bool = False  # transformers' generate() drafts here: its title names what it ran instead
 
 
 LANE_CATALOGUE: tuple[LaneInfo, ...] = (
@@ -158,6 +162,7 @@ LANE_CATALOGUE: tuple[LaneInfo, ...] = (
         names_drafter=True,
         by_default=False,
         redraws=False,
+        in_transformers=True,
     ),
 )
 

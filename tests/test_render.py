@@ -434,3 +434,14 @@ def test_the_stats_say_where_the_run_was_measured():
     assert "Measured with" not in render.stats_html(run)  # a run saved before the device was recorded
     run.settings.update(pair="embedded", device="cpu", precision="float32")
     assert "Measured with the embedded pair on cpu in float32." in render.stats_html(run)
+
+
+def test_lane_titles_name_the_drafter_and_what_transformers_ran_instead():
+    from specviz.app.render.lanes import lane_title
+
+    head_run = render.RunView("x", [1], 3, {"drafter": "head"}, lanes=("baseline", "speculative", "reference"))
+    assert lane_title(head_run, "speculative") == "Speculative decoding · EAGLE-style head"
+    assert lane_title(head_run, "reference") == "transformers generate() (reference) · draft model: transformers has no head drafter"
+    assert lane_title(head_run, "baseline") == "Target only (baseline)"
+    lookup_run = render.RunView("x", [1], 3, {"drafter": "prompt-lookup"})
+    assert lane_title(lookup_run, "reference") == "transformers generate() (reference) · prompt lookup"

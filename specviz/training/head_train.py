@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -51,6 +51,11 @@ class HeadTrainConfig:
     # The templates give ~1,450 distinct prompts: each is answered at two of these temperatures.
     answer_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
     answer_rounds: int = 2
+    # The target's own greedy answers to the same prompts: what the head meets when drafting
+    # (a first run on draft-written text alone agreed with the target far less on target text).
+    target_prompts: int = 768  # the first of the same prompts: ~25 min of this CPU for all would be too dear
+    target_answer_batch: int = 32
+    target_answer_tokens: int = 96
     label_batch: int = 8
     teacher_top_k: int = 16
     teacher_minutes: float = 0.0  # > 0: stop writing new teacher batches after this long (a CPU budget)
@@ -93,6 +98,13 @@ def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, dev
                              "tokens": batch.int().cpu()}, path)
         chunks.append(torch.load(path))
     return {key: torch.cat([chunk[key] for chunk in chunks]) for key in chunks[0]}
+
+
+def target_config(config: HeadTrainConfig) -> HeadTrainConfig:
+    """The same recipe for the target's own greedy answers, cached in a folder of their own."""
+    return replace(config, work_dir=str(Path(config.work_dir) / "target"), num_prompts=config.target_prompts,
+                   answer_temperatures=(0.0,), answer_rounds=1,
+                   answer_batch=config.target_answer_batch, answer_tokens=config.target_answer_tokens, teacher_minutes=0.0)
 
 
 def row_index_of(head_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -221,11 +233,17 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     draft_folder = Path(config.head_rows_from).parent
     writer = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=torch.float32).eval()
     answers = write_answers(config, tokenizer, writer, device)
+    own = target_config(config)
+    target_answers = write_answers(own, tokenizer, target, device)
     timings["answers_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
     rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
     data = label_with_features(config, target, rows, device)
+    # The target's own answers last, so the held-out rows (the last few) are the text that matters most.
+    target_rows = pack_rows(target_answers, config.sequence_length, config.seed)  # (rows, length)
+    own_data = label_with_features(own, target, target_rows, device)
+    data = {key: torch.cat([data[key], own_data[key]]) for key in data}
     timings["teacher_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -241,7 +259,9 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     summary = {
         "config": settings,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
-        "data": {"num_answers": len(answers), "teacher_positions": int(data["tokens"].numel()),
+        "data": {"num_answers": len(answers), "num_target_answers": len(target_answers),
+                 "target_answer_positions": int(own_data["tokens"].numel()),
+                 "teacher_positions": int(data["tokens"].numel()),
                  "held_out_positions": int(held_out["tokens"].numel())},
         "held_out": metrics,
         "num_params": sum(p.numel() for p in head.parameters()),

@@ -268,7 +268,8 @@ def lane_title(run: RunView, name: str) -> str:
     drafter = run.settings.get("drafter")
     if info.names_drafter and drafter:
         try:
-            return f"{info.title} · {drafter_info(drafter).label}"
+            chosen = drafter_info(drafter)
+            return f"{info.title} · {(info.in_transformers and chosen.in_transformers) or chosen.label}"
         except ValueError:  # a saved run's drafter this version lacks: the lane's own title
             pass
     return info.title
