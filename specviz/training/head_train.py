@@ -4,10 +4,11 @@ The head (specviz.decoding.head) reads the target's own last hidden state, so it
 target's features, not only its text. Four phases, each cached in the work folder, so an
 interrupted run resumes where it stopped:
 
-1. **answers**: the shipped draft model answers templated instructions (specviz.training.prompts_corpus),
-   greedily and at T = 0.7 (on-policy text for a drafter, and ~20× cheaper to write than the
-   target's own answers on a CPU; DistillSpec, arXiv 2310.08461).
-2. **teacher**: one teacher-forced target pass over those answers keeps, at every position, the
+1. **answers**: the shipped draft model answers templated instructions (specviz.training.prompts_corpus)
+   at two of T = 0, 0.7, 1.0 (on-policy text for a drafter, and far cheaper to write than the
+   target's own answers on a CPU; DistillSpec, arXiv 2310.08461); the target answers the first
+   `target_prompts` of them greedily, the text the head meets when drafting.
+2. **teacher**: one teacher-forced target pass over all those answers keeps, at every position, the
    target's final hidden state (float16) and its top-k next-token log-probabilities: the target
    scores the text, so what the head learns is the target's behaviour, whoever wrote the text.
 3. **head**: the head learns, at every position i, to map [feature_i, embedding of token i+1] to
@@ -21,18 +22,15 @@ interrupted run resumes where it stopped:
 from __future__ import annotations
 
 import json
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache
 
-from specviz.training.distil import format_prompt, load_target
 from specviz.models.draft_head import DraftHead, head_config_for
-from specviz.training.prompts_corpus import instruction_prompts
+from specviz.training.distil import load_target
 from specviz.training.train import learning_rate, save_atomically
 
 
@@ -71,7 +69,6 @@ class HeadTrainConfig:
     checkpoint_every: int = 100
     train_minutes: float = 0.0  # > 0: stop training after this long and export what there is
     num_threads: int = 2
-    timings: dict = field(default_factory=dict)
 
 
 @torch.inference_mode()
@@ -255,7 +252,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     metrics = train_head(config, head, target, head_rows, train, held_out)
     timings["head_s"] = time.perf_counter() - started
 
-    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from", "timings")}
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from")}
     summary = {
         "config": settings,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
