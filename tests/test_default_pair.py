@@ -96,20 +96,6 @@ def test_greedy_speculative_equals_baseline_and_transformers(pair, prompt, chat,
     assert output[0, len(prompt_ids) :].tolist() == baseline
 
 
-@pytest.mark.parametrize(("prompt", "chat"), CASES)
-def test_the_shipped_head_drafts_from_the_targets_states_and_changes_nothing(pair, prompt, chat):
-    """The head ships with the default pair; greedy with it equals the target alone, and it
-    drafts over its own head rows and accepts some of its guesses."""
-    assert pair.head is not None and pair.head_rows is not None
-    prompt_ids = pair.encode(prompt, chat)
-    baseline = run_lane(autoregressive_decode, pair, prompt_ids)
-    assert run_lane(speculative_decode, pair, prompt_ids, gamma=3, drafter="head") == baseline
-    trace = Trace.from_events(speculative_decode(pair, prompt_ids, DecodeConfig(gamma=3, max_new_tokens=NUM_NEW, drafter="head")))
-    rows = set(pair.head_rows.tolist())
-    assert all(token.token_id in rows for event in trace.rounds for token in event.drafted)
-    assert trace.num_accepted > 0
-
-
 def test_sampled_run_completes_with_the_head_rows_drafter(pair):
     prompt_ids = pair.encode(load_prompts()[1].text)
     config = DecodeConfig(gamma=4, temperature=0.7, max_new_tokens=NUM_NEW, seed=1)

@@ -124,7 +124,8 @@ class ModelPair:
         if info.needs_draft_model and self.draft is None:
             return f"this pair has no draft model, which the {info.label} drafter needs: choose another drafter"
         if info.reads_target and self.head is None:
-            return f"no {info.label} was trained for this pair's target: choose the draft model or prompt lookup"
+            return (f"no {info.label} was trained for this pair's target: choose the draft model or prompt lookup "
+                    f"(the default pair's head is trained with `python -m specviz train --recipe head`)")
         return None
 
     @property
