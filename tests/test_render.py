@@ -365,7 +365,9 @@ def test_the_one_rule_reads_a_sweeps_spread():
     spans_one = verdict((2, 1.08, 0.95, 1.20), (4, 0.90, 0.85, 0.97))
     assert not spans_one.pays and spans_one.best.gamma == 2
     assert "spread that reaches 1×" in spans_one.verdict_text()
-    assert spans_one.recommendation_text() == "none: the target alone is faster here"
+    assert spans_one.recommendation_text() == "none beyond the noise: γ = 2's median is 1.08×, but it reaches down to 0.95×"
+    slower = verdict((2, 0.93, 0.85, 1.05))
+    assert slower.recommendation_text() == "none: the target alone is faster here"
     clear = verdict((2, 1.30, 1.10, 1.40), (4, 1.10, 1.02, 1.20))
     assert clear.pays and clear.recommended_gamma == 2 and clear.recommendation_text() == "γ = 2"
     predicted = payoff.Payoff(0.3, 0.5, 1.5)  # no measurement: the formula alone, said to be a prediction

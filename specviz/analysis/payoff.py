@@ -115,7 +115,13 @@ class Payoff:
 
     def recommendation_text(self) -> str:
         gamma = self.recommended_gamma
-        return NOTHING_PAYS_GAMMA if gamma is None else f"γ = {gamma}"
+        if gamma is not None:
+            return f"γ = {gamma}"
+        best = self.best
+        if best is not None and best.median > 1.0:  # faster at the median, yet not beyond the noise
+            low = best.noise_band[0]
+            return f"none beyond the noise: γ = {best.gamma}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
+        return NOTHING_PAYS_GAMMA
 
     def setup_text(self) -> str:
         return f"α̂ = {self.alpha:.2f}, c = {self.cost_ratio:.2f}, v = {self.verify_cost:.2f}"
