@@ -171,6 +171,20 @@ def test_incompatible_tokenizers_are_refused_naming_both(tmp_path):
         load_pair(target=str(target_dir), draft=str(draft_dir))
 
 
+def test_a_draft_folder_without_a_tokenizer_uses_the_targets_if_the_vocabulary_matches(tmp_path):
+    """The shipped draft keeps no tokenizer (it is the target's); a mismatched one is still refused."""
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
+    target = make_model("gpt2", vocab_size=64, hidden=32)
+    target_dir = save_local_model(tmp_path / "target", target, tokenizer)
+    (tmp_path / "bare-draft").mkdir()
+    noisy_copy(target, 0.02).save_pretrained(tmp_path / "bare-draft")
+    pair = load_pair(target=target_dir, draft=str(tmp_path / "bare-draft"), device="cpu")
+    assert pair.vocab_size == 64 and pair.decode(pair.encode("w3 w4")).split() == ["w3", "w4"]
+    make_model("gpt2", vocab_size=80, hidden=32).save_pretrained(tmp_path / "other-draft")
+    with pytest.raises(IncompatiblePairError, match="no tokenizer of its own.*80 tokens.*64"):
+        load_pair(target=target_dir, draft=str(tmp_path / "other-draft"), device="cpu")
+
+
 def test_local_custom_pair_loads_and_decodes(tmp_path):
     tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
     # GPT-2 layout, like the embedded pair: transformers 5's AutoTokenizer loads a qwen2/llama

@@ -36,9 +36,16 @@ def test_the_tiny_code_preset_ships_in_assets():
 
 
 def test_assets_stay_small():
-    """Everything in assets/ travels with the working tree to a GPU machine (64 MiB in all)."""
-    total = sum(path.stat().st_size for path in (REPO / "assets").rglob("*") if path.is_file())
-    assert total <= 64 * 10**6, f"assets/ is {total / 1e6:.1f} MB, over the 64 MB budget"
+    """The working tree travels to a lent GPU machine, 64 MiB in all (with ../shared): assets/ is
+    most of it, so the repo's files must leave 1 MiB of room."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode == 0:
+        files = [REPO / name for name in listed.stdout.splitlines()]
+    else:  # not a git checkout: count what would matter most
+        files = list((REPO / "assets").rglob("*"))
+    total = sum(path.stat().st_size for path in files if path.is_file())
+    budget = 63 * 2**20
+    assert total <= budget, f"the repo's files are {total / 2**20:.1f} MiB, over the {budget / 2**20:.0f} MiB budget"
 
 
 def test_loads_offline_in_a_fresh_process():

@@ -118,11 +118,14 @@ class ModelPair:
     # The head drafter (specviz.decoding.head) and its output rows, for a target one was trained on.
     head: torch.nn.Module | None = None
     head_rows: torch.Tensor | None = None
+    head_error: str | None = None  # why a head shipped for this target did not load
 
     def lacks_for(self, info: DrafterInfo) -> str | None:
         """Why this pair cannot run the drafter, in words; None when it can."""
         if info.needs_draft_model and self.draft is None:
             return f"this pair has no draft model, which the {info.label} drafter needs: choose another drafter"
+        if info.reads_target and self.head is None and self.head_error:
+            return f"{self.head_error}: choose the draft model or prompt lookup, or train it again (`python -m specviz train --recipe head`)"
         if info.reads_target and self.head is None:
             return (f"no {info.label} was trained for this pair's target: choose the draft model or prompt lookup "
                     f"(the default pair's head is trained with `python -m specviz train --recipe head`)")
@@ -303,6 +306,13 @@ def looks_like_path(model_id: str) -> bool:
     return model_id.startswith((".", "/", "~")) or model_id.count("/") > 1
 
 
+def shares_target_tokenizer(draft_id: str) -> bool:
+    """A local draft folder without tokenizer files uses its target's: the shipped draft keeps none
+    (3.5 MB of assets/ the head's weights need), so there is nothing to compare."""
+    folder = Path(draft_id)
+    return folder.is_dir() and not any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
+
+
 def check_tokenizers(target_id: str, target_tokenizer, draft_id: str, draft_tokenizer) -> None:
     """Speculative decoding compares token ids across models: the vocabularies must agree."""
     if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
@@ -430,13 +440,22 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype) -> Mo
     target_id = spec.resolved_target_id()
     check_hub_access([target_id, spec.draft_id])
     target_tokenizer = load_tokenizer(target_id)
-    draft_tokenizer = load_tokenizer(spec.draft_id)
-    check_tokenizers(target_id, target_tokenizer, spec.draft_id, draft_tokenizer)
+    if not shares_target_tokenizer(spec.draft_id):
+        check_tokenizers(target_id, target_tokenizer, spec.draft_id, load_tokenizer(spec.draft_id))
     target_model = load_model(target_id, device, dtype, spread=True)
     draft_model = load_model(spec.draft_id, device, dtype)
+    if shares_target_tokenizer(spec.draft_id) and draft_model.config.vocab_size != target_model.config.vocab_size:
+        raise IncompatiblePairError(
+            f"the draft folder {spec.draft_id!r} has no tokenizer of its own and its vocabulary "
+            f"({draft_model.config.vocab_size} tokens) is not the target's ({target_model.config.vocab_size}); "
+            f"speculative decoding needs one tokenizer shared by both models"
+        )
     pair = ModelPair.from_models(
         target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
     )
     if spec.head_dir is not None and (spec.head_dir / "config.json").exists():
-        pair.head, pair.head_rows = load_head(spec.head_dir, pair.device, dtype)
+        try:
+            pair.head, pair.head_rows = load_head(spec.head_dir, pair.device, dtype)
+        except Exception as error:  # a damaged head costs the head drafter only, never the pair
+            pair.head_error = f"the head drafter's folder {spec.head_dir.name}/ could not be loaded ({type(error).__name__}: {error})"
     return pair

@@ -280,11 +280,14 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
     return time.perf_counter() - started
 
 
-def export_draft(draft, tokenizer, head_rows: torch.Tensor, out_dir: Path, summary: dict) -> None:
-    """A standard transformers folder in 16-bit, plus the head rows and the training summary."""
+def export_draft(draft, head_rows: torch.Tensor, out_dir: Path, summary: dict) -> None:
+    """A standard transformers folder in 16-bit, plus the head rows and the training summary.
+
+    No tokenizer: the draft shares the target's (load_pair uses it), and its 3.5 MB is room the
+    head drafter's weights need in assets/.
+    """
     draft = draft.cpu().eval().to(torch.float16)
     draft.save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
     (out_dir / "head_rows.json").write_text(json.dumps(head_rows.tolist()))
     (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
 
@@ -342,7 +345,7 @@ def distil(config: DistilConfig) -> Path:
         "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
     }
     out_dir = Path(config.out_dir)
-    export_draft(draft, tokenizer, head_rows, out_dir, summary)
+    export_draft(draft, head_rows, out_dir, summary)
     print(f"held-out agreement: {json.dumps(metrics)}")
     print(f"saved the draft to {out_dir.resolve()}")
     return out_dir
