@@ -13,7 +13,7 @@ from transformers import DynamicCache
 from specviz.catalogue import drafter_info
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
-from specviz.models.draft_head import DraftHead, head_config_for, load_head
+from specviz.models.draft_head import DraftHead, dequantize_rows, head_config_for, load_head, quantize_rows
 from specviz.decoding.head import HeadDrafter
 from specviz.decoding.sampling import ProbsFn
 from specviz.analysis.trace import Trace
@@ -126,5 +126,35 @@ def test_a_saved_head_loads_back_identically(tmp_path):
     head, rows = load_head(tmp_path, torch.device("cpu"), torch.float32)
     assert torch.equal(rows, pair.head_rows)
     features, embeddings = torch.randn(1, 4, 48), torch.randn(1, 4, 48)
-    # Saved in float16: the same network up to that rounding.
-    torch.testing.assert_close(head(features, embeddings), pair.head.half().float()(features, embeddings))
+    # Saved as int8 rows with a scale each: the same network as the rounded weights give.
+    rounded = DraftHead(pair.head.config)
+    rounded.load_state_dict(dequantize_rows(quantize_rows(pair.head.state_dict())))
+    torch.testing.assert_close(head(features, embeddings), rounded(features, embeddings))
+    for name, weight in pair.head.state_dict().items():
+        if weight.dim() == 2:  # int8: half a step (the row's largest entry / 127) plus the float16 scale's rounding
+            step = weight.abs().amax(dim=1, keepdim=True) / 127
+            assert ((head.state_dict()[name] - weight).abs() <= 0.6 * step).all(), name
+
+
+def test_a_damaged_head_folder_costs_the_head_only(tmp_path):
+    """A head whose weights cannot be read: the pair still loads, choosing the head says why in
+    words, and the draft model still drafts; a folder with no head at all says how to train one."""
+    from specviz.models.pairs import PairPreset, build_pair
+    from tests.tiny_models import make_model, make_tokenizer, noisy_copy
+
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
+    target = make_model("llama", vocab_size=64, hidden=48)
+    for name, model in (("target", target), ("draft", noisy_copy(target, 0.02))):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    with_head(tiny_pair("llama")).head.save(tmp_path / "head", torch.arange(64), {})
+    (tmp_path / "head" / "model.safetensors").write_bytes(b"not a safetensors file")
+    spec = PairPreset("custom", str(tmp_path / "target"), str(tmp_path / "draft"), "test", head_dir=tmp_path / "head")
+    pair = build_pair(spec, torch.device("cpu"), torch.float32)
+    assert pair.head is None and "head drafter's folder head/ could not be loaded" in pair.lacks_for(drafter_info("head"))
+    with pytest.raises(ValueError, match="could not be loaded.*choose the draft model or prompt lookup"):
+        list(speculative_decode(pair, [5, 6, 7], DecodeConfig(drafter="head")))
+    config = DecodeConfig(gamma=3, max_new_tokens=10, stop_at_eos=False)
+    assert greedy_ids(speculative_decode(pair, [5, 6, 7], config)) == greedy_ids(autoregressive_decode(pair, [5, 6, 7], config))
+    missing = build_pair(dataclasses.replace(spec, head_dir=tmp_path / "nothing-here"), torch.device("cpu"), torch.float32)
+    assert "train --recipe head" in missing.lacks_for(drafter_info("head"))

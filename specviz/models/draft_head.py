@@ -11,7 +11,8 @@ token i+2 (Li et al. 2024, EAGLE, arXiv 2401.15077).
     q_{i+2}  = softmax(f̂_{i+1} · W_out[head_rows]ᵀ)
 
 specviz.decoding.head drafts with it; specviz.training.head_train trains it. Saved as its own folder: config.json
-(a one-layer LlamaConfig), model.safetensors (float16), head_rows.json, training.json.
+(a one-layer LlamaConfig), model.safetensors (matrices in int8 with a float16 scale per row, half the
+bytes of float16, so the head fits the assets budget; norms in float16), head_rows.json, training.json.
 """
 
 from __future__ import annotations
@@ -26,6 +27,32 @@ from transformers import DynamicCache, LlamaConfig, LlamaModel
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 ROWS_FILE = "head_rows.json"
+SCALE_SUFFIX = ".int8_scale"
+
+
+def quantize_rows(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Matrices to int8 with one float16 scale per output row (symmetric); vectors to float16."""
+    stored = {}
+    for name, tensor in state.items():
+        tensor = tensor.detach().float()
+        if tensor.dim() != 2:
+            stored[name] = tensor.to(torch.float16).contiguous()
+            continue
+        scale = tensor.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127  # (out, 1)
+        stored[name] = torch.round(tensor / scale).to(torch.int8).contiguous()  # (out, in)
+        stored[name + SCALE_SUFFIX] = scale.to(torch.float16).contiguous()
+    return stored
+
+
+def dequantize_rows(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """quantize_rows undone (a float16 file from before it loads unchanged)."""
+    state = {}
+    for name, tensor in stored.items():
+        if name.endswith(SCALE_SUFFIX):
+            continue
+        scale = stored.get(name + SCALE_SUFFIX)
+        state[name] = tensor.float() * scale.float() if scale is not None else tensor.float()
+    return state
 
 
 def head_config_for(target_config) -> LlamaConfig:
@@ -81,8 +108,7 @@ class DraftHead(nn.Module):
 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / CONFIG_FILE).write_text(json.dumps(self.config.to_dict(), indent=2, default=str))
-        state = {name: tensor.detach().to(torch.float16).contiguous() for name, tensor in self.state_dict().items()}
-        save_file(state, str(folder / WEIGHTS_FILE))
+        save_file(quantize_rows(self.state_dict()), str(folder / WEIGHTS_FILE))
         (folder / ROWS_FILE).write_text(json.dumps(head_rows.tolist()))
         (folder / "training.json").write_text(json.dumps(summary, indent=2))
 
@@ -93,6 +119,6 @@ def load_head(folder: Path, device: torch.device, dtype: torch.dtype) -> tuple[D
 
     config = LlamaConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text()))
     head = DraftHead(config)
-    head.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
+    head.load_state_dict(dequantize_rows(load_file(str(folder / WEIGHTS_FILE))))
     rows = torch.tensor(json.loads((folder / ROWS_FILE).read_text()), dtype=torch.long)
     return head.to(device=device, dtype=dtype).eval(), rows.to(device)
