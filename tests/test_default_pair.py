@@ -17,7 +17,7 @@ import torch
 
 from specviz.analysis.bench import load_prompts
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models.pairs import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
+from specviz.models.pairs import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
 from specviz.analysis.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,8 +37,10 @@ def run_lane(decode, pair, prompt_ids, **settings) -> list[int]:
 def test_the_default_preset_is_smollm2_with_the_shipped_draft():
     assert DEFAULT_PRESET == "embedded"
     assert Path(PRESETS["embedded"].draft_id) == EMBEDDED_DRAFT_DIR
-    for name in ("config.json", "model.safetensors", "tokenizer.json", HEAD_ROWS_FILE, "README.md"):
+    for name in ("config.json", "model.safetensors", HEAD_ROWS_FILE, "README.md"):
         assert (EMBEDDED_DRAFT_DIR / name).is_file(), name
+    for name in ("config.json", "model.safetensors", "head_rows.json", "training.json", "README.md"):
+        assert (EMBEDDED_HEAD_DIR / name).is_file(), name
 
 
 def test_loads_offline_in_a_fresh_process():
@@ -47,21 +49,25 @@ def test_loads_offline_in_a_fresh_process():
     code = (
         "import json; from specviz.models.pairs import load_pair; p = load_pair(); "
         "print(json.dumps({'name': p.name, 'vocab': p.vocab_size, 'arch': type(p.target).__name__, "
-        "'layers': p.target.config.num_hidden_layers, 'chat': p.has_chat_template, 'rows': len(p.draft_head_rows)}))"
+        "'layers': p.target.config.num_hidden_layers, 'chat': p.has_chat_template, 'rows': len(p.draft_head_rows), "
+        "'head': p.head is not None and len(p.head_rows) == len(p.draft_head_rows)}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"name": "embedded", "vocab": 49152, "arch": "LlamaForCausalLM", "layers": 30, "chat": True, "rows": report["rows"]}
+    assert report == {"name": "embedded", "vocab": 49152, "arch": "LlamaForCausalLM", "layers": 30, "chat": True, "rows": report["rows"],
+                      "head": True}
     assert 1000 < report["rows"] < 49152
 
 
 def test_the_draft_is_a_standard_full_vocabulary_causal_lm(pair):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from specviz.models.pairs import shares_target_tokenizer
 
     draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT_DIR)
-    assert draft.config.vocab_size == pair.target.config.vocab_size == 49152
-    assert AutoTokenizer.from_pretrained(EMBEDDED_DRAFT_DIR).get_vocab() == pair.tokenizer.get_vocab()
+    assert draft.config.vocab_size == pair.target.config.vocab_size == len(pair.tokenizer) == 49152
+    assert shares_target_tokenizer(str(EMBEDDED_DRAFT_DIR))  # no tokenizer files: it is the target's
     draft_params = sum(p.numel() for p in draft.parameters())
     target_params = sum(p.numel() for p in pair.target.parameters())
     assert draft_params * 10 < target_params
@@ -94,6 +100,21 @@ def test_greedy_speculative_equals_baseline_and_transformers(pair, prompt, chat,
             assistant_confidence_threshold=0.0, eos_token_id=pair.eos_id, pad_token_id=pair.eos_id,
         )
     assert output[0, len(prompt_ids) :].tolist() == baseline
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+@pytest.mark.parametrize(("prompt", "chat"), CASES)
+def test_the_shipped_head_drafts_from_the_targets_states_and_changes_nothing(pair, prompt, chat, gamma):
+    """The head ships with the default pair; greedy with it equals the target alone, and it
+    drafts over its own head rows and accepts some of its guesses."""
+    assert pair.head is not None and pair.head_rows is not None
+    prompt_ids = pair.encode(prompt, chat)
+    baseline = run_lane(autoregressive_decode, pair, prompt_ids)
+    trace = Trace.from_events(speculative_decode(pair, prompt_ids, DecodeConfig(gamma=gamma, max_new_tokens=NUM_NEW, drafter="head")))
+    assert trace.token_ids == baseline
+    rows = set(pair.head_rows.tolist())
+    assert all(token.token_id in rows for event in trace.rounds for token in event.drafted)
+    assert trace.num_accepted > 0
 
 
 def test_sampled_run_completes_with_the_head_rows_drafter(pair):
