@@ -42,11 +42,12 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         "--full-draft-head", action="store_true",
         help="draft with the draft's whole output head even where it ships head_rows.json",
     )
-    parser.add_argument("--drafter", choices=DRAFTER_NAMES, default=DEFAULT_DRAFTER,
-                        help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE))
+    parser.add_argument("--drafter", choices=DRAFTER_NAMES, default=None,
+                        help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE)
+                        + f" (default: the pair's own: head on the default pair, else {DEFAULT_DRAFTER})")
     parser.add_argument("--ngram", type=int, default=3, help="prompt lookup: longest n-gram to match (1–8)")
     parser.add_argument("--draft-confidence", type=float, default=None,
-                        help="stop a round's drafting after a token the draft model was less sure of "
+                        help="stop a round's drafting after a token the drafter was less sure of "
                              "(0 = off; default: the engine's, 0.5)")
     parser.add_argument("--gamma-schedule", choices=("constant", "heuristic"), default="constant",
                         help="heuristic: transformers' schedule (γ + 2 after a fully accepted round, else γ − 1)")
@@ -237,7 +238,7 @@ def run_generate(args) -> int:
         seed=args.seed,
         stop_at_eos=not args.ignore_eos,
         full_draft_head=args.full_draft_head,
-        drafter=args.drafter,
+        drafter=chosen_drafter(args),
         ngram=args.ngram,
         draft_confidence=DecodeConfig.draft_confidence if args.draft_confidence is None else args.draft_confidence,
         gamma_schedule=args.gamma_schedule,
@@ -297,7 +298,7 @@ def run_bench(args) -> int:
         stop_at_eos=not args.ignore_eos,
         chat=args.chat,
         full_draft_head=args.full_draft_head,
-        drafter=args.drafter,
+        drafter=chosen_drafter(args),
         ngram=args.ngram,
         **({} if args.draft_confidence is None else {"draft_confidence": args.draft_confidence}),
         gamma_schedule=args.gamma_schedule,
@@ -337,6 +338,15 @@ def drafter_description(pair, config) -> str:
     if drafter_info(config.drafter).reads_target:
         return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
     return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
+
+
+def chosen_drafter(args) -> str:
+    """--drafter, or the pair's own (custom --target/--draft pairs get the catalogue's default)."""
+    from specviz.models.pairs import default_drafter_for
+
+    if args.drafter:
+        return args.drafter
+    return DEFAULT_DRAFTER if (args.target or args.draft) else default_drafter_for(args.pair)
 
 
 def run_train(args) -> int:

@@ -158,3 +158,25 @@ def test_a_damaged_head_folder_costs_the_head_only(tmp_path):
     assert greedy_ids(speculative_decode(pair, [5, 6, 7], config)) == greedy_ids(autoregressive_decode(pair, [5, 6, 7], config))
     missing = build_pair(dataclasses.replace(spec, head_dir=tmp_path / "nothing-here"), torch.device("cpu"), torch.float32)
     assert "train --recipe head" in missing.lacks_for(drafter_info("head"))
+
+
+def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
+    """A run that names no drafter gets its pair's own: the default pair's head when its weights are
+    here (it won the bench), the draft model elsewhere and when the head's weights are missing."""
+    from specviz.app.request import Request
+    from specviz.catalogue import DEFAULT_DRAFTER
+    from specviz.models import pairs
+
+    assert pairs.PRESETS["embedded"].default_drafter == "head" and DEFAULT_DRAFTER == "model"
+    assert pairs.default_drafter_for("embedded") == pairs.default_drafter_for(None) == "head"
+    assert pairs.default_drafter_for("tiny-code") == pairs.default_drafter_for("custom") == "model"
+    settings = dict(target_id="", draft_id="", gamma=3, temperature=0, top_k=0, top_p=1, max_new_tokens=8, seed=0)
+    assert Request.parse("Hi", "embedded", **settings).config.drafter == "head"
+    assert Request.parse("Hi", "tiny-code", **settings).config.drafter == "model"
+    assert Request.parse("Hi", "embedded", drafter="prompt-lookup", **settings).config.drafter == "prompt-lookup"
+    from specviz.app.ui_handlers import on_pair_pick  # the page: picking a pair brings its drafter
+
+    assert on_pair_pick("tiny-code").value == "model" and on_pair_pick("embedded").value == "head"
+    unshipped = dataclasses.replace(pairs.PRESETS["embedded"], head_dir=tmp_path)  # no weights in it
+    monkeypatch.setitem(pairs.PRESETS, "embedded", unshipped)
+    assert pairs.default_drafter_for("embedded") == "model"

@@ -28,8 +28,9 @@ def status_round(status: str) -> int:
 
 def test_step_mode_goes_one_round_per_press_until_done(demo):
     start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
-    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "chat": False, "gamma": 3, "temperature": 0.0,
-                "max-new-tokens": 16}
+    # Picking tiny-code on the page brings its own drafter, the draft model (on_pair_pick).
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
+                "temperature": 0.0, "max-new-tokens": 16}
     # Every other control at the page's own default; the first input is the (empty) step state.
     arguments = [settings.get(component.elem_id, component.value) for component in start_fn.inputs]
     values = start_fn.fn(*arguments)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 
 from specviz.models import convert, hosting
-from specviz.catalogue import DEFAULT_DRAFTER, run_lanes
+from specviz.catalogue import run_lanes
 from specviz.decoding.drafters import MAX_NGRAM
 from specviz.decoding.engine import MAX_GAMMA, DecodeConfig
-from specviz.models.pairs import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, load_pair
+from specviz.models.pairs import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, default_drafter_for, load_pair
 
 log = logging.getLogger("specviz.app.request")
 
@@ -75,7 +75,7 @@ class Request:
 
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True, drafter=DEFAULT_DRAFTER, ngram=3, reference=False, precision=None,
+              chat=True, drafter=None, ngram=3, reference=False, precision=None,
               draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
@@ -92,7 +92,7 @@ class Request:
             max_new_tokens=whole_number(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
             seed=whole_number(seed, "seed", 0, 2**63 - 1),
             inspect=True,
-            drafter=drafter or DEFAULT_DRAFTER,
+            drafter=drafter or default_drafter_for(pair_name),  # none named: the pair's own
             ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
             draft_confidence=real_number(draft_confidence, "draft confidence threshold"),
             gamma_schedule=gamma_schedule or DecodeConfig.gamma_schedule,

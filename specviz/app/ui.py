@@ -21,13 +21,13 @@ import gradio as gr
 import torch
 
 from specviz.app import render, teach
-from specviz.catalogue import DEFAULT_DRAFTER, lane_info
+from specviz.catalogue import lane_info
 from specviz.decoding.engine import DecodeConfig
 from specviz.app.live import stream_run
 from specviz.models.pairs import DEFAULT_PRESET, load_pair
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_release, on_replay, on_run, on_stop,
+    inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay, on_run, on_stop,
 )
 from specviz.app.ui_sections import Page, build_page
 
@@ -125,6 +125,8 @@ def wire_controls(page: Page) -> None:
         slider = controls[name]
         slider.release(on_release(label, slider), None, [page.status], **QUIET)
     controls["pair"].change(on_pair_change, [controls["pair"]], [page.custom_row], **QUIET)
+    # Only a visitor's own pick of a pair brings its drafter (input, not change): a replay sets both itself.
+    controls["pair"].input(on_pair_pick, [controls["pair"]], [controls["drafter"]], **QUIET)
     controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
 
 
@@ -143,7 +145,7 @@ def generate(
     target_id: str = "",
     draft_id: str = "",
     chat: bool = True,
-    drafter: str = DEFAULT_DRAFTER,
+    drafter: str = "",
     ngram: int = 3,
     reference: bool = False,
     precision: str = "",
@@ -156,9 +158,10 @@ def generate(
     target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
     one. `drafter` is "model" (the draft model), "prompt-lookup" (n-grams up to `ngram`
     copied from the prompt and text so far) or "head" (the EAGLE-style head that reads the
-    target's hidden states; the default pair only). `reference` adds a lane running transformers'
+    target's hidden states; the default pair only); "" takes the pair's own (the head on the default pair,
+    the draft model elsewhere). `reference` adds a lane running transformers'
     own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
-    default); `draft_confidence` stops a round's drafting after a draft the draft model was less
+    default); `draft_confidence` stops a round's drafting after a draft the drafter was less
     sure of (0 = off); `gamma_schedule` is "constant" or "heuristic". Stats hold every lane's figures (with its text), the
     measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
     from the engine's own timings. While the lanes run it yields their texts so far with empty

@@ -19,7 +19,7 @@ import gradio as gr
 from specviz.app import render
 from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
-from specviz.models.pairs import PRECISIONS, PRESETS
+from specviz.models.pairs import PRECISIONS, PRESETS, default_drafter_for
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
@@ -285,6 +285,11 @@ def on_lane_click(run, event: gr.EventData):
 
 def on_pair_change(pair):
     return gr.Row(visible=pair == CUSTOM)
+
+
+def on_pair_pick(pair):
+    """A pair picked on the page brings its own drafter (the default pair's head, else the draft model)."""
+    return gr.Radio(value=default_drafter_for(pair))
 
 
 def on_drafter_change(drafter_value):

@@ -14,11 +14,11 @@ import torch
 
 from specviz.app import plots, render
 from specviz.analysis.bench import Prompt, load_prompts
-from specviz.catalogue import DEFAULT_DRAFTER, DRAFTER_CATALOGUE, PAGE_LANES, lane_info
+from specviz.catalogue import DRAFTER_CATALOGUE, PAGE_LANES, lane_info
 from specviz.decoding.drafters import MAX_NGRAM
 from specviz.decoding.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
 from specviz.app.live import PACES
-from specviz.models.pairs import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_precision
+from specviz.models.pairs import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_drafter_for, default_precision
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.app.request import CUSTOM, MAX_NEW_TOKENS
 from specviz.analysis.run import recorded_runs
@@ -199,7 +199,7 @@ def build_pair() -> tuple[dict[str, gr.Component], gr.Row]:
 def build_drafting() -> dict[str, gr.Component]:
     """Who drafts, how many tokens, and the drafting and precision options folded away."""
     with gr.Row():
-        drafter = gr.Radio(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, label="drafter: who proposes the γ tokens",
+        drafter = gr.Radio(DRAFTER_CHOICES, value=default_drafter_for(DEFAULT_PRESET), label="drafter: who proposes the γ tokens",
                            elem_id="drafter")
         ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
                           visible=False)
@@ -207,7 +207,7 @@ def build_drafting() -> dict[str, gr.Component]:
     with gr.Accordion("Drafting and precision", open=False, elem_id="drafting-options"):
         draft_confidence = gr.Slider(
             0, 0.95, value=DecodeConfig.draft_confidence, step=0.05, elem_id="draft-confidence",
-            label="draft only while sure: stop a round after a draft the draft model gave less than this",
+            label="draft only while sure: stop a round after a draft the drafter gave less than this",
             info="0 = always draft γ. A verify of more tokens costs more, so unlikely drafts cost twice; "
                  "the lane marks where a round stopped (‖)",
         )
