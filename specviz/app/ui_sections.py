@@ -159,7 +159,8 @@ def precision_info() -> str:
 def header_markdown() -> str:
     return (
         "# specviz — speculative decoding, live\n"
-        "A small **draft** model guesses γ tokens; the big **target** model checks them all in one pass. "
+        "A cheap **drafter** guesses γ tokens (here a small head that reads the target's own hidden states, or a "
+        "small draft model); the big **target** model checks them all in one pass. "
         "Type a prompt (or click an example), pick the settings and press **Run**: the left lane is the target "
         "alone, the right lane is speculative decoding with every drafted token coloured by its fate. "
         "Hover a token for q, p, min(1, p/q) and r; click one to open its round in the inspector."

@@ -60,7 +60,7 @@ PRESETS: dict[str, PairPreset] = {
             "embedded",
             convert.HUB_ID,
             str(EMBEDDED_DRAFT_DIR),
-            "SmolLM2-135M-Instruct with specviz's distilled draft, offline",
+            "SmolLM2-135M-Instruct with specviz's head and distilled draft, offline",
             locate_target=convert.default_target_id,
             head_dir=EMBEDDED_HEAD_DIR,
             default_drafter="head",  # 1.2–1.3× against the draft model's 1.1–1.2× in bfloat16 (README)
