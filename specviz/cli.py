@@ -341,12 +341,10 @@ def drafter_description(pair, config) -> str:
 
 
 def chosen_drafter(args) -> str:
-    """--drafter, or the pair's own (custom --target/--draft pairs get the catalogue's default)."""
-    from specviz.models.pairs import default_drafter_for
+    """--drafter, or the pair's own (PairPreset.unnamed_drafter)."""
+    from specviz.models.pairs import resolve_pair
 
-    if args.drafter:
-        return args.drafter
-    return DEFAULT_DRAFTER if (args.target or args.draft) else default_drafter_for(args.pair)
+    return args.drafter or resolve_pair(args.pair, args.target, args.draft).unnamed_drafter()
 
 
 def run_train(args) -> int:

@@ -170,6 +170,7 @@ def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
     assert pairs.PRESETS["embedded"].default_drafter == "head" and DEFAULT_DRAFTER == "model"
     assert pairs.default_drafter_for("embedded") == pairs.default_drafter_for(None) == "head"
     assert pairs.default_drafter_for("tiny-code") == pairs.default_drafter_for("custom") == "model"
+    assert pairs.resolve_pair(target="some/target", draft="some/draft").unnamed_drafter() == "model"  # the CLI's custom pair
     settings = dict(target_id="", draft_id="", gamma=3, temperature=0, top_k=0, top_p=1, max_new_tokens=8, seed=0)
     assert Request.parse("Hi", "embedded", **settings).config.drafter == "head"
     assert Request.parse("Hi", "tiny-code", **settings).config.drafter == "model"

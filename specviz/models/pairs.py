@@ -44,6 +44,14 @@ class PairPreset:
     # The drafter a run on this pair gets when none is named: the winner of the pair's bench (README).
     default_drafter: str = DEFAULT_DRAFTER
 
+    def unnamed_drafter(self) -> str:
+        """The drafter a run gets when none is named: default_drafter when what it reads is here (a
+        head's weights), else the catalogue's default (so custom pairs, built with no head, get it too)."""
+        if drafter_info(self.default_drafter).reads_target and not (
+                self.head_dir is not None and (self.head_dir / HEAD_WEIGHTS_FILE).is_file()):
+            return DEFAULT_DRAFTER
+        return self.default_drafter
+
     def resolved_target_id(self) -> str:
         if self.locate_target is None:
             return self.target_id
@@ -270,15 +278,10 @@ def precision_name(dtype: torch.dtype) -> str:
 
 
 def default_drafter_for(pair_name: str | None) -> str:
-    """The drafter a run gets when none is named: the preset's own when what it reads is here (a head's
-    weights), else the catalogue's default; custom pairs get the catalogue's default."""
+    """The page's and the API's drafter when none is named, by pair name ("custom" and unknown names
+    get the catalogue's default; the unknown ones are refused later, where the pair loads)."""
     preset = PRESETS.get(pair_name or DEFAULT_PRESET)
-    if preset is None:
-        return DEFAULT_DRAFTER
-    if drafter_info(preset.default_drafter).reads_target and not (
-            preset.head_dir is not None and (preset.head_dir / HEAD_WEIGHTS_FILE).is_file()):
-        return DEFAULT_DRAFTER
-    return preset.default_drafter
+    return preset.unnamed_drafter() if preset is not None else DEFAULT_DRAFTER
 
 
 def resolve_pair(preset: str | None = None, target: str | None = None, draft: str | None = None) -> PairPreset:
