@@ -190,9 +190,10 @@ def test_sweep_plots_one_point_per_gamma(page):
     # One verdict (specviz.analysis.payoff): a γ from the range when one beats the target alone beyond the noise,
     # else "none", said plainly in the status and the chart; one repeat on a fast pair can go either way.
     recommended = page.locator("#sweep-recommended").get_attribute("data-gamma")
-    if recommended == "none":
-        assert "none: the target alone is faster here" in page.locator("#sweep-status").inner_text()
-        assert "no γ beats the target alone" in page.locator("#chart-sweep").inner_text()
+    if recommended == "none":  # slower at the best median, or faster there but with a spread that reaches below 1×
+        status = page.locator("#sweep-status").inner_text()
+        assert "Recommended γ: none: the target alone is faster here" in status or "Recommended γ: none beyond the noise: γ = " in status, status
+        assert "no γ beats the target alone beyond the noise" in page.locator("#chart-sweep").inner_text()
     else:
         assert int(recommended) in (2, 3, 4, 5)
         assert f"recommended γ = {recommended}" in page.locator("#chart-sweep").inner_text()

@@ -138,7 +138,7 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
     if best is not None:
         title += f": recommended γ = {best.gamma} (median {best.median_speedup:.2f}×)"
     elif view.payoff is not None:  # the one verdict: no γ beat the target alone beyond the noise
-        title += ": no γ beats the target alone"
+        title += ": no γ beats the target alone beyond the noise"
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
     last_gamma = max_gamma or max(r.gamma for r in results)
     gammas = [g for g in view.theory_gammas if g <= last_gamma]
