@@ -39,7 +39,7 @@ def test_the_default_preset_is_smollm2_with_the_shipped_draft():
     assert Path(PRESETS["embedded"].draft_id) == EMBEDDED_DRAFT_DIR
     for name in ("config.json", "model.safetensors", HEAD_ROWS_FILE, "README.md"):
         assert (EMBEDDED_DRAFT_DIR / name).is_file(), name
-    for name in ("config.json", "model.safetensors", "head_rows.json", "training.json", "README.md"):
+    for name in ("config.json", "model.safetensors", "head_rows.json", "training.json", "self_instructions.json", "README.md"):
         assert (EMBEDDED_HEAD_DIR / name).is_file(), name
 
 
@@ -185,3 +185,37 @@ def test_the_held_out_prompts_are_none_of_the_training_templates():
     assert not training & {entry["prompt"] for entry in held_out}
     # the check has teeth: a templated prompt is caught
     assert any(pattern.fullmatch("What is the capital of Chad?") for pattern in patterns)
+
+
+def test_the_target_writes_requests_of_its_own_and_a_rerun_reads_them_back(pair, tmp_path, monkeypatch):
+    """The head recipe's phase 0 (Magpie): requests sampled after the chat template's user-turn prefix,
+    finished ones kept, one cached file per batch, so an interrupted run resumes without the target."""
+    from specviz.training.head_train import HeadTrainConfig, user_turn_prefix, write_instructions
+
+    prefix = user_turn_prefix(pair.tokenizer)
+    assert pair.format_prompt("Hello?", chat=True).startswith(prefix) and prefix.endswith("user\n")
+    config = HeadTrainConfig(work_dir=str(tmp_path), seed=3, self_instructions=12, instruction_batch=6, instruction_tokens=32)
+    requests = write_instructions(config, pair.tokenizer, pair.target, pair.device)
+    assert sorted(path.name for path in (tmp_path / "instructions").iterdir()) == ["0000.json", "0001.json"]
+    assert 1 <= len(requests) <= 12 and len(set(requests)) == len(requests)
+    assert all(text and text == text.strip() and "<|im_" not in text for text in requests), requests
+
+    def no_generation(*args, **kwargs):
+        raise AssertionError("a cached batch was generated again")
+
+    monkeypatch.setattr(pair.target, "generate", no_generation)
+    assert write_instructions(config, pair.tokenizer, pair.target, pair.device) == requests
+
+
+def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
+    """The requests the target wrote for the head's training ship beside it; the figures on the
+    examples and held-out prompts are not on text the head trained on."""
+    from specviz.models.pairs import ASSETS_DIR
+    from specviz.training.head_train import REQUESTS_FILE
+
+    requests = json.loads((EMBEDDED_HEAD_DIR / REQUESTS_FILE).read_text(encoding="utf-8"))
+    assert len(requests) >= 1000
+    seen = {" ".join(text.casefold().split()) for text in requests}
+    for name in ("prompts.json", "prompts-heldout.json"):
+        for entry in json.loads((ASSETS_DIR / name).read_text()):
+            assert " ".join(entry["prompt"].casefold().split()) not in seen, entry["prompt"]

@@ -87,13 +87,15 @@ def format_prompt(tokenizer, text: str, chat: bool) -> str:
 
 
 @torch.inference_mode()
-def write_answers(config: DistilConfig, tokenizer, target, device: torch.device) -> list[list[int]]:
-    """Phase 1: the target's own answers; one file per batch, so an interruption loses one batch."""
+def write_answers(config: DistilConfig, tokenizer, target, device: torch.device,
+                  prompts: list[tuple[str, bool]] | None = None) -> list[list[int]]:
+    """Phase 1: the target's own answers (to `prompts`, else the templated instructions); one file
+    per batch, so an interruption loses one batch."""
     from tqdm import tqdm
 
     folder = Path(config.work_dir) / "answers"
     folder.mkdir(parents=True, exist_ok=True)
-    prompts = instruction_prompts(config.num_prompts, config.seed)
+    prompts = prompts if prompts is not None else instruction_prompts(config.num_prompts, config.seed)
     tokenizer.padding_side = "left"
     sequences: list[list[int]] = []
     jobs = [(r, b, start) for r in range(config.answer_rounds) for b, start in enumerate(range(0, len(prompts), config.answer_batch))]
