@@ -190,10 +190,11 @@ def test_the_held_out_prompts_are_none_of_the_training_templates():
 def test_the_target_writes_requests_of_its_own_and_a_rerun_reads_them_back(pair, tmp_path, monkeypatch):
     """The head recipe's phase 0 (Magpie): requests sampled after the chat template's user-turn prefix,
     finished ones kept, one cached file per batch, so an interrupted run resumes without the target."""
-    from specviz.training.head_train import HeadTrainConfig, user_turn_prefix, write_instructions
+    from specviz.training.head_train import HeadTrainConfig, user_turn, write_instructions
 
-    prefix = user_turn_prefix(pair.tokenizer)
+    prefix, after = user_turn(pair.tokenizer)
     assert pair.format_prompt("Hello?", chat=True).startswith(prefix) and prefix.endswith("user\n")
+    assert pair.format_prompt("Hello?", chat=True) == prefix + "Hello?" + after and after.startswith("<|im_end|>")
     config = HeadTrainConfig(work_dir=str(tmp_path), seed=3, self_instructions=12, instruction_batch=6, instruction_tokens=32)
     requests = write_instructions(config, pair.tokenizer, pair.target, pair.device)
     assert sorted(path.name for path in (tmp_path / "instructions").iterdir()) == ["0000.json", "0001.json"]

@@ -119,11 +119,13 @@ def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, dev
     return {key: torch.cat([chunk[key] for chunk in chunks]) for key in chunks[0]}
 
 
-def user_turn_prefix(tokenizer) -> str:
-    """The chat template up to where the user's words go: what a request is sampled after."""
+def user_turn(tokenizer) -> tuple[str, str]:
+    """The chat template around the user's words: the prefix a request is sampled after, and what follows
+    the words (the template's end-of-turn first), so no target's end-of-turn token is spelled out here."""
     marker = "\x00REQUEST\x00"
     text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], add_generation_prompt=True, tokenize=False)
-    return text[: text.index(marker)]
+    before, after = text.split(marker)
+    return before, after
 
 
 @torch.inference_mode()
@@ -134,9 +136,10 @@ def write_instructions(config: HeadTrainConfig, tokenizer, target, device: torch
 
     folder = Path(config.work_dir) / "instructions"
     folder.mkdir(parents=True, exist_ok=True)
-    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    stops = [i for i in (end_of_turn, tokenizer.eos_token_id) if isinstance(i, int) and i >= 0]
-    prefix = tokenizer([user_turn_prefix(tokenizer)], return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, n)
+    before, after = user_turn(tokenizer)
+    end_of_turn = tokenizer(after, add_special_tokens=False)["input_ids"][0]
+    stops = [i for i in dict.fromkeys((end_of_turn, tokenizer.eos_token_id)) if i is not None]
+    prefix = tokenizer([before], return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, n)
     requests: list[str] = []
     for batch_index in tqdm(range(-(-config.self_instructions // config.instruction_batch)), desc="instructions (target)"):
         path = folder / f"{batch_index:04d}.json"
