@@ -193,6 +193,20 @@ def read_teacher_passes(config: DistilConfig) -> dict:
             "ids": torch.cat([chunk["label_ids"] for chunk in chunks])}  # (rows, length, k)
 
 
+def row_index_of(head_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """vocab id → its index among head_rows, -1 for ids outside them: (vocab,)."""
+    index = torch.full((vocab_size,), -1, dtype=torch.long)
+    index[head_rows] = torch.arange(len(head_rows))
+    return index
+
+
+def split_rows(data: dict, held_out_fraction: float) -> tuple[dict, dict]:
+    """(training rows, held-out rows): the last held_out_fraction of every tensor's rows are held out."""
+    num_held_out = max(1, int(len(next(iter(data.values()))) * held_out_fraction))
+    return ({key: value[:-num_held_out] for key, value in data.items()},
+            {key: value[-num_held_out:] for key, value in data.items()})
+
+
 def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int, vocab_size: int) -> torch.Tensor:
     """The output rows worth computing: tokens the target ranks first most often, then text counts."""
     top1_counts = torch.bincount(label_ids[..., 0].flatten().long(), minlength=vocab_size).float()
@@ -257,9 +271,7 @@ def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor
     vocab_size = draft.config.vocab_size
     negatives = torch.randint(0, vocab_size, (num_negative_rows,), generator=generator)
     rows = torch.unique(torch.cat([head_rows, label_ids.flatten().long().cpu(), negatives]))  # (R,)
-    position_of = torch.full((vocab_size,), -1, dtype=torch.long)
-    position_of[rows] = torch.arange(len(rows))
-    rows, position_of = rows.to(inputs.device), position_of.to(inputs.device)
+    rows, position_of = rows.to(inputs.device), row_index_of(rows, vocab_size).to(inputs.device)
     hidden = draft.model(input_ids=inputs).last_hidden_state  # (batch, seq, hidden)
     logits = F.linear(hidden, draft.get_output_embeddings().weight[rows]).float()  # (batch, seq, R)
     draft_log_probs = logits.log_softmax(-1).gather(-1, position_of[label_ids.long()])  # (batch, seq, k)
@@ -274,13 +286,13 @@ def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, 
     expected acceptance at T = 1 of the drafter as specviz runs it (head_rows only)."""
     results = {"top1_agreement_full_head": 0.0, "top1_agreement_head_rows": 0.0, "sampled_acceptance_head_rows": 0.0}
     weight = draft.get_output_embeddings().weight
+    row_index = row_index_of(head_rows, weight.shape[0]).to(device)
     head_rows = head_rows.to(device)
-    row_index = torch.full((weight.shape[0],), -1, dtype=torch.long, device=device)
-    row_index[head_rows] = torch.arange(len(head_rows), device=device)
-    for start in range(0, len(rows), 16):  # in slices: a (rows, 256, 49,152) logit tensor is gigabytes
-        inputs = rows[start : start + 16].long().to(device)  # (b, seq)
-        label_ids = labels["ids"][start : start + 16].long().to(device)  # (b, seq, k)
-        teacher_probs = labels["log_probs"][start : start + 16].float().softmax(-1).to(device)  # (b, seq, k)
+    slice_rows = 16  # in slices: a (rows, 256, 49,152) logit tensor is gigabytes
+    for start in range(0, len(rows), slice_rows):
+        inputs = rows[start : start + slice_rows].long().to(device)  # (b, seq)
+        label_ids = labels["ids"][start : start + slice_rows].long().to(device)  # (b, seq, k)
+        teacher_probs = labels["log_probs"][start : start + slice_rows].float().softmax(-1).to(device)  # (b, seq, k)
         hidden = draft.model(input_ids=inputs).last_hidden_state  # (b, seq, hidden)
         full = F.linear(hidden, weight).argmax(-1)  # (b, seq)
         head_log_probs = F.linear(hidden, weight[head_rows]).float().log_softmax(-1)  # (b, seq, rows)
@@ -374,12 +386,11 @@ def distil(config: DistilConfig) -> Path:
     own_labels = label_rows(config, target, own_rows, device)
     timings["labels_s"] = time.perf_counter() - started
 
-    # The head's held-out rows (the last of its teacher passes) are held out here too: one yardstick.
-    num_held_out = max(1, int(len(teacher["rows"]) * config.held_out_fraction))
-    held_out = {key: value[-num_held_out:] for key, value in teacher.items()}
-    rows = torch.cat([teacher["rows"][:-num_held_out], own_rows])  # (rows, length)
-    labels = {key: torch.cat([teacher[key][:-num_held_out], own_labels[key][..., : teacher[key].shape[-1]]])
-              for key in ("log_probs", "ids")}
+    # The head's held-out rows (the last of its teacher passes, split as the head splits them) are held
+    # out here too: one yardstick.
+    trained, held_out = split_rows(teacher, config.held_out_fraction)
+    rows = torch.cat([trained["rows"], own_rows])  # (rows, length)
+    labels = {key: torch.cat([trained[key], own_labels[key][..., : teacher[key].shape[-1]]]) for key in ("log_probs", "ids")}
     head_rows = choose_head_rows(labels["ids"], rows, config.num_head_rows, target.config.vocab_size)
     draft = build_draft(config, target.float())
     del target
@@ -396,7 +407,7 @@ def distil(config: DistilConfig) -> Path:
             "own_answer_tokens": int(answer_rows.numel()),
             "code_tokens": int(code_rows.numel()),
             "trained_rows": len(rows),
-            "held_out_rows": num_held_out,
+            "held_out_rows": len(held_out["rows"]),
         },
         "held_out": metrics,
         "num_params": sum(p.numel() for p in draft.parameters()),

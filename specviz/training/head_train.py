@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from specviz.models.draft_head import DraftHead, head_config_for
 from specviz.models.pairs import choose_device_and_dtype
-from specviz.training.distil import load_target
+from specviz.training.distil import load_target, row_index_of, split_rows
 from specviz.training.train import learning_rate, save_atomically
 
 
@@ -180,13 +180,6 @@ def target_config(config: HeadTrainConfig) -> HeadTrainConfig:
                    answer_batch=config.target_answer_batch, answer_tokens=config.target_answer_tokens, teacher_minutes=0.0)
 
 
-def row_index_of(head_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """vocab id → its index among head_rows, -1 for ids outside them: (vocab,)."""
-    index = torch.full((vocab_size,), -1, dtype=torch.long)
-    index[head_rows] = torch.arange(len(head_rows))
-    return index
-
-
 def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
                 batch: dict, config: HeadTrainConfig, generator: torch.Generator | None) -> dict:
     """Losses and top-1 agreement for one batch of packed rows, drafting one and two tokens ahead.
@@ -222,12 +215,6 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
             predicted = head(predicted[:, :-1], embeddings[:, 1:])  # (b, L-2, d): positions 2..L-1
     metrics["loss"] = losses[0] + 0.5 * losses[1]
     return metrics
-
-
-def split_rows(data: dict, held_out_fraction: float) -> tuple[dict, dict]:
-    num_held_out = max(1, int(len(data["tokens"]) * held_out_fraction))
-    return ({key: value[:-num_held_out] for key, value in data.items()},
-            {key: value[-num_held_out:] for key, value in data.items()})
 
 
 @torch.no_grad()
