@@ -28,6 +28,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
                              "float32, or $SPECVIZ_PRECISION); float32 keeps greedy lanes bit-identical, bfloat16 is "
                              "faster only where the CPU or GPU has native bf16")
+    parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
+                             "memory (default: the pair's choice, on for the default pair); the target is never "
+                             "changed, so the output stays exactly the target's")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +135,8 @@ def prepare_pair(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    return load_pair(args.pair, args.target, args.draft, device=args.device, precision=args.dtype)
+    return load_pair(args.pair, args.target, args.draft, device=args.device, precision=args.dtype,
+                     int8_drafters=args.int8_drafters)
 
 
 def terminal_tokens(view, event) -> str:
@@ -317,7 +322,7 @@ def run_bench(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(
-            f"pair {pair.name} on {pair.device} in {pair.precision}, {len(prompts)} prompts × {config.repeats} repeats, up to "
+            f"pair {pair.name} on {pair.device} in {pair.precision}{', drafters in int8' if pair.int8_drafters else ''}, {len(prompts)} prompts × {config.repeats} repeats, up to "
             f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
             f"drafter: {drafter_description(pair, config)}"
         )

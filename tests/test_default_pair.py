@@ -117,6 +117,18 @@ def test_the_shipped_head_drafts_from_the_targets_states_and_changes_nothing(pai
     assert trace.num_accepted > 0
 
 
+def test_the_default_pair_drafts_in_int8_and_verifies_with_the_target_as_loaded(pair):
+    """On a CPU with an int8 engine the draft, the head and their row scorers are int8; the target
+    (the baseline lane and every verify) keeps the precision it was loaded in."""
+    from specviz.models.int8 import int8_available, is_quantized
+
+    assert pair.int8_drafters == int8_available(pair.device)
+    if pair.int8_drafters:
+        assert all(is_quantized(module) for module in (pair.draft, pair.head, pair.draft_scorer, pair.head_scorer))
+    assert not is_quantized(pair.target)
+    assert {str(parameter.dtype).removeprefix("torch.") for parameter in pair.target.parameters()} == {pair.precision}
+
+
 def test_sampled_run_completes_with_the_head_rows_drafter(pair):
     prompt_ids = pair.encode(load_prompts()[1].text)
     config = DecodeConfig(gamma=4, temperature=0.7, max_new_tokens=NUM_NEW, seed=1)

@@ -127,7 +127,8 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
                pace_s: float = 0.0) -> Iterator[Progress]:
     """Decode the request's lanes live; the last Progress is marked finished."""
     # what loaded and where, not what was asked
-    settings = {**request.settings, "precision": pair.precision, "device": str(pair.device)}
+    settings = {**request.settings, "precision": pair.precision, "device": str(pair.device),
+                "int8_drafters": pair.int8_drafters}
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = decode_lanes(pair, prompt_ids, request.config, request.lanes)

@@ -21,6 +21,7 @@ from transformers import DynamicCache
 
 from specviz.decoding.forward import crop_cache, forward_new_ids, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
+from specviz.models.rows import RowScorer, scorer_for
 
 if TYPE_CHECKING:  # the engine imports this module; only type hints point back
     from specviz.decoding.engine import DecodeConfig
@@ -101,27 +102,26 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
 class ModelDrafter:
     """Drafts with a small causal LM and its own KV cache.
 
-    With `head_rows`, only those rows of the draft's output head are computed: at a 49k-token
-    vocabulary the head is most of a small draft's step. q is then zero outside the rows, which
-    the rejection rule handles like any other q: the output stays exactly the target's.
+    With a scorer (its head rows, specviz.models.rows), only those rows of its output head are
+    computed; q is then zero outside them, which keeps the output exactly the target's.
     """
 
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 head_rows: torch.Tensor | None = None, confidence_threshold: float = 0.0):
+                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0):
         self.model = model
         self.confidence_threshold = confidence_threshold
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
         self.cache = DynamicCache()
-        self.head_rows = head_rows  # (rows,) sorted token ids, or None for the whole head
-        if head_rows is not None:
-            self.head_weight = model.get_output_embeddings().weight[head_rows]  # (rows, hidden)
+        self.scorer = scorer  # the draft's head rows (specviz.models.rows), or None for its whole head
 
     @classmethod
     def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
-        head_rows = None if config.full_draft_head else pair.draft_head_rows
-        return cls(pair.draft, pair.vocab_size, to_probs, generator, head_rows, config.draft_confidence)
+        scorer = None
+        if pair.draft_head_rows is not None and not config.full_draft_head:
+            scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
+        return cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
@@ -131,14 +131,12 @@ class ModelDrafter:
     def next_logits(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (1, vocab) for the token after input_ids (-inf outside head_rows when set),
         and the draft's top probability there at temperature 1 (its confidence)."""
-        if self.head_rows is None:
+        if self.scorer is None:
             logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
             return logits, top_probability(logits)
         new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
         hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
-        row_logits = torch.nn.functional.linear(hidden[0, -1:], self.head_weight).float()  # (1, rows)
-        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
-        logits[:, self.head_rows] = row_logits
+        logits, row_logits = self.scorer(hidden[0, -1:])  # (1, vocab), (1, rows)
         return logits, top_probability(row_logits)  # the softmax over the rows is q's support anyway
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:

@@ -17,6 +17,7 @@ from specviz.models.draft_head import DraftHead
 from specviz.decoding.drafters import Proposal, draft_tokens
 from specviz.decoding.forward import crop_cache, top_probability
 from specviz.decoding.sampling import ProbsFn
+from specviz.models.rows import RowScorer, scorer_for
 
 if TYPE_CHECKING:
     from specviz.decoding.engine import DecodeConfig
@@ -33,12 +34,11 @@ class HeadDrafter:
 
     reads_target = True
 
-    def __init__(self, head: DraftHead, target, head_rows: torch.Tensor, vocab_size: int, to_probs: ProbsFn,
+    def __init__(self, head: DraftHead, target, scorer: RowScorer, vocab_size: int, to_probs: ProbsFn,
                  generator: torch.Generator, confidence_threshold: float = 0.0):
         self.head = head
         self.embed = target.get_input_embeddings()
-        self.head_weight = target.get_output_embeddings().weight[head_rows]  # (rows, d)
-        self.head_rows = head_rows
+        self.scorer = scorer  # the target's own output head, its head rows only (specviz.models.rows)
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
@@ -48,7 +48,8 @@ class HeadDrafter:
 
     @classmethod
     def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
-        return cls(pair.head, pair.target, pair.head_rows, pair.vocab_size, to_probs, generator, config.draft_confidence)
+        scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
+        return cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         return 0  # it reads the target's prefill states, handed over by observe_target
@@ -60,9 +61,7 @@ class HeadDrafter:
 
     def row_logits(self, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Full-vocabulary logits (1, vocab), -inf outside the rows, and the head's top probability."""
-        row_logits = torch.nn.functional.linear(predicted, self.head_weight).float()  # (1, rows)
-        logits = row_logits.new_full((1, self.vocab_size), float("-inf"))  # (1, vocab)
-        logits[:, self.head_rows] = row_logits
+        logits, row_logits = self.scorer(predicted)  # (1, vocab), (1, rows)
         return logits, top_probability(row_logits)
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:

@@ -97,8 +97,12 @@ class DraftHead(nn.Module):
 
     def forward(self, features: torch.Tensor, next_embeddings: torch.Tensor, cache: DynamicCache | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """features, next_embeddings (b, m, d) → predicted next features (b, m, d)."""
-        inputs = self.fc(torch.cat([features, next_embeddings], dim=-1))  # (b, m, d)
+        """features, next_embeddings (b, m, d) → predicted next features (b, m, d).
+
+        Inputs come in the target's precision; they are cast to the head's own (its norm's: an
+        int8 head, specviz.models.int8, computes in float32)."""
+        dtype = self.body.norm.weight.dtype
+        inputs = self.fc(torch.cat([features.to(dtype), next_embeddings.to(dtype)], dim=-1))  # (b, m, d)
         output = self.body(inputs_embeds=inputs, past_key_values=cache, use_cache=cache is not None,
                            position_ids=position_ids)
         return output.last_hidden_state  # (b, m, d)

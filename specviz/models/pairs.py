@@ -20,6 +20,8 @@ import torch
 from specviz.models import convert, hosting
 from specviz.catalogue import DEFAULT_DRAFTER, DrafterInfo, drafter_info
 from specviz.models.draft_head import WEIGHTS_FILE as HEAD_WEIGHTS_FILE, load_head
+from specviz.models.int8 import int8_available, quantize_linears
+from specviz.models.rows import RowScorer
 
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 EMBEDDED_DRAFT_DIR = ASSETS_DIR / "smollm2-draft"
@@ -43,6 +45,9 @@ class PairPreset:
     head_dir: Path | None = None  # a head drafter trained on this target (specviz.decoding.head), if any
     # The drafter a run on this pair gets when none is named: the winner of the pair's bench (README).
     default_drafter: str = DEFAULT_DRAFTER
+    # Whether the draft and the head run in int8 on a CPU (specviz.models.int8): they are bound by
+    # memory there, and int8 halves their bytes. Off for the tiny pair, whose draft fits the caches.
+    int8_drafters: bool = False
 
     def unnamed_drafter(self) -> str:
         """The drafter a run gets when none is named: default_drafter when what it reads is here (a
@@ -72,6 +77,7 @@ PRESETS: dict[str, PairPreset] = {
             locate_target=convert.default_target_id,
             head_dir=EMBEDDED_HEAD_DIR,
             default_drafter="head",  # wins or ties every bfloat16 bench row (README): greedy 1.41×/1.25× vs 1.33×/1.25×
+            int8_drafters=True,
         ),
         PairPreset(
             "tiny-code",
@@ -130,6 +136,11 @@ class ModelPair:
     head: torch.nn.Module | None = None
     head_rows: torch.Tensor | None = None
     head_error: str | None = None  # why a head shipped for this target did not load
+    # The draft's and the head's output rows as layers (specviz.models.rows), built once at load;
+    # a pair assembled by hand has none and its drafters build plain ones.
+    draft_scorer: RowScorer | None = None
+    head_scorer: RowScorer | None = None
+    int8_drafters: bool = False  # whether the draft and the head run in int8 (specviz.models.int8)
 
     def lacks_for(self, info: DrafterInfo) -> str | None:
         """Why this pair cannot run the drafter, in words; None when it can."""
@@ -403,11 +414,12 @@ def load_pair(
     device: str | None = None,
     policy: hosting.HostingPolicy | None = None,
     precision: str | None = None,
+    int8_drafters: bool | None = None,
 ) -> ModelPair:
     """Load (once while it stays cached) a preset or a custom pair, checking that the tokenizers agree.
 
     A custom pair's ids pass the hosting policy first (the environment's, unless given); presets
-    are the operator's choice and skip it.
+    are the operator's choice and skip it. `int8_drafters` None: the preset's choice (on a CPU).
     """
     spec = resolve_pair(preset, target, draft)
     policy = policy or hosting.HostingPolicy.from_env()
@@ -415,7 +427,8 @@ def load_pair(
         hosting.check_model_id(spec.target_id, policy)
         hosting.check_model_id(spec.draft_id, policy)
     torch_device, dtype = choose_device_and_dtype(device, precision)
-    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype)
+    int8 = (spec.int8_drafters if int8_drafters is None else int8_drafters) and int8_available(torch_device)
+    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype, int8)
     pair = find_cached_pair(key)
     if pair is not None:
         return pair
@@ -423,7 +436,7 @@ def load_pair(
         pair = find_cached_pair(key)  # another caller may have loaded it while this one waited
         if pair is None:
             evict_pairs(keep=policy.max_cached_pairs - 1)  # free memory before the new pair needs it
-            pair = build_pair(spec, torch_device, dtype)
+            pair = build_pair(spec, torch_device, dtype, int8)
             with _cache_lock:
                 _cache[key] = pair
         return pair
@@ -454,7 +467,7 @@ def evict_pairs(keep: int) -> None:
         torch.cuda.empty_cache()
 
 
-def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype) -> ModelPair:
+def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_drafters: bool = False) -> ModelPair:
     target_id = spec.resolved_target_id()
     check_hub_access([target_id, spec.draft_id])
     target_tokenizer = load_tokenizer(target_id)
@@ -476,4 +489,24 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype) -> Mo
             pair.head, pair.head_rows = load_head(spec.head_dir, pair.device, dtype)
         except Exception as error:  # a damaged head costs the head drafter only, never the pair
             pair.head_error = f"the head drafter's folder {spec.head_dir.name}/ could not be loaded ({type(error).__name__}: {error})"
+    prepare_drafters(pair, int8_drafters)
     return pair
+
+
+def prepare_drafters(pair: ModelPair, int8: bool) -> None:
+    """Build the drafters' row scorers once, and with `int8` turn the draft, the head and both
+    scorers into int8 layers (specviz.models.int8). The target is never touched: the baseline
+    lane and the verify run exactly as loaded."""
+    if pair.draft is not None and pair.draft_head_rows is not None:
+        pair.draft_scorer = RowScorer(pair.draft.get_output_embeddings().weight, pair.draft_head_rows, pair.vocab_size)
+    if pair.head is not None:
+        pair.head_scorer = RowScorer(pair.target.get_output_embeddings().weight, pair.head_rows, pair.vocab_size)
+    if not int8:
+        return
+    for module in (pair.draft, pair.head):
+        if module is not None:
+            quantize_linears(module)
+    for scorer in (pair.draft_scorer, pair.head_scorer):
+        if scorer is not None:
+            scorer.to_int8()
+    pair.int8_drafters = True

@@ -174,13 +174,18 @@ def sampled_note(run: RunView) -> str:
             "the same text. Temperature 0 (greedy) compares like for like.</p>")
 
 
+INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on memory, and int8 weights "
+                       "halve it; only the guesses can change, never the output: the target verifies as loaded)")
+
+
 def setup_html(run: RunView) -> str:
     """Where the figures were measured: the answer to "why faster, or not" starts with the machine."""
     settings = run.settings
     if "device" not in settings:  # runs saved before the device was recorded
         return ""
     return (f'<p class="setup" style="margin:2px 0;color:#555">Measured with the {escape_text(str(settings.get("pair")))} '
-            f'pair on {escape_text(str(settings["device"]))} in {escape_text(str(settings.get("precision")))}. '
+            f'pair on {escape_text(str(settings["device"]))} in {escape_text(str(settings.get("precision")))}'
+            f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
             "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
 
