@@ -5,7 +5,7 @@ forward streams ~270 MB of weights through the caches, so each round's first dra
 the drafter's weights back from memory (the head: ~18 MB in bfloat16 with its 8,192 output rows).
 int8 weights halve those bytes, and fbgemm's int8 matrix-vector kernels run 2–4× faster here
 than bfloat16 ones at one row of input. Measured in the engine (default pair, bfloat16 target,
-one thread): the head's draft step went from 3.7 ms to 1.9 ms, c from 0.077 to ~0.04.
+one thread): the head's draft step went from 3.7 ms to 2.0 ms, c from 0.077 to 0.039.
 
 What changes is only the drafter's q (its weights rounded to int8 per output row, its inputs
 rounded per step); the rejection rule keeps any q exact, so the output stays the target's.

@@ -76,7 +76,7 @@ PRESETS: dict[str, PairPreset] = {
             "SmolLM2-135M-Instruct with specviz's head and distilled draft, offline",
             locate_target=convert.default_target_id,
             head_dir=EMBEDDED_HEAD_DIR,
-            default_drafter="head",  # wins or ties every bfloat16 bench row (README): greedy 1.41×/1.25× vs 1.33×/1.25×
+            default_drafter="head",  # wins or ties every bfloat16 bench row (README): greedy, int8 drafters, 1.47×/1.33× vs 1.40×/1.25×
             int8_drafters=True,
         ),
         PairPreset(
