@@ -322,7 +322,8 @@ def run_bench(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(
-            f"pair {pair.name} on {pair.device} in {pair.precision}{', drafters in int8' if pair.int8_drafters else ''}, {len(prompts)} prompts × {config.repeats} repeats, up to "
+            f"pair {pair.name} on {pair.device} in {pair.precision}{', drafters in int8' if pair.int8_drafters else ''}, "
+            f"{len(prompts)} prompts × {config.repeats} repeats, up to "
             f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
             f"drafter: {drafter_description(pair, config)}"
         )

@@ -29,12 +29,17 @@ def int8_available(device: torch.device) -> bool:
     return device.type == "cpu" and ("x86" in engines or "fbgemm" in engines)
 
 
+def cpu_supports(*checks: str) -> bool:
+    """Whether any of torch.cpu's capability checks (e.g. "_is_vnni_supported") says yes. They are
+    private, so each is looked up with care: one a torch version lacks counts as no."""
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
 def full_range_is_exact() -> bool:
     """Whether fbgemm can take 8-bit inputs at their full range: with AVX-512 VNNI it multiplies
     and adds straight into 32 bits. Without it an intermediate 16-bit sum can saturate, which is
     why torch rounds inputs to 7 bits by default; that cost the head ~0.03 of top-1 agreement here."""
-    checks = ("_is_vnni_supported", "_is_amx_tile_supported")  # private, so looked up with care
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+    return cpu_supports("_is_vnni_supported", "_is_amx_tile_supported")
 
 
 class FullRangeLinear(nn.Module):

@@ -20,7 +20,7 @@ import torch
 from specviz.models import convert, hosting
 from specviz.catalogue import DEFAULT_DRAFTER, DrafterInfo, drafter_info
 from specviz.models.draft_head import WEIGHTS_FILE as HEAD_WEIGHTS_FILE, load_head
-from specviz.models.int8 import int8_available, quantize_linears
+from specviz.models.int8 import cpu_supports, int8_available, quantize_linears
 from specviz.models.rows import RowScorer
 
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
@@ -46,7 +46,9 @@ class PairPreset:
     # The drafter a run on this pair gets when none is named: the winner of the pair's bench (README).
     default_drafter: str = DEFAULT_DRAFTER
     # Whether the draft and the head run in int8 on a CPU (specviz.models.int8): they are bound by
-    # memory there, and int8 halves their bytes. Off for the tiny pair, whose draft fits the caches.
+    # memory there, and int8 halves their bytes (measured on the default pair only). Off elsewhere:
+    # the tiny pair's GPT-2 draft has Conv1D layers, which int8 leaves alone, and hub pairs stay as
+    # transformers loads them.
     int8_drafters: bool = False
 
     def unnamed_drafter(self) -> str:
@@ -250,8 +252,7 @@ PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default i
 def cpu_has_native_bf16() -> bool:
     """AMX or AVX512-BF16: where bf16 matmuls run several times faster than float32. Without
     them (AVX2 only) torch emulates bf16 and a 4-token verify costs ~3 steps (measured)."""
-    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")  # private, so looked up with care
-    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+    return cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported")
 
 
 def default_precision(device: torch.device) -> str:
@@ -498,9 +499,9 @@ def prepare_drafters(pair: ModelPair, int8: bool) -> None:
     scorers into int8 layers (specviz.models.int8). The target is never touched: the baseline
     lane and the verify run exactly as loaded."""
     if pair.draft is not None and pair.draft_head_rows is not None:
-        pair.draft_scorer = RowScorer(pair.draft.get_output_embeddings().weight, pair.draft_head_rows, pair.vocab_size)
+        pair.draft_scorer = RowScorer.over_output_of(pair.draft, pair.draft_head_rows, pair.vocab_size)
     if pair.head is not None:
-        pair.head_scorer = RowScorer(pair.target.get_output_embeddings().weight, pair.head_rows, pair.vocab_size)
+        pair.head_scorer = RowScorer.over_output_of(pair.target, pair.head_rows, pair.vocab_size)
     if not int8:
         return
     for module in (pair.draft, pair.head):

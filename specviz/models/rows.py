@@ -28,6 +28,11 @@ class RowScorer(nn.Module):
             self.linear.weight.copy_(output_weight[rows])  # (rows, d)
         self.input_dtype = output_weight.dtype
 
+    @classmethod
+    def over_output_of(cls, model: nn.Module, rows: torch.Tensor, vocab_size: int) -> "RowScorer":
+        """The scorer over those rows of a model's output head (a causal LM's, or a target's for the head)."""
+        return cls(model.get_output_embeddings().weight, rows, vocab_size)
+
     def to_int8(self) -> "RowScorer":
         """The rows as an int8 layer (specviz.models.int8), taking float32 inputs."""
         quantize_linears(self)
@@ -47,4 +52,4 @@ def scorer_for(prepared: RowScorer | None, model: nn.Module, rows: torch.Tensor,
     swapped since)."""
     if prepared is not None and prepared.rows is rows:
         return prepared
-    return RowScorer(model.get_output_embeddings().weight, rows, vocab_size)
+    return RowScorer.over_output_of(model, rows, vocab_size)
