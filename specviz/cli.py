@@ -1,4 +1,4 @@
-"""python -m specviz generate | replay | bench | train | setup | selfcheck"""
+"""python -m specviz generate | replay | bench | profile | train | setup | selfcheck"""
 
 from __future__ import annotations
 
@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
     add_sampling_arguments(bench)
     bench.add_argument("--json", action="store_true")
+
+    profile = commands.add_parser("profile", help="where the target's forward spends its time: a step against "
+                                                  "(γ+1)-token verifies, in each precision")
+    add_pair_arguments(profile)
+    profile.add_argument("--tokens", default="1,2,4,5,7", help="comma-separated new tokens per forward (1 = a step)")
+    profile.add_argument("--context", type=int, default=100, help="tokens already in the cache")
+    profile.add_argument("--repeats", type=int, default=12, help="plain timed forwards per token count")
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
     train.add_argument("--recipe", choices=("embedded", "head", "tiny-code"), default="embedded",
@@ -354,6 +361,23 @@ def chosen_drafter(args) -> str:
     return args.drafter or resolve_pair(args.pair, args.target, args.draft).unnamed_drafter()
 
 
+def run_profile(args) -> int:
+    import torch
+
+    from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+    from specviz.models.pairs import PRECISIONS
+
+    config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
+                           repeats=args.repeats)
+    # Both precisions unless one is named: v in each is what decides whether a verify is nearly free.
+    for precision in (args.dtype,) if args.dtype else tuple(PRECISIONS):
+        pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
+        heading = (f"\n{pair.name} target on {pair.device} in {pair.precision}, {torch.get_num_threads()} thread(s), "
+                   f"{config.context_length} tokens cached; parts scaled to the plain median")
+        print(format_profile(profile_target(pair, config), heading))
+    return 0
+
+
 def run_train(args) -> int:
     from dataclasses import replace
 
@@ -416,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.models.convert import TargetUnavailableError
     from specviz.models.pairs import IncompatiblePairError, ModelLoadError
 
-    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "train": run_train, "setup": run_setup,
+    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "profile": run_profile, "train": run_train, "setup": run_setup,
                 "selfcheck": run_selfcheck}
     try:
         return handlers[args.command](args)

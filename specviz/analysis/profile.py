@@ -1,0 +1,150 @@
+"""Where a target forward's time goes: a 1-token step against a (γ+1)-token verify.
+
+Whether speculation pays turns on v, the cost of one verify in target steps. This module times
+the target's forward through the engine's own `forward_new_ids` (same cache, same precision,
+same slicing of logits) and splits it into parts with torch's profiler:
+
+- projections: the attention's q, k, v, o and the MLP's gate, up, down matrices;
+- attention: the scaled-dot-product attention kernel over the cached keys and values;
+- output head: the one matrix with a row per vocabulary entry;
+- other ops: norms, rotary embeddings, the causal mask, the cache's appends, the logits' cast;
+- Python & framework: the wall time no operator accounts for (module calls, argument checks).
+
+The parts are read off profiled forwards, which run slower than plain ones (the profiler itself
+costs a few µs an operator), so each part is scaled to the unprofiled median wall time: the
+shares are the profiler's, the total is the plain clock's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from transformers import DynamicCache
+
+from specviz.decoding.engine import clock
+from specviz.decoding.forward import crop_cache, forward_new_ids
+from specviz.models.pairs import ModelPair
+
+PARTS = ("projections", "attention", "output head", "other ops", "Python & framework")
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """What to profile."""
+
+    token_counts: tuple[int, ...] = (1, 2, 4, 5, 7)  # new tokens per forward: a step, then verifies of γ + 1
+    context_length: int = 100  # tokens already in the cache before each forward
+    repeats: int = 12  # plain timed forwards per count (the median is reported)
+    profiled_repeats: int = 3  # forwards under the profiler per count (their parts are averaged)
+
+
+@dataclass(frozen=True)
+class ForwardProfile:
+    """One token count's forward: its median wall time and how that time splits."""
+
+    num_tokens: int
+    wall_s: float  # median of the plain forwards
+    spread_s: tuple[float, float]  # their min and max
+    part_s: dict[str, float]  # PARTS → seconds, summing to wall_s
+
+    def share(self, part: str) -> float:
+        return self.part_s[part] / self.wall_s
+
+
+# Matrix products by weight: nn.Linear calls aten::linear (weight (out, in) second), GPT-2's
+# Conv1D aten::addmm (weight (in, out) last).
+MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul")
+
+
+def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> str:
+    """The part an operator at the top of the profile belongs to; `head_shape` is the output
+    head's weight (rows, hidden): a matrix product with that weight is the output head."""
+    if name in MATRIX_OPS:
+        shapes = [tuple(shape) for shape in input_shapes]
+        return "output head" if head_shape in shapes or head_shape[::-1] in shapes else "projections"
+    if name == "aten::scaled_dot_product_attention":
+        return "attention"
+    return "other ops"
+
+
+def split_profile(events, head_shape: tuple[int, int]) -> tuple[dict[str, float], float]:
+    """Seconds per part of the top-level operators (children are inside their parent's time),
+    and those operators' total."""
+    parts = dict.fromkeys(PARTS[:-1], 0.0)
+    for event in events:
+        if event.cpu_parent is None and event.name.startswith("aten::"):
+            parts[classify_op(event.name, event.input_shapes, head_shape)] += event.cpu_time_total / 1e6
+    return parts, sum(parts.values())
+
+
+def context_ids(pair: ModelPair, config: ProfileConfig) -> torch.Tensor:
+    """Real text as the context (an example-like prompt, repeated), long enough for every count."""
+    needed = config.context_length + max(config.token_counts)
+    text = "Explain how a bicycle stays upright while it moves, and why a stopped one falls over. "
+    if pair.tokenizer is not None:
+        ids = pair.tokenizer(text * (needed // 8 + 1), add_special_tokens=False)["input_ids"][:needed]
+    else:
+        ids = [(7 * i) % pair.vocab_size for i in range(needed)]
+    return torch.tensor([ids], device=pair.device)  # (1, needed)
+
+
+def time_forward(pair: ModelPair, all_ids: torch.Tensor, cache: DynamicCache, context_length: int) -> float:
+    """One forward of the ids past the context, the cache cropped back first: seconds."""
+    crop_cache(cache, context_length)
+    start = clock(pair.device)
+    forward_new_ids(pair.target, all_ids, cache, pair.vocab_size)
+    return clock(pair.device) - start
+
+
+def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_tokens: int,
+                  config: ProfileConfig) -> ForwardProfile:
+    all_ids = ids[:, : config.context_length + num_tokens]  # (1, context + n)
+    head_shape = tuple(pair.target.get_output_embeddings().weight.shape)  # (rows, hidden)
+    walls = [time_forward(pair, all_ids, cache, config.context_length) for _ in range(config.repeats)]
+    profiled = []
+    for _ in range(config.profiled_repeats):
+        crop_cache(cache, config.context_length)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+            start = clock(pair.device)
+            forward_new_ids(pair.target, all_ids, cache, pair.vocab_size)
+            profiled_wall = clock(pair.device) - start
+        parts, ops_s = split_profile(profiler.events(), head_shape)
+        parts["Python & framework"] = max(0.0, profiled_wall - ops_s)
+        profiled.append(parts)
+    wall = statistics.median(walls)
+    mean_parts = {part: statistics.fmean(p[part] for p in profiled) for part in PARTS}
+    scale = wall / sum(mean_parts.values())
+    return ForwardProfile(num_tokens, wall, (min(walls), max(walls)),
+                          {part: seconds * scale for part, seconds in mean_parts.items()})
+
+
+def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> list[ForwardProfile]:
+    """Profile the target's forward at each token count over the same cached context."""
+    if pair.device.type != "cpu":
+        raise ValueError("the profile splits CPU time; on a GPU use torch.profiler with CUDA activities")
+    if min(config.token_counts) < 1 or config.repeats < 1 or config.profiled_repeats < 1:
+        raise ValueError("token counts and repeats must be at least 1")
+    if config.context_length < 1 or config.context_length + max(config.token_counts) > pair.context_length:
+        raise ValueError(f"context plus new tokens must fit the target's {pair.context_length} positions")
+    ids = context_ids(pair, config)
+    cache = DynamicCache()
+    with torch.inference_mode():
+        forward_new_ids(pair.target, ids[:, : config.context_length], cache, pair.vocab_size)
+        for num_tokens in config.token_counts:  # warm every shape once: first calls allocate
+            time_forward(pair, ids[:, : config.context_length + num_tokens], cache, config.context_length)
+        return [profile_count(pair, ids, cache, n, config) for n in config.token_counts]
+
+
+def format_profile(profiles: list[ForwardProfile], heading: str) -> str:
+    """A table: per token count, wall time, cost in steps (v) and the time of each part."""
+    step_s = next((p.wall_s for p in profiles if p.num_tokens == 1), profiles[0].wall_s)
+    lines = [heading,
+             f"{'tokens':>6} {'ms (min–max)':>18} {'steps':>6}  " + "  ".join(f"{part:>18}" for part in PARTS)]
+    for p in profiles:
+        spread = f"{p.wall_s * 1e3:.1f} ({p.spread_s[0] * 1e3:.1f}–{p.spread_s[1] * 1e3:.1f})"
+        cells = "  ".join(f"{p.part_s[part] * 1e3:9.1f} ms {p.share(part):4.0%}" for part in PARTS)
+        lines.append(f"{p.num_tokens:>6} {spread:>18} {p.wall_s / step_s:>6.2f}  {cells}")
+    return "\n".join(lines)

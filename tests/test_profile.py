@@ -1,0 +1,50 @@
+"""The verify-cost profile: its parts add up to the measured forward and land in the right parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.analysis.profile import PARTS, ProfileConfig, classify_op, format_profile, profile_target
+from tests.test_cli import run_cli
+from tests.tiny_models import tiny_pair
+
+SMALL = ProfileConfig(token_counts=(1, 4), context_length=16, repeats=2, profiled_repeats=1)
+
+
+def test_ops_are_sorted_into_their_parts():
+    head = (128, 48)  # the output head's weight: (vocabulary rows, hidden)
+    assert classify_op("aten::linear", [[1, 4, 48], [128, 48], []], head) == "output head"
+    assert classify_op("aten::linear", [[1, 4, 48], [96, 48], [96]], head) == "projections"
+    # GPT-2's Conv1D: addmm(bias, input, weight (in, out)), here wider than the vocabulary
+    assert classify_op("aten::addmm", [[144], [4, 48], [48, 144]], head) == "projections"
+    assert classify_op("aten::mm", [[4, 48], [48, 128]], head) == "output head"
+    assert classify_op("aten::scaled_dot_product_attention", [[1, 2, 4, 24]] * 3, head) == "attention"
+    assert classify_op("aten::mean", [[1, 4, 48]], head) == "other ops"
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_profile_splits_the_measured_forward_into_its_parts(arch):
+    pair = tiny_pair(arch, vocab_size=4096)  # a wide vocabulary, so the output head is a real share
+    profiles = profile_target(pair, SMALL)
+    assert [p.num_tokens for p in profiles] == [1, 4]
+    for forward in profiles:
+        assert set(forward.part_s) == set(PARTS)
+        assert sum(forward.part_s.values()) == pytest.approx(forward.wall_s, rel=1e-6)
+        assert forward.spread_s[0] <= forward.wall_s <= forward.spread_s[1]
+        for part in ("projections", "attention", "output head"):
+            assert forward.part_s[part] > 0, part
+    table = format_profile(profiles, "heading")
+    assert table.splitlines()[0] == "heading" and "output head" in table and len(table.splitlines()) == 4
+
+
+def test_a_profile_refuses_a_context_the_target_cannot_hold():
+    pair = tiny_pair("llama")
+    with pytest.raises(ValueError, match="fit"):
+        profile_target(pair, ProfileConfig(context_length=pair.context_length))
+
+
+def test_the_profile_command_prints_both_precisions():
+    result = run_cli("profile", "--pair", "tiny-code", "--tokens", "1,3", "--context", "24", "--repeats", "2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "in float32" in result.stdout and "in bfloat16" in result.stdout
+    assert result.stdout.count("Python & framework") == 2
