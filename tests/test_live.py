@@ -42,6 +42,34 @@ def test_pace_shows_every_speculative_round_and_waits_without_touching_timings(m
         live.pace_seconds("warp")
 
 
+def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypatch):
+    """The page draws while no lane's clock runs: after every redraw of a running lane comes a
+    wait, and only then is the engine asked for its next event."""
+    log = []
+    monkeypatch.setattr(live.time, "sleep", lambda s: log.append(("wait", s)))
+    clock = iter(range(10_000))
+    monkeypatch.setattr(live.time, "perf_counter", lambda: next(clock) * live.LANE_REFRESH_S)  # every event is due a redraw
+
+    def pulled(events):
+        for event in events:
+            log.append(("pull", type(event).__name__))
+            yield event
+
+    events = pulled(lane_events("baseline", 2) + lane_events("speculative", 2))
+    for progress in live.stream_events(new_run(("baseline", "speculative")), events, decode, settle_s=0.05):
+        log.append(("drawn", progress.active))
+    drawn_running = [i for i, entry in enumerate(log) if entry[0] == "drawn" and entry[1] is not None]
+    assert len(drawn_running) == 6  # each lane's prefill and two rounds
+    for i in drawn_running:
+        assert log[i + 1] == ("wait", 0.05), log[i:i + 3]
+    # a finished lane's last redraw needs no wait: nothing is timed until the next lane's prefill
+    assert ("drawn", None) in log and log.count(("wait", 0.05)) == 6
+    # a replay (no settle) and the pace keep their own waits only
+    log.clear()
+    list(live.stream_events(new_run(("baseline",)), lane_events("baseline", 2), decode))
+    assert not [entry for entry in log if entry[0] == "wait"]
+
+
 def test_the_reference_lane_is_not_redrawn_while_it_runs():
     run = new_run()
     events = lane_events("baseline", 2) + lane_events("speculative", 2) + lane_events("reference", 30)

@@ -5,6 +5,14 @@ like the run it recorded. Redraws are throttled (lanes every LANE_REFRESH_S, cha
 PLOT_REFRESH_S); a pace slows how fast the speculative lane's rounds *appear*, never how fast
 they run: the engine is a generator, paused while the page waits, and its clocks only run
 inside it.
+
+Drawing is not free, and it must not land inside the engine's clocks. A redraw makes the
+server build HTML and JSON (in gradio's event loop, beside the engine's thread) and the
+browser lay it out (on the same machine for a local user); left to run beside the next
+forward, both took the CPU and its memory bandwidth from the lane being timed. Measured on
+the default pair, 2 cores, Chromium on the same machine, one prompt run 4 times per setting:
+redrawing every 0.05 s gave 0.88-1.32x (v up to 1.41); every 0.25 s and a pause of
+REDRAW_SETTLE_S after each redraw gave 1.15-1.24x (v 1.03-1.10), beside the CLI's 1.28-1.31x.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
 from specviz.analysis.trace import first_divergence
 
-LANE_REFRESH_S = 0.05  # redraw the lanes at most this often (the first token is shown at once)
+LANE_REFRESH_S = 0.25  # redraw the lanes at most this often (the first token is shown at once)
+# After each redraw of a live run, the engine waits this long, untimed, so the page's drawing
+# happens while no lane's clock runs (see the module's docstring).
+REDRAW_SETTLE_S = 0.05
 PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
 # Seconds the page waits after showing each round of a drafting lane: real time, or slow
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
@@ -91,8 +102,11 @@ def pace_seconds(pace) -> float:
 
 
 def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s: float = 0.0,
-                  max_run_s: int = 0) -> Iterator[Progress]:
+                  max_run_s: int = 0, settle_s: float = 0.0) -> Iterator[Progress]:
     """Feed events into the run view, yielding a Progress whenever the page is due a redraw.
+
+    After each redraw the events wait `pace_s` (a drafting round shown at a pace) or `settle_s`
+    (any other redraw of a lane still running) before the engine is asked for more.
 
     transformers' reference lane runs in a thread of its own while its events arrive, so the
     page is not redrawn until it finishes: drawing would take the CPU from the lane being timed.
@@ -121,6 +135,8 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
                 last_plots = last_lanes
             if paced:
                 time.sleep(pace_s)
+            elif settle_s > 0 and not finished_lane:
+                time.sleep(settle_s)
 
 
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
@@ -132,7 +148,7 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = decode_lanes(pair, prompt_ids, request.config, request.lanes)
-    yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s)
+    yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
     yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
 
 
