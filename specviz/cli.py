@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--work-dir", default=None, help="data cache and checkpoints (resumable)")
     train.add_argument("--steps", type=int, default=None, help="embedded: draft optimiser steps")
     train.add_argument("--epochs", type=float, default=None, help="head: passes over the teacher data")
+    train.add_argument("--init-from", default=None, metavar="FOLDER",
+                       help="head: go on from this trained head (new requests of the target's own only; "
+                            "give another --seed)")
+    train.add_argument("--lr", type=float, default=None, help="head: peak learning rate")
     train.add_argument("--minutes", type=float, default=None,
                        help="head: a CPU budget per phase (teacher pass, training); 0 = none")
     train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
@@ -386,7 +390,7 @@ def run_train(args) -> int:
 
         minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
-                     "num_threads": args.threads, **minutes}
+                     "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes}
         train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
         return 0
     if args.recipe == "embedded":

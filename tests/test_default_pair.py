@@ -220,6 +220,32 @@ def test_the_target_writes_requests_of_its_own_and_a_rerun_reads_them_back(pair,
     assert write_instructions(config, pair.tokenizer, pair.target, pair.device) == requests
 
 
+def test_a_head_goes_on_from_the_shipped_one_on_new_requests_only(tmp_path):
+    """`train --recipe head --init-from`: no templated or draft-written answers, new requests (others
+    than the shipped head's) answered and scored, the head, its rows and its requests carried on."""
+
+    from specviz.models.draft_head import load_head
+    from specviz.training.head_train import REQUESTS_FILE, HeadTrainConfig, train_head_recipe
+
+    config = HeadTrainConfig(init_from=str(EMBEDDED_HEAD_DIR), seed=2, work_dir=str(tmp_path / "work"),
+                             out_dir=str(tmp_path / "head"), self_instructions=8, instruction_batch=8,
+                             target_answer_batch=8, epochs=0.2, held_out_fraction=0.3, num_threads=1,
+                             lr=0.05, warmup_steps=0)  # one step, big enough to outlast the int8 rounding
+    out = train_head_recipe(config)
+    summary = json.loads((out / "training.json").read_text())
+    assert summary["data"]["num_answers"] == summary["data"]["num_target_answers"] == 0
+    assert not (tmp_path / "work" / "answers").exists() and not (tmp_path / "work" / "target").exists()
+    assert summary["data"]["num_self_instructions"] >= 1 and summary["data"]["teacher_positions"] > 0
+    assert summary["went_on_from"] == json.loads((EMBEDDED_HEAD_DIR / "training.json").read_text())
+    earlier = json.loads((EMBEDDED_HEAD_DIR / REQUESTS_FILE).read_text(encoding="utf-8"))
+    requests = json.loads((out / REQUESTS_FILE).read_text(encoding="utf-8"))
+    assert requests[: len(earlier)] == earlier and len(requests) == len(earlier) + summary["data"]["num_self_instructions"]
+    head, rows = load_head(out, torch.device("cpu"), torch.float32)
+    shipped, shipped_rows = load_head(EMBEDDED_HEAD_DIR, torch.device("cpu"), torch.float32)
+    assert torch.equal(rows, shipped_rows)
+    assert not torch.equal(head.fc.weight, shipped.fc.weight)  # it trained
+
+
 def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
     """The requests the target wrote for the head's training ship beside it; the figures on the
     examples and held-out prompts are not on text the head trained on."""

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specviz.models.draft_head import DraftHead, head_config_for
+from specviz.models.draft_head import DraftHead, head_config_for, load_head
 from specviz.models.pairs import choose_device_and_dtype
 from specviz.training.distil import load_target, row_index_of, split_rows
 from specviz.training.train import learning_rate, save_atomically
@@ -98,6 +98,9 @@ class HeadTrainConfig:
     # bfloat16 autocast for the head's training steps (weights and optimiser stay float32):
     # worth it on CUDA and on CPUs with native bf16.
     autocast: bool = False
+    # A trained head's folder to go on from (fine-tuning): only new requests of the target's own are
+    # written (use another seed) and answered, and the head, its rows and its requests start from it.
+    init_from: str = ""
 
 
 @torch.inference_mode()
@@ -164,6 +167,13 @@ def write_instructions(config: HeadTrainConfig, tokenizer, target, device: torch
             path.write_text(json.dumps(texts))
         requests.extend(json.loads(path.read_text()))
     return list(dict.fromkeys(text for text in requests if text))
+
+
+def earlier_requests_of(config: HeadTrainConfig) -> list[str]:
+    """The requests the head it goes on from trained on (none for a new head)."""
+    if not config.init_from:
+        return []
+    return json.loads((Path(config.init_from) / REQUESTS_FILE).read_text(encoding="utf-8"))
 
 
 def self_instruct_config(config: HeadTrainConfig) -> HeadTrainConfig:
@@ -294,15 +304,19 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
 
     started = time.perf_counter()
     target_id, tokenizer, target = load_target(config, dtype, device)
-    draft_folder = Path(config.head_rows_from).parent
-    writer = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=dtype).to(device).eval()
-    answers = write_answers(config, tokenizer, writer, device)
     own = target_config(config)
-    target_answers = write_answers(own, tokenizer, target, device)
+    if config.init_from:  # going on from a trained head: new requests only
+        answers, target_answers = [], []
+    else:
+        draft_folder = Path(config.head_rows_from).parent
+        writer = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=dtype).to(device).eval()
+        answers = write_answers(config, tokenizer, writer, device)
+        target_answers = write_answers(own, tokenizer, target, device)
     timings["answers_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    requests = write_instructions(config, tokenizer, target, device)
+    earlier_requests = earlier_requests_of(config)
+    requests = [text for text in write_instructions(config, tokenizer, target, device) if text not in set(earlier_requests)]
     timings["instructions_s"] = time.perf_counter() - started
     started = time.perf_counter()
     self_instruct = self_instruct_config(config)
@@ -310,32 +324,38 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     timings["self_instruct_answers_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
-    data = label_with_features(config, target, rows, device)
     # The target's answers to its own requests last, so the held-out rows (the last few) are the widest text.
-    target_rows = pack_rows(target_answers, config.sequence_length, config.seed)  # (rows, length)
-    own_data = label_with_features(own, target, target_rows, device)
     request_rows = pack_rows(request_answers, config.sequence_length, config.seed)  # (rows, length)
     request_data = label_with_features(self_instruct, target, request_rows, device)
-    data = {key: torch.cat([data[key], own_data[key], request_data[key]]) for key in data}
+    parts = [request_data]
+    if not config.init_from:
+        rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
+        target_rows = pack_rows(target_answers, config.sequence_length, config.seed)  # (rows, length)
+        parts = [label_with_features(config, target, rows, device), label_with_features(own, target, target_rows, device),
+                 request_data]
+    data = {key: torch.cat([part[key] for part in parts]) for key in request_data}
     timings["teacher_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    head_rows = torch.tensor(json.loads(Path(config.head_rows_from).read_text()), dtype=torch.long)
     for parameter in target.parameters():
         parameter.requires_grad_(False)
     target.float()  # the head trains in float32 against the frozen embeddings and output rows
-    head = DraftHead(head_config_for(target.config)).to(device)
+    if config.init_from:
+        head, head_rows = load_head(Path(config.init_from), device, torch.float32)
+        head, head_rows = head.train(), head_rows.cpu()
+    else:
+        head_rows = torch.tensor(json.loads(Path(config.head_rows_from).read_text()), dtype=torch.long)
+        head = DraftHead(head_config_for(target.config)).to(device)
     train, held_out = split_rows(data, config.held_out_fraction)
     metrics = train_head(config, head, target, head_rows, train, held_out)
     timings["head_s"] = time.perf_counter() - started
 
-    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from")}
+    settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from", "init_from")}
     summary = {
         "config": settings,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
         "data": {"num_answers": len(answers), "num_target_answers": len(target_answers),
-                 "target_answer_positions": int(own_data["tokens"].numel()),
+                 "target_answer_positions": int(parts[1]["tokens"].numel()) if len(parts) == 3 else 0,
                  "num_self_instructions": len(requests), "num_self_instruct_answers": len(request_answers),
                  "self_instruct_answer_positions": int(request_data["tokens"].numel()),
                  "teacher_positions": int(data["tokens"].numel()),
@@ -345,10 +365,13 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
         "device": str(device), "precision": str(dtype).removeprefix("torch."),
         "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
     }
+    if config.init_from:  # what the head it went on from had learnt, and from what
+        summary["went_on_from"] = json.loads((Path(config.init_from) / "training.json").read_text())
     out_dir = Path(config.out_dir)
     head.save(out_dir, head_rows, summary)
     # The requests it trained on, shipped beside it, so a test can check no held-out prompt is among them.
-    (out_dir / REQUESTS_FILE).write_text(json.dumps(requests, indent=0, ensure_ascii=False), encoding="utf-8")
+    (out_dir / REQUESTS_FILE).write_text(json.dumps(earlier_requests + requests, indent=0, ensure_ascii=False),
+                                         encoding="utf-8")
     print(f"held-out: {json.dumps(metrics)}")
     print(f"saved the head to {out_dir.resolve()}")
     return out_dir
