@@ -317,6 +317,9 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     started = time.perf_counter()
     earlier_requests = earlier_requests_of(config)
     requests = [text for text in write_instructions(config, tokenizer, target, device) if text not in set(earlier_requests)]
+    if config.init_from and not requests:
+        raise SystemExit(f"every request seed {config.seed} wrote was already seen by the head in {config.init_from}; "
+                         "give another --seed")
     timings["instructions_s"] = time.perf_counter() - started
     started = time.perf_counter()
     self_instruct = self_instruct_config(config)
