@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_text
 import json
 import re
 
@@ -402,9 +403,18 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     assert lane.count(render.tokens.STOP_MARK) == 1  # only the round that stopped early
     assert "drafting stopped after 2 tokens: the draft was only 34% sure of the last one" in lane
     assert "the draft was 91% sure" in lane  # every draft's hover says how sure the draft was
+    # greedy: q(x) = 1 beside "34% sure" would read as a contradiction, so the page says why both hold
+    assert "34% is the draft's own softmax; q(x) reads 1 because at temperature 0" in html_text.unescape(lane)
     inspector = render.inspector_html(run, 0)
-    assert "Drafting stopped after 2 tokens" in inspector
+    assert "Drafting stopped after 2 tokens" in inspector and "34% is the draft's own softmax" in inspector
     assert "stopped" not in render.inspector_html(run, 1)
+
+
+def test_a_sampled_drafts_confidence_needs_no_greedy_note():
+    """At temperature > 0 q is the draft's tempered softmax, not one-hot: no note that it reads 1."""
+    sampled = DraftedToken(8, 0.41, 0.2, 0.49, 0.6, False, True, draft_confidence=0.34)
+    assert render.tokens.greedy_q_note(sampled) == ""
+    assert "own softmax" not in render.tokens.drafted_title(0, 1, sampled, "rejected")
 
 
 def test_a_lanes_head_sits_outside_its_scrolling_text():

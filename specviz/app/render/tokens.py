@@ -103,8 +103,19 @@ def r_text(token) -> str:
     return f"{token.r:.3f}" + ("" if token.decided else " (unused)")
 
 
+def greedy_q_note(token) -> str:
+    """Why q(x) reads 1 beside a low confidence: the confidence is the drafter's own softmax, while at
+    temperature 0 q is one-hot on its top guess ("" where the two do not clash)."""
+    if token.draft_confidence is None or token.draft_prob != 1.0 or token.draft_confidence >= 0.995:
+        return ""
+    return (f"{token.draft_confidence:.0%} is the draft's own softmax; q(x) reads 1 because at temperature 0 "
+            "the draft takes its top guess outright")
+
+
 def drafted_title(index: int, gamma: int, token, verdict: str) -> str:
+    note = greedy_q_note(token)
     sure = "" if token.draft_confidence is None else f" · the draft was {token.draft_confidence:.0%} sure"
+    sure += f" ({note})" if note else ""
     return (
         f"draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
         f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}{sure}"
@@ -115,10 +126,11 @@ def stopped_unsure_text(event) -> str:
     """Why a round drafted fewer than γ tokens, where the confidence stop ended it ("" otherwise)."""
     if not event.stopped_unsure:
         return ""
-    last = event.drafted[-1].draft_confidence
+    last = event.drafted[-1]
+    note = greedy_q_note(last)
     return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: the draft was only "
-            f"{last:.0%} sure of the last one, below the confidence threshold, so guessing on would likely be "
-            "wasted verify work")
+            f"{last.draft_confidence:.0%} sure of the last one, below the confidence threshold, so guessing on "
+            f"would likely be wasted verify work{f' ({note})' if note else ''}")
 
 
 STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
