@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from specviz.catalogue import DEFAULT_DRAFTER, DRAFTER_CATALOGUE, DRAFTER_NAMES, drafter_info
 from specviz.app.palette import ANSI, ANSI_RESET
@@ -392,9 +391,6 @@ def run_train(args) -> int:
         minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
                      "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes}
-        if args.init_from:  # a run that goes on keeps its caches and its head apart from the head it reads
-            work_dir = args.work_dir or str(Path.home() / ".cache" / "specviz" / f"head-went-on-seed{args.seed or 1}")
-            overrides.update(work_dir=work_dir, out_dir=args.out or str(Path(work_dir) / "head"))
         train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
         return 0
     if args.recipe == "embedded":

@@ -248,19 +248,25 @@ def test_a_head_goes_on_from_the_shipped_one_on_new_requests_only(tmp_path):
 
 def test_a_head_that_goes_on_keeps_its_caches_and_output_apart_from_the_head_it_reads(monkeypatch, tmp_path):
     """Without --work-dir and --out, `--init-from` must not resume the from-scratch run's caches
-    (its requests would all be filtered out as seen) nor write over the head it reads."""
+    (its requests would all be filtered out as seen) nor write over the head it reads; given
+    folders are kept."""
     import specviz.training.head_train as head_train
     from specviz.cli import main
 
     seen = []
     monkeypatch.setattr(head_train, "train_head_recipe", seen.append)
-    monkeypatch.setenv("HOME", str(tmp_path))
     assert main(["train", "--recipe", "head", "--init-from", str(EMBEDDED_HEAD_DIR), "--seed", "3"]) == 0
     (config,) = seen
     assert config.init_from == str(EMBEDDED_HEAD_DIR) and config.seed == 3
-    assert config.work_dir == str(tmp_path / ".cache" / "specviz" / "head-went-on-seed3")
-    assert config.out_dir == str(tmp_path / ".cache" / "specviz" / "head-went-on-seed3" / "head")
+    config = head_train.apart_from_the_head_it_reads(config)  # the recipe's first step
+    cache = Path(head_train.HeadTrainConfig().work_dir).parent
+    assert config.work_dir == str(cache / "head-went-on-seed3")
+    assert config.out_dir == str(cache / "head-went-on-seed3" / "head")
     assert config.work_dir != head_train.HeadTrainConfig().work_dir
+    given = head_train.HeadTrainConfig(init_from="x", work_dir=str(tmp_path / "w"), out_dir=str(tmp_path / "o"))
+    assert head_train.apart_from_the_head_it_reads(given) == given
+    fresh = head_train.HeadTrainConfig()
+    assert head_train.apart_from_the_head_it_reads(fresh) == fresh  # a new head keeps the usual folders
 
 
 def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():

@@ -176,6 +176,20 @@ def earlier_requests_of(config: HeadTrainConfig) -> list[str]:
     return json.loads((Path(config.init_from) / REQUESTS_FILE).read_text(encoding="utf-8"))
 
 
+def apart_from_the_head_it_reads(config: HeadTrainConfig) -> HeadTrainConfig:
+    """A run that goes on keeps its caches and its head apart from the head it reads: left at their
+    defaults, it would resume a from-scratch run's cached requests (all dropped as seen) and its
+    checkpoint, and write over that head. So its defaults are a folder of its own per seed."""
+    if not config.init_from:
+        return config
+    defaults = HeadTrainConfig()
+    work_dir = config.work_dir
+    if work_dir == defaults.work_dir:
+        work_dir = str(Path(defaults.work_dir).parent / f"head-went-on-seed{config.seed}")
+    out_dir = config.out_dir if config.out_dir != defaults.out_dir else str(Path(work_dir) / "head")
+    return replace(config, work_dir=work_dir, out_dir=out_dir)
+
+
 def self_instruct_config(config: HeadTrainConfig) -> HeadTrainConfig:
     """The target answers its own requests as it answers the templated ones, in a folder of their own."""
     return replace(target_config(config), work_dir=str(Path(config.work_dir) / SELF_INSTRUCT),
@@ -294,7 +308,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     # Writing answers and the teacher pass run the target: on the hardware's fast precision (bfloat16
     # on CUDA and on CPUs with native bf16, 2.5× faster here), the precision the head reads at run time.
     device, dtype = choose_device_and_dtype()
-    config = replace(config, autocast=config.autocast or dtype == torch.bfloat16)
+    config = apart_from_the_head_it_reads(replace(config, autocast=config.autocast or dtype == torch.bfloat16))
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     work = Path(config.work_dir)
@@ -316,7 +330,8 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
 
     started = time.perf_counter()
     earlier_requests = earlier_requests_of(config)
-    requests = [text for text in write_instructions(config, tokenizer, target, device) if text not in set(earlier_requests)]
+    seen = set(earlier_requests)
+    requests = [text for text in write_instructions(config, tokenizer, target, device) if text not in seen]
     if config.init_from and not requests:
         raise SystemExit(f"every request seed {config.seed} wrote was already seen by the head in {config.init_from}; "
                          "give another --seed")
@@ -330,12 +345,13 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     # The target's answers to its own requests last, so the held-out rows (the last few) are the widest text.
     request_rows = pack_rows(request_answers, config.sequence_length, config.seed)  # (rows, length)
     request_data = label_with_features(self_instruct, target, request_rows, device)
-    parts = [request_data]
+    draft_data = target_data = None  # a run that goes on writes neither
     if not config.init_from:
         rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
+        draft_data = label_with_features(config, target, rows, device)
         target_rows = pack_rows(target_answers, config.sequence_length, config.seed)  # (rows, length)
-        parts = [label_with_features(config, target, rows, device), label_with_features(own, target, target_rows, device),
-                 request_data]
+        target_data = label_with_features(own, target, target_rows, device)
+    parts = [part for part in (draft_data, target_data, request_data) if part is not None]
     data = {key: torch.cat([part[key] for part in parts]) for key in request_data}
     timings["teacher_s"] = time.perf_counter() - started
 
@@ -358,7 +374,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
         "config": settings,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
         "data": {"num_answers": len(answers), "num_target_answers": len(target_answers),
-                 "target_answer_positions": int(parts[1]["tokens"].numel()) if len(parts) == 3 else 0,
+                 "target_answer_positions": int(target_data["tokens"].numel()) if target_data is not None else 0,
                  "num_self_instructions": len(requests), "num_self_instruct_answers": len(request_answers),
                  "self_instruct_answer_positions": int(request_data["tokens"].numel()),
                  "teacher_positions": int(data["tokens"].numel()),
