@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="head: go on from this trained head (new requests of the target's own only; "
                             "give another --seed)")
     train.add_argument("--lr", type=float, default=None, help="head: peak learning rate")
+    train.add_argument("--target-layers", default=None, metavar="I,J,...",
+                       help="head: the target's lower layers it reads besides the final one (indices into its "
+                            "hidden_states, e.g. 2,15,27; EAGLE-3); 'none' for the final state alone")
     train.add_argument("--minutes", type=float, default=None,
                        help="head: a CPU budget per phase (teacher pass, training); 0 = none")
     train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
@@ -382,6 +385,13 @@ def run_profile(args) -> int:
     return 0
 
 
+def layers_from(text: str | None) -> tuple[int, ...] | None:
+    """--target-layers: '2,15,27' → (2, 15, 27); 'none' → (); not given → None (the recipe's default)."""
+    if text is None:
+        return None
+    return () if text.strip().lower() == "none" else tuple(int(part) for part in text.split(","))
+
+
 def run_train(args) -> int:
     from dataclasses import replace
 
@@ -390,7 +400,8 @@ def run_train(args) -> int:
 
         minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
-                     "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes}
+                     "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes,
+                     "target_layers": layers_from(args.target_layers)}
         train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
         return 0
     if args.recipe == "embedded":

@@ -269,6 +269,19 @@ def test_a_head_that_goes_on_keeps_its_caches_and_output_apart_from_the_head_it_
     assert head_train.apart_from_the_head_it_reads(fresh) == fresh  # a new head keeps the usual folders
 
 
+def test_the_train_command_passes_the_lower_layers_a_head_should_read(monkeypatch):
+    import specviz.training.head_train as head_train
+    from specviz.cli import main
+
+    seen = []
+    monkeypatch.setattr(head_train, "train_head_recipe", seen.append)
+    for flag, layers in (("2,15,27", (2, 15, 27)), ("none", ())):
+        assert main(["train", "--recipe", "head", "--target-layers", flag]) == 0
+        assert seen.pop().target_layers == layers
+    assert main(["train", "--recipe", "head"]) == 0
+    assert seen.pop().target_layers == head_train.HeadTrainConfig().target_layers == ()
+
+
 def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
     """The requests the target wrote for the head's training ship beside it; the figures on the
     examples and held-out prompts are not on text the head trained on."""

@@ -22,14 +22,15 @@ from tests.test_sampling import SIGNIFICANCE
 from tests.tiny_models import random_prompts, tiny_pair
 
 
-def with_head(pair, seed: int = 0, rows: torch.Tensor | None = None, scale: float = 1.0):
-    """The pair plus a random head (its layer's weights scaled so its guesses vary)."""
+def with_head(pair, seed: int = 0, rows: torch.Tensor | None = None, scale: float = 1.0, layers: tuple[int, ...] = ()):
+    """The pair plus a random head (its layer's weights scaled so its guesses vary), reading `layers` of the target too."""
     torch.manual_seed(seed)
-    head = DraftHead(head_config_for(pair.target.config)).eval()
+    head = DraftHead(head_config_for(pair.target.config, layers)).eval()
     with torch.no_grad():
         for parameter in head.body.parameters():
             if parameter.dim() > 1:
                 parameter.mul_(scale)
+        head.fc.weight.add_(0.3 * torch.randn_like(head.fc.weight))  # so the lower layers' part of fc is not zero
     head_rows = torch.arange(pair.vocab_size) if rows is None else rows
     return dataclasses.replace(pair, head=head, head_rows=head_rows)
 
@@ -47,21 +48,29 @@ def test_the_forward_with_hidden_states_gives_the_very_same_logits(arch):
         logits, hidden = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size, last_only=last_only)
         assert torch.equal(plain, logits)
         assert hidden.shape == (9, pair.target.config.hidden_size)
+        logits, wide = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size, last_only=last_only,
+                                                   layers=(1, 0))
+        assert torch.equal(plain, logits)
+        states = pair.target.base_model(input_ids=ids, output_hidden_states=True).hidden_states
+        torch.testing.assert_close(wide, torch.cat([hidden, states[1][0], states[0][0]], dim=-1))
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 @pytest.mark.parametrize("gamma", [1, 3, 5])
-def test_greedy_with_the_head_equals_the_target_alone(arch, gamma):
-    pair = with_head(tiny_pair(arch), scale=3.0)
+@pytest.mark.parametrize("layers", [(), (1, 0)])
+def test_greedy_with_the_head_equals_the_target_alone(arch, gamma, layers):
+    pair = with_head(tiny_pair(arch), scale=3.0, layers=layers)
     for prompt in random_prompts(4, pair.vocab_size, seed=gamma):
         config = DecodeConfig(gamma=gamma, max_new_tokens=24, stop_at_eos=False, drafter="head", draft_confidence=0.0)
         assert greedy_ids(speculative_decode(pair, prompt, config)) == greedy_ids(autoregressive_decode(pair, prompt, config))
 
 
-def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only():
-    """After every round: the states it holds are the target's own over committed[:-1], and its
-    own next guess equals a fresh, uncached head pass over those true states."""
-    pair = with_head(tiny_pair("llama"), scale=3.0, rows=torch.arange(3, 100))
+@pytest.mark.parametrize("layers", [(), (1,)])
+def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(layers):
+    """After every round: the states it holds are the target's own over committed[:-1] (the final
+    ones, then the lower layers it reads), and its own next guess equals a fresh, uncached head
+    pass over those true states."""
+    pair = with_head(tiny_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=layers)
     to_probs = ProbsFn(0.0, 0, 1.0)
     drafter = HeadDrafter.build(pair, DecodeConfig(drafter="head", draft_confidence=0.0), to_probs, torch.Generator())
     seen = []
@@ -79,7 +88,8 @@ def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(
     trace = Trace.from_events(speculative_decode(pair, prompt, config, drafter=lambda *args: drafter))
     assert len(seen) == len(trace.rounds) and any(event.num_accepted < event.gamma for event in trace.rounds)
     committed = torch.tensor([prompt + trace.token_ids])  # (1, n)
-    true_states = pair.target.base_model(input_ids=committed[:, :-1]).last_hidden_state  # (1, n-1, d)
+    output = pair.target.base_model(input_ids=committed[:, :-1], output_hidden_states=True)
+    true_states = torch.cat([output.last_hidden_state, *(output.hidden_states[k] for k in layers)], -1)  # (1, n-1, d·(1+n))
     torch.testing.assert_close(drafter.features, true_states, rtol=1e-4, atol=1e-4)
     # Its next round's first guess, incrementally, against one uncached pass over the true states.
     proposal = drafter.propose(committed, 1)
@@ -126,6 +136,7 @@ def test_a_saved_head_loads_back_identically(tmp_path):
     head, rows = load_head(tmp_path, torch.device("cpu"), torch.float32)
     assert torch.equal(rows, pair.head_rows)
     features, embeddings = torch.randn(1, 4, 48), torch.randn(1, 4, 48)
+    assert head.target_layers == ()
     # Saved as int8 rows with a scale each: the same network as the rounded weights give.
     rounded = DraftHead(pair.head.config)
     rounded.load_state_dict(dequantize_rows(quantize_rows(pair.head.state_dict())))
@@ -181,3 +192,54 @@ def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
     unshipped = dataclasses.replace(pairs.PRESETS["embedded"], head_dir=tmp_path)  # no weights in it
     monkeypatch.setitem(pairs.PRESETS, "embedded", unshipped)
     assert pairs.default_drafter_for("embedded") == "model"
+
+
+def test_a_head_that_reads_lower_layers_saves_them_and_reads_zeros_where_it_drafts_on_its_own(tmp_path):
+    """The layers it reads travel in its config; where only a predicted final state is there (every
+    draft after a round's first), the lower layers read as zeros, as they did in training."""
+    pair = with_head(tiny_pair("llama"), scale=2.0, layers=(2, 1))
+    pair.head.save(tmp_path, pair.head_rows, {"note": "test"})
+    head, _ = load_head(tmp_path, torch.device("cpu"), torch.float32)
+    assert head.target_layers == (2, 1) and head.fc.in_features == 4 * 48
+    final, embeddings = torch.randn(1, 4, 48), torch.randn(1, 4, 48)
+    with_zeros = head(torch.cat([final, torch.zeros(1, 4, 96)], -1), embeddings)
+    alone = head(final, embeddings)
+    torch.testing.assert_close(alone, with_zeros, rtol=1e-5, atol=1e-5)  # RMSNorm of zeros is zeros
+    assert not torch.allclose(alone, head(torch.cat([final, torch.randn(1, 4, 96)], -1), embeddings))
+
+
+def test_the_teacher_pass_keeps_the_lower_layers_the_head_reads_and_training_reaches_them(tmp_path):
+    """A head that reads lower layers learns from them: the teacher pass keeps them (a chunk cached
+    without them is written again) and a training step's gradient reaches fc's columns for them."""
+    from specviz.training.head_train import HeadTrainConfig, head_losses, label_with_features
+
+    pair = tiny_pair("llama")
+    rows = torch.tensor(random_prompts(4, pair.vocab_size, seed=1, min_len=10, max_len=10))  # (4, 10)
+    plain = label_with_features(HeadTrainConfig(work_dir=str(tmp_path), label_batch=2), pair.target, rows, pair.device)
+    assert "layer_features" not in plain and plain["features"].shape == (4, 10, 48)
+    config = HeadTrainConfig(work_dir=str(tmp_path), label_batch=2, target_layers=(1,), teacher_top_k=4)
+    data = label_with_features(config, pair.target, rows, pair.device)
+    states = pair.target.model(input_ids=rows, output_hidden_states=True).hidden_states[1]  # (4, 10, 48)
+    torch.testing.assert_close(data["layer_features"].float(), states.detach(), rtol=1e-2, atol=1e-2)  # kept in bfloat16
+    assert torch.equal(data["features"], plain["features"]) and torch.load(tmp_path / "teacher" / "000000.pt")["layers"] == [1]
+    head = DraftHead(head_config_for(pair.target.config, (1,)))
+    row_weight = pair.target.get_output_embeddings().weight.detach()  # (vocab, d): every row a head row
+    metrics = head_losses(head, pair.target.get_input_embeddings(), row_weight, torch.arange(pair.vocab_size), data,
+                          config, torch.Generator().manual_seed(0))
+    metrics["loss"].backward()
+    assert head.fc.weight.grad[:, 2 * 48 :].abs().sum() > 0  # fc's columns for them start at zero, and learn
+
+
+def test_a_head_widened_to_read_lower_layers_starts_as_the_same_network():
+    """`train --recipe head --init-from F --target-layers ...` goes on from a head that read the final
+    state alone: fc's new columns start at zero, so it predicts what it did, whatever the layers say."""
+    from specviz.models.draft_head import with_lower_layers
+
+    pair = with_head(tiny_pair("llama"), scale=2.0)
+    wider = with_lower_layers(pair.head, (1, 0))
+    assert wider.target_layers == (1, 0) and wider.fc.in_features == 4 * 48
+    final, embeddings = torch.randn(1, 5, 48), torch.randn(1, 5, 48)
+    lower = 50 * torch.randn(1, 5, 96)
+    torch.testing.assert_close(wider(torch.cat([final, lower], -1), embeddings), pair.head(final, embeddings))
+    with pytest.raises(ValueError, match="already reads"):
+        with_lower_layers(wider, (1,))

@@ -193,8 +193,9 @@ def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cac
     if not getattr(drafter, "reads_target", False):
         return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only)
     start = cache.get_seq_length()
-    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only)
-    drafter.observe_target(hidden, start)  # (n_new, d) for positions start..
+    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
+                                                 layers=drafter.target_layers)
+    drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
     return logits
 
 
@@ -338,7 +339,8 @@ def warm_up(pair: ModelPair) -> None:
             forward_new_ids(model, ids, cache, pair.vocab_size)
             forward_new_ids(model, torch.cat([ids, ids[:, :1]], dim=1), cache, pair.vocab_size)
     if pair.head is not None:  # the head drafter's layer, on the target's states for the same ids
-        _, hidden = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size)  # (4, d)
+        _, hidden = forward_new_ids_with_hidden(pair.target, ids, DynamicCache(), pair.vocab_size,
+                                                layers=pair.head.target_layers)  # (4, d·(1+n))
         embeddings = pair.target.get_input_embeddings()(ids)  # (1, 4, d)
         pair.head(hidden.unsqueeze(0), embeddings, DynamicCache())
     clock(pair.device)

@@ -30,16 +30,20 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
 
 
 def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int,
-                                last_only: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """forward_new_ids, also returning the final hidden states (n_new, d) that fed the output head.
+                                last_only: bool = False, layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor]:
+    """forward_new_ids, also returning the final hidden states (n_new, d) that fed the output head,
+    and after them those of `layers` (indices into the model's hidden_states): (n_new, d·(1+len(layers))).
 
     The same two steps a causal LM's forward takes (base model, then output head), so the
     logits are the very ones forward_new_ids gives; only drafters that read the target use it.
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
-    hidden = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True).last_hidden_state  # (1, n_new, d)
+    output = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True, output_hidden_states=bool(layers))
+    hidden = output.last_hidden_state  # (1, n_new, d)
     head_input = hidden[:, -1:] if last_only else hidden  # (1, n_out, d)
     logits = model.get_output_embeddings()(head_input)  # (1, n_out, vocab)
+    if layers:
+        hidden = torch.cat([hidden, *(output.hidden_states[k] for k in layers)], dim=-1)  # (1, n_new, d·(1+n))
     return logits[0, :, :vocab_size].float(), hidden[0]
 
 

@@ -37,6 +37,7 @@ class HeadDrafter:
     def __init__(self, head: DraftHead, target, scorer: RowScorer, vocab_size: int, to_probs: ProbsFn,
                  generator: torch.Generator, confidence_threshold: float = 0.0):
         self.head = head
+        self.target_layers = head.target_layers  # the target's lower layers it reads, besides the final one
         self.embed = target.get_input_embeddings()
         self.scorer = scorer  # the target's own output head, its head rows only (specviz.models.rows)
         self.vocab_size = vocab_size
@@ -44,7 +45,7 @@ class HeadDrafter:
         self.generator = generator
         self.confidence_threshold = confidence_threshold
         self.cache = DynamicCache()
-        self.features: torch.Tensor | None = None  # (1, known, d): the target's true hidden states
+        self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
 
     @classmethod
     def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
@@ -55,8 +56,9 @@ class HeadDrafter:
         return 0  # it reads the target's prefill states, handed over by observe_target
 
     def observe_target(self, hidden: torch.Tensor, start: int) -> None:
-        """The target's final hidden states (m, d) for positions start..start+m-1."""
-        known = hidden.unsqueeze(0)  # (1, m, d)
+        """The target's hidden states (m, d·(1+n)) for positions start..start+m-1: the final one, then
+        the lower layers the head reads."""
+        known = hidden.unsqueeze(0)  # (1, m, d·(1+n))
         self.features = known if self.features is None else torch.cat([self.features[:, :start], known], dim=1)
 
     def row_logits(self, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,7 +70,7 @@ class HeadDrafter:
         num_committed = committed_ids.shape[1]
         start = self.cache.get_seq_length()
         positions = torch.arange(start, num_committed - 1, device=committed_ids.device).view(1, -1)  # (1, m)
-        features = self.features[:, start : num_committed - 1]  # (1, m, d)
+        features = self.features[:, start : num_committed - 1]  # (1, m, d·(1+n))
         next_embeddings = self.embed(committed_ids[:, start + 1 : num_committed])  # (1, m, d)
         predicted = self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
         position = num_committed - 1  # where the next input sits: the head's own prediction, no true state yet

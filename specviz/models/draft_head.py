@@ -10,6 +10,12 @@ token i+2 (Li et al. 2024, EAGLE, arXiv 2401.15077).
     f̂_{i+1}  = norm(decoder_layer(input_0..i))      one Llama layer with its own KV cache
     q_{i+2}  = softmax(f̂_{i+1} · W_out[head_rows]ᵀ)
 
+A head may also read lower layers of the target (`target_layers` in its config: indices into the
+target's hidden_states, as EAGLE-3, arXiv 2503.01840, reads a low, a middle and a high layer): each
+through its own RMSNorm, appended to fc's input. Where the head reads its own prediction (every
+draft after a round's first) there are no such states, and they read as zeros, in training as in
+drafting.
+
 specviz.decoding.head drafts with it; specviz.training.head_train trains it. Saved as its own folder: config.json
 (a one-layer LlamaConfig), model.safetensors (matrices in int8 with a float16 scale per row, half the
 bytes of float16, so the head fits the assets budget; norms in float16), head_rows.json, training.json.
@@ -22,6 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import DynamicCache, LlamaConfig, LlamaModel
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 
 CONFIG_FILE = "config.json"
@@ -55,14 +62,16 @@ def dequantize_rows(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return state
 
 
-def head_config_for(target_config) -> LlamaConfig:
+def head_config_for(target_config, target_layers: tuple[int, ...] = ()) -> LlamaConfig:
     """One Llama layer as wide as the target; vocab 1 because its inputs come as vectors.
 
     Shaped like a Llama target's own layers; for other targets, a plain Llama layer of their width.
+    `target_layers`: the target's hidden_states it reads besides the final one.
     """
     size = target_config.hidden_size
     heads = target_config.num_attention_heads
     return LlamaConfig(
+        target_layers=list(target_layers),
         hidden_size=size,
         intermediate_size=getattr(target_config, "intermediate_size", None) or 4 * size,
         num_attention_heads=heads,
@@ -82,27 +91,42 @@ def head_config_for(target_config) -> LlamaConfig:
 
 
 class DraftHead(nn.Module):
-    """fc over [feature ; next token's embedding], then one decoder layer and a final norm."""
+    """fc over [feature ; next token's embedding ; lower layers], then one decoder layer and a final norm."""
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.config = config
         size = config.hidden_size
-        self.fc = nn.Linear(2 * size, size, bias=False)
+        self.target_layers = tuple(getattr(config, "target_layers", None) or ())
+        # Lower layers' scales differ by 100× (and the first position's by 1000×): each gets a norm of its own.
+        self.layer_norms = nn.ModuleList(LlamaRMSNorm(size, eps=config.rms_norm_eps) for _ in self.target_layers)
+        self.fc = nn.Linear((2 + len(self.target_layers)) * size, size, bias=False)
         self.body = LlamaModel(config)
         with torch.no_grad():  # start as "the next feature is this one plus the next token": a residual guess
             self.fc.weight.zero_()
             self.fc.weight[:, :size].copy_(torch.eye(size))
-            self.fc.weight[:, size:].copy_(torch.eye(size))
+            self.fc.weight[:, size : 2 * size].copy_(torch.eye(size))
+
+    def lower_layers(self, features: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
+        """The normed lower-layer states from features (b, m, d·(1+n)); zeros where only the final
+        one is there (b, m, d): the head's own predictions."""
+        size = self.config.hidden_size
+        if features.shape[-1] == size:
+            return [features.new_zeros(features.shape, dtype=dtype)] * len(self.target_layers)
+        chunks = features[..., size:].to(dtype).split(size, dim=-1)  # n × (b, m, d)
+        return [norm(chunk) for norm, chunk in zip(self.layer_norms, chunks)]
 
     def forward(self, features: torch.Tensor, next_embeddings: torch.Tensor, cache: DynamicCache | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """features, next_embeddings (b, m, d) → predicted next features (b, m, d).
+        """features (b, m, d) or (b, m, d·(1+n)) with the lower layers, next_embeddings (b, m, d) →
+        predicted next features (b, m, d).
 
         Inputs come in the target's precision; they are cast to the head's own (its norm's: an
         int8 head, specviz.models.int8, computes in float32)."""
         dtype = self.body.norm.weight.dtype
-        inputs = self.fc(torch.cat([features.to(dtype), next_embeddings.to(dtype)], dim=-1))  # (b, m, d)
+        final = features[..., : self.config.hidden_size].to(dtype)  # (b, m, d)
+        parts = [final, next_embeddings.to(dtype), *self.lower_layers(features, dtype)]
+        inputs = self.fc(torch.cat(parts, dim=-1))  # (b, m, d)
         output = self.body(inputs_embeds=inputs, past_key_values=cache, use_cache=cache is not None,
                            position_ids=position_ids)
         return output.last_hidden_state  # (b, m, d)
@@ -115,6 +139,21 @@ class DraftHead(nn.Module):
         save_file(quantize_rows(self.state_dict()), str(folder / WEIGHTS_FILE))
         (folder / ROWS_FILE).write_text(json.dumps(head_rows.tolist()))
         (folder / "training.json").write_text(json.dumps(summary, indent=2))
+
+
+def with_lower_layers(head: DraftHead, target_layers: tuple[int, ...]) -> DraftHead:
+    """A head that reads the final state alone, widened to read `target_layers` too: the same
+    network to begin with (fc's new columns are zero), so training goes on from what it knew."""
+    if head.target_layers:
+        raise ValueError(f"the head already reads the target's layers {list(head.target_layers)}")
+    config = LlamaConfig.from_dict({**head.config.to_dict(), "target_layers": list(target_layers)})
+    wider = DraftHead(config).to(device=head.fc.weight.device, dtype=head.fc.weight.dtype)
+    state = {name: value for name, value in head.state_dict().items() if name != "fc.weight"}
+    wider.load_state_dict(state, strict=False)  # its layer norms start at one
+    with torch.no_grad():
+        wider.fc.weight.zero_()
+        wider.fc.weight[:, : head.fc.in_features].copy_(head.fc.weight)
+    return wider
 
 
 def load_head(folder: Path, device: torch.device, dtype: torch.dtype) -> tuple[DraftHead, torch.Tensor]:

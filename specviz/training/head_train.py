@@ -11,8 +11,9 @@ interrupted run resumes where it stopped:
    target writes requests of its own (Magpie: sampled after its chat template's user-turn prefix) and
    answers those too, far more varied than the templates.
 2. **teacher**: one teacher-forced target pass over all those answers keeps, at every position, the
-   target's final hidden state (float16) and its top-k next-token log-probabilities: the target
-   scores the text, so what the head learns is the target's behaviour, whoever wrote the text.
+   target's final hidden state (float16), those of any lower layers the head reads (`target_layers`,
+   EAGLE-3) and its top-k next-token log-probabilities: the target scores the text, so what the head
+   learns is the target's behaviour, whoever wrote the text.
 3. **head**: the head learns, at every position i, to map [feature_i, embedding of token i+1] to
    the target's feature at i+1: a KL term to the target's distribution there (over the head
    rows, the support the drafter uses) plus a smooth-L1 term on the feature itself (EAGLE).
@@ -32,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specviz.models.draft_head import DraftHead, head_config_for, load_head
+from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
 from specviz.models.pairs import choose_device_and_dtype
 from specviz.training.distil import load_target, row_index_of, split_rows
 from specviz.training.train import learning_rate, save_atomically
@@ -101,32 +102,45 @@ class HeadTrainConfig:
     # A trained head's folder to go on from (fine-tuning): only new requests of the target's own are
     # written (use another seed) and answered, and the head, its rows and its requests start from it.
     init_from: str = ""
+    # The target's lower layers the head reads besides the final one (indices into its hidden_states;
+    # EAGLE-3 reads a low, a middle and a high one): () for the final state alone.
+    target_layers: tuple[int, ...] = ()
 
 
 @torch.inference_mode()
 def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, device: torch.device) -> dict:
     """Phase 2: one teacher-forced target pass over packed rows keeps, at every position, the
-    target's final hidden state (float16) and its top-k log-probs; resumable in chunks."""
+    target's final hidden state (float16), those of `config.target_layers` (bfloat16: the middle
+    layers run to ~1e4 at a row's first position) and its top-k log-probs; resumable in chunks.
+    A cached chunk without the layers asked for is written again."""
     from tqdm import tqdm
 
     folder = Path(config.work_dir) / TEACHER
     folder.mkdir(parents=True, exist_ok=True)
+    layers = list(config.target_layers)
     chunks = []
     started = time.perf_counter()
     for start in tqdm(range(0, len(rows), config.label_batch), desc="teacher (features, labels)"):
         path = folder / f"{start:06d}.pt"
-        if not path.exists():
+        chunk = torch.load(path) if path.exists() else None
+        if chunk is None or (layers and chunk.get("layers") != layers):
             if config.teacher_minutes and time.perf_counter() - started > config.teacher_minutes * 60:
                 break  # the CPU budget is spent: train on what there is
             batch = rows[start : start + config.label_batch].long().to(device)  # (b, length)
-            hidden = target.model(input_ids=batch).last_hidden_state  # (b, length, d)
+            output = target.model(input_ids=batch, output_hidden_states=bool(layers))
+            hidden = output.last_hidden_state  # (b, length, d)
             logits = target.lm_head(hidden).float()  # (b, length, vocab)
             top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (b, length, k)
-            save_atomically({"features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
-                             "label_log_probs": (top_logits - logits.logsumexp(-1, keepdim=True)).half().cpu(),
-                             "tokens": batch.int().cpu()}, path)
-        chunks.append(torch.load(path))
-    return {key: torch.cat([chunk[key] for chunk in chunks]) for key in chunks[0]}
+            chunk = {"features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
+                     "label_log_probs": (top_logits - logits.logsumexp(-1, keepdim=True)).half().cpu(),
+                     "tokens": batch.int().cpu()}
+            if layers:
+                lower = torch.cat([output.hidden_states[k] for k in layers], dim=-1)  # (b, length, d·n)
+                chunk.update(layer_features=lower.bfloat16().cpu(), layers=layers)
+            save_atomically(chunk, path)
+        chunks.append(chunk)
+    keys = [key for key in chunks[0] if key != "layers" and (key != "layer_features" or layers)]
+    return {key: torch.cat([chunk[key] for chunk in chunks]) for key in keys}
 
 
 def user_turn(tokenizer) -> tuple[str, str]:
@@ -211,7 +225,7 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
     Step 1 reads the target's true features (a round's first draft); step 2 reads the head's own
     step-1 predictions (every later draft), the training-time test of EAGLE-3 in its smallest form.
     """
-    features = batch["features"].float()  # (b, L, d)
+    features = batch["features"].float()  # (b, L, d): the target's final states, the regression target
     tokens = batch["tokens"].long()  # (b, L)
     teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k): -1 outside the head rows
     teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
@@ -221,6 +235,8 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
         scale = features.pow(2).mean(-1, keepdim=True).sqrt()[:, :-1]  # (b, L-1, 1)
         noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1).to(inputs.device)  # (b, L-1, d)
         inputs = inputs + noise * config.feature_noise * scale
+    if head.target_layers:  # the lower layers follow the final state, as the engine hands them over
+        inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, L-1, d·(1+n))
     embeddings = embed(tokens[:, 1:])  # (b, L-1, d)
     losses, metrics = [], {}
     predicted = head(inputs, embeddings)  # (b, L-1, d): predicted features of positions 1..L-1
@@ -235,7 +251,7 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
         agree = log_q.argmax(-1) == teacher_rows[:, shift:, 0]  # (b, L-shift)
         metrics[f"agreement_{ahead}"] = float(agree.float().mean())
         metrics[f"kl_{ahead}"] = float(kl.detach())
-        if ahead == 1:  # the next step reads these predictions in place of the true features
+        if ahead == 1:  # the next step reads these predictions in place of the true features (no lower layers)
             predicted = head(predicted[:, :-1], embeddings[:, 1:])  # (b, L-2, d): positions 2..L-1
     metrics["loss"] = losses[0] + 0.5 * losses[1]
     return metrics
@@ -361,10 +377,12 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     target.float()  # the head trains in float32 against the frozen embeddings and output rows
     if config.init_from:
         head, head_rows = load_head(Path(config.init_from), device, torch.float32)
+        if tuple(config.target_layers) != head.target_layers:  # it learns to read lower layers too
+            head = with_lower_layers(head, tuple(config.target_layers))
         head, head_rows = head.train(), head_rows.cpu()
     else:
         head_rows = torch.tensor(json.loads(Path(config.head_rows_from).read_text()), dtype=torch.long)
-        head = DraftHead(head_config_for(target.config)).to(device)
+        head = DraftHead(head_config_for(target.config, config.target_layers)).to(device)
     train, held_out = split_rows(data, config.held_out_fraction)
     metrics = train_head(config, head, target, head_rows, train, held_out)
     timings["head_s"] = time.perf_counter() - started
