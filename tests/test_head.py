@@ -243,3 +243,16 @@ def test_a_head_widened_to_read_lower_layers_starts_as_the_same_network():
     torch.testing.assert_close(wider(torch.cat([final, lower], -1), embeddings), pair.head(final, embeddings))
     with pytest.raises(ValueError, match="already reads"):
         with_lower_layers(wider, (1,))
+
+
+def test_a_run_that_goes_on_from_a_layered_head_must_name_its_layers_before_any_work(tmp_path):
+    from specviz.training.head_train import HeadTrainConfig, check_the_layers_it_goes_on_with
+
+    pair = with_head(tiny_pair("llama"), layers=(2, 1))
+    pair.head.save(tmp_path, pair.head_rows, {"note": "test"})
+    with pytest.raises(SystemExit, match="--target-layers 2,1"):
+        check_the_layers_it_goes_on_with(HeadTrainConfig(init_from=str(tmp_path)))
+    check_the_layers_it_goes_on_with(HeadTrainConfig(init_from=str(tmp_path), target_layers=(2, 1)))
+    plain = with_head(tiny_pair("llama"))
+    plain.head.save(tmp_path / "plain", plain.head_rows, {"note": "test"})
+    check_the_layers_it_goes_on_with(HeadTrainConfig(init_from=str(tmp_path / "plain"), target_layers=(3,)))

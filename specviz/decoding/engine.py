@@ -189,7 +189,8 @@ def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[f
 def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
                    last_only: bool = False) -> torch.Tensor:
     """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
-    the hidden states of those positions, from this same forward (no extra target pass)."""
+    the hidden states of those positions (the final ones, then those of the lower layers it names in
+    `target_layers`), from this same forward (no extra target pass)."""
     if not getattr(drafter, "reads_target", False):
         return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only)
     start = cache.get_seq_length()

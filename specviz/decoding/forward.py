@@ -43,8 +43,15 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     head_input = hidden[:, -1:] if last_only else hidden  # (1, n_out, d)
     logits = model.get_output_embeddings()(head_input)  # (1, n_out, vocab)
     if layers:
-        hidden = torch.cat([hidden, *(output.hidden_states[k] for k in layers)], dim=-1)  # (1, n_new, d·(1+n))
+        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (1, n_new, d·(1+n))
     return logits[0, :, :vocab_size].float(), hidden[0]
+
+
+def lower_layer_states(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """The states of `layers` (indices into a forward's hidden_states), side by side in that order:
+    (b, n, d·len(layers)); the order a head that reads them (specviz.models.draft_head) expects,
+    at run time and in its teacher pass alike."""
+    return torch.cat([hidden_states[k] for k in layers], dim=-1)
 
 
 def top_probability(logits: torch.Tensor) -> torch.Tensor:

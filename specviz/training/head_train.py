@@ -33,7 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
+from specviz.decoding.forward import lower_layer_states
+from specviz.models.draft_head import CONFIG_FILE, DraftHead, head_config_for, load_head, with_lower_layers
 from specviz.models.pairs import choose_device_and_dtype
 from specviz.training.distil import load_target, row_index_of, split_rows
 from specviz.training.train import learning_rate, save_atomically
@@ -135,11 +136,11 @@ def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, dev
                      "label_log_probs": (top_logits - logits.logsumexp(-1, keepdim=True)).half().cpu(),
                      "tokens": batch.int().cpu()}
             if layers:
-                lower = torch.cat([output.hidden_states[k] for k in layers], dim=-1)  # (b, length, d·n)
+                lower = lower_layer_states(output.hidden_states, config.target_layers)  # (b, length, d·n)
                 chunk.update(layer_features=lower.bfloat16().cpu(), layers=layers)
             save_atomically(chunk, path)
         chunks.append(chunk)
-    keys = [key for key in chunks[0] if key != "layers" and (key != "layer_features" or layers)]
+    keys = ["features", "label_ids", "label_log_probs", "tokens"] + (["layer_features"] if layers else [])
     return {key: torch.cat([chunk[key] for chunk in chunks]) for key in keys}
 
 
@@ -202,6 +203,17 @@ def apart_from_the_head_it_reads(config: HeadTrainConfig) -> HeadTrainConfig:
         work_dir = str(Path(defaults.work_dir).parent / f"head-went-on-seed{config.seed}")
     out_dir = config.out_dir if config.out_dir != defaults.out_dir else str(Path(work_dir) / "head")
     return replace(config, work_dir=work_dir, out_dir=out_dir)
+
+
+def check_the_layers_it_goes_on_with(config: HeadTrainConfig) -> None:
+    """A run that goes on from a head reading lower layers must read the same ones: say so before the
+    data phases, not after them (a head reading the final state alone may add layers)."""
+    if not config.init_from:
+        return
+    read = json.loads((Path(config.init_from) / CONFIG_FILE).read_text()).get("target_layers") or []
+    if read and read != list(config.target_layers):
+        raise SystemExit(f"the head in {config.init_from} reads the target's layers {read}: "
+                         f"go on with --target-layers {','.join(map(str, read))}")
 
 
 def self_instruct_config(config: HeadTrainConfig) -> HeadTrainConfig:
@@ -325,6 +337,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     # on CUDA and on CPUs with native bf16, 2.5× faster here), the precision the head reads at run time.
     device, dtype = choose_device_and_dtype()
     config = apart_from_the_head_it_reads(replace(config, autocast=config.autocast or dtype == torch.bfloat16))
+    check_the_layers_it_goes_on_with(config)
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.seed)
     work = Path(config.work_dir)
