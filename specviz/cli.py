@@ -53,6 +53,9 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-confidence", type=float, default=None,
                         help="stop a round's drafting after a token the drafter was less sure of "
                              "(0 = off; default: the engine's, 0.5)")
+    parser.add_argument("--rivals", type=int, default=None,
+                        help="greedy: beside a first draft the drafter is unsure of, offer its next N likeliest "
+                             "tokens too, judged in the same verify (0 = off; default: the engine's)")
     parser.add_argument("--gamma-schedule", choices=("constant", "heuristic"), default="constant",
                         help="heuristic: transformers' schedule (γ + 2 after a fully accepted round, else γ − 1)")
 
@@ -176,6 +179,7 @@ def lane_summary(view) -> dict:
         summary["rounds"] = [
             {
                 "drafted_ids": [token.token_id for token in event.drafted],
+                "rival_ids": [token.token_id for token in event.rivals],
                 "num_accepted": event.num_accepted,
                 "next_id": event.next_id,
                 "next_kind": event.next_kind,
@@ -261,6 +265,7 @@ def run_generate(args) -> int:
         drafter=chosen_drafter(args),
         ngram=args.ngram,
         draft_confidence=DecodeConfig.draft_confidence if args.draft_confidence is None else args.draft_confidence,
+        rivals=DecodeConfig.rivals if args.rivals is None else args.rivals,
         gamma_schedule=args.gamma_schedule,
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
@@ -321,6 +326,7 @@ def run_bench(args) -> int:
         drafter=chosen_drafter(args),
         ngram=args.ngram,
         **({} if args.draft_confidence is None else {"draft_confidence": args.draft_confidence}),
+        **({} if args.rivals is None else {"rivals": args.rivals}),
         gamma_schedule=args.gamma_schedule,
     )
     if config.repeats < 1:

@@ -195,3 +195,73 @@ def test_the_heuristic_gamma_schedule_grows_after_full_acceptance_and_shrinks_af
     trace = Trace.from_events(speculative_decode(pair, prompt_ids, config))
     assert trace.token_ids == Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
     assert len({event.gamma for event in trace.rounds}) > 1  # γ really moved
+
+
+# --- rival guesses beside an unsure first draft ----------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_forward_with_rivals_gives_each_the_logits_of_a_forward_over_the_text_and_it_alone(arch):
+    from transformers import DynamicCache
+
+    from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_position
+
+    pair = tiny_pair(arch)
+    text = torch.tensor([random_prompts(1, pair.vocab_size, seed=7, min_len=6, max_len=6)[0]])  # (1, 6)
+    rivals = [5, 17, 40]
+
+    def cached() -> DynamicCache:
+        cache = DynamicCache()
+        forward_new_ids(pair.target, text[:, :-1], cache, pair.vocab_size)
+        return cache
+
+    with torch.inference_mode():
+        together = cached()
+        logits = forward_new_ids(pair.target, torch.cat([text, torch.tensor([rivals])], 1), together, pair.vocab_size,
+                                 num_rivals=3)  # (4, vocab): the text's last token, then each rival
+        for i, rival in enumerate(rivals):
+            alone = forward_new_ids(pair.target, torch.cat([text, torch.tensor([[rival]])], 1), cached(), pair.vocab_size)
+            torch.testing.assert_close(logits[[0, 1 + i]], alone, rtol=1e-4, atol=1e-4)
+        # The rival taken keeps its entries at its place in the text: the next forward reads as if it had always been there.
+        move_cache_position(together, text.shape[1] + 2, text.shape[1])
+        crop_cache(together, text.shape[1] + 1)
+        longer = torch.cat([text, torch.tensor([[rivals[2], 9]])], 1)  # (1, 8)
+        torch.testing.assert_close(forward_new_ids(pair.target, longer, together, pair.vocab_size),
+                                   forward_new_ids(pair.target, longer, cached(), pair.vocab_size)[-1:],
+                                   rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_greedy_with_rival_guesses_equals_the_target_alone_and_the_target_takes_rivals(arch, gamma):
+    pair = tiny_pair(arch)
+    taken = judged = 0
+    for prompt_ids in random_prompts(4, pair.vocab_size, seed=gamma):
+        # A tiny draft is rarely 0.9 sure: most rounds offer rivals.
+        config = DecodeConfig(gamma=gamma, max_new_tokens=24, stop_at_eos=False, draft_confidence=0.9, rivals=2)
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config))
+        ours = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+        assert ours.token_ids == baseline.token_ids
+        for event in ours.rounds:
+            if not event.rivals:
+                continue
+            judged += len(event.rivals)
+            assert event.gamma == 1 and len(event.rivals) <= 2 and not any(token.accepted for token in event.rivals)
+            guesses = [event.drafted[0], *event.rivals]
+            # the drafter's own pick is the likeliest; a rival taken was less likely to the drafter, yet the target's own
+            if event.drafted[0].draft_confidence < max(token.draft_confidence for token in event.rivals):
+                assert event.num_accepted == 1
+                taken += 1
+            assert len({token.token_id for token in guesses}) == len(guesses)
+    assert judged > 0 and taken > 0, "no rival was offered or taken: the test checks nothing"
+
+
+def test_rivals_are_greedy_only_need_the_confidence_stop_and_are_checked():
+    pair = tiny_pair("llama")
+    prompt_ids = random_prompts(1, pair.vocab_size, seed=2)[0]
+    sampled = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, temperature=1.0, draft_confidence=0.9, rivals=2)
+    never_unsure = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, draft_confidence=0.0, rivals=2)
+    for config in (sampled, never_unsure):
+        assert not any(event.rivals for event in Trace.from_events(speculative_decode(pair, prompt_ids, config)).rounds)
+    with pytest.raises(ValueError, match="rival guesses must be an integer from 0 \\(off\\) to 4, got 5"):
+        DecodeConfig(rivals=5).validate()

@@ -65,14 +65,16 @@ def test_greedy_with_the_head_equals_the_target_alone(arch, gamma, layers):
         assert greedy_ids(speculative_decode(pair, prompt, config)) == greedy_ids(autoregressive_decode(pair, prompt, config))
 
 
-@pytest.mark.parametrize("layers", [(), (1,)])
-def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(layers):
+@pytest.mark.parametrize("layers, rivals", [((), 0), ((1,), 0), ((), 4)])
+def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(layers, rivals):
     """After every round: the states it holds are the target's own over committed[:-1] (the final
-    ones, then the lower layers it reads), and its own next guess equals a fresh, uncached head
-    pass over those true states."""
+    ones, then the lower layers it reads; with rivals, the state of the rival the target took), and
+    its own next guess equals a fresh, uncached head pass over those true states."""
     pair = with_head(tiny_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=layers)
     to_probs = ProbsFn(0.0, 0, 1.0)
-    drafter = HeadDrafter.build(pair, DecodeConfig(drafter="head", draft_confidence=0.0), to_probs, torch.Generator())
+    config = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, drafter="head",
+                          draft_confidence=0.6 if rivals else 0.0, rivals=rivals)
+    drafter = HeadDrafter.build(pair, config, to_probs, torch.Generator())
     seen = []
     original_rollback = drafter.rollback
 
@@ -84,15 +86,18 @@ def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(
 
     drafter.rollback = checking_rollback
     prompt = random_prompts(1, pair.vocab_size, seed=5, min_len=6, max_len=6)[0]
-    config = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, drafter="head", draft_confidence=0.0)
     trace = Trace.from_events(speculative_decode(pair, prompt, config, drafter=lambda *args: drafter))
     assert len(seen) == len(trace.rounds) and any(event.num_accepted < event.gamma for event in trace.rounds)
+    if rivals:  # a rival the target took: its state was moved to its place in the text
+        assert any(event.num_accepted and event.rivals and event.drafted[0].draft_confidence
+                   < max(token.draft_confidence for token in event.rivals) for event in trace.rounds)
     committed = torch.tensor([prompt + trace.token_ids])  # (1, n)
     output = pair.target.base_model(input_ids=committed[:, :-1], output_hidden_states=True)
     true_states = torch.cat([output.last_hidden_state, *(output.hidden_states[k] for k in layers)], -1)  # (1, n-1, d·(1+n))
     torch.testing.assert_close(drafter.features, true_states, rtol=1e-4, atol=1e-4)
     # Its next round's first guess, incrementally, against one uncached pass over the true states.
-    proposal = drafter.propose(committed, 1)
+    with torch.inference_mode():  # as the engine drafts
+        proposal = drafter.propose(committed, 1)
     embeddings = pair.target.get_input_embeddings()(committed[:, 1:])  # (1, n-1, d)
     predicted = drafter.head(true_states, embeddings)[:, -1]  # (1, d)
     expected = drafter.row_logits(predicted)[0].argmax(-1)

@@ -460,3 +460,28 @@ def test_lane_titles_name_the_drafter_and_what_transformers_ran_instead():
     assert lane_title(head_run, "baseline") == "Target only (baseline)"
     lookup_run = render.RunView("x", [1], 3, {"drafter": "prompt-lookup"})
     assert lane_title(lookup_run, "reference") == "transformers generate() (reference) · prompt lookup"
+
+
+def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which_the_target_took():
+    from specviz.decoding.events import event_from_dict, event_to_dict
+
+    run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "draft_confidence": 0.5, "rivals": 2})
+    first_pick = DraftedToken(8, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.41)
+    taken = DraftedToken(3, 1.0, 1.0, 1.0, 0.2, True, True, draft_confidence=0.27)
+    other = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
+    took_a_rival = RoundEvent("speculative", 0, 1, 1, (taken,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
+                              stopped_unsure=True, rivals=(first_pick, other))
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(took_a_rival)))) == took_a_rival  # saved runs keep them
+    none_taken = RoundEvent("speculative", 1, 3, 1, (first_pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
+                            stopped_unsure=True, rivals=(taken, other))
+    for event in (PrefillEvent("speculative", 1, 2, 0.01, 1, 1), took_a_rival, none_taken,
+                  FinishEvent("speculative", "max_new_tokens", 4)):
+        run.add(event, decode)
+    lane = html_text.unescape(render.lanes_html(run, names=("speculative",))[0])
+    assert lane.count('class="rivals"') == 2
+    assert ("so the round took it: a token the chain alone would have lost" in lane
+            and "none of them was the target's own choice" in lane)
+    assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
+    assert "Rival guesses: the draft was unsure" in html_text.unescape(render.inspector_html(run, 0))
+    assert "rival guesses" in render.tokens.legend_html()
+    assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does

@@ -51,6 +51,7 @@ class BenchConfig:
     drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
     ngram: int = 3  # prompt lookup's longest n-gram
     draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
+    rivals: int = DecodeConfig.rivals  # greedy: rival guesses beside an unsure first draft
     gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
@@ -67,6 +68,7 @@ class BenchConfig:
             drafter=self.drafter,
             ngram=self.ngram,
             draft_confidence=self.draft_confidence,
+            rivals=self.rivals,
             gamma_schedule=self.gamma_schedule,
         )
 

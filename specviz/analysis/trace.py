@@ -113,7 +113,9 @@ class Trace:
 
     @property
     def num_examined(self) -> int:
-        """Drafts the target judged: up to and including the first rejection of each round."""
+        """Drafts the target judged: up to and including the first rejection of each round. A
+        first position with rivals counts once, as Leviathan's α counts a position: accepted when
+        the target took any of its guesses."""
         return sum(event.num_examined for event in self.rounds)
 
     @property

@@ -17,7 +17,7 @@ import torch
 from specviz.models import convert, hosting
 from specviz.catalogue import run_lanes
 from specviz.decoding.drafters import MAX_NGRAM
-from specviz.decoding.engine import MAX_GAMMA, DecodeConfig
+from specviz.decoding.engine import MAX_GAMMA, MAX_RIVALS, DecodeConfig
 from specviz.models.pairs import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, default_drafter_for, load_pair
 
 log = logging.getLogger("specviz.app.request")
@@ -76,7 +76,8 @@ class Request:
     @classmethod
     def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
               chat=True, drafter=None, ngram=3, reference=False, precision=None,
-              draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule):
+              draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule,
+              rivals=DecodeConfig.rivals):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
         pair_name = pair_name or DEFAULT_PRESET
@@ -96,6 +97,7 @@ class Request:
             ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
             draft_confidence=real_number(draft_confidence, "draft confidence threshold"),
             gamma_schedule=gamma_schedule or DecodeConfig.gamma_schedule,
+            rivals=whole_number(rivals, "rival guesses", 0, MAX_RIVALS),
         )
         config.validate()
         if chat not in (True, False, None):
@@ -124,7 +126,7 @@ class Request:
             "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
             "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat, "drafter": c.drafter,
             "ngram": c.ngram, "reference": self.reference, "precision": self.precision,
-            "draft_confidence": c.draft_confidence, "gamma_schedule": c.gamma_schedule,
+            "draft_confidence": c.draft_confidence, "gamma_schedule": c.gamma_schedule, "rivals": c.rivals,
         }
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only: the handlers' module imports this one
 # The main page's controls the sections read, in Request.parse's order; missing ones take its defaults.
 CONTROL_NAMES = ("prompt", "pair", "target_id", "draft_id", "gamma", "temperature", "top_k", "top_p",
                  "max_new_tokens", "seed", "chat", "drafter", "ngram", "precision", "draft_confidence",
-                 "gamma_schedule")
+                 "gamma_schedule", "rivals")
 STEP_TTL_S = 1800  # a step run left alone this long is dropped with its KV caches
 # A setting where the wrong rule shows within a few hundred draws: the tiny-code pair's 2-layer draft
 # disagrees with its 8-layer target right after this prompt, and top-k 10 keeps the outcomes few.

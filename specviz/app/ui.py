@@ -42,7 +42,7 @@ MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the 
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
 RUN_INPUTS = ("prompt", "chat", "pair", "target_id", "draft_id", "drafter", "ngram", "gamma", "temperature", "top_k",
               "top_p", "max_new_tokens", "seed", "reference", "pace", "precision", "draft_confidence",
-              "gamma_schedule")  # on_run's arguments, in its order
+              "gamma_schedule", "rivals")  # on_run's arguments, in its order
 SLIDER_NAMES = {"gamma": "γ", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
                 "max_new_tokens": "max new tokens", "ngram": "n-gram size", "draft_confidence": "draft confidence"}
 QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
@@ -151,6 +151,7 @@ def generate(
     precision: str = "",
     draft_confidence: float = DecodeConfig.draft_confidence,
     gamma_schedule: str = DecodeConfig.gamma_schedule,
+    rivals: int = DecodeConfig.rivals,
 ) -> tuple[str, str, dict]:
     """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
 
@@ -162,7 +163,8 @@ def generate(
     the draft model elsewhere). `reference` adds a lane running transformers'
     own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
     default); `draft_confidence` stops a round's drafting after a draft the drafter was less
-    sure of (0 = off); `gamma_schedule` is "constant" or "heuristic". Stats hold every lane's figures (with its text), the
+    sure of (0 = off); `gamma_schedule` is "constant" or "heuristic"; `rivals` (greedy) verifies the
+    drafter's next guesses beside a first draft it was unsure of (0 = off). Stats hold every lane's figures (with its text), the
     measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
     from the engine's own timings. While the lanes run it yields their texts so far with empty
     stats; a client's predict() returns only the last value, the finished run.
@@ -174,7 +176,8 @@ def generate(
     # The return annotation documents the API: each value yielded is one such tuple.
     try:
         request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
-                                seed, chat, drafter, ngram, reference, precision, draft_confidence, gamma_schedule)
+                                seed, chat, drafter, ngram, reference, precision, draft_confidence, gamma_schedule,
+                                rivals)
         model_pair = request.load()
         prompt_ids = model_pair.encode(request.prompt_text, request.chat)
         for progress in stream_run(request, model_pair, prompt_ids):

@@ -34,7 +34,7 @@ SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 # Settings a saved run records under the name of the page control that sets them (Request.settings).
 REPLAYED_SETTINGS = ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "drafter", "ngram",
-                     "reference", "draft_confidence", "gamma_schedule")
+                     "reference", "draft_confidence", "gamma_schedule", "rivals")
 
 
 # --- runs and replays, without the page ----------------------------------------------------------
@@ -218,14 +218,15 @@ def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
 
 def on_run(page: Page, prompt_text, chat_value, pair, target, draft, drafter_value, ngram_value, gamma_value,
            temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
-           pace_value, precision_value, confidence_value, schedule_value, request: gr.Request):
+           pace_value, precision_value, confidence_value, schedule_value, rivals_value, request: gr.Request):
     run_id = next(run_numbers)
     started = time.perf_counter()
     session = session_of(request)
     try:
         parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
                                top_p_value, max_new_tokens_value, seed_value, chat_value, drafter_value,
-                               ngram_value, reference_value, precision_value, confidence_value, schedule_value)
+                               ngram_value, reference_value, precision_value, confidence_value, schedule_value,
+                               rivals_value)
         pace_s = pace_seconds(pace_value)
         yield {page.status: status_html(loading_message(parsed), "info", run_id)}
         model_pair = parsed.load()

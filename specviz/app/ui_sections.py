@@ -16,7 +16,7 @@ from specviz.app import plots, render
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import DRAFTER_CATALOGUE, PAGE_LANES, lane_info
 from specviz.decoding.drafters import MAX_NGRAM
-from specviz.decoding.engine import GAMMA_SCHEDULES, MAX_GAMMA, DecodeConfig
+from specviz.decoding.engine import GAMMA_SCHEDULES, MAX_GAMMA, MAX_RIVALS, DecodeConfig
 from specviz.app.live import PACES
 from specviz.models.pairs import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_drafter_for, default_precision
 from specviz.app.render.lanes import FOLLOW_LANE_JS
@@ -212,6 +212,12 @@ def build_drafting() -> dict[str, gr.Component]:
             info="0 = always draft γ. A verify of more tokens costs more, so unlikely drafts cost twice; "
                  "the lane marks where a round stopped (‖)",
         )
+        rivals = gr.Slider(
+            0, MAX_RIVALS, value=DecodeConfig.rivals, step=1, elem_id="rivals",
+            label="rival guesses (greedy): where the drafter is unsure of a round's first token, verify its next guesses too",
+            info="0 = off. They ride along in the same verify, each at that position; the target takes the one that is "
+                 "its own choice. The lane shows them small and struck through after the first draft",
+        )
         gamma_schedule = gr.Radio(list(GAMMA_SCHEDULES), value=DecodeConfig.gamma_schedule,
                                   elem_id="gamma-schedule", label="γ schedule",
                                   info="heuristic (transformers'): γ + 2 after a round whose drafts were "
@@ -219,7 +225,7 @@ def build_drafting() -> dict[str, gr.Component]:
         precision = gr.Radio(PRECISION_CHOICES, value="", elem_id="precision", label="precision",
                              info=precision_info())
     return {"drafter": drafter, "ngram": ngram, "gamma": gamma, "draft_confidence": draft_confidence,
-            "gamma_schedule": gamma_schedule, "precision": precision}
+            "rivals": rivals, "gamma_schedule": gamma_schedule, "precision": precision}
 
 
 def build_sampling() -> dict[str, gr.Component]:

@@ -40,6 +40,9 @@ class Proposal(NamedTuple):
     # 1, whatever the run's temperature): how sure it was. None for drafters without a model.
     confidences: tuple[float, ...] | None = None
     stopped_unsure: bool = False  # drafting stopped before γ: confidence fell below the threshold
+    # Rival guesses for the first drafted position (greedy, where the drafter was unsure of its top
+    # guess): (token id, the drafter's probability), likeliest first, verified beside the first draft.
+    rivals: tuple[tuple[int, float], ...] = ()
 
 
 class Drafter(Protocol):
@@ -63,7 +66,8 @@ DrafterFactory = Callable[["ModelPair", "DecodeConfig", ProbsFn, torch.Generator
 
 def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
                  advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int,
-                 to_probs: ProbsFn, generator: torch.Generator, vocab_size: int, threshold: float) -> Proposal:
+                 to_probs: ProbsFn, generator: torch.Generator, vocab_size: int, threshold: float,
+                 num_rivals: int = 0) -> Proposal:
     """The drafting loop every model-based drafter shares: pick a token from the drafter's logits
     (1, vocab), then `advance(token)` gives the next logits and confidence, up to num_tokens.
 
@@ -71,7 +75,14 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
     (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice. The unsure
     token itself is still proposed (as transformers' threshold does): it is accepted about as
     often as the drafter was sure of it; the ones after it far less.
+
+    Greedy, where that stop ends the round at its first token, the drafter's next `num_rivals`
+    likeliest tokens are offered beside it (`rivals`): the target judges them in the same verify.
     """
+    rivals, asked = (), num_tokens
+    if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
+        rivals = rival_guesses(logits, num_rivals)
+        num_tokens = 1
     drafted, probs, confidences = [], [], []
     stopped_unsure = False
     for step in range(num_tokens):
@@ -96,7 +107,16 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
         draft_probs = torch.nn.functional.one_hot(draft_ids, vocab_size).float()  # (γ', vocab)
     else:
         draft_probs = torch.cat(probs)  # (γ', vocab)
-    return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()), stopped_unsure)
+    return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()),
+                    stopped_unsure or (bool(rivals) and asked > 1), rivals)
+
+
+def rival_guesses(logits: torch.Tensor, num_rivals: int) -> tuple[tuple[int, float], ...]:
+    """The drafter's 2nd..(1+num_rivals)th likeliest tokens from logits (1, vocab), with their
+    probabilities (softmax at temperature 1); tokens it cannot propose (-inf: outside its rows) never."""
+    probs = logits[0].float().softmax(-1)  # (vocab,)
+    values, indices = probs.topk(1 + num_rivals)  # (1+k,)
+    return tuple((token_id, value) for token_id, value in zip(indices.tolist()[1:], values.tolist()[1:]) if value > 0)
 
 
 class ModelDrafter:
@@ -107,9 +127,10 @@ class ModelDrafter:
     """
 
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0):
+                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0, num_rivals: int = 0):
         self.model = model
         self.confidence_threshold = confidence_threshold
+        self.num_rivals = num_rivals
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
@@ -121,7 +142,7 @@ class ModelDrafter:
         scorer = None
         if pair.draft_head_rows is not None and not config.full_draft_head:
             scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
-        return cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence)
+        return cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
@@ -151,7 +172,7 @@ class ModelDrafter:
 
         logits, confidence = self.next_logits(committed_ids)
         return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
-                            self.vocab_size, self.confidence_threshold)
+                            self.vocab_size, self.confidence_threshold, self.num_rivals)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)

@@ -85,10 +85,14 @@ class RoundEvent:
     num_target_forwards: int
     details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
     stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
+    # Greedy rounds whose unsure first draft had rivals (DecodeConfig.rivals): the first guesses the
+    # target judged in the same verify and did not take. `drafted` holds the one it followed.
+    rivals: tuple[DraftedToken, ...] = ()
 
     @property
     def num_examined(self) -> int:
-        """Drafts the target judged: the accepted prefix plus the first rejection, if any."""
+        """Drafts the target judged: the accepted prefix plus the first rejection, if any (a first
+        position with rivals counts once: accepted when the target took any of its guesses)."""
         return min(self.num_accepted + 1, self.gamma)
 
     @property
@@ -151,6 +155,7 @@ def event_from_dict(data: dict) -> Event:
     cls = EVENT_TYPES[fields.pop("type")]
     if cls is RoundEvent:
         fields["drafted"] = tuple(DraftedToken(**token) for token in fields["drafted"])
+        fields["rivals"] = tuple(DraftedToken(**token) for token in fields.get("rivals", ()))
         fields["emitted_ids"] = tuple(fields["emitted_ids"])
         if fields.get("details") is not None:
             fields["details"] = tuple(

@@ -35,7 +35,7 @@ class HeadDrafter:
     reads_target = True
 
     def __init__(self, head: DraftHead, target, scorer: RowScorer, vocab_size: int, to_probs: ProbsFn,
-                 generator: torch.Generator, confidence_threshold: float = 0.0):
+                 generator: torch.Generator, confidence_threshold: float = 0.0, num_rivals: int = 0):
         self.head = head
         self.target_layers = head.target_layers  # the target's lower layers it reads, besides the final one
         self.embed = target.get_input_embeddings()
@@ -44,13 +44,15 @@ class HeadDrafter:
         self.to_probs = to_probs
         self.generator = generator
         self.confidence_threshold = confidence_threshold
+        self.num_rivals = num_rivals
         self.cache = DynamicCache()
         self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
 
     @classmethod
     def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
         scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
-        return cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence)
+        return cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
+                   config.rivals)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         return 0  # it reads the target's prefill states, handed over by observe_target
@@ -84,10 +86,15 @@ class HeadDrafter:
 
         logits, confidence = self.row_logits(predicted)
         proposal = draft_tokens(logits, confidence, advance, num_tokens, self.to_probs, self.generator,
-                                self.vocab_size, self.confidence_threshold)
+                                self.vocab_size, self.confidence_threshold, self.num_rivals)
         # Keep only what was read with true states: the verify's states replace the rest.
         crop_cache(self.cache, num_committed - 1)
         return proposal
+
+    def take_position(self, source: int, dest: int) -> None:
+        """A rival guess the target took: its true state (handed over from row `source` of the
+        verify) becomes the state at `dest`, where the text now has it."""
+        self.features[:, dest] = self.features[:, source]
 
     def rollback(self, num_committed: int) -> None:
         if self.features is not None:

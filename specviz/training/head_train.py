@@ -319,7 +319,7 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
         metrics["loss"].backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
         optimiser.step()
-        progress.set_postfix(loss=f"{float(metrics['loss']):.3f}", agree=f"{metrics['agreement_1']:.2f}")
+        progress.set_postfix(loss=f"{metrics['loss'].detach().item():.3f}", agree=f"{metrics['agreement_1']:.2f}")
         if (step + 1) % config.checkpoint_every == 0:
             save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step + 1}, checkpoint)
             print(f"step {step + 1}: held-out {evaluate_head(head, embed, row_weight, row_index, held_out, config)}", flush=True)

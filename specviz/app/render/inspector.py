@@ -5,7 +5,8 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView
 from specviz.app.render.tokens import (
-    END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, prob, r_text, stopped_unsure_text, token_span,
+    END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, escape_text, prob, r_text, rivals_text, stopped_unsure_text,
+    token_span,
 )
 from specviz.app.wording import count
 
@@ -98,7 +99,8 @@ def inspector_html(run: RunView | None, round_index) -> str:
     return (
         f'<div class="inspector"><p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
-        f"and kept {event.num_accepted}. {timing}.{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}</p>"
+        f"and kept {event.num_accepted}. {timing}.{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
+        f"{' ' + escape_text(rivals_text(event, texts.drafted[0], texts.rivals, sentence=True)) + '.' if event.rivals and texts.rivals else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )
 

@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.tokens import (
-    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, stop_marker, token_span,
+    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, rivals_marker, stop_marker,
+    token_span,
     visible_text,
 )
 from specviz.analysis.run import Run
@@ -37,6 +38,7 @@ class RoundTexts:
 
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
+    rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
 
     @property
     def next_text(self) -> str:
@@ -113,6 +115,9 @@ class LaneView:
                 texts.own.append(text)
                 title = own_title(event, self.lane)
             spans.append(token_span(text, shown.kind, title, keep_breaks=shown.kind not in STRUCK))
+            if shown.draft_index == 0 and event.rivals:
+                texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
+                spans.append(rivals_marker(event, text, texts.rivals))
             if shown.draft_index == event.gamma - 1:
                 spans.append(stop_marker(event))
         self.round_texts[event.round_index] = texts

@@ -90,6 +90,9 @@ def legend_html() -> str:
     stop_help = "the draft was unsure of its last token, so the round stopped drafting before γ"
     items += (f'<span style="white-space:nowrap;color:#555" title="{stop_help}">'
               f'<b style="color:#888">{STOP_MARK}</b> drafting stopped: draft unsure</span>')
+    rivals_help = "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"
+    items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{rivals_help}">'
+              f'<sup style="color:#888;text-decoration:line-through">abc</sup> rival guesses</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
@@ -131,6 +134,34 @@ def stopped_unsure_text(event) -> str:
     return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: the draft was only "
             f"{last.draft_confidence:.0%} sure of the last one, below the confidence threshold, so guessing on "
             f"would likely be wasted verify work{f' ({note})' if note else ''}")
+
+
+def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool = False) -> str:
+    """Why a round's first position shows more than one guess, and which the target took
+    (`sentence`: starting with a capital, to follow another sentence)."""
+    guesses = [(chosen_text, event.drafted[0]), *zip(rival_texts, event.rivals)]
+    guesses.sort(key=lambda guess: -(guess[1].draft_confidence or 0.0))
+    listed = ", ".join(f"'{text}' ({token.draft_confidence:.0%})" for text, token in guesses)
+    top_text, top = guesses[0]
+    if not event.drafted[0].accepted:
+        outcome = "none of them was the target's own choice, so the target wrote its token itself"
+    elif top is event.drafted[0]:
+        outcome = f"the target agreed with the draft's first pick '{top_text}'; the others were dropped"
+    else:
+        outcome = (f"the target's own choice was '{chosen_text}', not the draft's first pick '{top_text}', "
+                   f"so the round took it: a token the chain alone would have lost")
+    return (f"{'R' if sentence else 'r'}ival guesses: the draft was unsure of its first guess here, so it offered {len(guesses)} at once, "
+            f"{listed}; the target judged them all in its one verify (each at this position, seeing the text "
+            f"and itself, never the others): {outcome}")
+
+
+def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
+    """The rivals of a round's first draft, small and struck through after it, explained on hover."""
+    if not event.rivals:
+        return ""
+    struck = " ".join(visible_text(text, keep_breaks=False) for text in rival_texts)
+    return (f'<span class="rivals" title="{escape_text(rivals_text(event, chosen_text, rival_texts))}" '
+            f'style="font-size:11px;color:#888;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
 
 STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
