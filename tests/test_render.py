@@ -484,4 +484,6 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
     assert "Rival guesses: the draft was unsure" in html_text.unescape(render.inspector_html(run, 0))
     assert "rival guesses" in render.tokens.legend_html()
+    explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
+    assert "In round 1 the draft was unsure of its first guess" in explained and "where its first guess alone" in explained
     assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does

@@ -35,10 +35,12 @@ def explain_html(run: RunView | None) -> str:
     lane = run.speculative
     rounds = [event for event in lane.trace.rounds if event.gamma > 0]
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
-    bonus = next((e for e in rounds if e.next_kind == "bonus"), None)
-    # One example of each ending, cited in the order the rounds ran (a reader scans forward).
-    examples = sorted((e for e in (rejected, bonus) if e is not None), key=lambda e: e.round_index)
-    points = [explain_rejection(lane, e) if e is rejected else explain_bonus(lane, e) for e in examples]
+    bonus = next((e for e in rounds if e.next_kind == "bonus" and not took_a_rival(e)), None)
+    rival = next((e for e in rounds if took_a_rival(e) and len(e.emitted_ids) == 2), None)
+    # One example of each ending (and of a rival the target took), cited in the order the rounds ran.
+    explained = [(e, explain) for e, explain in ((rejected, explain_rejection), (bonus, explain_bonus),
+                                                 (rival, explain_rival)) if e is not None]
+    points = [explain(lane, e) for e, explain in sorted(explained, key=lambda pair: pair[0].round_index)]
     baseline, speculative = run.baseline.trace, lane.trace
     if baseline.rounds and speculative.rounds:
         points.append(explain_speed(run))
@@ -59,6 +61,27 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
         f"min(1, p/q) = {prob(bad.accept_prob)} and the draw r = {bad.r:.3f} rejected it. The target then resampled "
         f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
         f"{count(event.num_accepted + 1, 'token')} for one target pass."
+    )
+
+
+def took_a_rival(event: RoundEvent) -> bool:
+    """The target took one of the rival guesses, not the drafter's own first pick (the likeliest to it)."""
+    return bool(event.rivals and event.num_accepted and
+                event.drafted[0].draft_confidence < max(token.draft_confidence for token in event.rivals))
+
+
+def explain_rival(lane: LaneView, event: RoundEvent) -> str:
+    """One sentence on a round where a rival guess, not the drafter's first pick, was the target's choice."""
+    texts = lane.round_texts[event.round_index]
+    first_pick = max(range(len(event.rivals)), key=lambda i: event.rivals[i].draft_confidence)
+    others = [inline_token(text, "rejected") for i, text in enumerate(texts.rivals) if i != first_pick]
+    return (
+        f"In round {event.round_index + 1} the draft was unsure of its first guess "
+        f"{inline_token(texts.rivals[first_pick], 'rejected')} ({event.rivals[first_pick].draft_confidence:.0%}), so it "
+        f"also offered {' and '.join([inline_token(texts.drafted[0], 'accepted'), *others])} for the same position, "
+        f"all checked in the same target pass. The target's own choice was {inline_token(texts.drafted[0], 'accepted')}, "
+        f"so the round kept it and the bonus {inline_token(texts.next_text, 'bonus')}: "
+        f"{count(len(event.emitted_ids), 'token')} for one target pass, where its first guess alone would have given 1."
     )
 
 
