@@ -57,6 +57,7 @@ def test_the_default_pair_answers_in_english(page):
     assert "Scotland" in page.locator("#prompt textarea").input_value()
     assert page.locator("#chat input[type=checkbox]").is_checked()
     assert float(page.locator("#temperature input[type=number]").first.input_value()) == 0  # opens greedy
+    page.locator("#drafting-options").get_by_text("Drafting and precision").click()  # a closed accordion draws nothing
     assert int(page.locator("#rivals input[type=number]").first.input_value()) == 2  # rival guesses on, as the bench chose
     set_number(page, "max-new-tokens", 12)
     run_id = run_and_wait(page)
