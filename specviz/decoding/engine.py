@@ -213,17 +213,18 @@ def first_guesses(proposal: Proposal) -> list[tuple[int, float]]:
     return [(int(proposal.draft_ids[0]), proposal.confidences[0]), *proposal.rivals]
 
 
-def take_rival(proposal: Proposal, target_probs: torch.Tensor) -> tuple[int, Proposal, torch.Tensor]:
+def take_rival(proposal: Proposal, guesses: list[tuple[int, float]],
+               target_probs: torch.Tensor) -> tuple[int, Proposal, torch.Tensor]:
     """Greedy: of the first draft and its rivals, the one that is the target's own choice at that
     position (its argmax) becomes the round's one draft, with the verify's rows for it: (its index
     among first_guesses, the proposal of it alone, rows (2, vocab)). Where none is, the first draft
     stays, and the rule rejects it as ever."""
-    guesses = [token_id for token_id, _ in first_guesses(proposal)]
+    guessed_ids = [token_id for token_id, _ in guesses]
     choice = int(target_probs[0].argmax())
-    taken = guesses.index(choice) if choice in guesses else 0
+    taken = guessed_ids.index(choice) if choice in guessed_ids else 0
     if taken == 0:
         return 0, proposal, target_probs[:2]  # (2, vocab)
-    token_id, confidence = proposal.rivals[taken - 1]
+    token_id, confidence = guesses[taken]
     draft_ids = proposal.draft_ids.new_tensor([token_id])  # (1,)
     draft_probs = torch.nn.functional.one_hot(draft_ids, target_probs.shape[-1]).float()  # (1, vocab)
     chosen = proposal._replace(draft_ids=draft_ids, draft_probs=draft_probs, confidences=(confidence,))
@@ -324,7 +325,7 @@ def speculative_decode(
         target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
         taken, rivals = 0, ()
         if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
-            taken, chosen, chosen_probs = take_rival(proposal, target_probs)
+            taken, chosen, chosen_probs = take_rival(proposal, guesses, target_probs)
             rivals = describe_rivals(guesses, taken, target_probs)
             proposal, target_probs = chosen, chosen_probs  # target_probs: (2, vocab)
         if gamma > 0:

@@ -96,6 +96,12 @@ class RoundEvent:
         return min(self.num_accepted + 1, self.gamma)
 
     @property
+    def took_rival(self) -> bool:
+        """The target took a rival guess, not the drafter's own first pick (the guess it was surest of)."""
+        return bool(self.rivals) and self.drafted[0].accepted and (
+            self.drafted[0].draft_confidence < max(token.draft_confidence for token in self.rivals))
+
+    @property
     def num_kept_drafts(self) -> int:
         """Accepted drafts that made it into the text: an accepted EOS ends it mid-round, and the
         accepted drafts after it are dropped."""

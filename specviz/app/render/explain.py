@@ -35,8 +35,8 @@ def explain_html(run: RunView | None) -> str:
     lane = run.speculative
     rounds = [event for event in lane.trace.rounds if event.gamma > 0]
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
-    bonus = next((e for e in rounds if e.next_kind == "bonus" and not took_a_rival(e)), None)
-    rival = next((e for e in rounds if took_a_rival(e) and len(e.emitted_ids) == 2), None)
+    bonus = next((e for e in rounds if e.next_kind == "bonus" and not e.took_rival), None)
+    rival = next((e for e in rounds if e.took_rival and len(e.emitted_ids) == 2), None)
     # One example of each ending (and of a rival the target took), cited in the order the rounds ran.
     explained = [(e, explain) for e, explain in ((rejected, explain_rejection), (bonus, explain_bonus),
                                                  (rival, explain_rival)) if e is not None]
@@ -62,12 +62,6 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
         f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
         f"{count(event.num_accepted + 1, 'token')} for one target pass."
     )
-
-
-def took_a_rival(event: RoundEvent) -> bool:
-    """The target took one of the rival guesses, not the drafter's own first pick (the likeliest to it)."""
-    return bool(event.rivals and event.num_accepted and
-                event.drafted[0].draft_confidence < max(token.draft_confidence for token in event.rivals))
 
 
 def explain_rival(lane: LaneView, event: RoundEvent) -> str:

@@ -142,10 +142,10 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
     guesses = [(chosen_text, event.drafted[0]), *zip(rival_texts, event.rivals)]
     guesses.sort(key=lambda guess: -(guess[1].draft_confidence or 0.0))
     listed = ", ".join(f"'{text}' ({token.draft_confidence:.0%})" for text, token in guesses)
-    top_text, top = guesses[0]
+    top_text = guesses[0][0]
     if not event.drafted[0].accepted:
         outcome = "none of them was the target's own choice, so the target wrote its token itself"
-    elif top is event.drafted[0]:
+    elif not event.took_rival:
         outcome = f"the target agreed with the draft's first pick '{top_text}'; the others were dropped"
     else:
         outcome = (f"the target's own choice was '{chosen_text}', not the draft's first pick '{top_text}', "
