@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 from specviz.models import convert, hosting
+from specviz.models.invariance import Invariance, make_batch_invariant, measure as measure_invariance
 from specviz.catalogue import DEFAULT_DRAFTER, DrafterInfo, drafter_info
 from specviz.models.draft_head import WEIGHTS_FILE as HEAD_WEIGHTS_FILE, load_head
 from specviz.models.int8 import cpu_supports, int8_available, quantize_linears
@@ -143,6 +144,9 @@ class ModelPair:
     draft_scorer: RowScorer | None = None
     head_scorer: RowScorer | None = None
     int8_drafters: bool = False  # whether the draft and the head run in int8 (specviz.models.int8)
+    # Whether a verify rounds exactly like a step for this target here (specviz.models.invariance),
+    # measured when the pair was built.
+    invariance: Invariance | None = None
 
     def lacks_for(self, info: DrafterInfo) -> str | None:
         """Why this pair cannot run the drafter, in words; None when it can."""
@@ -195,7 +199,9 @@ class ModelPair:
 
     @classmethod
     def from_models(cls, target, draft, tokenizer=None, name: str = "custom", draft_head_rows=None) -> "ModelPair":
-        """Wrap two loaded models; used by load_pair and by tests with tiny random models."""
+        """Wrap two loaded models; used by load_pair and by tests with tiny random models. A 16-bit
+        target gets its batch-invariant forward here (specviz.models.invariance), so every lane,
+        transformers' generate() included, runs it; the pair records which guarantee holds."""
         vocab_sizes = [target.config.vocab_size] + ([draft.config.vocab_size] if draft is not None else [])
         if tokenizer is not None:
             vocab_sizes.append(len(tokenizer))
@@ -207,6 +213,7 @@ class ModelPair:
         vocab_size = min(vocab_sizes)
         if draft_head_rows is not None:
             draft_head_rows = draft_head_rows[draft_head_rows < vocab_size].to(device)
+        make_batch_invariant(target)
         return cls(
             target=target,
             draft=draft,
@@ -217,6 +224,7 @@ class ModelPair:
             eos_id=eos_id,
             name=name,
             draft_head_rows=draft_head_rows,
+            invariance=measure_invariance(target, vocab_size),
         )
 
 
@@ -249,10 +257,20 @@ can part at near-ties (numerics, not the algorithm: the accept rule is the same)
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
 
 
+# oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) below the first with bf16 dot products
+ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
 def cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16: where bf16 matmuls run several times faster than float32. Without
-    them (AVX2 only) torch emulates bf16 and a 4-token verify costs ~3 steps (measured)."""
-    return cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    """AMX or AVX512-BF16, and no host limit that keeps torch from them: where bf16 matmuls run
+    several times faster than float32. Without them (AVX2 only) torch emulates bf16 and a 4-token
+    verify costs ~3 steps (measured). The limits a host sets count, as torch obeys them:
+    ATEN_CPU_CAPABILITY (torch's own kernels) and ONEDNN_MAX_CPU_ISA (its matmuls)."""
+    if not cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        return False
+    if not torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX512", "AMX")):
+        return False
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
 
 
 def default_precision(device: torch.device) -> str:

@@ -1,0 +1,281 @@
+"""A target forward in which every row rounds as it would alone: batch invariance (DESIGN.md §3).
+
+Greedy speculative decoding equals the target alone only if the logits a (γ+1)-token verify gives
+position i are bitwise those a 1-token step at position i gives. Two kinds of op break that in
+16-bit on CPUs and GPUs alike, because their kernels change with the number of rows computed:
+- attention: SDPA's kernels and reduction order change with the query count and key length;
+- some matrix products: oneDNN/cuBLAS pick a kernel (and so a summation order) by M, the number
+  of rows (measured: SmolLM2's down_proj, 576 × 1536, differs from M = 3 on an AMD EPYC with
+  avx512_bf16; F.linear at K = 576 never does there).
+
+So the target gets (make_batch_invariant):
+- `rowwise_attention`, registered with transformers' AttentionInterface, so the baseline, the
+  verify, transformers' own `generate()` and the reference lane all run it: each KV head's query
+  rows go through one matrix product of fixed shape per row group, masked positions trail (a
+  causal row's keys are a prefix), softmax in float32, so a row's sums never depend on its
+  neighbours; rows with other masks (rival guesses, padding) read their own keys, gathered;
+- a row padding for every linear layer whose rows a quick probe shows to depend on M: such a
+  layer always runs at PADDED_ROWS rows (a step pads its one row with zeros; a verify of 2-8
+  rows likewise), so every row of a step or a verify is computed by the same kernel.
+A prompt's own pass (more than MAX_PADDED_ROWS rows) uses the plain kernels: both lanes run the
+same prompt pass, so they read the same cache either way.
+
+float32 is left as transformers loads it: there MKL picks kernels by M in every matrix product
+(rows differ by ~1e-6), and padding them all would make a step cost ~3× (measured). measure()
+says, per loaded target, which guarantee holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
+from transformers.pytorch_utils import Conv1D
+
+ATTENTION = "specviz_rowwise"  # the name transformers knows the attention by
+PADDED_ROWS = 8  # a padded layer always computes this many rows: covers γ ≤ 5 with 2 rival guesses
+MAX_PADDED_ROWS = 32  # more rows than this is a prompt's own pass: plain kernels
+INVARIANT_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def grouped_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float) -> torch.Tensor:
+    """Causal attention where the M queries are the last M of the N keys: (b, M, H, D).
+
+    One matrix product per KV head over all its query rows (G·M of them), with the keys hidden
+    from a row masked to −inf *after* it, so every row sums over its own visible keys in the same
+    order as a 1-token step would, and the hidden ones add exact zeros at the end."""
+    b, num_heads, num_rows, head_dim = query.shape
+    num_kv_heads, num_keys = key.shape[1], key.shape[2]
+    group = num_heads // num_kv_heads
+    queries = (query * scaling).reshape(b, num_kv_heads, group * num_rows, head_dim)  # (b, kv, G·M, D)
+    scores = torch.matmul(queries, key.transpose(-1, -2)).view(b, num_kv_heads, group, num_rows, num_keys)
+    if num_rows > 1:
+        scores = scores.masked_fill(keys_after(num_keys, num_rows, query.device), float("-inf"))
+    # float32 softmax: a 16-bit one was measured to round some rows differently at other lengths
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)  # (b, kv, G, M, N)
+    out = torch.matmul(weights.view(b, num_kv_heads, group * num_rows, num_keys), value)  # (b, kv, G·M, D)
+    return out.view(b, num_kv_heads, group, num_rows, head_dim).permute(0, 3, 1, 2, 4).reshape(
+        b, num_rows, num_heads, head_dim)
+
+
+@functools.lru_cache(maxsize=64)
+def keys_after(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor:
+    """(M, N) True where a key lies after a query row, the rows being the last M of N positions:
+    made once per shape (every layer of a forward, and the next round's verify, reuse it)."""
+    positions = torch.arange(num_keys, device=device)  # (N,)
+    return positions.view(1, -1) > positions[num_keys - num_rows :].view(-1, 1)
+
+
+def gathered(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
+             hidden: torch.Tensor, scaling: float) -> torch.Tensor:
+    """Attention for rows that see any set of keys: each row's visible keys gathered to a prefix
+    (`order`: (b, M, W) key indices, visible first; `hidden`: (b, M, W) True past them), then one
+    matrix product per row and KV head with the same G query rows a step uses: (b, M, H, D)."""
+    b, num_heads, num_rows, head_dim = query.shape
+    num_kv_heads, num_keys = key.shape[1], key.shape[2]
+    group, width = num_heads // num_kv_heads, order.shape[-1]
+    queries = (query * scaling).view(b, num_kv_heads, group, num_rows, head_dim).transpose(2, 3)  # (b, kv, M, G, D)
+    index = order.view(b, 1, num_rows, width, 1).expand(b, num_kv_heads, num_rows, width, head_dim)
+    keys = key.unsqueeze(2).expand(b, num_kv_heads, num_rows, num_keys, head_dim).gather(3, index)  # (b, kv, M, W, D)
+    values = value.unsqueeze(2).expand(b, num_kv_heads, num_rows, num_keys, head_dim).gather(3, index)
+    scores = torch.matmul(queries, keys.transpose(-1, -2))  # (b, kv, M, G, W)
+    scores = scores.masked_fill(hidden.view(b, 1, num_rows, 1, width), float("-inf"))
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    out = torch.matmul(weights, values)  # (b, kv, M, G, D)
+    return out.permute(0, 2, 1, 3, 4).reshape(b, num_rows, num_heads, head_dim)
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    """How the rows of a masked forward are computed: the leading rows whose keys are a growing
+    prefix take grouped_causal over `prefix_keys` keys; the rest are gathered."""
+
+    num_prefix: int
+    prefix_keys: int
+    order: torch.Tensor | None  # (b, M − num_prefix, W) key indices, visible first
+    hidden: torch.Tensor | None  # (b, M − num_prefix, W) True past a row's visible keys
+
+
+# The last mask planned and its plan: every layer of one forward gets the same mask object. A
+# weak reference, compared by identity, so a freed mask's id reused later never matches.
+_last_plan: tuple[weakref.ref, MaskPlan] | None = None
+
+
+def plan_for(mask: torch.Tensor, num_keys: int) -> MaskPlan:
+    """The plan for a 4D mask (b, 1, M, ≥N), bool (True = visible) or additive (0 = visible,
+    the dtype's minimum = hidden), made once per forward: every layer gets the same mask object."""
+    global _last_plan
+    last = _last_plan  # one read: another thread may replace it meanwhile
+    if last is not None and last[0]() is mask:
+        return last[1]
+    plan = make_plan(mask, num_keys)
+    _last_plan = (weakref.ref(mask), plan)
+    return plan
+
+
+def make_plan(mask: torch.Tensor, num_keys: int) -> MaskPlan:
+    rows = mask[:, 0, :, :num_keys]  # (b, M, N)
+    if rows.dtype == torch.bool:
+        visible = rows
+    else:
+        visible = rows == 0
+        if bool((rows[~visible] > torch.finfo(rows.dtype).min / 2).any()):
+            raise ValueError("rowwise attention takes masks of 0 and −inf only, not additive biases")
+    counts = visible.sum(-1)  # (b, M)
+    positions = torch.arange(num_keys, device=mask.device)  # (N,)
+    is_prefix = (visible == (positions < counts.unsqueeze(-1))).all(-1)  # (b, M)
+    num_prefix = 0
+    if visible.shape[0] == 1:  # one sequence: its leading rows that are plain causal rows
+        steps = counts[0] - counts[0, 0] == torch.arange(counts.shape[1], device=mask.device)
+        num_prefix = int((is_prefix[0] & steps).long().cumprod(0).sum())
+    # the last prefix row sees them all: the prefix rows are the last of its keys
+    prefix_keys = int(counts[0, 0]) + num_prefix - 1 if num_prefix else 0
+    rest = visible[:, num_prefix:]  # (b, R, N)
+    if rest.shape[1] == 0:
+        return MaskPlan(num_prefix, prefix_keys, None, None)
+    rest_counts = rest.sum(-1, keepdim=True)  # (b, R, 1)
+    width = max(1, int(rest_counts.max()))
+    order = torch.argsort((~rest).to(torch.int8), dim=-1, stable=True)[..., :width]  # (b, R, W)
+    hidden = torch.arange(width, device=mask.device) >= rest_counts  # (b, R, W)
+    return MaskPlan(num_prefix, prefix_keys, order, hidden)
+
+
+def rowwise_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                      **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' attention signature: query (b, H, M, D), key and value (b, H_kv, N, D) →
+    (b, M, H, D). Eval only (no dropout): it serves the target's decoding forwards."""
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    if attention_mask is None:
+        return grouped_causal(query, key, value, scaling), None
+    plan = plan_for(attention_mask, key.shape[2])
+    parts = []
+    if plan.num_prefix:
+        keys = slice(0, plan.prefix_keys)
+        parts.append(grouped_causal(query[:, :, : plan.num_prefix], key[:, :, keys], value[:, :, keys], scaling))
+    if plan.order is not None:
+        parts.append(gathered(query[:, :, plan.num_prefix :], key, value, plan.order, plan.hidden, scaling))
+    return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0], None
+
+
+def rowwise_mask(**kwargs) -> torch.Tensor | None:
+    """transformers' mask hook for this attention: None for a plain causal forward whose queries
+    are the last of its keys (rowwise_attention reads causality from the shapes), else the bool
+    mask SDPA would get."""
+    padding = kwargs.get("attention_mask")
+    plain = kwargs.get("mask_function") is causal_mask_function and (padding is None or bool(padding.all()))
+    if plain and kwargs.get("kv_offset", 0) == 0 and kwargs["q_offset"] + kwargs["q_length"] == kwargs["kv_length"]:
+        return None
+    return sdpa_mask(**{**kwargs, "allow_is_causal_skip": False})
+
+
+AttentionInterface.register(ATTENTION, rowwise_attention)
+AttentionMaskInterface.register(ATTENTION, rowwise_mask)
+
+
+def padded(plain_forward):
+    """A row-wise layer's forward that always computes PADDED_ROWS rows (zeros fill the rest; up
+    to MAX_PADDED_ROWS rows run in such chunks), so a row's result never depends on how many
+    rows ran beside it."""
+
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        num_rows = inputs.shape[:-1].numel()
+        if num_rows > MAX_PADDED_ROWS:
+            return plain_forward(inputs)
+        flat = inputs.reshape(num_rows, inputs.shape[-1])  # (M, in)
+        outs = []
+        for start in range(0, num_rows, PADDED_ROWS):
+            chunk = flat[start : start + PADDED_ROWS]
+            filler = chunk.new_zeros(PADDED_ROWS - chunk.shape[0], chunk.shape[1])
+            outs.append(plain_forward(torch.cat([chunk, filler]))[: chunk.shape[0]])  # (≤P, out)
+        return torch.cat(outs).reshape(*inputs.shape[:-1], -1)
+
+    forward.specviz_padded = True
+    return forward
+
+
+def num_inputs(layer: torch.nn.Module) -> int:
+    return layer.in_features if isinstance(layer, torch.nn.Linear) else layer.weight.shape[0]  # Conv1D: (in, out)
+
+
+@torch.inference_mode()
+def rows_depend_on_neighbours(layer: torch.nn.Module, trials: int = 4) -> bool:
+    """Whether some row of this layer's output changes with the number of rows computed beside
+    it (1 … PADDED_ROWS), on random inputs. Kernels are chosen by shape, not by data, but a changed
+    summation order shows in a 16-bit output only where the rounding tips, so several trials."""
+    weight = layer.weight
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(trials):
+        inputs = torch.randn(PADDED_ROWS, num_inputs(layer), generator=generator).to(weight.device, weight.dtype)
+        alone = torch.cat([layer(inputs[i : i + 1]) for i in range(PADDED_ROWS)])  # (P, out)
+        if any(not torch.equal(layer(inputs[:rows]), alone[:rows]) for rows in range(2, PADDED_ROWS + 1)):
+            return True
+    return False
+
+
+def pad_varying_layers(model: torch.nn.Module) -> list[str]:
+    """Give a padded forward to every linear layer whose rows depend on their neighbours (one probe
+    per distinct shape); return their names."""
+    verdicts: dict[tuple, bool] = {}
+    names = []
+    for name, layer in model.named_modules():
+        if not isinstance(layer, (torch.nn.Linear, Conv1D)) or getattr(layer.forward, "specviz_padded", False):
+            continue
+        shape = (type(layer), tuple(layer.weight.shape), layer.weight.dtype, layer.bias is not None)
+        if shape not in verdicts:
+            verdicts[shape] = rows_depend_on_neighbours(layer)
+        if verdicts[shape]:
+            layer.forward = padded(layer.forward)
+            names.append(name)
+    return names
+
+
+@dataclass(frozen=True)
+class Invariance:
+    """Which guarantee a target's forward gives on this machine, measured when it loaded."""
+
+    bitwise: bool  # a k-token verify gave bitwise the logits of k 1-token steps
+    max_difference: float  # the largest |Δ logit| seen between them
+    padded_layers: int  # linear layers that run padded (their kernels vary with the row count)
+    precision: str
+
+    def summary(self) -> str:
+        """One line a user reads beside the run's precision."""
+        if self.bitwise:
+            return (f"a verify rounds exactly like a step here ({self.precision}: checked bitwise when the target "
+                    f"loaded), so greedy lanes are identical by construction")
+        return (f"a verify and a step differ in the last bits here ({self.precision}: up to "
+                f"{self.max_difference:.1g} in a logit), so greedy lanes match unless two tokens are that close")
+
+
+def make_batch_invariant(model: torch.nn.Module) -> list[str]:
+    """Give a 16-bit target the row-wise attention and pad the layers whose rows vary with M; a
+    float32 target is left as it is (see the module note). Returns the padded layers' names."""
+    if next(model.parameters()).dtype not in INVARIANT_DTYPES:
+        return []
+    if model.config._attn_implementation != ATTENTION:
+        model.set_attn_implementation(ATTENTION)
+    return pad_varying_layers(model)
+
+
+@torch.inference_mode()
+def measure(model: torch.nn.Module, vocab_size: int, num_tokens: int = 5, context: int = 24, seed: int = 0) -> Invariance:
+    """Logits of one `num_tokens`-token forward against `num_tokens` 1-token forwards from the same
+    cache, on random ids: bitwise equal or not, and the largest difference."""
+    generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    ids = torch.randint(0, vocab_size, (1, context + num_tokens), generator=generator).to(device)  # (1, n)
+    cache = DynamicCache()
+    model(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
+    verify = model(input_ids=ids[:, context:], past_key_values=cache, use_cache=True).logits[0].float()  # (k, vocab)
+    cache.crop(-num_tokens)
+    steps = torch.cat([model(input_ids=ids[:, i : i + 1], past_key_values=cache, use_cache=True).logits[0].float()
+                       for i in range(context, context + num_tokens)])  # (k, vocab)
+    padded_layers = sum(getattr(m.forward, "specviz_padded", False) for m in model.modules())
+    return Invariance(torch.equal(verify, steps), float((verify - steps).abs().max()), padded_layers,
+                      str(next(model.parameters()).dtype).removeprefix("torch."))
