@@ -26,8 +26,9 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                         help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
-                             "float32, or $SPECVIZ_PRECISION); float32 keeps greedy lanes bit-identical, bfloat16 is "
-                             "faster only where the CPU or GPU has native bf16")
+                             "float32, or $SPECVIZ_PRECISION); bfloat16's verify rounds exactly like a step (greedy lanes "
+                             "identical by construction) and is faster only where the CPU or GPU has native bf16; "
+                             "float32's may differ from a step by ~1e-6")
     parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
                         help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
                              "memory (default: the pair's choice, on for the default pair); the target is never "
@@ -377,7 +378,10 @@ def chosen_drafter(args) -> str:
 def run_profile(args) -> int:
     import torch
 
+    from dataclasses import replace
+
     from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+    from specviz.models.invariance import plain_copy
     from specviz.models.pairs import PRECISIONS
 
     config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
@@ -385,9 +389,13 @@ def run_profile(args) -> int:
     # Both precisions unless one is named: v in each is what decides whether a verify is nearly free.
     for precision in (args.dtype,) if args.dtype else tuple(PRECISIONS):
         pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
-        heading = (f"\n{pair.name} target on {pair.device} in {pair.precision}, {torch.get_num_threads()} thread(s), "
-                   f"{config.context_length} tokens cached; parts scaled to the plain median")
-        print(format_profile(profile_target(pair, config), heading))
+        where = (f"{pair.name} target on {pair.device} in {pair.precision}, {torch.get_num_threads()} thread(s), "
+                 f"{config.context_length} tokens cached; parts scaled to the plain median")
+        if pair.invariance is not None and pair.invariance.bitwise:  # and as transformers loads it, to compare
+            plain = replace(pair, target=plain_copy(pair.target))
+            print(format_profile(profile_target(plain, config), f"\n{where}: as transformers loads it (SDPA)"))
+            where += ": batch-invariant (a verify rounds like a step)"
+        print(format_profile(profile_target(pair, config), f"\n{where}"))
     return 0
 
 

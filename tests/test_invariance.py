@@ -96,7 +96,7 @@ def test_the_check_fails_when_a_verify_rounds_differently(monkeypatch):
         return out * 1.01 if query.shape[2] > 1 else out
 
     monkeypatch.setattr(invariance, "grouped_causal", off_by_a_little)
-    report = invariance.measure(target, 128)
+    report = invariance.measure(target, 128, 128)
     assert not report.bitwise and report.max_difference > 0
     assert "differ in the last bits" in report.summary()
     with pytest.raises(AssertionError, match="rows differ"), torch.inference_mode():

@@ -192,8 +192,8 @@ def test_local_custom_pair_loads_and_decodes(tmp_path):
     target = make_model("gpt2", vocab_size=64, hidden=32)
     target_dir = save_local_model(tmp_path / "target", target, tokenizer)
     draft_dir = save_local_model(tmp_path / "draft", noisy_copy(target, 0.02), tokenizer)
-    pair = load_pair(target=target_dir, draft=draft_dir, device="cpu")
-    assert load_pair(target=target_dir, draft=draft_dir, device="cpu") is pair  # loaded once per process
+    pair = load_pair(target=target_dir, draft=draft_dir, device="cpu", precision="float32")
+    assert load_pair(target=target_dir, draft=draft_dir, device="cpu", precision="float32") is pair  # loaded once per process
     assert pair.vocab_size == 64 and pair.eos_id == EOS_ID and pair.name == "custom"
     assert next(pair.target.parameters()).dtype == torch.float32
     prompt_ids = pair.encode("w3 w4 w5")

@@ -24,6 +24,15 @@ def test_the_self_check_passes_on_the_engine_and_reports_a_bench_for_every_draft
     text = "\n".join(lines)
     assert "in float32: greedy identity" in text and "4/4 identical: OK" in text
     assert "drafter model:" in text and "drafter prompt-lookup:" in text
+    assert "verify against steps: " in text
+
+
+def test_the_self_check_in_bfloat16_measures_a_bitwise_verify_and_holds_lanes_to_it():
+    lines = []
+    config = SelfCheckConfig(**{**SMALL.__dict__, "precisions": ("bfloat16",)})
+    assert run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), config, lines.append)
+    text = "\n".join(lines)
+    assert "a verify rounds exactly like a step here (bfloat16" in text and "4/4 identical: OK" in text
 
 
 def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
@@ -38,4 +47,4 @@ def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
     monkeypatch.setattr(specviz.analysis.selfcheck, "speculative_decode", off_by_one)
     lines = []
     assert not run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), SMALL, lines.append)
-    assert "FAILED: float32 lanes must be identical" in "\n".join(lines)
+    assert "FAILED: lanes must be identical with " in "\n".join(lines)

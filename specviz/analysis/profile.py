@@ -5,7 +5,7 @@ the target's forward through the engine's own `forward_new_ids` (same cache, sam
 same slicing of logits) and splits it into parts with torch's profiler:
 
 - projections: the attention's q, k, v, o and the MLP's gate, up, down matrices;
-- attention: the scaled-dot-product attention kernel over the cached keys and values;
+- attention: over the cached keys and values (SDPA's kernel, or specviz's batch-invariant one);
 - output head: the one matrix with a row per vocabulary entry;
 - other ops: norms, rotary embeddings, the causal mask, the cache's appends, the logits' cast;
 - Python & framework: the wall time no operator accounts for (module calls, argument checks).
@@ -26,6 +26,7 @@ from transformers import DynamicCache
 
 from specviz.decoding.engine import clock
 from specviz.decoding.forward import crop_cache, forward_new_ids
+from specviz.models.invariance import PROFILE_LABEL
 from specviz.models.pairs import ModelPair
 
 PARTS = ("projections", "attention", "output head", "other ops", "Python & framework")
@@ -65,7 +66,7 @@ def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> s
     if name in MATRIX_OPS:
         shapes = [tuple(shape) for shape in input_shapes]
         return "output head" if head_shape in shapes or head_shape[::-1] in shapes else "projections"
-    if name == "aten::scaled_dot_product_attention":
+    if name in ("aten::scaled_dot_product_attention", PROFILE_LABEL):
         return "attention"
     return "other ops"
 
@@ -75,7 +76,7 @@ def split_profile(events, head_shape: tuple[int, int]) -> tuple[dict[str, float]
     and those operators' total."""
     parts = dict.fromkeys(PARTS[:-1], 0.0)
     for event in events:
-        if event.cpu_parent is None and event.name.startswith("aten::"):
+        if event.cpu_parent is None and (event.name.startswith("aten::") or event.name == PROFILE_LABEL):
             parts[classify_op(event.name, event.input_shapes, head_shape)] += event.cpu_time_total / 1e6
     return parts, sum(parts.values())
 

@@ -1,10 +1,12 @@
 """One command for a newly lent machine (a GPU above all): is decoding exact here, and how fast?
 
 `python -m specviz selfcheck --device cuda` runs, for each precision:
-  1. greedy identity: on the pair's example prompts at several γ, our speculative lane against the
-     target alone and against transformers' own `generate()`. In float32 any parting is a failure;
-     in 16-bit it is reported (with the first parting position), because a batched verify and a
-     1-token step round differently at near-ties: numerics, not the algorithm;
+  1. exactness: whether a verify rounds bitwise like a step for this target on this device
+     (specviz.models.invariance, measured when the pair loads), then greedy identity on the pair's
+     example prompts at several γ, our speculative lane against the target alone and against
+     transformers' own `generate()`. Where the verify is bitwise (16-bit, batch-invariant) and in
+     float32 any parting is a failure; elsewhere (a device whose kernels defeat the invariant
+     forward) partings are reported with their first position: numerics, not the algorithm;
   2. the bench table (specviz.analysis.bench) for every drafter, greedy and sampled.
 It never needs a GPU: on a CPU it checks the same things (CI does not run it; tests run a short one).
 """
@@ -111,11 +113,15 @@ def run_selfcheck(prompts: list[Prompt], config: SelfCheckConfig, print_line=pri
         for parting in partings:
             print_line(f"   parted from {parting.against} at token {parting.position + 1} (prompt {parting.prompt_index + 1}, "
                        f"γ = {parting.gamma})")
+        bitwise = pair.invariance is not None and pair.invariance.bitwise
+        print_line(f"   verify against steps: {pair.invariance.summary() if pair.invariance else 'not measured'}")
         verdict = f"{num_checked - len(partings)}/{num_checked} identical"
-        if pair.precision == "float32":
+        if bitwise or pair.precision == "float32":
             exact &= not partings
-            print_line(f"   {verdict}: {'OK' if not partings else 'FAILED: float32 lanes must be identical'}")
+            rule = "a bitwise verify" if bitwise else "float32"
+            print_line(f"   {verdict}: {'OK' if not partings else f'FAILED: lanes must be identical with {rule}'}")
         else:
-            print_line(f"   {verdict} (16-bit: partings at near-ties are numerics, not the algorithm)")
+            print_line(f"   {verdict} (this device's verify is not bitwise a step: partings at near-ties are numerics, "
+                       "not the algorithm)")
         print_line(bench_every_drafter(pair, chosen, config))
     return exact

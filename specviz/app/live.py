@@ -145,6 +145,9 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
     # what loaded and where, not what was asked
     settings = {**request.settings, "precision": pair.precision, "device": str(pair.device),
                 "int8_drafters": pair.int8_drafters}
+    if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
+        settings["bitwise_verify"] = pair.invariance.bitwise
+        settings["exactness"] = pair.invariance.summary()
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = decode_lanes(pair, prompt_ids, request.config, request.lanes)

@@ -27,7 +27,9 @@ says, per loaded target, which guarantee holds.
 
 from __future__ import annotations
 
+import copy
 import functools
+import os
 import weakref
 from dataclasses import dataclass
 
@@ -40,6 +42,8 @@ ATTENTION = "specviz_rowwise"  # the name transformers knows the attention by
 PADDED_ROWS = 8  # a padded layer always computes this many rows: covers γ ≤ 5 with 2 rival guesses
 MAX_PADDED_ROWS = 32  # more rows than this is a prompt's own pass: plain kernels
 INVARIANT_DTYPES = (torch.bfloat16, torch.float16)
+SWITCH_ENV = "SPECVIZ_BATCH_INVARIANT"  # "0": leave 16-bit targets as transformers loads them (to compare)
+PROFILE_LABEL = "specviz::rowwise_attention"  # how the attention shows in torch's profiler
 
 
 def grouped_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -149,6 +153,14 @@ def rowwise_attention(module, query: torch.Tensor, key: torch.Tensor, value: tor
                       **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: query (b, H, M, D), key and value (b, H_kv, N, D) →
     (b, M, H, D). Eval only (no dropout): it serves the target's decoding forwards."""
+    if torch.autograd.profiler._is_profiler_enabled:  # one labelled block for `specviz profile`; free otherwise
+        with torch.profiler.record_function(PROFILE_LABEL):
+            return attend(query, key, value, attention_mask, scaling)
+    return attend(query, key, value, attention_mask, scaling)
+
+
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
+           scaling: float | None) -> tuple[torch.Tensor, None]:
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     if attention_mask is None:
@@ -256,17 +268,33 @@ class Invariance:
 def make_batch_invariant(model: torch.nn.Module) -> list[str]:
     """Give a 16-bit target the row-wise attention and pad the layers whose rows vary with M; a
     float32 target is left as it is (see the module note). Returns the padded layers' names."""
-    if next(model.parameters()).dtype not in INVARIANT_DTYPES:
+    if next(model.parameters()).dtype not in INVARIANT_DTYPES or os.environ.get(SWITCH_ENV, "1").strip() == "0":
         return []
     if model.config._attn_implementation != ATTENTION:
         model.set_attn_implementation(ATTENTION)
     return pad_varying_layers(model)
 
 
+def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of a target as transformers loads it (SDPA, plain linear layers): what a batch-invariant
+    forward is compared against (`specviz profile`)."""
+    plain = copy.deepcopy(model)
+    for layer in plain.modules():
+        if getattr(layer.forward, "specviz_padded", False):
+            del layer.forward  # the instance's padded forward; the class's plain one shows again
+    if plain.config._attn_implementation == ATTENTION:
+        plain.set_attn_implementation("sdpa")
+    return plain
+
+
 @torch.inference_mode()
-def measure(model: torch.nn.Module, vocab_size: int, num_tokens: int = 5, context: int = 24, seed: int = 0) -> Invariance:
+def measure(model: torch.nn.Module, vocab_size: int, context_length: int, num_tokens: int = 5, context: int = 24,
+            seed: int = 0) -> Invariance:
     """Logits of one `num_tokens`-token forward against `num_tokens` 1-token forwards from the same
-    cache, on random ids: bitwise equal or not, and the largest difference."""
+    cache, on random ids (as much of it as `context_length` positions hold): bitwise equal or not,
+    and the largest difference."""
+    num_tokens = max(2, min(num_tokens, context_length - 1))
+    context = max(1, min(context, context_length - num_tokens))
     generator = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     ids = torch.randint(0, vocab_size, (1, context + num_tokens), generator=generator).to(device)  # (1, n)

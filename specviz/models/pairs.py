@@ -214,17 +214,18 @@ class ModelPair:
         if draft_head_rows is not None:
             draft_head_rows = draft_head_rows[draft_head_rows < vocab_size].to(device)
         make_batch_invariant(target)
+        context_length = min(context_length_of(model) for model in models)
         return cls(
             target=target,
             draft=draft,
             tokenizer=tokenizer,
             device=device,
             vocab_size=vocab_size,
-            context_length=min(context_length_of(model) for model in models),
+            context_length=context_length,
             eos_id=eos_id,
             name=name,
             draft_head_rows=draft_head_rows,
-            invariance=measure_invariance(target, vocab_size),
+            invariance=measure_invariance(target, vocab_size, context_length),
         )
 
 
@@ -250,10 +251,11 @@ def context_length_of(model) -> int:
 
 
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-"""The weights' precision a user can pick. float32: greedy lanes bit-identical (the tested
-guarantee). bfloat16: half the bytes per step and a nearly flat verify where the CPU or GPU has
-native bf16 matmuls, but a batched verify and a 1-token step round differently, so greedy lanes
-can part at near-ties (numerics, not the algorithm: the accept rule is the same)."""
+"""The weights' precision a user can pick. bfloat16: half the bytes per step and a nearly flat
+verify where the CPU or GPU has native bf16 matmuls, and the target's forward made batch-invariant
+(specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
+by construction. float32: as transformers loads it; its matrix kernels change with the row count,
+so a verify and a step differ by ~1e-6 (greedy lanes part only at such near-ties)."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
 
 

@@ -190,11 +190,53 @@ def setup_html(run: RunView) -> str:
             "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
 
 
-def headline_html(run: RunView, comparison: Comparison | None) -> str:
+def greedy_parting(run: RunView) -> int | None:
+    """Where a finished greedy run's speculative lane left the target alone's tokens (None: it did not)."""
+    if run.settings.get("temperature", 0) != 0 or not run.has_lane("speculative"):
+        return None
+    if not (run.baseline.trace.done and run.speculative.trace.done):
+        return None
+    index = first_divergence(run.baseline.trace, run.speculative.trace)
+    if index is None and run.baseline.trace.num_tokens != run.speculative.trace.num_tokens:
+        index = min(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens)
+    return index
+
+
+def exactness_html(run: RunView) -> str:
+    """Which guarantee this machine gives, before any speed figure: measured when the target loaded."""
+    words = run.settings.get("exactness")
+    if not words:
+        return ""
+    mark = "Exact here" if run.settings.get("bitwise_verify") else "Not bitwise here"
+    return (f'<p class="exactness" data-bitwise="{str(bool(run.settings.get("bitwise_verify"))).lower()}" '
+            f'style="margin:2px 0;color:#555"><b>{mark}:</b> {escape_text(words)}.</p>')
+
+
+def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
+    """Greedy lanes that wrote different texts: said first, in plain words, and why no verdict follows."""
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    gap = (f" There the target's two likeliest tokens were only {divergence_gap:.3g} apart in its scores, a near-tie."
+           if divergence_gap is not None else "")
+    return (
+        f'<p class="parted" data-index="{index}" style="margin:4px 0;padding:6px 8px;background:#fff4e5;'
+        f'border-left:4px solid {COLORS["rejected"]}"><b>The two lanes wrote different texts from token {index + 1}.</b> '
+        f"At temperature 0 they should be identical: the algorithm keeps the target's own choice at every token. "
+        f"They parted because the target's arithmetic was not the same in both lanes: checking several drafted "
+        f"tokens in one pass rounded its numbers a little differently from computing one token at a time, and "
+        f"that tipped a close call.{gap} What keeps them together: a verify that rounds exactly like a step "
+        f"(specviz gives the target one in bfloat16), or float32, where the difference is a millionth. "
+        f"So the speed below compares different texts ({baseline.num_tokens} and {speculative.num_tokens} tokens) "
+        f"and gives no verdict.</p>"
+    )
+
+
+def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:
     if comparison is None:
-        return "<p>Speedup appears once the speculative lane has run a round.</p>"
+        return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
+    parting = greedy_parting(run)
     state = "" if run.done else " (so far)"
-    text = (
+    text = exactness_html(run) + (parted_html(run, parting, divergence_gap) if parting is not None else "")
+    text += (
         f'<p style="font-size:16px;margin:4px 0 4px">Measured: speculative decoding ran at '
         f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="font-size:20px;color:{COLORS["bonus"]}">'
         f"{comparison.speedup:.2f}×</b> {speed_words(comparison.speedup)}{state}, one noisy sample. Predicted: "
@@ -211,7 +253,7 @@ def headline_html(run: RunView, comparison: Comparison | None) -> str:
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    if run.done:
+    if run.done and parting is None:  # never a verdict on unequal work
         payoff = payoff_of(run, comparison)
         text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
                  f"<b>{escape_text(payoff.verdict_text())}</b></p>")
@@ -245,8 +287,7 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
             gap = f"; the target's top-2 logit gap there is {divergence_gap:.3g}" if divergence_gap is not None and name == "speculative" else ""
             parts.append(
                 f'<span class="diverge" data-lane="{name}" data-index="{index}">{label}: parts from the target alone at '
-                f"token {index + 1}{gap}. In 16-bit arithmetic a (γ+1)-token verify can round differently from a "
-                "1-token step and flip a near-tie</span>"
+                f"token {index + 1}{gap}: the arithmetic differed, not the rule (see above)</span>"
             )
         else:
             parts.append(
@@ -256,7 +297,10 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
                 "the exactness lab shows the distributions agree</span>"
             )
     items = "".join(f"<li>{part}.</li>" for part in parts)
-    items += f'<li class="why-exact">{escape_text(WHY_EXACT)}</li>'
+    why = WHY_EXACT if greedy_parting(run) is None else (
+        "The rule below keeps the target's text in exact arithmetic; this run's lanes parted because their "
+        "arithmetic was not the same (see above), not because of the rule. " + WHY_EXACT)
+    items += f'<li class="why-exact">{escape_text(why)}</li>'
     return f'<ul class="agreement" style="margin:4px 0 8px;font-size:13.5px">{items}</ul>'
 
 
@@ -266,6 +310,6 @@ def stats_html(run: RunView | None, divergence_gap: float | None = None) -> str:
     comparison = comparison_of(run)
     theory = theory_table(run, comparison) if comparison else ""
     return (
-        f'<div class="stats">{headline_html(run, comparison)}{agreement_html(run, divergence_gap)}'
+        f'<div class="stats">{headline_html(run, comparison, divergence_gap)}{agreement_html(run, divergence_gap)}'
         f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run)}{theory}</div></div>'
     )
