@@ -487,3 +487,30 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
     assert "In round 1 the draft was unsure of its first guess" in explained and "where its first guess alone" in explained
     assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does
+
+
+def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
+    """Never a verdict on unequal work: a parted greedy run says so before the speed, in plain
+    words, withholds 'pays', and qualifies why the text is the target's."""
+    parted = greedy_pair_of_lanes([3, 6, 5])
+    html = render.stats_html(parted, divergence_gap=0.0123)
+    assert html.index('class="parted"') < html.index('class="speedup"')
+    words = visible_text(html)
+    assert "The two lanes wrote different texts from token 3" in words and "a near-tie" in words
+    assert "compares different texts (4 and 4 tokens) and gives no verdict" in words
+    assert 'class="verdict"' not in html and "pays" not in words.split("gives no verdict")[1].split("Why the text")[0]
+    assert "parted because their arithmetic was not the same" in words
+    assert render.stats_dict(parted)["speculation_pays"] is None and "no verdict" in render.stats_dict(parted)["verdict"]
+    same = render.stats_html(greedy_pair_of_lanes([3, 4, 5]))
+    assert 'class="parted"' not in same and 'class="verdict"' in same
+    assert "parted because" not in visible_text(same)
+
+
+def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
+    run = greedy_pair_of_lanes([3, 4, 5])
+    run.settings.update(bitwise_verify=True, exactness="the target computes every token it checks with the same arithmetic")
+    html = render.stats_html(run)
+    assert 'class="exactness" data-bitwise="true"' in html and "Exact here:" in html
+    assert html.index('class="exactness"') < html.index('class="speedup"')
+    run.settings.update(bitwise_verify=False, exactness="checking several tokens in one pass rounds")
+    assert "Not bitwise here:" in render.stats_html(run)

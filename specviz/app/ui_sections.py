@@ -151,11 +151,11 @@ def precision_info() -> str:
         hardware = "a CUDA GPU"
     else:
         hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
-    return (f"Here: {hardware}, so the default is {default_precision(device)}. In bfloat16 specviz computes each "
-            "token of a verify exactly as a one-token step would (a batch-invariant attention and matrix products), "
-            "so greedy lanes are identical by construction; in float32 the CPU's matrix kernels change with the "
-            "number of tokens, so a verify and a step may differ by about a millionth and greedy lanes match unless "
-            "two tokens tie that closely. Without native bf16 a 16-bit verify is slow. The stats say which holds")
+    return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision specviz "
+            "computes every token the target checks with the same arithmetic whether it checks one token or several "
+            "at once (a batch-invariant attention and matrix products), so at temperature 0 the lanes write the same "
+            "text by construction; the stats say what was measured when the model loaded. Without native bf16, "
+            "bfloat16 is slow")
 
 
 def header_markdown() -> str:

@@ -354,12 +354,14 @@ class Invariance:
     precision: str
 
     def summary(self) -> str:
-        """One line a user reads beside the run's precision."""
+        """One line a newcomer reads beside the run's precision."""
         if self.bitwise:
-            return (f"a verify rounds exactly like a step here ({self.precision}: checked bitwise when the target "
-                    f"loaded), so greedy lanes are identical by construction")
-        return (f"a verify and a step differ in the last bits here ({self.precision}: up to "
-                f"{self.max_difference:.1g} in a logit), so greedy lanes match unless two tokens are that close")
+            return (f"the target computes every token it checks with the same arithmetic whether it checks one token "
+                    f"or several at once ({self.precision}; compared bit for bit when it loaded), so at temperature 0 "
+                    f"both lanes write the same text by construction")
+        return (f"checking several tokens in one pass rounds the target's numbers slightly differently from checking "
+                f"one at a time here ({self.precision}: up to {self.max_difference:.1g} in a score), so at "
+                f"temperature 0 the lanes match unless two tokens are about that close")
 
 
 def make_batch_invariant(model: torch.nn.Module) -> list[str]:

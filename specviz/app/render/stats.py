@@ -48,14 +48,20 @@ def stats_dict(run: RunView) -> dict:
             best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
             predicted_pays=comparison.pays,
         )
-        payoff = payoff_of(run, comparison)
-        stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
-                     verdict=payoff.verdict_text())
+        if greedy_parting(run) is None:
+            payoff = payoff_of(run, comparison)
+            stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
+                         verdict=payoff.verdict_text())
+        else:  # never a verdict on unequal work
+            stats.update(speculation_pays=None, recommended_gamma=None,
+                         verdict="no verdict: the greedy lanes wrote different texts, so the speed compares unequal work")
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
         stats["reference_speedup"] = speedup(run.baseline.trace, reference)
         stats["ours_over_reference"] = speedup(reference, run.speculative.trace)
     stats["identical_tokens"] = identical_tokens(run)
+    if "bitwise_verify" in run.settings:  # measured when the target loaded (specviz.models.invariance)
+        stats["bitwise_verify"] = run.settings["bitwise_verify"]
     return stats
 
 
@@ -223,8 +229,9 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
         f"At temperature 0 they should be identical: the algorithm keeps the target's own choice at every token. "
         f"They parted because the target's arithmetic was not the same in both lanes: checking several drafted "
         f"tokens in one pass rounded its numbers a little differently from computing one token at a time, and "
-        f"that tipped a close call.{gap} What keeps them together: a verify that rounds exactly like a step "
-        f"(specviz gives the target one in bfloat16), or float32, where the difference is a millionth. "
+        f"that tipped a close call.{gap} What keeps them together: a target that computes a token with the same "
+        f"arithmetic however many it checks at once (specviz gives it one; the line above says whether this "
+        f"machine's kernels allow it). "
         f"So the speed below compares different texts ({baseline.num_tokens} and {speculative.num_tokens} tokens) "
         f"and gives no verdict.</p>"
     )
