@@ -20,7 +20,8 @@ from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
 from specviz.decoding.forward import crop_cache, forward_new_ids
-from specviz.models import invariance
+from specviz.models import invariance, invariant_attention
+from specviz.models.invariant_attention import FIXED, GROUPED, LAYOUTS, PADDED_ROWS
 from specviz.models.pairs import ModelPair, load_pair
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
@@ -64,7 +65,7 @@ def assert_rows_match(model, vocab_size: int, seed: int, context_lengths=(5, 40)
 def test_a_verify_rounds_like_steps_on_every_architecture(arch, dtype):
     target = make_model(arch, seed=3).to(dtype)
     pair = ModelPair.from_models(target, None)
-    assert target.config._attn_implementation == invariance.ATTENTION
+    assert target.config._attn_implementation == pair.invariance.attention and pair.invariance.attention in LAYOUTS
     assert pair.invariance.bitwise and pair.invariance.precision == str(dtype).removeprefix("torch.")
     with torch.inference_mode():
         assert_rows_match(target, pair.vocab_size, seed=ARCHITECTURES.index(arch))
@@ -86,31 +87,51 @@ def test_greedy_speculative_equals_the_baseline_with_and_without_rivals(arch, dt
             assert Trace.from_events(speculative_decode(pair, prompt_ids, settings)).token_ids == baseline
 
 
-def test_the_check_fails_when_a_verify_rounds_differently(monkeypatch):
-    """The measurement can fail: a verify whose attention adds a rounding-sized error when it
-    computes more than one row is caught, and the tests above would catch it too."""
-    target = make_model("llama", seed=3).to(torch.bfloat16)
-    invariance.make_batch_invariant(target)
-    plain = invariance.grouped_causal
-
-    def off_by_a_little(query, key, value, scaling):
-        out = plain(query, key, value, scaling)
+def off_by_a_little(causal):
+    """An attention that adds a rounding-sized error when it computes more than one row."""
+    def attend(query, key, value, scaling):
+        out = causal(query, key, value, scaling)
         return out * 1.01 if query.shape[2] > 1 else out
+    return attend
 
-    monkeypatch.setattr(invariance, "grouped_causal", off_by_a_little)
-    report = invariance.measure(target, 128, 128)
+
+def test_the_check_fails_when_a_verify_rounds_differently(monkeypatch):
+    """The measurement can fail: where every layout's verify rounds differently by a hair, the pair
+    says so (and the row test above would catch it too)."""
+    for layout in LAYOUTS:
+        monkeypatch.setitem(invariant_attention.CAUSAL, layout, off_by_a_little(invariant_attention.CAUSAL[layout]))
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    report = invariance.make_batch_invariant(target, 128, 128)
     assert not report.bitwise and report.max_difference > 0
     assert "rounds the target's numbers slightly differently" in report.summary()
     with pytest.raises(AssertionError, match="rows differ"), torch.inference_mode():
         assert_rows_match(target, 128, seed=0, context_lengths=(5,), counts=(4,))
 
 
+def test_a_machine_where_the_cheap_layout_is_not_exact_gets_the_fixed_one(monkeypatch):
+    monkeypatch.setitem(invariant_attention.CAUSAL, GROUPED, off_by_a_little(invariant_attention.grouped_causal))
+    target = make_model("qwen2", seed=3).to(torch.bfloat16)
+    report = invariance.make_batch_invariant(target, 128, 128)
+    assert report.bitwise and report.attention == FIXED == target.config._attn_implementation
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_the_fixed_layout_is_exact_by_construction(arch, dtype):
+    """FIXED runs every attention call at one shape: exact on any machine, whatever its kernels."""
+    target = make_model(arch, seed=4).to(dtype)
+    invariance.pad_varying_layers(target)
+    target.set_attn_implementation(FIXED)
+    with torch.inference_mode():
+        assert_rows_match(target, 128, seed=1, context_lengths=(5, 70))
+
+
 def test_padded_layers_compute_every_row_at_the_same_row_count():
     layer = torch.nn.Linear(1536, 576).to(torch.bfloat16)
     padded = invariance.padded(layer.forward)
     inputs = torch.randn(40, 1536).to(torch.bfloat16)
-    full = layer(inputs[: invariance.PADDED_ROWS])  # (P, out): the one kernel every padded row sees
-    for rows in (1, 3, invariance.PADDED_ROWS):
+    full = layer(inputs[: PADDED_ROWS])  # (P, out): the one kernel every padded row sees
+    for rows in (1, 3, PADDED_ROWS):
         assert torch.equal(padded(inputs[:rows]), full[:rows])
     assert torch.equal(padded(inputs[:10].view(2, 5, 1536)).view(10, -1)[8:], layer(inputs[8:16])[:2])  # chunks of P
     assert torch.equal(padded(inputs), layer(inputs))  # a prompt's own pass: the plain kernel
@@ -136,7 +157,7 @@ def test_the_switch_leaves_targets_as_loaded(monkeypatch):
     monkeypatch.setenv(invariance.SWITCH_ENV, "0")
     target = make_model("llama", seed=3).to(torch.bfloat16)
     pair = ModelPair.from_models(target, None)
-    assert target.config._attn_implementation != invariance.ATTENTION
+    assert target.config._attn_implementation not in LAYOUTS
     assert pair.invariance.summary().startswith("checking several tokens in one pass") or pair.invariance.bitwise
 
 

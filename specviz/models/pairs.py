@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from specviz.models import convert, hosting
-from specviz.models.invariance import Invariance, make_batch_invariant, measure as measure_invariance
+from specviz.models.invariance import Invariance, make_batch_invariant
 from specviz.catalogue import DEFAULT_DRAFTER, DrafterInfo, drafter_info
 from specviz.models.draft_head import WEIGHTS_FILE as HEAD_WEIGHTS_FILE, load_head
 from specviz.models.int8 import cpu_supports, int8_available, quantize_linears
@@ -213,7 +213,6 @@ class ModelPair:
         vocab_size = min(vocab_sizes)
         if draft_head_rows is not None:
             draft_head_rows = draft_head_rows[draft_head_rows < vocab_size].to(device)
-        make_batch_invariant(target)
         context_length = min(context_length_of(model) for model in models)
         return cls(
             target=target,
@@ -225,7 +224,7 @@ class ModelPair:
             eos_id=eos_id,
             name=name,
             draft_head_rows=draft_head_rows,
-            invariance=measure_invariance(target, vocab_size, context_length),
+            invariance=make_batch_invariant(target, vocab_size, context_length),
         )
 
 
