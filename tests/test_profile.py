@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.models.invariant_attention import PROFILE_LABEL
 from specviz.analysis.profile import PARTS, ProfileConfig, classify_op, format_profile, profile_target
 from tests.test_cli import run_cli
 from tests.tiny_models import tiny_pair
@@ -20,6 +21,10 @@ def test_ops_are_sorted_into_their_parts():
     assert classify_op("aten::mm", [[4, 48], [48, 128]], head) == "output head"
     assert classify_op("aten::scaled_dot_product_attention", [[1, 2, 4, 24]] * 3, head) == "attention"
     assert classify_op("aten::mean", [[1, 4, 48]], head) == "other ops"
+    # a float32 target's packed oneDNN layers, and specviz's batch-invariant attention as one block
+    assert classify_op("mkldnn::_linear_pointwise", [[1, 4, 48], [128, 48], []], head) == "output head"
+    assert classify_op("mkldnn::_linear_pointwise", [[1, 4, 48], [96, 48], []], head) == "projections"
+    assert classify_op(PROFILE_LABEL, [], head) == "attention"
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])

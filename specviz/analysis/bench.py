@@ -90,8 +90,8 @@ class BenchResult:
     median_speculative_tokens_per_s: float
     predicted_speedup: float  # Leviathan's formula at the pooled α̂ and c
     num_runs: int
-    # Greedy runs whose tokens parted from the baseline's: 0 in float32 (the tested guarantee);
-    # in 16-bit a batched verify and a 1-token step round differently at near-ties. None when sampled.
+    # Greedy runs whose tokens parted from the baseline's: 0 wherever a verify is bitwise a step
+    # (specviz.models.invariance; a device where it is not rounds differently at near-ties). None when sampled.
     num_diverged: int | None = None
 
 

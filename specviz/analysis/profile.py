@@ -56,8 +56,9 @@ class ForwardProfile:
 
 
 # Matrix products by weight: nn.Linear calls aten::linear (weight (out, in) second), GPT-2's
-# Conv1D aten::addmm (weight (in, out) last).
-MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul")
+# Conv1D aten::addmm (weight (in, out) last), a packed float32 layer mkldnn::_linear_pointwise.
+MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul",
+              "mkldnn::_linear_pointwise")  # oneDNN's packed linear: a float32 target's layers on a CPU
 
 
 def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> str:
@@ -76,7 +77,7 @@ def split_profile(events, head_shape: tuple[int, int]) -> tuple[dict[str, float]
     and those operators' total."""
     parts = dict.fromkeys(PARTS[:-1], 0.0)
     for event in events:
-        if event.cpu_parent is None and (event.name.startswith("aten::") or event.name == PROFILE_LABEL):
+        if event.cpu_parent is None and (event.name.startswith(("aten::", "mkldnn::")) or event.name == PROFILE_LABEL):
             parts[classify_op(event.name, event.input_shapes, head_shape)] += event.cpu_time_total / 1e6
     return parts, sum(parts.values())
 

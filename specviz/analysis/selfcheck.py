@@ -4,7 +4,7 @@
   1. exactness: whether a verify rounds bitwise like a step for this target on this device
      (specviz.models.invariance, measured when the pair loads), then greedy identity on the pair's
      example prompts at several γ, our speculative lane against the target alone and against
-     transformers' own `generate()`. Where the verify is bitwise (16-bit, batch-invariant) and in
+     transformers' own `generate()`. Where the verify is bitwise (batch-invariant) and in
      float32 any parting is a failure; elsewhere (a device whose kernels defeat the invariant
      forward) partings are reported with their first position: numerics, not the algorithm;
   2. the bench table (specviz.analysis.bench) for every drafter, greedy and sampled.

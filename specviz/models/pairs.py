@@ -199,7 +199,7 @@ class ModelPair:
 
     @classmethod
     def from_models(cls, target, draft, tokenizer=None, name: str = "custom", draft_head_rows=None) -> "ModelPair":
-        """Wrap two loaded models; used by load_pair and by tests with tiny random models. A 16-bit
+        """Wrap two loaded models; used by load_pair and by tests with tiny random models. The
         target gets its batch-invariant forward here (specviz.models.invariance), so every lane,
         transformers' generate() included, runs it; the pair records which guarantee holds."""
         vocab_sizes = [target.config.vocab_size] + ([draft.config.vocab_size] if draft is not None else [])
@@ -250,11 +250,11 @@ def context_length_of(model) -> int:
 
 
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-"""The weights' precision a user can pick. bfloat16: half the bytes per step and a nearly flat
-verify where the CPU or GPU has native bf16 matmuls, and the target's forward made batch-invariant
+"""The weights' precision a user can pick. In both the target's forward is made batch-invariant
 (specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
-by construction. float32: as transformers loads it; its matrix kernels change with the row count,
-so a verify and a step differ by ~1e-6 (greedy lanes part only at such near-ties)."""
+by construction (measured per target at load). bfloat16: half the bytes per step; fast only where
+the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
+CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
 
 
