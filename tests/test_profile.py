@@ -52,7 +52,9 @@ def test_the_profile_command_prints_both_precisions():
     result = run_cli("profile", "--pair", "tiny-code", "--tokens", "1,3", "--context", "24", "--repeats", "2")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "in float32" in result.stdout and "in bfloat16" in result.stdout
-    # bfloat16 twice: as transformers loads it (SDPA), then the batch-invariant forward the lanes run
-    assert "in bfloat16, 1 thread(s), 24 tokens cached; parts scaled to the plain median: as transformers loads it (SDPA)" in result.stdout
-    assert ": batch-invariant (a verify rounds like a step)" in result.stdout
-    assert result.stdout.count("Python & framework") == 3
+    # each precision twice: as transformers loads it (SDPA), then the batch-invariant forward the lanes run
+    for precision in ("float32", "bfloat16"):
+        assert (f"in {precision}, 1 thread(s), 24 tokens cached; parts scaled to the plain median: as transformers "
+                "loads it (SDPA)") in result.stdout
+    assert result.stdout.count(": batch-invariant (a verify rounds like a step)") == 2
+    assert result.stdout.count("Python & framework") == 4
