@@ -221,7 +221,10 @@ def attention_for(layout: str):
                           attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                           **kwargs) -> tuple[torch.Tensor, None]:
         """transformers' attention signature: query (b, H, M, D), key and value (b, H_kv, N, D) →
-        (b, M, H, D). Eval only (no dropout): it serves the target's decoding forwards."""
+        (b, M, H, D). Eval only (no dropout): it serves the target's decoding forwards. Plain softmax
+        attention: a model that asks for soft-capping or attention sinks is refused, never misread."""
+        if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
+            raise ValueError(f"{layout} computes plain softmax attention; this model needs soft-capping or sinks")
         if torch.autograd.profiler._is_profiler_enabled:  # one labelled block for `specviz profile`; free otherwise
             with torch.profiler.record_function(PROFILE_LABEL):
                 return attend(layout, query, key, value, attention_mask, scaling), None

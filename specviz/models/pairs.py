@@ -224,7 +224,7 @@ class ModelPair:
             eos_id=eos_id,
             name=name,
             draft_head_rows=draft_head_rows,
-            invariance=make_batch_invariant(target, vocab_size, context_length),
+            invariance=make_batch_invariant(target, vocab_size, context_length, emulated=runs_emulated(target)),
         )
 
 
@@ -272,6 +272,12 @@ def cpu_has_native_bf16() -> bool:
     if not torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX512", "AMX")):
         return False
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
+
+
+def runs_emulated(model: torch.nn.Module) -> bool:
+    """Whether a model's precision runs in software here: 16-bit on a CPU without native bf16."""
+    parameter = next(model.parameters())
+    return parameter.device.type == "cpu" and parameter.dtype != torch.float32 and not cpu_has_native_bf16()
 
 
 def default_precision(device: torch.device) -> str:
