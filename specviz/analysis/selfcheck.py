@@ -22,7 +22,7 @@ from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
 from specviz.models.pairs import PRECISIONS, ModelPair, load_pair
 from specviz.decoding.reference import generate_kwargs
-from specviz.analysis.trace import Trace, first_divergence_of_ids
+from specviz.analysis.trace import Trace, first_parting
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,6 @@ def greedy_partings(pair: ModelPair, prompt_ids: list[list[int]], config: SelfCh
                 if position is not None:
                     partings.append(Parting(index, gamma, against, position))
     return partings, num_checked
-
-
-def first_parting(ours: list[int], other: list[int]) -> int | None:
-    """Where two greedy outputs part; a run that stops early (one EOS, not the other) parts too."""
-    position = first_divergence_of_ids(ours, other)
-    if position is None and len(ours) != len(other):
-        return min(len(ours), len(other))
-    return position
 
 
 @torch.inference_mode()

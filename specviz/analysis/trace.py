@@ -228,6 +228,14 @@ def first_divergence(a: Trace, b: Trace) -> int | None:
     return first_divergence_of_ids(a.token_ids, b.token_ids)
 
 
+def first_parting(ours: list[int], other: list[int]) -> int | None:
+    """Where two greedy outputs part; a run that stops early (one EOS, not the other) parts too."""
+    position = first_divergence_of_ids(ours, other)
+    if position is None and len(ours) != len(other):
+        return min(len(ours), len(other))
+    return position
+
+
 def first_divergence_of_ids(a: list[int], b: list[int]) -> int | None:
     """first_divergence for two plain lists of token ids."""
     for index, (x, y) in enumerate(zip(a, b)):

@@ -10,7 +10,7 @@ from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, stop_text
 from specviz.app.render.tokens import escape_text
-from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
+from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
 NOISE_NOTE = (
     "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
@@ -202,10 +202,7 @@ def greedy_parting(run: RunView) -> int | None:
         return None
     if not (run.baseline.trace.done and run.speculative.trace.done):
         return None
-    index = first_divergence(run.baseline.trace, run.speculative.trace)
-    if index is None and run.baseline.trace.num_tokens != run.speculative.trace.num_tokens:
-        index = min(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens)
-    return index
+    return first_parting(run.speculative.trace.token_ids, run.baseline.trace.token_ids)
 
 
 def exactness_html(run: RunView) -> str:
