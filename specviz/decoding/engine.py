@@ -175,7 +175,13 @@ def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: 
     return tuple(details)
 
 
-def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None) -> tuple[DraftedToken, ...]:
+def top_probability(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
+    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)
+
+
+def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,
+                    target_confidences: list[float] | None = None) -> tuple[DraftedToken, ...]:
     draft_probs, target_probs, accept_probs, uniforms = (
         t.tolist() for t in (verdict.draft_token_probs, verdict.target_token_probs, verdict.accept_probs, verdict.uniforms)
     )
@@ -189,6 +195,7 @@ def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[f
             accepted=i < verdict.num_accepted,
             decided=i <= verdict.num_accepted,
             draft_confidence=None if confidences is None else confidences[i],
+            target_confidence=None if target_confidences is None else target_confidences[i],
         )
         for i, token_id in enumerate(draft_ids)
     )
@@ -348,12 +355,15 @@ def speculative_decode(
 
         emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
         details = describe_positions(proposal, target_probs, verdict) if config.inspect and gamma > 0 else None
+        # After the clock: the target's own certainty at each drafted position (rows 0..γ−1 of the verify;
+        # rivals sit at row 0's position), for the chart of acceptance against it.
+        target_confidences = top_probability(target_logits[:gamma]).tolist() if gamma > 0 else None
         yield RoundEvent(
             lane=lane,
             round_index=round_index,
             position=num_generated,
             gamma=gamma,
-            drafted=describe_drafts(draft_ids, verdict, proposal.confidences),
+            drafted=describe_drafts(draft_ids, verdict, proposal.confidences, target_confidences),
             num_accepted=verdict.num_accepted,
             next_id=verdict.next_id,
             next_kind="bonus" if verdict.is_bonus else "resample",

@@ -43,6 +43,9 @@ class DraftedToken:
     accepted: bool  # verdict as decided, left to right (False after the first rejection too)
     decided: bool  # False for drafts after the first rejection: never examined
     draft_confidence: float | None = None  # the draft model's top probability here (T = 1); None: no model
+    # The target's top probability at this position (T = 1, its plain softmax, whatever the run's sampling):
+    # how sure the target was of any token here. Easy tokens are where it is sure. None: not recorded.
+    target_confidence: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,118 @@
+"""Easy and hard tokens: acceptance against how sure the target was at each drafted position.
+
+A draft is easy to guess where the target is sure ("of" after "the capital"), hard where it is not
+("Edinburgh" is one name among many it weighs). Each examined draft carries the target's top
+probability there (`DraftedToken.target_confidence`, at temperature 1, whatever the run samples
+with); this module gathers those drafts from traces, buckets them by that confidence, and says
+what the buckets show in the run's own numbers. No plotting here (specviz.app.plots_confidence draws it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from specviz.analysis.trace import Trace
+
+# Bucket edges of the target's top probability: five equal bins, the last one closed at 1.
+CONFIDENCE_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+SURE = 0.8  # the sentence compares drafts where the target was at least this sure…
+UNSURE = 0.4  # …with those where it was below this
+
+
+@dataclass(frozen=True)
+class JudgedDraft:
+    """One drafted position the target judged, with how sure the target was there."""
+
+    token_id: int
+    target_confidence: float  # the target's top probability at this position (T = 1)
+    accepted: bool
+    round_index: int
+    draft_index: int  # 0-based within its round
+    gamma: int | None = None  # the run's γ, where drafts pooled from several runs need telling apart
+
+
+@dataclass(frozen=True)
+class ConfidenceBucket:
+    """Drafts whose target confidence fell in [low, high) (the last bucket includes 1)."""
+
+    low: float
+    high: float
+    num_accepted: int
+    num_drafts: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.num_accepted / self.num_drafts if self.num_drafts else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.low:.1f}–{self.high:.1f}"
+
+
+def judged_drafts(trace: Trace, gamma: int | None = None) -> list[JudgedDraft]:
+    """Every draft the target examined (accepted, or the round's first rejection), in order.
+
+    Drafts after a rejection were never judged, so they say nothing about what is easy. A first
+    position with rival guesses counts once, as α̂ counts it: `drafted` holds the guess the round
+    followed, accepted when the target took any of them. Runs recorded before the target's
+    confidence was kept have none, and give no points.
+    """
+    drafts = []
+    for event in trace.rounds:
+        for index, token in enumerate(event.drafted):
+            verdict = event.verdict(index)
+            if verdict not in ("accepted", "rejected") or token.target_confidence is None:
+                continue
+            drafts.append(JudgedDraft(token.token_id, token.target_confidence, verdict == "accepted",
+                                      event.round_index, index, gamma))
+    return drafts
+
+
+def bucket_of(confidence: float, edges: Sequence[float] = CONFIDENCE_EDGES) -> int:
+    """Index of the bucket holding this confidence; 1.0 lands in the last one."""
+    for index in range(len(edges) - 2, -1, -1):
+        if confidence >= edges[index]:
+            return index
+    return 0
+
+
+def bucket_drafts(drafts: Iterable[JudgedDraft], edges: Sequence[float] = CONFIDENCE_EDGES) -> list[ConfidenceBucket]:
+    """Accepted and judged drafts per confidence bucket, every bucket present (empty ones with 0 of 0)."""
+    accepted = [0] * (len(edges) - 1)
+    judged = [0] * (len(edges) - 1)
+    for draft in drafts:
+        index = bucket_of(draft.target_confidence, edges)
+        judged[index] += 1
+        accepted[index] += draft.accepted
+    return [ConfidenceBucket(edges[i], edges[i + 1], accepted[i], judged[i]) for i in range(len(edges) - 1)]
+
+
+def tally(drafts: Sequence[JudgedDraft]) -> str:
+    """ "41 of 47 drafts were accepted (87%)" """
+    accepted = sum(draft.accepted for draft in drafts)
+    noun = "draft was" if len(drafts) == 1 else "drafts were"
+    return f"{accepted} of {len(drafts)} {noun} accepted ({accepted / len(drafts):.0%})"
+
+
+def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") -> str:
+    """What the chart shows, in these drafts' own numbers: acceptance where the target was sure
+    against where it was not."""
+    if not drafts:
+        return f"No judged drafts with the target's confidence in {where} yet."
+    sure = [draft for draft in drafts if draft.target_confidence >= SURE]
+    unsure = [draft for draft in drafts if draft.target_confidence < UNSURE]
+    parts = []
+    if sure:
+        parts.append(f"where the target was at least {SURE:.0%} sure, {tally(sure)}")
+    if unsure:
+        parts.append(f"where it was under {UNSURE:.0%} sure, {tally(unsure)}")
+    if not parts:
+        middle = tally(drafts)
+        return (f"In {where} the target was between {UNSURE:.0%} and {SURE:.0%} sure at every judged draft: "
+                f"{middle}.")
+    sentence = f"In {where}, " + "; ".join(parts) + "."
+    if not (sure and unsure):
+        missing = f"under {UNSURE:.0%}" if sure else f"at least {SURE:.0%}"
+        sentence += f" The target was never {missing} sure at a judged draft."
+    return sentence

@@ -1,0 +1,81 @@
+"""Easy and hard tokens, drawn: acceptance against the target's confidence at each drafted position.
+
+Each judged draft is a point at the target's top probability there (x) and its verdict (y: 1 accepted,
+0 rejected, spread a little so points do not hide each other), its token as the hover label; behind the
+points each bucket's share accepted is a bar. Under the chart, one sentence says what it shows in the
+drafts' own numbers (specviz.analysis.confidence). The run's page and the γ sweep both draw it.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_drafts, confidence_sentence
+from specviz.app.palette import COLORS
+from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, with_hint
+
+TITLE = "Easy and hard tokens: acceptance against how sure the target was"
+X_TITLE = "the target's top probability at the drafted position (how sure it was)"
+JITTER = 0.07  # how far a point may sit from 0 or 1, so a bucket's many points stay apart
+BAR_FILL = "rgba(0, 158, 115, 0.22)"  # COLORS["accepted"], faint: the points stay in front
+
+
+def spread(index: int) -> float:
+    """A fixed offset in [−JITTER, JITTER] for the index-th point (golden-ratio steps: even, and the
+    same on every redraw, so points do not jump while a run streams)."""
+    return ((index * 0.6180339887) % 1.0 - 0.5) * 2 * JITTER
+
+
+def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str], title: str = TITLE,
+                             hint: str = "drafting starts after the target-only lane") -> go.Figure:
+    """The chart: per-bucket share accepted (bars) with every judged draft over it (points)."""
+    figure = base_figure(title, X_TITLE, "share accepted · each point a draft", legend_rows=PAGE_LEGEND_ROWS)
+    if not drafts:
+        return with_hint(figure, hint)
+    add_bucket_bars(figure, bucket_drafts(drafts))
+    for accepted, name in ((True, "accepted draft"), (False, "rejected draft")):
+        chosen = [(i, draft) for i, draft in enumerate(drafts) if draft.accepted == accepted]
+        if not chosen:
+            continue
+        figure.add_scatter(
+            x=[draft.target_confidence for _, draft in chosen],
+            y=[(1.0 if accepted else 0.0) + spread(i) for i, _ in chosen],
+            mode="markers", name=name, meta="accepted" if accepted else "rejected",
+            marker={"size": 8, "color": COLORS["accepted" if accepted else "rejected"], "opacity": 0.85,
+                    "symbol": "circle" if accepted else "x", "line": {"width": 0.5, "color": "#fff"}},
+            hovertext=[label_of(draft.token_id, labels) for _, draft in chosen],
+            customdata=[[draft.round_index + 1, draft.draft_index + 1, where_text(draft)] for _, draft in chosen],
+            hovertemplate=("%{hovertext}: the target was %{x:.0%} sure · " + ("accepted" if accepted else "rejected")
+                           + "<br>round %{customdata[0]}, draft %{customdata[1]}%{customdata[2]}<extra></extra>"),
+        )
+    figure.update_layout(xaxis={"range": [0, 1.0], "tickformat": ".0%", "dtick": 0.2},
+                         yaxis={"range": [-0.15, 1.15], "tickvals": [0, 0.5, 1], "ticktext": ["0 rejected", "50%", "1 accepted"]})
+    return figure
+
+
+def where_text(draft: JudgedDraft) -> str:
+    return "" if draft.gamma is None else f" of a run at γ = {draft.gamma}"
+
+
+def add_bucket_bars(figure: go.Figure, buckets: Sequence[ConfidenceBucket]) -> None:
+    """Each bucket's share accepted, as a bar across the bucket, with its count."""
+    shown = [bucket for bucket in buckets if bucket.num_drafts]
+    figure.add_bar(
+        x=[(bucket.low + bucket.high) / 2 for bucket in shown],
+        y=[bucket.rate for bucket in shown],
+        width=[(bucket.high - bucket.low) * 0.96 for bucket in shown],
+        name="share accepted in each band", meta="buckets", marker={"color": BAR_FILL, "line": {"width": 0}},
+        text=[f"{bucket.rate:.0%} of {bucket.num_drafts}" for bucket in shown], textposition="inside",
+        insidetextanchor="middle", textfont={"color": "#225"},
+        customdata=[[bucket.label, bucket.num_accepted, bucket.num_drafts] for bucket in shown],
+        hovertemplate="target %{customdata[0]} sure: %{customdata[1]} of %{customdata[2]} accepted (%{y:.0%})<extra></extra>",
+    )
+
+
+def confidence_note_html(drafts: Sequence[JudgedDraft], where: str = "this run") -> str:
+    """The sentence under the chart: what it shows, in these drafts' numbers."""
+    return (f'<p class="confidence-note" data-drafts="{len(drafts)}" style="margin:0 0 8px 4px;color:#444">'
+            f"{escape(confidence_sentence(drafts, where), quote=False)}</p>")
