@@ -17,7 +17,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.models.pairs import DEFAULT_PRESET, PRESETS
+    from specviz.models.presets import DEFAULT_PRESET, PRESETS
 
     parser.add_argument("--pair", default=None, help=f"preset: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
     parser.add_argument("--target", default=None, help="target model: hub id or local folder (with --draft)")
@@ -149,7 +149,7 @@ def parse_numbers(text: str, kind, name: str) -> tuple:
 def prepare_pair(args):
     import torch
 
-    from specviz.models.pairs import load_pair
+    from specviz.models.loading import load_pair
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -311,7 +311,7 @@ def run_bench(args) -> int:
     from specviz.analysis.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
                                results_to_json, run_against_hf)
     from specviz.analysis.bench import run_bench as measure
-    from specviz.models.pairs import resolve_pair
+    from specviz.models.presets import resolve_pair
 
     config = BenchConfig(
         gammas=parse_numbers(args.gammas, int, "gammas"),
@@ -370,7 +370,7 @@ def drafter_description(pair, config) -> str:
 
 def chosen_drafter(args) -> str:
     """--drafter, or the pair's own (PairPreset.unnamed_drafter)."""
-    from specviz.models.pairs import resolve_pair
+    from specviz.models.presets import resolve_pair
 
     return args.drafter or resolve_pair(args.pair, args.target, args.draft).unnamed_drafter()
 
@@ -382,7 +382,7 @@ def run_profile(args) -> int:
 
     from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
     from specviz.models.invariance import plain_copy
-    from specviz.models.pairs import PRECISIONS
+    from specviz.models.precision import PRECISIONS
 
     config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
                            repeats=args.repeats)
@@ -445,7 +445,7 @@ def run_selfcheck(args) -> int:
     import torch
 
     from specviz.analysis.bench import load_prompts
-    from specviz.models.pairs import resolve_pair
+    from specviz.models.presets import resolve_pair
     from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
 
     if args.threads:
@@ -467,7 +467,7 @@ def run_setup(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from specviz.models.convert import TargetUnavailableError
-    from specviz.models.pairs import IncompatiblePairError, ModelLoadError
+    from specviz.models.errors import IncompatiblePairError, ModelLoadError
 
     handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "profile": run_profile, "train": run_train, "setup": run_setup,
                 "selfcheck": run_selfcheck}

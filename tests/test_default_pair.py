@@ -17,7 +17,8 @@ import torch
 
 from specviz.analysis.bench import load_prompts
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models.pairs import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, HEAD_ROWS_FILE, PRESETS, load_pair
+from specviz.models.loading import HEAD_ROWS_FILE, load_pair
+from specviz.models.presets import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, PRESETS
 from specviz.analysis.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ def test_loads_offline_in_a_fresh_process():
     """What the set-up command installed is enough: no hub, no network proxy reachable."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     code = (
-        "import json; from specviz.models.pairs import load_pair; p = load_pair(); "
+        "import json; from specviz.models.loading import load_pair; p = load_pair(); "
         "print(json.dumps({'name': p.name, 'vocab': p.vocab_size, 'arch': type(p.target).__name__, "
         "'layers': p.target.config.num_hidden_layers, 'chat': p.has_chat_template, 'rows': len(p.draft_head_rows), "
         "'head': p.head is not None and len(p.head_rows) == len(p.draft_head_rows)}))"
@@ -63,7 +64,7 @@ def test_loads_offline_in_a_fresh_process():
 def test_the_draft_is_a_standard_full_vocabulary_causal_lm(pair):
     from transformers import AutoModelForCausalLM
 
-    from specviz.models.pairs import shares_target_tokenizer
+    from specviz.models.loading import shares_target_tokenizer
 
     draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT_DIR)
     assert draft.config.vocab_size == pair.target.config.vocab_size == len(pair.tokenizer) == 49152
@@ -186,7 +187,7 @@ def test_the_held_out_prompts_are_none_of_the_training_templates():
     import re
 
     from specviz.training import prompts_corpus
-    from specviz.models.pairs import ASSETS_DIR
+    from specviz.models.presets import ASSETS_DIR
 
     held_out = json.loads((ASSETS_DIR / "prompts-heldout.json").read_text())
     examples = {entry["prompt"] for entry in json.loads((ASSETS_DIR / "prompts.json").read_text())}
@@ -288,7 +289,7 @@ def test_the_train_command_passes_the_lower_layers_a_head_should_read(monkeypatc
 def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
     """The requests the target wrote for the head's training ship beside it; the figures on the
     examples and held-out prompts are not on text the head trained on."""
-    from specviz.models.pairs import ASSETS_DIR
+    from specviz.models.presets import ASSETS_DIR
     from specviz.training.head_train import REQUESTS_FILE
 
     requests = json.loads((EMBEDDED_HEAD_DIR / REQUESTS_FILE).read_text(encoding="utf-8"))

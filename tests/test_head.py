@@ -155,7 +155,8 @@ def test_a_saved_head_loads_back_identically(tmp_path):
 def test_a_damaged_head_folder_costs_the_head_only(tmp_path):
     """A head whose weights cannot be read: the pair still loads, choosing the head says why in
     words, and the draft model still drafts; a folder with no head at all says how to train one."""
-    from specviz.models.pairs import PairPreset, build_pair
+    from specviz.models.loading import build_pair
+    from specviz.models.presets import PairPreset
     from tests.tiny_models import make_model, make_tokenizer, noisy_copy
 
     tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
@@ -181,12 +182,12 @@ def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
     here (it won the bench), the draft model elsewhere and when the head's weights are missing."""
     from specviz.app.request import Request
     from specviz.catalogue import DEFAULT_DRAFTER
-    from specviz.models import pairs
+    from specviz.models import presets
 
-    assert pairs.PRESETS["embedded"].default_drafter == "head" and DEFAULT_DRAFTER == "model"
-    assert pairs.default_drafter_for("embedded") == pairs.default_drafter_for(None) == "head"
-    assert pairs.default_drafter_for("tiny-code") == pairs.default_drafter_for("custom") == "model"
-    assert pairs.resolve_pair(target="some/target", draft="some/draft").unnamed_drafter() == "model"  # the CLI's custom pair
+    assert presets.PRESETS["smollm2-135m"].default_drafter == "head" and DEFAULT_DRAFTER == "model"
+    assert presets.default_drafter_for("smollm2-135m") == presets.default_drafter_for(None) == "head"
+    assert presets.default_drafter_for("tiny-code") == presets.default_drafter_for("custom") == "model"
+    assert presets.resolve_pair(target="some/target", draft="some/draft").unnamed_drafter() == "model"  # the CLI's custom pair
     settings = dict(target_id="", draft_id="", gamma=3, temperature=0, top_k=0, top_p=1, max_new_tokens=8, seed=0)
     assert Request.parse("Hi", "embedded", **settings).config.drafter == "head"
     assert Request.parse("Hi", "tiny-code", **settings).config.drafter == "model"
@@ -194,9 +195,9 @@ def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
     from specviz.app.ui_handlers import on_pair_pick  # the page: picking a pair brings its drafter
 
     assert on_pair_pick("tiny-code").value == "model" and on_pair_pick("embedded").value == "head"
-    unshipped = dataclasses.replace(pairs.PRESETS["embedded"], head_dir=tmp_path)  # no weights in it
-    monkeypatch.setitem(pairs.PRESETS, "embedded", unshipped)
-    assert pairs.default_drafter_for("embedded") == "model"
+    unshipped = dataclasses.replace(presets.PRESETS["smollm2-135m"], head_dir=tmp_path)  # no weights in it
+    monkeypatch.setitem(presets.PRESETS, "smollm2-135m", unshipped)
+    assert presets.default_drafter_for("smollm2-135m") == "model"
 
 
 def test_a_head_that_reads_lower_layers_saves_them_and_reads_zeros_where_it_drafts_on_its_own(tmp_path):

@@ -14,11 +14,12 @@ from collections import OrderedDict
 import pytest
 
 from specviz.models import hosting
-from specviz.models import pairs as models
+from specviz.models import loading as models
 
 from specviz.app import request
 from specviz.models.hosting import HostingPolicy, check_model_id, download_bytes
-from specviz.models.pairs import ModelLoadError, load_pair
+from specviz.models.errors import ModelLoadError
+from specviz.models.loading import load_pair
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, tiny_pair
 
 ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000, max_new_tokens=256, max_run_s=120, queue_size=16)

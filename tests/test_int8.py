@@ -14,7 +14,7 @@ from torch import nn
 from specviz.analysis.trace import Trace
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
 from specviz.models.int8 import int8_available, is_quantized, quantize_linears
-from specviz.models.pairs import prepare_drafters
+from specviz.models.loading import prepare_drafters
 from specviz.models.rows import RowScorer, scorer_for
 from tests.test_distribution import VOCAB, check_against_target, exact_joint_of_three, sample_runs
 from tests.test_head import with_head

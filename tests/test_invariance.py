@@ -22,7 +22,8 @@ from specviz.decoding.engine import DecodeConfig, autoregressive_decode, specula
 from specviz.decoding.forward import crop_cache, forward_new_ids
 from specviz.models import invariance, invariant_attention
 from specviz.models.invariant_attention import FIXED, GROUPED, LAYOUTS, PADDED_ROWS
-from specviz.models.pairs import ModelPair, load_pair
+from specviz.models.loading import load_pair
+from specviz.models.pairs import ModelPair
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
 COUNTS = (2, 4, 8)
@@ -192,7 +193,7 @@ def test_the_default_pair_in_bfloat16_writes_the_target_alones_text_and_transfor
 def test_bf16_is_not_the_default_where_the_host_limits_the_cpu():
     """An AVX2 host emulated on this machine: torch and oneDNN are held to AVX2, so bfloat16 would be
     emulated (slow); the default must follow the limits, not the CPU's flags."""
-    code = "import torch; from specviz.models.pairs import default_precision; print(default_precision(torch.device('cpu')))"
+    code = "import torch; from specviz.models.precision import default_precision; print(default_precision(torch.device('cpu')))"
     env = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
     import os
 

@@ -12,21 +12,13 @@ import math
 import pytest
 import torch
 
-import specviz.models.pairs
+import specviz.models.precision
 from specviz.decoding.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models.pairs import (
-    PRECISION_ENV,
-    PRESETS,
-    IncompatiblePairError,
-    ModelLoadError,
-    ModelPair,
-    check_tokenizers,
-    choose_device_and_dtype,
-    cpu_has_native_bf16,
-    load_pair,
-    load_tokenizer,
-    resolve_pair,
-)
+from specviz.models.errors import IncompatiblePairError, ModelLoadError
+from specviz.models.loading import check_tokenizers, load_pair, load_tokenizer
+from specviz.models.pairs import ModelPair
+from specviz.models.precision import PRECISION_ENV, choose_device_and_dtype, cpu_has_native_bf16
+from specviz.models.presets import PRESETS, resolve_pair
 from specviz.analysis.trace import Trace
 from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
 
@@ -69,9 +61,9 @@ def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
     """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps),
     bfloat16 where AMX or AVX512-BF16 make it the fast path; the host's variable overrides both."""
     monkeypatch.delenv(PRECISION_ENV, raising=False)
-    monkeypatch.setattr(specviz.models.pairs, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: False)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
-    monkeypatch.setattr(specviz.models.pairs, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: True)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.bfloat16)
     assert choose_device_and_dtype("cpu", "float32")[1] == torch.float32  # asked for: always that
     monkeypatch.setenv(PRECISION_ENV, "float32")
@@ -112,16 +104,43 @@ def test_encode_refuses_empty_and_too_long_prompts():
 
 
 def test_unknown_preset_and_half_custom_pairs():
-    with pytest.raises(ModelLoadError, match=r"unknown model pair 'gpt-5'; choose one of: embedded, tiny-code, pythia"):
+    with pytest.raises(ModelLoadError, match=r"unknown model pair 'gpt-5'; choose one of: smollm2-135m, tiny-code, pythia"):
         load_pair("gpt-5")
     with pytest.raises(ModelLoadError, match="a custom pair needs both a target and a draft model id"):
         resolve_pair(target="some/model")
     with pytest.raises(ModelLoadError, match="needs both"):
         load_pair(draft="some/model")
-    assert resolve_pair().name == "embedded"
+    assert resolve_pair().name == "smollm2-135m"
     assert resolve_pair(target=" a/b ", draft="c/d ").target_id == "a/b"
     for name, preset in PRESETS.items():
         assert resolve_pair(name) is preset
+
+
+def test_the_default_pairs_old_name_is_still_taken_everywhere_a_name_comes_in():
+    """"embedded" was the default preset's name: saved runs, API calls and scripts that use it get
+    smollm2-135m (one alias table), and a cached load under either name is the same pair."""
+    from specviz.analysis.run import Run
+    from specviz.app.request import Request
+    from specviz.app.ui_handlers import replayed_controls
+    from specviz.models.presets import DEFAULT_PRESET, PRESET_ALIASES, default_drafter_for, preset_name
+
+    assert DEFAULT_PRESET == "smollm2-135m" and PRESET_ALIASES == {"embedded": "smollm2-135m"}
+    assert "embedded" not in PRESETS and set(PRESET_ALIASES.values()) <= set(PRESETS)
+    assert preset_name("embedded") == "smollm2-135m" and preset_name("tiny-code") == "tiny-code"
+    assert resolve_pair("embedded") is PRESETS["smollm2-135m"]
+    assert default_drafter_for("embedded") == default_drafter_for("smollm2-135m")
+    settings = dict(target_id="", draft_id="", gamma=3, temperature=0, top_k=0, top_p=1, max_new_tokens=8, seed=0)
+    assert Request.parse("Hi", "embedded", **settings).pair_name == "smollm2-135m"
+    saved = Run.from_json(Run("hi", [1], {"pair": "embedded", "gamma": 3}, chat=True).to_json())  # a run saved before the rename
+    assert replayed_controls(saved)["pair"] == "smollm2-135m"
+
+
+def test_an_old_name_loads_the_same_pair(monkeypatch):
+    # tiny-code stands in for a renamed preset: the default pair would need its converted target
+    import specviz.models.presets as presets
+
+    monkeypatch.setitem(presets.PRESET_ALIASES, "old-tiny", "tiny-code")
+    assert load_pair("old-tiny", device="cpu") is load_pair("tiny-code", device="cpu")
 
 
 @pytest.mark.timeout(60)

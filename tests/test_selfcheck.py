@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import specviz.analysis.selfcheck
 from specviz.analysis.bench import load_prompts
-from specviz.models.pairs import PRESETS
+from specviz.models.presets import PRESETS
 from specviz.analysis.selfcheck import SelfCheckConfig, first_parting, run_selfcheck
 
 SMALL = SelfCheckConfig(pair="tiny-code", device="cpu", precisions=("float32",), gammas=(1, 3), max_new_tokens=8,

@@ -12,7 +12,8 @@ import pytest
 
 from specviz.analysis.bench import load_prompts
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
-from specviz.models.pairs import PRESETS, TINY_CODE_DIR, load_pair
+from specviz.models.loading import load_pair
+from specviz.models.presets import PRESETS, TINY_CODE_DIR
 from specviz.analysis.trace import Trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,7 +53,7 @@ def test_loads_offline_in_a_fresh_process():
     """A new interpreter with the hub switched off and no network proxy loads the pair."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     code = (
-        "import time; from specviz.models.pairs import load_pair; t = time.perf_counter(); p = load_pair('tiny-code'); "
+        "import time; from specviz.models.loading import load_pair; t = time.perf_counter(); p = load_pair('tiny-code'); "
         "import json; print(json.dumps({'s': time.perf_counter() - t, 'name': p.name, 'vocab': p.vocab_size}))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 from specviz.decoding import reference
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
-from specviz.models.pairs import ASSETS_DIR, ModelPair
+from specviz.models.pairs import ModelPair
+from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.payoff import Measurement, Payoff
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup

@@ -18,7 +18,10 @@ from specviz.models import convert, hosting
 from specviz.catalogue import run_lanes
 from specviz.decoding.drafters import MAX_NGRAM
 from specviz.decoding.engine import MAX_GAMMA, MAX_RIVALS, DecodeConfig
-from specviz.models.pairs import DEFAULT_PRESET, PRESETS, ModelPair, check_precision, default_drafter_for, load_pair
+from specviz.models.loading import load_pair
+from specviz.models.pairs import ModelPair
+from specviz.models.precision import check_precision
+from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for, preset_name
 
 log = logging.getLogger("specviz.app.request")
 
@@ -80,7 +83,7 @@ class Request:
               rivals=DecodeConfig.rivals):
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
-        pair_name = pair_name or DEFAULT_PRESET
+        pair_name = preset_name(pair_name or DEFAULT_PRESET)  # an old name (a saved run, a script) is today's
         if pair_name != CUSTOM and pair_name not in PRESETS:
             raise ValueError(f"unknown model pair {pair_name!r}; choose one of: {', '.join([*PRESETS, CUSTOM])}")
         if pair_name == CUSTOM and not ((target_id or "").strip() and (draft_id or "").strip()):

@@ -24,7 +24,8 @@ from specviz.app import render, teach
 from specviz.catalogue import lane_info
 from specviz.decoding.engine import DecodeConfig
 from specviz.app.live import stream_run
-from specviz.models.pairs import DEFAULT_PRESET, load_pair
+from specviz.models.loading import load_pair
+from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
     inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay, on_run, on_stop,

@@ -19,7 +19,8 @@ import gradio as gr
 from specviz.app import render
 from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
-from specviz.models.pairs import PRECISIONS, PRESETS, default_drafter_for
+from specviz.models.precision import PRECISIONS
+from specviz.models.presets import PRESETS, default_drafter_for, preset_name
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
@@ -63,8 +64,8 @@ def replayed_controls(saved: Run) -> dict[str, object]:
     settings = saved.settings
     values: dict[str, object] = {"prompt": saved.prompt_text, "chat": saved.chat}
     pair = settings.get("pair")
-    if pair in PRESETS:
-        values["pair"] = pair
+    if isinstance(pair, str) and preset_name(pair) in PRESETS:  # a run saved under an old name gets today's
+        values["pair"] = preset_name(pair)
     elif isinstance(pair, str) and " → " in pair:  # a custom pair, recorded as "draft → target"
         values["draft_id"], values["target_id"] = pair.split(" → ", 1)
         values["pair"] = CUSTOM

@@ -18,7 +18,8 @@ from specviz.catalogue import DRAFTER_CATALOGUE, PAGE_LANES, lane_info
 from specviz.decoding.drafters import MAX_NGRAM
 from specviz.decoding.engine import GAMMA_SCHEDULES, MAX_GAMMA, MAX_RIVALS, DecodeConfig
 from specviz.app.live import PACES
-from specviz.models.pairs import DEFAULT_PRESET, PRESETS, cpu_has_native_bf16, default_drafter_for, default_precision
+from specviz.models.precision import cpu_has_native_bf16, default_precision
+from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.app.request import CUSTOM, MAX_NEW_TOKENS
 from specviz.analysis.run import recorded_runs

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, NoReturn
 
+from specviz.models.errors import ModelLoadError
+
 SPACE_MAX_MODEL_BYTES = 2_000_000_000
 DEFAULT_MAX_PAIRS = 2
 MAX_ID_LENGTH = 1024  # any longer is no model id, hub or local
@@ -89,9 +91,6 @@ def read_count(environ: Mapping[str, str], name: str, default: int, minimum: int
 
 
 def refuse(message: str) -> NoReturn:
-    # imported here: specviz.models.pairs imports this module, so a top-level import would be circular
-    from specviz.models.pairs import ModelLoadError
-
     raise ModelLoadError(message)
 
 

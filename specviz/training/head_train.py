@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from specviz.decoding.forward import lower_layer_states
 from specviz.models.draft_head import CONFIG_FILE, DraftHead, head_config_for, load_head, with_lower_layers
-from specviz.models.pairs import choose_device_and_dtype
+from specviz.models.precision import choose_device_and_dtype
 from specviz.training.distil import load_target, row_index_of, split_rows
 from specviz.training.train import learning_rate, save_atomically
 

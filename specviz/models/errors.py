@@ -1,0 +1,12 @@
+"""The errors a model load raises, beneath every module that raises them (presets, precision,
+hosting, loading), so none of those needs another to say why a load failed."""
+
+from __future__ import annotations
+
+
+class ModelLoadError(ValueError):
+    """A model could not be loaded (unknown id, no network, out of memory, bad folder)."""
+
+
+class IncompatiblePairError(ValueError):
+    """Draft and target do not share one tokenizer, so their token ids mean different things."""

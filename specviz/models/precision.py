@@ -1,0 +1,78 @@
+"""Precision and device: which dtype the weights load in, what each costs here, and which the host picks.
+
+Beneath loading and the pair: a run reports its precision beside its timings, and a 16-bit model on
+a CPU without native bf16 runs emulated, which the batch-invariant forward must know (runs_emulated).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from specviz.models.errors import ModelLoadError
+from specviz.models.int8 import cpu_supports
+
+PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+"""The weights' precision a user can pick. In both the target's forward is made batch-invariant
+(specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
+by construction (measured per target at load). bfloat16: half the bytes per step; fast only where
+the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
+CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
+PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
+
+
+# oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) below the first with bf16 dot products
+ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
+def cpu_has_native_bf16() -> bool:
+    """AMX or AVX512-BF16, and no host limit that keeps torch from them: where bf16 matmuls run
+    several times faster than float32. Without them (AVX2 only) torch emulates bf16 and a 4-token
+    verify costs ~3 steps (measured). The limits a host sets count, as torch obeys them:
+    ATEN_CPU_CAPABILITY (torch's own kernels) and ONEDNN_MAX_CPU_ISA (its matmuls)."""
+    if not cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+        return False
+    if not torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX512", "AMX")):
+        return False
+    return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
+
+
+def runs_emulated(model: torch.nn.Module) -> bool:
+    """Whether a model's precision runs in software here: 16-bit on a CPU without native bf16."""
+    parameter = next(model.parameters())
+    return parameter.device.type == "cpu" and parameter.dtype != torch.float32 and not cpu_has_native_bf16()
+
+
+def default_precision(device: torch.device) -> str:
+    """The precision a run gets when none is asked for (see the README's bench for the numbers):
+    $SPECVIZ_PRECISION if set; bf16 on CUDA and on CPUs with native bf16; else float32."""
+    from_env = os.environ.get(PRECISION_ENV, "").strip()
+    if from_env:
+        return from_env
+    if device.type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
+
+
+def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """The device (CUDA when present) and the precision asked for, or the device's default."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    precision = precision or default_precision(device)
+    if precision == "float16" and device.type == "cuda":  # older cards: their fast 16-bit type
+        return device, torch.float16
+    check_precision(precision)
+    return device, PRECISIONS[precision]
+
+
+def check_precision(precision: str) -> None:
+    """A precision a user may ask for, or a message naming the ones there are."""
+    if precision not in PRECISIONS:
+        raise ModelLoadError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+
+
+def precision_name(dtype: torch.dtype) -> str:
+    """float32, bfloat16, float16: the name a run reports beside its timings."""
+    return str(dtype).removeprefix("torch.")
