@@ -46,7 +46,9 @@ class DrafterInfo:
     # token with its q; {texts}: the tokens alone). The defaults fit a drafter that samples one token per forward.
     draft_words: str = ("The {label} ran {forwards}, sampling one token each, with q its probability for the token "
                         "it picked: {proposals}.")
-    fewer_words: str = "the token limit is near."  # why a round drafted fewer than γ
+    # Why a round drafted fewer than γ when the drafter itself found no more (the confidence stop, the
+    # token limit and the γ schedule are worded by step mode from the round and the run).
+    fewer_words: str = "the drafter proposed no more."
     none_words: str = "the token limit left no room"  # why a round drafted nothing
 
 
@@ -77,7 +79,7 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
         settings=("ngram",),
         draft_words=("Prompt lookup found the text's last tokens earlier on and copied the {tokens} that followed: "
                      "{texts}. Copying is certain, so q = 1 for each (a one-hot q)."),
-        fewer_words="that is all the copied stretch held, or the limit is near.",
+        fewer_words="that is all the copied stretch held.",
         none_words="prompt lookup found no earlier occurrence of the text's last tokens",
     ),
     DrafterInfo(

@@ -23,7 +23,7 @@ from specviz.analysis import theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
 from specviz.decoding.engine import DecodeConfig, speculative_decode
-from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
 from specviz.app.live import StopPresses
 from specviz.models.pairs import ModelPair
 from specviz.decoding.sampling import accept_or_resample
@@ -123,6 +123,11 @@ def test_lab_refuses_what_it_cannot_test():
 # --- step mode ----------------------------------------------------------------------------------------------------
 
 
+def room_of(gamma: int, position: int = 1, limit: int = 64, threshold: float = 0.5) -> step_mode.DraftRoom:
+    """The room of a constant-γ round at `position` of a run that may write `limit` new tokens."""
+    return step_mode.DraftRoom(gamma, gamma, limit - position - 1, limit, False, threshold)
+
+
 @pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
 def test_step_run_is_one_round_per_press_and_ends_like_a_full_run(drafter):
     pair = tiny_pair("gpt2")
@@ -154,7 +159,7 @@ def test_a_round_with_nothing_drafted_says_why():
         view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
     lane = view.speculative
     plain = next(event for event in lane.trace.rounds if event.gamma == 0)
-    html = lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", 3)
+    html = lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3))
     assert "prompt lookup found no earlier occurrence" in html
     assert f"t{plain.next_id}" in html
 
@@ -168,7 +173,7 @@ def test_round_stages_name_the_rounds_tokens():
         view.add(event, decode)
     lane = view.speculative
     rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
-    html = lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", 3)
+    html = lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3))
     for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
         assert f'data-stage="{stage}"' in html
     assert f"t{rejected.drafted[rejected.num_accepted].token_id}" in html
@@ -183,11 +188,11 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
     for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
         view.add(event, decode)
     lane = view.speculative
-    html = lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", 3)
+    html = lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
     assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
     assert html.count("then dropped: it comes after the end-of-text token") == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
-    assert "dropped" not in lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", 3)
+    assert "dropped" not in lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
 
 
 # --- theory explorer ------------------------------------------------------------------------------------------------
@@ -312,7 +317,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
     view.add(event, decode)
     lane = view.speculative
-    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", 3)
+    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
 
 
@@ -350,3 +355,112 @@ def test_the_labs_example_says_what_it_changed():
     html = unescape(lessons.lab_example_html({"pair": "tiny-code", "prompt": "        if not", "chat": False, "top_k": 10}, 500))
     assert "pair 'tiny-code'" in html and "prompt '        if not'" in html and "chat off" in html
     assert "top-k 10" in html and "N = 500" in html and "cleared" in html
+
+
+# --- issue 26: step mode's reasons and rival guesses ---------------------------------------------------------------
+
+
+def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> list[tuple[RoundEvent, str]]:
+    """Every round of a step run with its stages' text (HTML unescaped, tags dropped), as step mode shows it."""
+    view = render.RunView("prompt", prompt, config.gamma, {"temperature": config.temperature}, lanes=("speculative",))
+    step = step_mode.StepRun(pair, prompt, config)
+    for event in step.start():
+        view.add(event, decode_ids)
+    shown = []
+    while not step.done:
+        for event in step.advance():
+            view.add(event, decode_ids)
+            if isinstance(event, RoundEvent):
+                lane = view.speculative
+                html = lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
+                                          step.draft_room(event))
+                shown.append((event, page_text(html)))
+    step.close()
+    return shown
+
+
+def page_text(html: str) -> str:
+    """What a reader sees: tags dropped, then entities read (a token may be "<b>")."""
+    return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def decode_ids(ids):
+    return "".join(f" t{token_id}" for token_id in ids)
+
+
+def test_step_mode_says_the_confidence_stop_not_the_token_limit_when_drafting_stops_early():
+    """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the drafter's confidence
+    stop had ended the round. The reason is the real one, in the round's own numbers."""
+    pair = tiny_pair("gpt2")  # random weights: the draft is never 90% sure
+    config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=12, seed=2, draft_confidence=0.9, rivals=0,
+                          stop_at_eos=False)
+    shown = step_stages(pair, [5, 6, 7], config)
+    first, text = shown[0]
+    assert first.stopped_unsure and first.gamma == 1
+    sure = f"the drafter was only {first.drafted[0].draft_confidence:.0%} sure of its 1st draft"
+    assert f"Only 1 of γ = 3: {sure}, under the “draft only while sure” threshold 0.90" in text
+    assert "limit" not in text
+    last, text = shown[-1]  # 12 new tokens: the last rounds have room for fewer than γ + 1
+    unsure_free = DecodeConfig(**{**dataclasses.asdict(config), "draft_confidence": 0.0})
+    ends = [(event, words) for event, words in step_stages(pair, [5, 6, 7], unsure_free) if event.gamma < 3]
+    assert ends, "no round near the limit drafted fewer than γ"
+    for event, words in ends:
+        room = 12 - event.position
+        assert f"Only {event.gamma} of γ = 3: the 12-token limit leaves room for {room} more token" in words
+        assert "sure" not in words.split("Only")[1].split(".")[0]
+
+
+def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
+    room = step_mode.DraftRoom(gamma=4, planned=2, room=40, limit=64, limit_is_context=False, threshold=0.0)
+    event = bonus_round(0, 5, gamma=2)
+    assert room.fewer_cause(event) == "schedule"
+    assert step_mode.DraftRoom(4, 4, 2, 64, True, 0.0).fewer_cause(event) == "context"
+    assert step_mode.DraftRoom(2, 2, 40, 64, False, 0.0).fewer_cause(event) == ""
+    view = render.RunView("x", [1], gamma=4, settings={}, lanes=("speculative",))
+    for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
+        view.add(shown, decode)
+    html = lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room)
+    assert "Only 2 of γ = 4: the heuristic γ schedule planned 2 for this round" in unescape(html)
+
+
+def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
+    """A greedy round whose unsure first pick (#8, 41% sure) had rivals #3 (27%) and #9 (12%): the target
+    took guess `taken_index` (0: the first pick, 1: #3) or none of them."""
+    pick = DraftedToken(8, 1.0, 1.0 if taken_index == 0 else 0.0, 1.0 if taken_index == 0 else 0.0, 0.3,
+                        taken_index == 0, True, draft_confidence=0.41)
+    second = DraftedToken(3, 1.0, 1.0 if taken_index == 1 else 0.0, 1.0 if taken_index == 1 else 0.0, 0.3,
+                          taken_index == 1, True, draft_confidence=0.27)
+    third = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
+    if taken_index == 1:  # the engine's record: the taken guess is the round's one draft, the others its rivals
+        event = RoundEvent("speculative", 0, 1, 1, (second,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
+                           stopped_unsure=True, rivals=(pick, third))
+    elif taken_index == 0:
+        event = RoundEvent("speculative", 0, 1, 1, (pick,), 1, 5, "bonus", (8, 5), 0.002, 0.03, 1, 1,
+                           stopped_unsure=True, rivals=(second, third))
+    else:
+        event = RoundEvent("speculative", 0, 1, 1, (pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
+                           stopped_unsure=True, rivals=(second, third))
+    view = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "rivals": 2}, lanes=("speculative",))
+    for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
+        view.add(shown, decode)
+    return event, view.speculative
+
+
+@pytest.mark.parametrize("taken_index", [0, 1, None])
+def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
+    event, lane = rival_round(taken_index)
+    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5))
+    assert 'data-stage="rivals"' in html
+    text = page_text(html)
+    # The draft stage names the drafter's own first pick (" <b>", 41%) and why the round stopped at one token.
+    assert "Only 1 of γ = 3: the drafter was only 41% sure of its 1st draft, under the “draft only while sure” threshold 0.50" in text
+    draft_stage = text.split("2 · Verify")[0]
+    assert " <b> (q = 1: at temperature 0 it takes its top guess outright, though only 41% sure of it)" in draft_stage
+    rivals = text.split("3 · Rival guesses.")[1].split("4 · ")[0]
+    assert "also offered its 2nd and 3rd guesses for that same position: (x (27%) and  & ${y} (12%)" in rivals
+    assert "in the same target forward" in rivals and "target's own top pick" in rivals
+    outcome = {0: "Here it was the drafter's first pick  <b>: the round goes on with it, and the rivals (x and  & ${y} "
+                  "are dropped",
+               1: "Here it was (x, the drafter's 2nd guess: the round goes on with it as its one draft",
+               None: "Here none of the 3 was: the first pick  <b> goes to the test below and is rejected"}[taken_index]
+    assert outcome in rivals

@@ -107,7 +107,8 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
         event = rounds[-1]
         texts = session.lane.round_texts[event.round_index]
         before = trace.num_tokens - len(event.emitted_ids)
-        stages = lessons.round_html(event, texts, session.lane.labels, before, config.drafter, config.gamma)
+        stages = lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
+                                    session.run.draft_room(event))
         chart = plots.decision_distributions(event, session.lane.labels) if event.gamma else empty_step_chart()
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):

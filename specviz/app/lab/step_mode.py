@@ -3,10 +3,41 @@ round of the engine's own generator."""
 
 from __future__ import annotations
 
-from specviz.decoding.engine import DecodeConfig, context_budget, speculative_decode
+from dataclasses import dataclass
+
+from specviz.decoding.engine import DecodeConfig, context_budget, next_gamma, speculative_decode
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.analysis.trace import Trace
+
+
+@dataclass(frozen=True)
+class DraftRoom:
+    """What bounded one round's drafting besides the drafter itself, so step mode can say why a round
+    drafted fewer than γ instead of guessing."""
+
+    gamma: int  # the configured γ
+    planned: int  # the γ the schedule planned for this round (config.gamma unless "heuristic")
+    room: int  # drafts the run's remaining budget left room for: a round yields up to γ + 1 tokens
+    limit: int  # new tokens the run may produce
+    limit_is_context: bool  # that limit is the models' context length, not max new tokens
+    threshold: float  # "draft only while sure" (DecodeConfig.draft_confidence); 0 = off
+
+    def fewer_cause(self, event: RoundEvent) -> str:
+        """Why `event` drafted fewer than planned: "unsure" (the confidence stop, which a round with
+        rival guesses also counts), "limit" or "context" (no room before the run's end), "schedule"
+        (the heuristic schedule planned fewer than γ), "drafter" (it found no more: prompt lookup's
+        copied stretch ended); "" where it drafted all it was asked."""
+        wanted = max(self.gamma, self.planned)
+        if event.gamma >= wanted:
+            return ""
+        if event.stopped_unsure:
+            return "unsure"
+        if event.gamma < min(self.planned, self.room):
+            return "drafter"
+        if self.room < self.planned:
+            return "context" if self.limit_is_context else "limit"
+        return "schedule"
 
 
 class StepRun:
@@ -19,6 +50,7 @@ class StepRun:
     def __init__(self, pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
         self.events = speculative_decode(pair, prompt_ids, config)
         self.budget = context_budget(pair, len(prompt_ids), config)  # raises the prompt's message early
+        self.config = config
         self.eos_id = pair.eos_id if config.stop_at_eos else None
         self.trace = Trace(lane="speculative")
 
@@ -53,6 +85,15 @@ class StepRun:
             if isinstance(event, (kind, FinishEvent)):
                 break
         return taken
+
+    def draft_room(self, event: RoundEvent) -> DraftRoom:
+        """What bounded `event`'s drafting: the engine's own rules (next_gamma, the budget) replayed
+        over the rounds before it."""
+        planned = self.config.gamma
+        for earlier in self.trace.rounds[: event.round_index]:
+            planned = next_gamma(self.config, planned, earlier.gamma, earlier.num_accepted)
+        return DraftRoom(self.config.gamma, planned, self.budget - event.position - 1, self.budget,
+                         self.budget < self.config.max_new_tokens, self.config.draft_confidence)
 
     def close(self) -> None:
         self.events.close()
