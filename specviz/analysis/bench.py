@@ -19,6 +19,7 @@ from specviz.decoding import reference
 from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
+from specviz.analysis.expectations import record_metadata
 from specviz.analysis.payoff import Measurement, Payoff
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup
@@ -224,6 +225,8 @@ def format_table(results: list[BenchResult]) -> str:
 
 
 def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, results: list[BenchResult]) -> dict:
+    """The bench's record: the figures, and which machine, prompts, date and command gave them, so a
+    record kept in assets/bench/ (specviz.analysis.expectations) says where it came from."""
     return {
         "pair": pair.name,
         "draft_head": draft_head_variant(pair, config.full_draft_head),
@@ -234,6 +237,7 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],
         "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
+        **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
 
 

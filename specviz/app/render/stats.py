@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
+from specviz.analysis.expectations import expect_here
 from specviz.analysis.payoff import Payoff, judge_run
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
@@ -308,9 +309,17 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
     return f'<ul class="agreement" style="margin:4px 0 8px;font-size:13.5px">{items}</ul>'
 
 
+def expectation_html() -> str:
+    """What the bench's records say this machine gives (specviz.analysis.expectations), before any run."""
+    expectation = expect_here()
+    if expectation is None:
+        return ""
+    return f'<div class="expect-here" style="color:#555;margin-top:4px">{escape_text(expectation.text())}</div>'
+
+
 def stats_html(run: RunView | None, divergence_gap: float | None = None) -> str:
     if run is None or not run.baseline.trace.prefill:
-        return '<div class="stats" style="color:#999">Statistics appear once a run starts.</div>'
+        return f'<div class="stats" style="color:#999">Statistics appear once a run starts.{expectation_html()}</div>'
     comparison = comparison_of(run)
     theory = theory_table(run, comparison) if comparison else ""
     return (

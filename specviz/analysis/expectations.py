@@ -1,0 +1,354 @@
+"""What speed to expect on this machine, read from the bench's own records.
+
+`python -m specviz bench … --json` writes one record: the settings, every (γ, T) cell, and the
+machine it ran on (describe_machine). The records kept in assets/bench/ (one per machine kind,
+precision and prompt set; assets/bench/README.md lists the command of each) are the only source
+of the speed figures the README's table and the page's "what to expect here" give, and a test
+holds the README's table to them. A machine is matched by its kind — a CPU with native bfloat16,
+one with AVX2 only, a CUDA GPU — and, where no record matches, the answer says so instead of
+lending another machine's figures.
+
+`python -m specviz.analysis.expectations` prints the README's table rows from the records and
+what to expect on this machine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from specviz.models.int8 import cpu_supports
+from specviz.models.precision import cpu_has_native_bf16, default_precision
+from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
+
+BENCH_DIR = ASSETS_DIR / "bench"
+# The prompt files a record can name, by the words the README and the page use for them.
+PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy"}
+# What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
+KIND_WORDS = {
+    "cpu-native-bf16": "CPU with native bf16",  # AMX or AVX512-BF16, and no host limit keeping torch from it
+    "cpu-avx512": "CPU with AVX-512 but no native bf16",
+    "cpu-avx2": "CPU with AVX2 only",
+    "cpu-other": "CPU without AVX2",
+    "cuda": "CUDA GPU",
+    "other": "accelerator specviz has no record for",
+}
+PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts"}
+# The host's settings that change what a bench measures; a record names those that were set.
+RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_BATCH_INVARIANT",
+                "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
+
+
+# --- the machine a record comes from --------------------------------------------------------------
+
+
+def machine_kind(device: torch.device | str = "cpu") -> str:
+    """One of KIND_WORDS: what decides a machine's speed here. On a CPU it follows torch's own view of
+    the host, limits included (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU counts as AVX2: torch obeys it)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return "cuda"
+    if device.type != "cpu":
+        return "other"
+    if cpu_has_native_bf16():
+        return "cpu-native-bf16"
+    capability = torch.backends.cpu.get_cpu_capability().upper()
+    if capability.startswith("AVX512"):
+        return "cpu-avx512"
+    return "cpu-avx2" if capability.startswith("AVX2") else "cpu-other"
+
+
+def cpu_model() -> str:
+    """The CPU's name as the OS reports it ("AMD EPYC", "Intel(R) Xeon(R) …"), or the platform's words."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def describe_machine(device: torch.device | str = "cpu") -> dict:
+    """What a reader of a record needs to know which machine it came from (the bench's JSON carries it)."""
+    import transformers
+
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    return {
+        "kind": machine_kind(device),
+        "cpu": cpu_model(),
+        "num_cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(device) if on_cuda else None,
+        "native_bf16": torch.cuda.is_bf16_supported() if on_cuda else cpu_has_native_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # torch's kernels, after any host limit
+        "amx": cpu_supports("_is_amx_tile_supported"),
+        "avx512_bf16": cpu_supports("_is_avx512_bf16_supported"),
+        "env": {name: os.environ[name] for name in RECORDED_ENV if name in os.environ},
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def invocation(argv: list[str] | None = None) -> str:
+    """The command line that made this process, as one would type it again: the recorded host settings
+    first, and `python -m specviz …` rather than the machine's path to it."""
+    argv = list(sys.argv if argv is None else argv) or ["python"]
+    program = Path(argv[0])
+    head = ["python", "-m", "specviz"] if program.name == "__main__.py" and program.parent.name == "specviz" else [program.name]
+    settings = [f"{name}={os.environ[name]}" for name in RECORDED_ENV if name in os.environ]
+    return shlex.join(settings + head + argv[1:])
+
+
+def prompt_set_of(prompt_texts: list[str]) -> dict:
+    """Which of the shipped prompt files these prompts are ({"file", "set"}), or a custom set."""
+    for path in sorted(ASSETS_DIR.rglob("prompts*.json")):
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        texts = [entry if isinstance(entry, str) else entry.get("prompt") for entry in entries if isinstance(entry, (str, dict))]
+        if texts == prompt_texts:
+            name = path.relative_to(ASSETS_DIR).as_posix()
+            return {"file": f"assets/{name}", "set": PROMPT_SETS.get(name, name.removesuffix(".json"))}
+    return {"file": None, "set": "custom"}
+
+
+def record_metadata(device: torch.device | str, prompt_texts: list[str], invariance=None) -> dict:
+    """The part of a bench record that says where, when and how it was measured."""
+    return {
+        "prompts": prompt_set_of(prompt_texts),
+        "machine": describe_machine(device),
+        "batch_invariant": None if invariance is None else {"bitwise": invariance.bitwise, "attention": invariance.attention},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": invocation(),
+    }
+
+
+def record_name(report: dict) -> str:
+    """The file name a record is kept under in assets/bench/: machine kind, precision, prompt set."""
+    prompt_set = report.get("prompts", {}).get("set", "custom")
+    return f"{report['machine']['kind']}--{report['precision']}--{prompt_set}.json"
+
+
+# --- reading the records ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (γ, T) cell of a record: median speedup over the target alone with its spread."""
+
+    gamma: int
+    temperature: float
+    median: float
+    low: float
+    high: float
+    acceptance_rate: float
+    verify_cost: float
+    baseline_tokens_per_s: float
+    num_runs: int
+    num_diverged: int | None  # greedy runs whose tokens parted from the target alone's; None when sampled
+
+    def speedup_text(self) -> str:
+        return f"{self.median:.2f}× ({self.low:.2f}–{self.high:.2f})"
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """One kept `bench --json` output."""
+
+    file: str  # its name in assets/bench/
+    pair: str  # the preset's current name
+    drafter: str
+    kind: str  # machine_kind of the host it ran on
+    machine: str  # the CPU's (or GPU's) name, with any ISA limit the host set ("AMD EPYC limited to AVX2")
+    threads: int
+    precision: str
+    prompt_set: str  # "examples", "held-out", …
+    num_prompts: int
+    repeats: int
+    date: str
+    command: str
+    cells: tuple[Cell, ...]
+
+    def best_cell(self, temperature: float) -> Cell | None:
+        """The cell with the highest median at this temperature (a record usually has one γ)."""
+        cells = [cell for cell in self.cells if cell.temperature == temperature]
+        return max(cells, key=lambda cell: cell.median) if cells else None
+
+
+def read_record(path: Path) -> BenchRecord:
+    """A record as the bench wrote it; a file that is not one raises ValueError naming it."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        machine = report["machine"]
+        cells = tuple(
+            Cell(r["gamma"], float(r["temperature"]), r["median_speedup"], r["min_speedup"], r["max_speedup"],
+                 r["acceptance_rate"], r["verify_cost"], r["median_baseline_tokens_per_s"], r["num_runs"],
+                 r.get("num_diverged"))
+            for r in report["results"]
+        )
+        return BenchRecord(
+            file=path.name,
+            pair=preset_name(report["pair"]),
+            drafter=report["config"]["drafter"],
+            kind=machine["kind"],
+            machine=machine_words(machine),
+            threads=machine["threads"],
+            precision=report["precision"],
+            prompt_set=report["prompts"]["set"],
+            num_prompts=report["num_prompts"],
+            repeats=report["config"]["repeats"],
+            date=report["date"][:10],
+            command=report["command"],
+            cells=cells,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
+
+
+def machine_words(machine: dict) -> str:
+    name = machine.get("gpu") or machine.get("cpu") or "unknown"
+    limit = machine.get("env", {}).get("ATEN_CPU_CAPABILITY")
+    return f"{name} limited to {limit.upper()}" if limit else name
+
+
+def load_records(folder: Path = BENCH_DIR) -> list[BenchRecord]:
+    """Every record in the folder, in name order."""
+    return [read_record(path) for path in sorted(folder.glob("*.json"))]
+
+
+# --- what to expect here ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the records say about one machine kind at one precision."""
+
+    kind: str
+    precision: str
+    records: tuple[BenchRecord, ...]  # those measured on this kind at this precision, examples first
+    others: tuple[BenchRecord, ...]  # the default pair's records from other machines, when none matches
+
+    def text(self) -> str:
+        """One or two sentences for the page, figures first, honest about where they came from."""
+        where = f"a {KIND_WORDS.get(self.kind, self.kind)}, in {self.precision}"
+        if self.records:
+            first = self.records[0]
+            figures = " and ".join(filter(None, (greedy_words(record) for record in self.records)))
+            return (f"What to expect here ({where}, {thread_words(first.threads)}): the bench measured {figures}, "
+                    f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample.")
+        if not self.others:
+            return f"No bench record yet for this machine ({where}); python -m specviz bench measures it."
+        measured = "; ".join(f"a {KIND_WORDS.get(r.kind, r.kind)} in {r.precision}: {greedy_words(r)}" for r in self.others)
+        return (f"No bench record matches this machine ({where}), so specviz promises no speed here. Measured "
+                f"elsewhere, greedy: {measured}. python -m specviz bench measures this one.")
+
+
+def greedy_words(record: BenchRecord) -> str:
+    cell = record.best_cell(0.0)
+    return f"{cell.speedup_text()} on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}" if cell else ""
+
+
+def thread_words(threads: int) -> str:
+    return "one thread" if threads == 1 else f"{threads} threads"
+
+
+PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
+
+
+def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET,
+           threads: int = 1) -> Expectation:
+    """The default pair's records that match this machine kind, precision and thread count; when none
+    do, the default pair's records of other machines at that thread count, named as such."""
+    of_pair = [r for r in records if r.pair == preset_name(pair) and r.threads == threads]
+    ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
+    matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
+    if matching:
+        return Expectation(kind, precision, matching, ())
+    elsewhere = [r for r in sorted(of_pair, key=table_order)
+                 if r.prompt_set == "examples" and r.precision == DEFAULT_PRECISION_OF_KIND.get(r.kind, "float32")]
+    return Expectation(kind, precision, (), tuple(elsewhere))
+
+
+@lru_cache(maxsize=4)
+def expect_here(device: str | None = None) -> Expectation | None:
+    """What to expect on this host at its default precision, one thread (the page's setup); None
+    when the records cannot be read (the page then says nothing rather than something wrong)."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        records = load_records()
+    except ValueError:
+        return None
+    return expect(machine_kind(device), default_precision(device), records)
+
+
+# --- the README's speed table ---------------------------------------------------------------------------
+
+
+SPEED_TABLE_HEADER = (
+    "| machine | precision | prompts × repeats | greedy (T = 0) | sampled (T = 0.7) | target alone | greedy runs parted | record |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def speed_table_cells(record: BenchRecord) -> dict[str, str]:
+    """The figures of one README row, by column; the test compares the README's row with these."""
+    greedy, sampled = record.best_cell(0.0), record.best_cell(0.7)
+    base = greedy or sampled
+    repeats = base.num_runs // record.num_prompts if base and record.num_prompts else record.repeats
+    return {
+        "prompts × repeats": f"{record.prompt_set} × {repeats}",
+        "greedy (T = 0)": greedy.speedup_text() if greedy else "—",
+        "sampled (T = 0.7)": sampled.speedup_text() if sampled else "—",
+        "target alone": f"{base.baseline_tokens_per_s:.1f} tok/s" if base else "—",
+        "greedy runs parted": f"{greedy.num_diverged}/{greedy.num_runs}" if greedy and greedy.num_diverged is not None else "—",
+        "record": f"[{record.file.removesuffix('.json')}](assets/bench/{record.file})",
+    }
+
+
+KIND_ORDER = list(KIND_WORDS)
+PRECISION_ORDER = ["bfloat16", "float16", "float32"]
+DEFAULT_PRECISION_OF_KIND = {"cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}  # float32 on every other kind
+
+
+def speed_table_row(record: BenchRecord) -> str:
+    cells = speed_table_cells(record)
+    machine = f"{KIND_WORDS.get(record.kind, record.kind)}: {record.machine}, {thread_words(record.threads)}"
+    default = record.precision == DEFAULT_PRECISION_OF_KIND.get(record.kind, "float32")
+    precision = f"**{record.precision}** (default)" if default else record.precision
+    return "| " + " | ".join([machine, precision, *cells.values()]) + " |"
+
+
+def table_order(record: BenchRecord) -> tuple:
+    return (KIND_ORDER.index(record.kind) if record.kind in KIND_ORDER else len(KIND_ORDER), record.threads,
+            PRECISION_ORDER.index(record.precision) if record.precision in PRECISION_ORDER else 9,
+            PROMPT_SET_ORDER.get(record.prompt_set, 9), record.file)
+
+
+def speed_table(records: list[BenchRecord], pair: str = DEFAULT_PRESET) -> str:
+    """The README's table: one row per record of the default pair, native bf16 first."""
+    rows = [speed_table_row(r) for r in sorted(records, key=table_order) if r.pair == preset_name(pair)]
+    return "\n".join([SPEED_TABLE_HEADER, *rows])
+
+
+def main() -> None:
+    records = load_records()
+    print(speed_table(records))
+    expectation = expect_here()
+    print("\n" + (expectation.text() if expectation else "the records could not be read"))
+
+
+if __name__ == "__main__":
+    main()

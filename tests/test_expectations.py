@@ -1,0 +1,190 @@
+"""The bench's kept records (assets/bench/), what they say about a machine, and the README's speed
+table, which must give the records' own figures."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.analysis import expectations
+from specviz.analysis.expectations import (BENCH_DIR, expect, invocation, load_records, machine_kind, read_record,
+                                           record_name, speed_table_cells, speed_table_row)
+from specviz.models.presets import DEFAULT_PRESET
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+
+
+def a_record(kind: str = "cpu-native-bf16", precision: str = "bfloat16", prompt_set: str = "examples",
+             median: float = 1.4, pair: str = DEFAULT_PRESET, threads: int = 1) -> dict:
+    """A record as `bench --json` writes it, with one greedy and one sampled cell."""
+    cell = dict(gamma=3, median_speedup=median, min_speedup=median - 0.3, max_speedup=median + 0.5, acceptance_rate=0.5,
+                mean_tokens_per_round=1.6, c=0.04, verify_cost=1.1, median_baseline_tokens_per_s=17.0,
+                median_speculative_tokens_per_s=24.0, predicted_speedup=1.7, num_runs=33)
+    return {
+        "pair": pair, "precision": precision, "num_prompts": 11,
+        "config": {"gammas": [3], "temperatures": [0.0, 0.7], "repeats": 3, "drafter": "head"},
+        "results": [dict(cell, temperature=0.0, num_diverged=0), dict(cell, temperature=0.7, num_diverged=None, median_speedup=1.3)],
+        "prompts": {"file": "assets/prompts.json", "set": prompt_set},
+        "machine": {"kind": kind, "cpu": "Some CPU", "gpu": None, "threads": threads, "env": {}},
+        "date": "2026-11-25T17:45:00+00:00",
+        "command": "python -m specviz bench --gammas 3",
+    }
+
+
+def write_records(folder: Path, *reports: dict) -> list:
+    for report in reports:
+        (folder / record_name(report)).write_text(json.dumps(report))
+    return load_records(folder)
+
+
+# --- the README's table against the kept records ---------------------------------------------------------
+
+
+def readme_table_rows() -> dict[str, dict[str, str]]:
+    """The README speed table's rows, by the record file each links to: {file: {column: cell}}."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| machine | precision |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split("|"))))
+        file = re.search(r"assets/bench/([\w.-]+\.json)", cells["record"])
+        assert file, f"a speed table row links no record: {line}"
+        rows[file[1]] = cells
+    return rows
+
+
+def test_the_readme_speed_table_gives_the_records_figures():
+    """Every figure in the README's speed table is its record's (regenerate the rows with
+    `python -m specviz.analysis.expectations` after adding or replacing a record)."""
+    rows = readme_table_rows()
+    assert rows, "the README has no speed table"
+    for file, cells in rows.items():
+        path = BENCH_DIR / file
+        assert path.is_file(), f"the README's speed table links {file}, which assets/bench/ lacks"
+        for column, value in speed_table_cells(read_record(path)).items():
+            assert cells[column] == value, f"{file}, {column}: README says {cells[column]!r}, the record {value!r}"
+
+
+def test_every_record_of_the_default_pair_is_in_the_readme_table():
+    in_table = set(readme_table_rows())
+    kept = {r.file for r in load_records() if r.pair == DEFAULT_PRESET}
+    assert kept <= in_table, f"records missing from the README's speed table: {sorted(kept - in_table)}"
+
+
+def test_the_kept_records_are_named_by_what_they_measured():
+    """One file per (machine kind, precision, prompt set), named so; each says where it came from."""
+    paths = sorted(BENCH_DIR.glob("*.json"))
+    for path in paths:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        assert path.name == record_name(report)
+        record = read_record(path)
+        assert record.command.startswith(("python -m specviz bench", "ATEN_CPU_CAPABILITY=")), record.command
+        assert record.cells and all(c.low <= c.median <= c.high for c in record.cells)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", record.date)
+    bench_page = (BENCH_DIR / "README.md").read_text(encoding="utf-8")
+    for path in paths:
+        assert path.name in bench_page, f"assets/bench/README.md does not list {path.name} and its command"
+
+
+def test_a_table_row_is_built_from_its_record(tmp_path):
+    [record] = write_records(tmp_path, a_record(median=1.39))
+    row = speed_table_row(record)
+    assert "1.39× (1.09–1.89)" in row and "1.30× (1.09–1.89)" in row and "17.0 tok/s" in row and "0/33" in row
+    assert "**bfloat16** (default)" in row and "examples × 3" in row
+    assert f"[{record.file.removesuffix('.json')}](assets/bench/{record.file})" in row
+
+
+# --- what to expect on a machine ----------------------------------------------------------------------
+
+
+def test_the_matching_records_answer_with_examples_first(tmp_path):
+    records = write_records(tmp_path, a_record(prompt_set="held-out", median=1.38), a_record(median=1.39),
+                            a_record("cpu-avx2", "float32", median=1.25), a_record(threads=2, prompt_set="examples", median=1.29,
+                                                                                  precision="float32"))
+    expectation = expect("cpu-native-bf16", "bfloat16", records)
+    assert [r.prompt_set for r in expectation.records] == ["examples", "held-out"]
+    text = expectation.text()
+    assert text.startswith("What to expect here (a CPU with native bf16, in bfloat16, one thread)")
+    assert "1.39× (1.09–1.89) on the example prompts and 1.38× (1.08–1.88) on held-out prompts" in text
+    assert "1.25×" not in text and "1.29×" not in text  # another machine's, another thread count's
+    assert expect("cpu-avx2", "float32", records).records[0].kind == "cpu-avx2"
+
+
+def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_path):
+    records = write_records(tmp_path, a_record(median=1.39), a_record("cpu-avx2", "float32", median=1.25),
+                            a_record(precision="float32", median=1.46))
+    expectation = expect("cuda", "bfloat16", records)
+    assert expectation.records == ()
+    text = expectation.text()
+    assert text.startswith("No bench record matches this machine (a CUDA GPU, in bfloat16)")
+    assert "Measured elsewhere" in text and "1.39×" in text and "1.25×" in text
+    assert "1.46×" not in text  # only each machine's default precision is quoted
+    assert expect("cuda", "bfloat16", []).text().startswith("No bench record yet for this machine")
+
+
+def test_another_pairs_records_are_not_the_default_pairs(tmp_path):
+    records = write_records(tmp_path, a_record(pair="tiny-code"))
+    assert expect("cpu-native-bf16", "bfloat16", records).records == ()
+    (tmp_path / "old").mkdir()
+    [old_name] = write_records(tmp_path / "old", a_record(pair="embedded"))
+    assert old_name.pair == DEFAULT_PRESET  # a record made under the preset's old name still counts
+
+
+def test_a_file_that_is_not_a_record_is_refused_by_name(tmp_path):
+    (tmp_path / "notes.json").write_text('{"pair": "x"}')
+    with pytest.raises(ValueError, match="notes.json is not a bench record"):
+        load_records(tmp_path)
+
+
+def test_the_machine_kind_follows_torchs_view_of_the_host(monkeypatch):
+    import torch
+
+    assert machine_kind("cuda") == "cuda" and machine_kind("meta") == "other"
+    monkeypatch.setattr(expectations, "cpu_has_native_bf16", lambda: True)
+    assert machine_kind("cpu") == "cpu-native-bf16"
+    monkeypatch.setattr(expectations, "cpu_has_native_bf16", lambda: False)
+    for capability, kind in (("AVX512", "cpu-avx512"), ("AVX2", "cpu-avx2"), ("DEFAULT", "cpu-other")):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+        assert machine_kind("cpu") == kind
+
+
+def test_the_command_line_is_recorded_as_one_would_type_it(monkeypatch):
+    for name in expectations.RECORDED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    argv = ["/somewhere/specviz/__main__.py", "bench", "--prompts", "assets/prompts-heldout.json", "--json"]
+    assert invocation(argv) == "python -m specviz bench --prompts assets/prompts-heldout.json --json"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert invocation(argv).startswith("ATEN_CPU_CAPABILITY=avx2 python -m specviz bench ")
+
+
+def test_the_bench_json_says_which_machine_and_command_gave_it(tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps(["def f(x):\n    return"]))
+    args = ["bench", "--pair", "tiny-code", "--gammas", "2", "--repeats", "1", "--max-new-tokens", "4",
+            "--prompts", str(prompts), "--json"]
+    result = subprocess.run([sys.executable, "-m", "specviz", *args], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    machine = report["machine"]
+    assert machine["kind"] == machine_kind("cpu") and machine["threads"] == 1
+    assert machine["torch"] and machine["cpu"] and isinstance(machine["native_bf16"], bool)
+    assert report["command"].startswith("python -m specviz bench --pair tiny-code --gammas 2")
+    assert report["prompts"] == {"file": None, "set": "custom"}
+    assert re.match(r"\d{4}-\d\d-\d\dT", report["date"]) and report["batch_invariant"]["bitwise"] in (True, False)
+    assert record_name(report) == f"{machine['kind']}--{report['precision']}--custom.json"
+
+
+def test_the_shipped_prompt_files_are_recognised():
+    examples = json.loads((REPO / "assets" / "prompts.json").read_text(encoding="utf-8"))
+    texts = [e if isinstance(e, str) else e["prompt"] for e in examples]
+    assert expectations.prompt_set_of(texts) == {"file": "assets/prompts.json", "set": "examples"}
+    assert expectations.prompt_set_of(texts[:-1])["set"] == "custom"
