@@ -19,7 +19,7 @@ from scipy.stats import chi2
 
 from specviz.app import lessons, plots_teach, render
 
-from specviz.analysis import theory
+from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
 from specviz.decoding.engine import DecodeConfig, speculative_decode
@@ -228,12 +228,12 @@ def bench_result(gamma: int, median: float, low: float, high: float) -> BenchRes
                        predicted_speedup=1.5, num_runs=3)
 
 
-def test_sweep_view_recommends_the_best_median_and_names_the_ties():
+def test_sweep_view_names_the_ties_and_gives_a_tie_to_the_smaller_gamma():
     view = sweep.sweep_view([bench_result(3, 1.40, 1.30, 1.50), bench_result(1, 1.10, 1.00, 1.20),
                            bench_result(2, 1.35, 1.25, 1.45), bench_result(4, 1.20, 1.10, 1.30)])
     assert [r.gamma for r in view.results] == [1, 2, 3, 4]
-    assert view.recommended_gamma == 3
-    assert view.within_spread == (2, 3)
+    assert view.best_gamma == 3 and view.tied_gammas == (2, 3)  # γ = 2's median lies inside γ = 3's spread
+    assert view.recommended_gamma == 2
     assert view.predicted_with_verify[0] == pytest.approx(theory.expected_speedup(0.7, 1, 0.1, 1.1))
 
 
@@ -464,3 +464,52 @@ def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
                1: "Here it was (x, the drafter's 2nd guess: the round goes on with it as its one draft",
                None: "Here none of the 3 was: the first pick  <b> goes to the test below and is rejected"}[taken_index]
     assert outcome in rivals
+
+
+# --- issue 26: one answer to "which γ" -----------------------------------------------------------------------
+
+
+def issue_26_sweep() -> list[BenchResult]:
+    """The sweep the issue quotes: γ 1–6 × 2 repeats, every median 1.20–1.27×, the best at the range's edge."""
+    cells = [(1, 1.20, 1.19, 1.21), (2, 1.24, 1.23, 1.25), (3, 1.25, 1.24, 1.26), (4, 1.23, 1.22, 1.24),
+             (5, 1.26, 1.25, 1.27), (6, 1.27, 1.26, 1.27)]
+    return [dataclasses.replace(bench_result(*cell), num_runs=2) for cell in cells]
+
+
+def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
+    view = sweep.sweep_view(issue_26_sweep())
+    assert view.best_gamma == 6  # the highest median, 1.27×…
+    assert view.tied_gammas == (2, 3, 4, 5, 6)  # …but γ 2–5 are within 5% of it; γ = 1's 1.20× is not
+    assert view.recommended_gamma == 2 and view.payoff.at_range_edge is None
+    html = lessons.sweep_status_html(14, 14, 41.0, view)
+    assert 'data-gamma="2"' in html and "Recommended γ = 2</b>: median 1.24×" in html
+    assert "γ = 6&#x27;s 1.27×" in html and "a tie goes to the smaller γ: γ = 2" in html and "a tie goes to the smaller γ" in html
+    assert "Recommended γ = 6" not in html
+    assert "the formula predicts" in html and "a prediction, not a measurement" in html
+    assert "recommended γ = 2" in plots_teach.gamma_sweep(view).layout.title.text
+    # the bench's text and JSON give the same answer by the same rule
+    assert bench.recommend_gamma(issue_26_sweep(), 0.0) == 2
+    table = bench.format_table(issue_26_sweep())
+    assert "recommended γ = 2: " in table and "the formula predicts" in table and "recommended γ = 6" not in table
+    record = bench.recommendation_record(issue_26_sweep(), 0.0)
+    assert record["gamma"] == 2 and record["best_median_gamma"] == 6 and record["tied_gammas"] == [2, 3, 4, 5, 6]
+
+
+def test_a_choice_at_the_edge_of_the_range_says_so_and_suggests_widening_it():
+    rising = [dataclasses.replace(bench_result(gamma, median, median - 0.02, median + 0.02), num_runs=2)
+              for gamma, median in ((1, 1.05), (2, 1.15), (3, 1.30), (4, 1.45))]
+    view = sweep.sweep_view(rising)
+    assert view.recommended_gamma == 4 and view.payoff.at_range_edge == "largest"
+    html = lessons.sweep_status_html(10, 10, 20.0, view)
+    assert 'data-edge="largest"' in html and "γ = 4 is the largest γ measured" in html and "widen the range" in html
+    assert bench.recommendation_record(rising, 0.0)["at_range_edge"] == "largest"
+    assert "widen the range upwards" in bench.format_table(rising)
+    falling = [dataclasses.replace(bench_result(gamma, median, median - 0.02, median + 0.02), num_runs=2)
+               for gamma, median in ((3, 1.45), (4, 1.30), (5, 1.15))]
+    assert sweep.sweep_view(falling).payoff.at_range_edge == "smallest"
+    assert "widen the range downwards" in lessons.sweep_status_html(6, 6, 9.0, sweep.sweep_view(falling))
+    inside = sweep.sweep_view([bench_result(1, 1.10, 1.05, 1.15), bench_result(2, 1.40, 1.35, 1.45),
+                               bench_result(3, 1.20, 1.15, 1.25)])
+    assert inside.recommended_gamma == 2 and inside.payoff.at_range_edge is None
+    assert "widen" not in lessons.sweep_status_html(9, 9, 9.0, inside)
+    assert sweep.sweep_view([bench_result(1, 1.40, 1.35, 1.45), bench_result(2, 1.10, 1.05, 1.15)]).payoff.at_range_edge is None  # γ = 1 is as small as γ goes

@@ -20,7 +20,7 @@ from specviz.decoding.engine import DecodeConfig, autoregressive_decode, specula
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.expectations import record_metadata
-from specviz.analysis.payoff import Measurement, Payoff
+from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup
 
@@ -199,8 +199,25 @@ def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
 
 
 def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:
-    """The measured best γ at this temperature, or None when no γ beats the target alone beyond the noise."""
+    """The one rule's γ at this temperature (payoff.TIE_RULE: a tie within the noise goes to the smaller γ),
+    or None when no γ beats the target alone beyond the noise."""
     return payoff_of(results, temperature).recommended_gamma
+
+
+def recommendation_record(results: Iterable[BenchResult], temperature: float) -> dict:
+    """The recommendation as the JSON keeps it: the γ, why, the ties, the range's edge, and the formula's
+    best γ as a prediction beside it."""
+    payoff = payoff_of(results, temperature)
+    return {
+        "gamma": payoff.recommended_gamma,
+        "text": payoff.choice_text() or payoff.recommendation_text(),
+        "rule": TIE_RULE,
+        "best_median_gamma": payoff.best.gamma,
+        "tied_gammas": [m.gamma for m in payoff.ties],
+        "at_range_edge": payoff.at_range_edge,
+        "formula_predicts_gamma": payoff.predicted_gamma,
+        "formula_predicts_speedup": payoff.predicted_speedup,
+    }
 
 
 def format_table(results: list[BenchResult]) -> str:
@@ -217,10 +234,12 @@ def format_table(results: list[BenchResult]) -> str:
     for temperature in sorted({r.temperature for r in results}):
         payoff = payoff_of(results, temperature)
         best = payoff.best
-        lines.append(
-            f"T={temperature:g}: recommended {payoff.recommendation_text()} (best measured median {best.median:.2f}× "
-            f"({best.low:.2f}–{best.high:.2f}) at γ = {best.gamma}; {payoff.prediction_text()})"
-        )
+        why = payoff.choice_text() or (f"best measured median {best.median:.2f}× ({best.low:.2f}–{best.high:.2f}) at "
+                                       f"γ = {best.gamma}.")
+        lines.append(f"T={temperature:g}: recommended {payoff.recommendation_text()}: {why}")
+        lines.append(f"  beside it, {payoff.prediction_text()}.")
+    if results:
+        lines.append(f"(the rule: {TIE_RULE})")
     return "\n".join(lines)
 
 
@@ -237,6 +256,7 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],
         "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
+        "recommendation": {str(t): recommendation_record(results, t) for t in config.temperatures},
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
 

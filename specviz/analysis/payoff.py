@@ -6,6 +6,11 @@ the clock) more than SINGLE_RUN_NOISE above 1. Leviathan's formula at the setup'
 always worded as a prediction, and it supplies the reason when nothing pays. Without any
 measurement (the theory explorer's sliders) the prediction is all there is, and it says so.
 
+Which γ, when several were measured (the sweep, the bench): medians within the noise of the best
+one are a tie (TIE_RULE says what that means), and a tie goes to the smaller γ, which drafts less
+and wastes less when a draft misses. A choice at the edge of the measured range says so: a wider
+range might do better. The formula's best γ is only ever a prediction beside it.
+
 The sentences are plain text with no HTML, so the page, the API and the terminal can all show
 them; nothing here says "pays" beside a measured slowdown.
 """
@@ -19,6 +24,11 @@ from specviz.analysis import theory
 # One greedy run of the default pair, repeated, moves by about ±10% on a shared CPU: a single run
 # within that of 1× is no evidence either way.
 SINGLE_RUN_NOISE = 0.10
+# Medians of a few repeats still move by several percent from one sweep to the next on a shared CPU
+# (±10% per run over √2–√5 repeats): two medians closer than this share of the best are not told apart.
+TIE_TOLERANCE = 0.05
+TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0%} of its median"
+TIE_RULE = f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ"
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
 WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
@@ -85,8 +95,38 @@ class Payoff:
 
     @property
     def best(self) -> Measurement | None:
-        """The measured γ with the highest median."""
-        return max(self.measured, key=lambda m: m.median) if self.measured else None
+        """The measured γ with the highest median (the smaller γ where two medians are equal)."""
+        return max(sorted(self.measured, key=lambda m: m.gamma), key=lambda m: m.median) if self.measured else None
+
+    @property
+    def ties(self) -> tuple[Measurement, ...]:
+        """The measured γ whose medians are within the noise of the best's (TIE_RULE), smallest γ first."""
+        best = self.best
+        if best is None:
+            return ()
+        floor = min(best.noise_band[0], best.median * (1 - TIE_TOLERANCE))
+        return tuple(sorted((m for m in self.measured if m.median >= floor), key=lambda m: m.gamma))
+
+    @property
+    def chosen(self) -> Measurement | None:
+        """The one rule's pick: the smallest γ tied with the best that beats the target alone beyond the
+        noise; where none does, the best median (which then says why nothing pays)."""
+        paying = [m for m in self.ties if m.beats_target]
+        return paying[0] if paying else self.best
+
+    @property
+    def at_range_edge(self) -> str | None:
+        """"largest" or "smallest" when the γ chosen from several measured is the edge of their range
+        and the range could be widened there; None otherwise (one γ measured is no range)."""
+        chosen = self.chosen
+        gammas = sorted(m.gamma for m in self.measured)
+        if chosen is None or len(gammas) < 2 or not self.pays:
+            return None
+        if chosen.gamma == gammas[-1] and chosen.gamma < self.max_gamma:
+            return "largest"
+        if chosen.gamma == gammas[0] and chosen.gamma > 1:
+            return "smallest"
+        return None
 
     @property
     def predicted_gamma(self) -> int:
@@ -102,16 +142,16 @@ class Payoff:
 
     @property
     def pays(self) -> bool:
-        """Measured first: the best γ beats the target alone beyond the noise; else the prediction."""
-        best = self.best
-        return best.beats_target if best is not None else self.predicted_pays
+        """Measured first: the chosen γ beats the target alone beyond the noise; else the prediction."""
+        chosen = self.chosen
+        return chosen.beats_target if chosen is not None else self.predicted_pays
 
     @property
     def recommended_gamma(self) -> int | None:
         """The γ to use; None when the target alone is faster here."""
         if not self.pays:
             return None
-        return self.best.gamma if self.best is not None else self.predicted_gamma
+        return self.chosen.gamma if self.chosen is not None else self.predicted_gamma
 
     def recommendation_text(self) -> str:
         gamma = self.recommended_gamma
@@ -122,6 +162,49 @@ class Payoff:
             low = best.noise_band[0]
             return f"none beyond the noise: γ = {best.gamma}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
         return NOTHING_PAYS_GAMMA
+
+    def formula_text(self) -> str:
+        """The formula's best γ, said as a prediction to stand beside the measured answer, never as a second one."""
+        if self.predicted_pays:
+            return f"the formula predicts γ = {self.predicted_gamma} would do best ({self.predicted_speedup:.2f}×)"
+        return (f"the formula predicts no γ beats the target alone (its best, γ = {self.predicted_gamma}, "
+                f"{self.predicted_speedup:.2f}×)")
+
+    def recommendation_with_prediction_text(self) -> str:
+        """The one recommendation (measured first), with the formula's prediction beside it."""
+        return f"{self.recommendation_text()}; {self.formula_text()}"
+
+    def choice_text(self) -> str:
+        """Why this γ, of several measured: the tie rule in these numbers, and the range's edge. Empty for one γ."""
+        chosen, best = self.chosen, self.best
+        if chosen is None or len(self.measured) < 2 or not self.pays:
+            return ""
+        others = [m.gamma for m in self.ties if m.gamma != chosen.gamma]
+        if chosen.gamma == best.gamma:
+            text = f"γ = {chosen.gamma} has the best median, {chosen.median:.2f}×"
+            if others:
+                text += f"; γ = {listing(others)} measured within the noise of it, and a tie goes to the smaller γ"
+            elif best.gamma != min(m.gamma for m in self.measured):
+                text += ", beyond the noise of every smaller γ"
+        else:
+            text = (f"the best median is γ = {best.gamma}'s {best.median:.2f}×, but γ = {listing(self.tie_gammas(best))} "
+                    f"measured within the noise of it ({TIE_NOISE}), and a tie goes to the smaller γ: γ = {chosen.gamma}")
+        edge = self.edge_text()
+        return f"{text}. {edge}" if edge else f"{text}."
+
+    def tie_gammas(self, best: Measurement) -> list[int]:
+        return [m.gamma for m in self.ties if m.gamma != best.gamma]
+
+    def edge_text(self) -> str:
+        """A choice at the edge of the measured range says so, and how to widen it."""
+        edge, chosen = self.at_range_edge, self.chosen
+        if edge == "largest":
+            return (f"γ = {chosen.gamma} is the largest γ measured: a larger γ might do better still, so widen the "
+                    f"range upwards to find out.")
+        if edge == "smallest":
+            return (f"γ = {chosen.gamma} is the smallest γ measured: a smaller γ might do as well, so widen the range "
+                    f"downwards to find out.")
+        return ""
 
     def setup_text(self) -> str:
         return f"α̂ = {self.alpha:.2f}, c = {self.cost_ratio:.2f}, v = {self.verify_cost:.2f}"
@@ -155,8 +238,9 @@ class Payoff:
             if self.predicted_pays:
                 return f"Predicted only: {self.prediction_text()}. Run it to measure."
             return f"Predicted: here speculation would not pay: {self.prediction_text()}."
-        if best.beats_target:
-            return f"Speculation pays here: {best.evidence_text()}, above 1× beyond the noise."
+        chosen = self.chosen
+        if chosen.beats_target:
+            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
 
     def verdict_text(self) -> str:
@@ -165,6 +249,12 @@ class Payoff:
             return self.headline_text()
         reason = f" {self.reason_text()}" if self.is_measured else ""
         return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT}"
+
+
+def listing(gammas: list[int]) -> str:
+    """1, 2 and 3"""
+    words = [str(gamma) for gamma in gammas]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float) -> Payoff:

@@ -415,8 +415,9 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
 
 
 def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
-    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ and the γ values as good
-    within noise, or, when no γ beats the target alone beyond the noise, "none" and why."""
+    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ by the one rule (medians
+    within the noise tie, and a tie goes to the smaller γ), why that γ, whether it is the range's edge, and the
+    formula's best γ beside it as a prediction; or, when no γ beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
              f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
@@ -425,19 +426,16 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
     so_far = "" if done else " so far"
     if view is not None and view.payoff is not None:
         payoff = view.payoff
-        best = next(r for r in view.results if r.gamma == view.best_gamma)
         if payoff.pays:
-            gamma = str(best.gamma)
-            others = [str(g) for g in view.within_spread if g != best.gamma]
+            chosen = payoff.chosen
+            gamma = str(chosen.gamma)
             parts.append(
-                f'<p id="sweep-recommended" data-gamma="{best.gamma}" style="margin:6px 0"><b>Recommended γ = {best.gamma}</b>'
-                f"{so_far}: the highest median speedup, {best.median_speedup:.2f}× "
-                f"({best.min_speedup:.2f}–{best.max_speedup:.2f}× over {count(best.num_runs, 'run')}), above 1× beyond "
-                f"the noise.</p>"
+                f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-edge="{payoff.at_range_edge or ""}" '
+                f'style="margin:6px 0"><b>Recommended γ = {chosen.gamma}</b>{so_far}: median '
+                f"{chosen.median:.2f}× ({chosen.low:.2f}–{chosen.high:.2f}× over {count(chosen.num_runs, 'run')}), above "
+                f"1× beyond the noise.</p>"
+                f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this γ: {escape_text(payoff.choice_text())}</p>"
             )
-            if others:
-                parts.append(f"<p style='margin:0 0 6px 0'>γ = {listing(others)} measured inside that spread: as good, "
-                             f"within noise.</p>")
         else:
             gamma = "none"
             parts.append(
@@ -446,9 +444,10 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
                 f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>'
             )
         parts.append(
-            f"<p style='margin:0;color:#555;font-size:13px'>Predicted, not measured: the blue curve is the formula at "
-            f"α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) with v = 1; the orange one puts in "
-            f"each γ's measured verify cost, which grows with γ where a longer verify costs more.</p>"
+            f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>Beside it, {escape_text(payoff.prediction_text())}. "
+            f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) "
+            f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
+            f"verify costs more. The measured medians decide; the curves explain.</p>"
         )
     if note:
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")

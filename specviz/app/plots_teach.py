@@ -5,16 +5,18 @@ with plots.decision_distributions, like the inspector.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import plotly.graph_objects as go
 
 from specviz.catalogue import lane_info
 from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, separate_title_and_legend, with_hint
+from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.wording import p_equals
 
 if TYPE_CHECKING:  # annotations only: the figures stay free of torch and the models
+    from specviz.analysis.confidence import JudgedDraft
     from specviz.app.lab.exactness import LabTally
     from specviz.app.lab.explorer import TheoryView
     from specviz.app.lab.sweep import SweepView
@@ -136,7 +138,8 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
     best = next((r for r in results if r.gamma == view.recommended_gamma), None)
     title = "γ sweep"
     if best is not None:
-        title += f": recommended γ = {best.gamma} (median {best.median_speedup:.2f}×)"
+        title += f": recommended γ = {best.gamma} (median {best.median_speedup:.2f}×"
+        title += "; a tie within the noise goes to the smaller γ)" if len(view.tied_gammas) > 1 else ")"
     elif view.payoff is not None:  # the one verdict: no γ beat the target alone beyond the noise
         title += ": no γ beats the target alone beyond the noise"
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
@@ -168,3 +171,9 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
     figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
     separate_title_and_legend(figure)
     return figure
+
+
+def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -> go.Figure:
+    """Easy and hard tokens over every speculative run of the sweep (each point's hover names its run's γ)."""
+    return acceptance_by_confidence(drafts, labels, "Easy and hard tokens over the sweep's runs: acceptance against "
+                                    "how sure the target was", hint="press Run sweep")

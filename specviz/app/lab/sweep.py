@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
 from specviz.analysis import theory
+from specviz.analysis.confidence import JudgedDraft, judged_drafts
 from specviz.analysis.bench import BenchConfig, BenchResult, summarise, timed_runs
 from specviz.decoding.engine import MAX_GAMMA, DecodeConfig
 from specviz.models.pairs import ModelPair
@@ -25,9 +26,25 @@ class SweepProgress:
     num_done: int
     num_total: int
     runs: dict[int, list[tuple[Trace, Trace]]] = field(default_factory=dict)  # γ → (baseline, speculative)
+    labels: dict[int, str] = field(default_factory=dict)  # token id → its text: the confidence chart's hover labels
 
     def results(self, temperature: float) -> list[BenchResult]:
         return [summarise(gamma, temperature, pairs) for gamma, pairs in sorted(self.runs.items())]
+
+    def judged_drafts(self) -> list[JudgedDraft]:
+        """Every judged draft of every speculative run so far, tagged with its run's γ."""
+        return [draft for gamma, pairs in sorted(self.runs.items()) for _, speculative in pairs
+                for draft in judged_drafts(speculative, gamma)]
+
+
+def remember_labels(pair: ModelPair, trace: Trace, labels: dict[int, str]) -> None:
+    """The text of each drafted token (a pair without a tokenizer, as in tests, shows ids instead)."""
+    if getattr(pair, "tokenizer", None) is None:
+        return
+    for event in trace.rounds:
+        for token in event.drafted:
+            if token.token_id not in labels:
+                labels[token.token_id] = pair.decode([token.token_id])
 
 
 def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) -> Iterator[SweepProgress]:
@@ -37,6 +54,7 @@ def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) ->
     for gamma, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
         if speculative is not None:
             progress.runs.setdefault(gamma, []).append((baseline, speculative))
+            remember_labels(pair, speculative, progress.labels)
         progress.num_done += 1
         yield progress
 
@@ -71,12 +89,13 @@ class SweepView:
     theory_speedups: tuple[float, ...]  # Leviathan's curve at (α̂, c) with v = 1
     predicted_with_verify: tuple[float, ...]  # per result: the formula with that γ's measured v
     best_gamma: int | None  # the highest measured median, paying or not
-    within_spread: tuple[int, ...]  # γ whose median lies inside the best γ's min–max: as good, within noise
+    tied_gammas: tuple[int, ...]  # γ whose medians are within the noise of the best's (payoff.TIE_RULE), the best's too
     payoff: Payoff | None = None  # the one verdict (specviz.analysis.payoff) on these measurements
 
     @property
     def recommended_gamma(self) -> int | None:
-        """The best median's γ when it beats the target alone beyond the noise; None: the target alone."""
+        """The one rule's γ (payoff.Payoff.chosen: a tie within the noise goes to the smaller γ) when it beats
+        the target alone beyond the noise; None: the target alone."""
         return self.payoff.recommended_gamma if self.payoff is not None else None
 
 
@@ -100,7 +119,7 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> Sw
         theory_gammas=gammas,
         theory_speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
         predicted_with_verify=tuple(theory.expected_speedup(alpha, r.gamma, cost_ratio, r.verify_cost) for r in results),
-        best_gamma=cell.gamma,
-        within_spread=tuple(r.gamma for r in results if cell.min_speedup <= r.median_speedup <= cell.max_speedup),
+        best_gamma=payoff.best.gamma,
+        tied_gammas=tuple(m.gamma for m in payoff.ties),
         payoff=payoff,
     )

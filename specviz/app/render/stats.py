@@ -129,8 +129,9 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
         (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
-        ("the formula's best γ for this α̂, c and v (a prediction)", f"{comparison.best_gamma}"),
-        ("recommended γ (measured first)", escape_text(payoff.recommendation_text())),
+        # One answer to "which γ": the measured one; the formula's best stands beside it as a prediction.
+        ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
+         escape_text(payoff.recommendation_with_prediction_text())),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
     return (
