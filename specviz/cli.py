@@ -251,7 +251,8 @@ def run_generate(args) -> int:
 
     from specviz.analysis.bench import draft_head_variant
     from specviz.catalogue import run_lanes
-    from specviz.decoding.engine import DecodeConfig, decode_lanes
+    from specviz.decoding.config import DecodeConfig
+    from specviz.decoding.engine import decode_lanes
     from specviz.app.render.lanes import RunView
 
     config = DecodeConfig(

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from specviz.analysis.bench import load_prompts
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models.loading import HEAD_ROWS_FILE, load_pair
 from specviz.models.presets import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, PRESETS
 from specviz.analysis.trace import Trace

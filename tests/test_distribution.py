@@ -15,7 +15,8 @@ import torch
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import specviz.decoding.sampling
-from specviz.decoding.engine import DecodeConfig, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import speculative_decode
 from specviz.analysis.trace import Trace
 from tests.test_sampling import SIGNIFICANCE, chi_square_p_value, p_instead_of_residual
 from tests.tiny_models import tiny_pair

@@ -11,7 +11,8 @@ import torch
 import specviz.decoding.sampling
 from specviz.catalogue import DRAFTER_NAMES
 from specviz.decoding.drafters import PromptLookupDrafter, find_continuation
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.decoding.reference import generate_kwargs
 from specviz.analysis.trace import Trace
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
@@ -181,7 +182,7 @@ def test_without_a_threshold_every_round_drafts_gamma():
 
 
 def test_the_heuristic_gamma_schedule_grows_after_full_acceptance_and_shrinks_after_a_rejection():
-    from specviz.decoding.engine import MAX_GAMMA, next_gamma
+    from specviz.decoding.config import MAX_GAMMA, next_gamma
 
     heuristic, constant = DecodeConfig(gamma_schedule="heuristic"), DecodeConfig()
     assert next_gamma(heuristic, 4, 4, 4) == 6 and next_gamma(heuristic, 4, 4, 2) == 3

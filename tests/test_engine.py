@@ -17,7 +17,8 @@ import specviz.decoding.drafters
 import specviz.decoding.engine
 from specviz.analysis import theory
 from specviz.decoding.drafters import ModelDrafter
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
 from specviz.analysis.trace import Trace, compare
 from tests.tiny_models import EOS_ID, random_prompts, tiny_pair

@@ -13,7 +13,8 @@ import warnings
 import pytest
 import torch
 
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.pairs import ModelPair
 from specviz.analysis.trace import Trace
 from tests.tiny_models import ARCHITECTURES, make_model, random_prompts, tiny_pair

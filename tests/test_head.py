@@ -11,7 +11,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.catalogue import drafter_info
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
 from specviz.models.draft_head import DraftHead, dequantize_rows, head_config_for, load_head, quantize_rows
 from specviz.decoding.head import HeadDrafter

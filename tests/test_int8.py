@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from specviz.analysis.trace import Trace
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.int8 import int8_available, is_quantized, quantize_linears
 from specviz.models.loading import prepare_drafters
 from specviz.models.rows import RowScorer, scorer_for

@@ -18,7 +18,8 @@ from transformers import DynamicCache
 from specviz.analysis.bench import load_prompts
 from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import crop_cache, forward_new_ids
 from specviz.models import invariance, invariant_attention
 from specviz.models.invariant_attention import FIXED, GROUPED, LAYOUTS, PADDED_ROWS

@@ -22,7 +22,8 @@ from specviz.app import lessons, plots_teach, render
 from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
-from specviz.decoding.engine import DecodeConfig, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import speculative_decode
 from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
 from specviz.app.live import StopPresses
 from specviz.models.pairs import ModelPair

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import specviz.models.precision
-from specviz.decoding.engine import MAX_GAMMA, DecodeConfig, autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.config import MAX_GAMMA, DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.loading import check_tokenizers, load_pair, load_tokenizer
 from specviz.models.pairs import ModelPair

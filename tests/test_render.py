@@ -277,7 +277,7 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     import torch
 
     from specviz.decoding.drafters import Proposal
-    from specviz.decoding.engine import describe_positions
+    from specviz.decoding.describe import describe_positions
     from specviz.decoding.sampling import Verdict
 
     vocab = 40

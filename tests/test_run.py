@@ -10,7 +10,8 @@ import pytest
 
 from specviz.app import render
 from specviz.cli import main
-from specviz.decoding.engine import DecodeConfig, decode_lanes
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import decode_lanes
 from specviz.decoding.events import PrefillEvent, RoundEvent
 from specviz.analysis.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
 from tests.tiny_models import tiny_pair

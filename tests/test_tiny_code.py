@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis.bench import load_prompts
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.loading import load_pair
 from specviz.models.presets import PRESETS, TINY_CODE_DIR
 from specviz.analysis.trace import Trace

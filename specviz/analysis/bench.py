@@ -16,7 +16,8 @@ from typing import Iterable, Iterator
 
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 from specviz.decoding import reference
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode, warm_up
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode, warm_up
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.expectations import record_metadata

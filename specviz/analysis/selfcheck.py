@@ -19,7 +19,8 @@ import torch
 
 from specviz.analysis.bench import BenchConfig, Prompt, encode_prompts, format_table, run_bench
 from specviz.catalogue import DRAFTER_CATALOGUE
-from specviz.decoding.engine import DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import PRECISIONS

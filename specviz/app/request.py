@@ -16,8 +16,7 @@ import torch
 
 from specviz.models import convert, hosting
 from specviz.catalogue import run_lanes
-from specviz.decoding.drafters import MAX_NGRAM
-from specviz.decoding.engine import MAX_GAMMA, MAX_RIVALS, DecodeConfig
+from specviz.decoding.config import MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, DecodeConfig
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import check_precision

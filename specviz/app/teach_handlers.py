@@ -26,7 +26,7 @@ from specviz.app.teach_sections import (
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.wording import count
-from specviz.decoding.engine import MAX_GAMMA
+from specviz.decoding.config import MAX_GAMMA
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 

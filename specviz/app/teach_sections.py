@@ -18,7 +18,7 @@ from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.analysis.trace import Comparison, compare
 from specviz.catalogue import DEFAULT_DRAFTER
-from specviz.decoding.engine import MAX_GAMMA
+from specviz.decoding.config import MAX_GAMMA
 
 if TYPE_CHECKING:  # annotations only: the handlers' module imports this one
     from specviz.app.teach_handlers import StepSession

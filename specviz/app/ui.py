@@ -22,7 +22,7 @@ import torch
 
 from specviz.app import render, teach
 from specviz.catalogue import lane_info
-from specviz.decoding.engine import DecodeConfig
+from specviz.decoding.config import DecodeConfig
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET

@@ -15,8 +15,7 @@ import torch
 from specviz.app import plots, render
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import DRAFTER_CATALOGUE, PAGE_LANES, lane_info
-from specviz.decoding.drafters import MAX_NGRAM
-from specviz.decoding.engine import GAMMA_SCHEDULES, MAX_GAMMA, MAX_RIVALS, DecodeConfig
+from specviz.decoding.config import GAMMA_SCHEDULES, MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, DecodeConfig
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for

@@ -14,20 +14,16 @@ words); the head drafter, which reads the target's hidden states, lives in specv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 import torch
 from transformers import DynamicCache
 
+from specviz.decoding.config import DecodeConfig
 from specviz.decoding.forward import crop_cache, forward_new_ids, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
+from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-
-if TYPE_CHECKING:  # the engine imports this module; only type hints point back
-    from specviz.decoding.engine import DecodeConfig
-    from specviz.models.pairs import ModelPair
-
-MAX_NGRAM = 8  # longest n-gram prompt lookup matches; longer ones almost never recur
 
 
 class Proposal(NamedTuple):
@@ -61,7 +57,7 @@ class Drafter(Protocol):
         ...
 
 
-DrafterFactory = Callable[["ModelPair", "DecodeConfig", ProbsFn, torch.Generator], Drafter]
+DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], Drafter]
 
 
 def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
@@ -138,7 +134,7 @@ class ModelDrafter:
         self.scorer = scorer  # the draft's head rows (specviz.models.rows), or None for its whole head
 
     @classmethod
-    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
+    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
         scorer = None
         if pair.draft_head_rows is not None and not config.full_draft_head:
             scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
@@ -202,7 +198,7 @@ class PromptLookupDrafter:
         self.max_ngram = max_ngram
 
     @classmethod
-    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "PromptLookupDrafter":
+    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "PromptLookupDrafter":
         return cls(pair.vocab_size, config.ngram)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:

@@ -23,81 +23,16 @@ from typing import Callable, Iterator, Sequence
 import torch
 from transformers import DynamicCache
 
-from specviz.catalogue import DEFAULT_DRAFTER, DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
-from specviz.decoding.drafters import MAX_NGRAM, Drafter, DrafterFactory, Proposal
+from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
+from specviz.decoding.config import DecodeConfig, next_gamma
+from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals, row_confidences
+from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
+from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_position
-from specviz.decoding.events import DraftedToken, Event, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
-from specviz.models.pairs import ModelPair
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
+from specviz.models.pairs import ModelPair
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
-
-MAX_GAMMA = 16
-MAX_RIVALS = 4  # rival guesses beside an unsure first draft: each more lengthens every such verify for rarer wins
-MAX_TEMPERATURE = 10.0  # far past any useful setting: at 10 sampling is all but uniform
-INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
-GAMMA_SCHEDULES = ("constant", "heuristic")
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """Settings shared by both lanes, so the baseline is decoded exactly like the target lane."""
-
-    gamma: int = 3  # tokens drafted per round (γ), the default pair's measured best; ignored by the baseline
-    temperature: float = 0.0  # 0 = greedy; else logits / temperature
-    top_k: int = 0  # keep the k most likely tokens; 0 = off
-    top_p: float = 1.0  # nucleus: smallest set with mass ≥ top_p; 1 = off
-    max_new_tokens: int = 64  # hard cap; a round never overshoots it
-    seed: int = 0  # seeds the one torch.Generator all randomness flows through
-    stop_at_eos: bool = True  # stop after the tokenizer's end-of-sequence token
-    inspect: bool = False  # attach top-k of p, q and the residual to every round (step inspector)
-    # False: where the draft ships head_rows.json, draft over those rows only (q = 0 elsewhere,
-    # still exact, much cheaper at a 49k vocabulary); True: always the draft's whole output head.
-    full_draft_head: bool = False
-    drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
-    ngram: int = 3  # prompt lookup: longest trailing n-gram it looks for (it tries shorter ones too)
-    # Draft only while sure: a round stops drafting after a token whose draft top probability
-    # (temperature 1) is below this; 0 = always draft γ (as transformers' assistant_confidence_threshold).
-    # 0.5 won the bench on the default pair (README): a verify of fewer tokens costs less here.
-    draft_confidence: float = 0.5
-    # "constant": every round drafts γ; "heuristic": transformers' schedule for assistant models,
-    # which starts at γ, adds 2 after a round whose drafts were all accepted and takes 1 away otherwise.
-    gamma_schedule: str = "constant"
-    # Greedy only: where the drafter is unsure of a round's first token (below draft_confidence), also
-    # offer its next `rivals` likeliest tokens there, judged in the same verify (a one-level draft
-    # tree, after EAGLE-2): the target takes whichever is its own choice. 0 = off. 2 won the bench on
-    # the default pair's held-out prompts (1.29× → 1.41×) and tied on the examples (README).
-    rivals: int = 2
-
-    def validate(self) -> None:
-        """Raise ValueError with a message a user can act on."""
-        if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
-            raise ValueError(f"gamma (γ, tokens drafted per round) must be an integer from 1 to {MAX_GAMMA}, got {self.gamma!r}")
-        if not 0 <= self.temperature <= MAX_TEMPERATURE:  # also rejects NaN and infinity
-            raise ValueError(f"temperature must be from 0 (greedy) to {MAX_TEMPERATURE}, got {self.temperature!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top-k must be an integer ≥ 0 (0 turns it off), got {self.top_k!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top-p must be in (0, 1] (1 turns it off), got {self.top_p!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ValueError(f"max new tokens must be a positive integer, got {self.max_new_tokens!r}")
-        drafter_info(self.drafter)  # raises for an unknown name, listing the known ones
-        if not isinstance(self.ngram, int) or not 1 <= self.ngram <= MAX_NGRAM:
-            raise ValueError(f"the n-gram size of prompt lookup must be an integer from 1 to {MAX_NGRAM}, got {self.ngram!r}")
-        if self.gamma_schedule not in GAMMA_SCHEDULES:
-            raise ValueError(f"unknown γ schedule {self.gamma_schedule!r}; choose one of: {', '.join(GAMMA_SCHEDULES)}")
-        if not isinstance(self.rivals, int) or not 0 <= self.rivals <= MAX_RIVALS:
-            raise ValueError(f"rival guesses must be an integer from 0 (off) to {MAX_RIVALS}, got {self.rivals!r}")
-        if not 0 <= self.draft_confidence < 1:  # also rejects NaN
-            raise ValueError(f"the draft confidence threshold must be from 0 (off) to below 1, got {self.draft_confidence!r}")
-
-
-def next_gamma(config: DecodeConfig, gamma: int, num_drafted: int, num_accepted: int) -> int:
-    """The γ of the next round: config.gamma always, or transformers' heuristic schedule."""
-    if config.gamma_schedule == "constant" or num_drafted == 0:
-        return gamma
-    return min(gamma + 2, MAX_GAMMA) if num_accepted == num_drafted else max(gamma - 1, 1)
-
 
 def clock(device: torch.device) -> float:
     """perf_counter after the device has finished queued work (CUDA runs asynchronously)."""
@@ -150,57 +85,6 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     return budget, generator, to_probs, ids
 
 
-def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...] = ()) -> tuple[tuple[int, float], ...]:
-    """The k likeliest (id, probability), then any id of `keep` not among them: the tokens this
-    round actually drafted and emitted, whose probabilities the inspector must always show."""
-    values, indices = probs.topk(min(k, probs.shape[-1]))
-    pairs = list(zip(indices.tolist(), values.tolist()))
-    shown = {token_id for token_id, _ in pairs}
-    pairs += [(token_id, float(probs[token_id])) for token_id in dict.fromkeys(keep) if token_id not in shown]
-    return tuple(pairs)
-
-
-def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: Verdict) -> tuple[PositionDetail, ...]:
-    """Top-k of q, p (and the residual where the correction was drawn) for the step inspector,
-    always with the drafted token and the target's own token at their positions."""
-    draft_ids = proposal.draft_ids.tolist()
-    details = []
-    for i in range(target_probs.shape[0]):
-        keep = tuple(draft_ids[i : i + 1]) + ((verdict.next_id,) if i == verdict.num_accepted else ())
-        draft_top = top_pairs(proposal.draft_probs[i], keep=keep) if i < proposal.draft_probs.shape[0] else ()
-        residual_top = (
-            top_pairs(verdict.residual, keep=keep) if (verdict.residual is not None and i == verdict.num_accepted) else ()
-        )
-        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
-    return tuple(details)
-
-
-def top_probability(logits: torch.Tensor) -> torch.Tensor:
-    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
-    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)
-
-
-def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,
-                    target_confidences: list[float] | None = None) -> tuple[DraftedToken, ...]:
-    draft_probs, target_probs, accept_probs, uniforms = (
-        t.tolist() for t in (verdict.draft_token_probs, verdict.target_token_probs, verdict.accept_probs, verdict.uniforms)
-    )
-    return tuple(
-        DraftedToken(
-            token_id=token_id,
-            draft_prob=draft_probs[i],
-            target_prob=target_probs[i],
-            accept_prob=accept_probs[i],
-            r=uniforms[i],
-            accepted=i < verdict.num_accepted,
-            decided=i <= verdict.num_accepted,
-            draft_confidence=None if confidences is None else confidences[i],
-            target_confidence=None if target_confidences is None else target_confidences[i],
-        )
-        for i, token_id in enumerate(draft_ids)
-    )
-
-
 def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
                    last_only: bool = False, num_rivals: int = 0) -> torch.Tensor:
     """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
@@ -238,14 +122,91 @@ def take_rival(proposal: Proposal, guesses: list[tuple[int, float]],
     return taken, chosen, target_probs[[0, 1 + taken]]  # (2, vocab)
 
 
-def describe_rivals(guesses: list[tuple[int, float]], taken: int, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:
-    """The first guesses the target did not take, each judged against its first row (one-hot when
-    greedy): the round's rejected rivals, or the drafter's own pick where a rival won."""
-    first = target_probs[0]  # (vocab,)
-    return tuple(
-        DraftedToken(token_id, 1.0, float(first[token_id]), float(first[token_id]), 0.0, False, True, confidence)
-        for i, (token_id, confidence) in enumerate(guesses) if i != taken
-    )
+@dataclass(frozen=True)
+class VerifiedRound:
+    """One round once the target has judged it: what was drafted, the verify's rows, the verdict."""
+
+    proposal: Proposal  # the chain judged: the drafts, or the one first guess the target took among rivals
+    num_drafted: int  # γ' drafted this round (a copying drafter may find fewer than asked, or none)
+    target_logits: torch.Tensor  # (γ'+1+k, vocab): the verify's rows, any k rivals last
+    target_probs: torch.Tensor  # (γ'+1, vocab): p of the chain judged (2 rows where rivals rode along)
+    verdict: Verdict
+    taken: int = 0  # which first guess the target took (0: the drafter's own pick)
+    rivals: tuple[DraftedToken, ...] = ()  # the first guesses it did not take
+
+    def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
+              inspect: bool) -> RoundEvent:
+        """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
+        gamma, proposal, verdict = self.num_drafted, self.proposal, self.verdict
+        details = describe_positions(proposal, self.target_probs, verdict) if inspect and gamma > 0 else None
+        # The target's own certainty at each drafted position (rows 0..γ−1 of the verify; rivals sit at
+        # row 0's position), for the chart of acceptance against it.
+        target_confidences = row_confidences(self.target_logits[:gamma]).tolist() if gamma > 0 else None
+        return RoundEvent(
+            lane=lane,
+            round_index=round_index,
+            position=position,
+            gamma=gamma,
+            drafted=describe_drafts(proposal.draft_ids.tolist(), verdict, proposal.confidences, target_confidences),
+            num_accepted=verdict.num_accepted,
+            next_id=verdict.next_id,
+            next_kind="bonus" if verdict.is_bonus else "resample",
+            emitted_ids=tuple(emitted),
+            draft_s=draft_s,
+            verify_s=verify_s,
+            num_draft_forwards=proposal.num_forwards,
+            num_target_forwards=1,
+            details=details,
+            stopped_unsure=proposal.stopped_unsure,
+            rivals=self.rivals,
+        )
+
+
+def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> Proposal:
+    """Up to γ drafts after the committed ids (1, n); rivals, which take cache slots as drafts do, are
+    cut to the `room` a round's drafts have."""
+    proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
+    if proposal.rivals:
+        proposal = proposal._replace(rivals=proposal.rivals[: max(0, room - proposal.draft_ids.shape[0])])
+    return proposal
+
+
+def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
+                 to_probs: ProbsFn, accept_rule: AcceptRule, generator: torch.Generator) -> VerifiedRound:
+    """One target forward over the drafts, then the accept rule left to right. Rivals of the first
+    draft ride along at its position (forward.rival_layout), so the same verify judges them all."""
+    num_drafted = proposal.draft_ids.shape[0]
+    guesses = first_guesses(proposal) if proposal.rivals else []
+    rival_ids = ids.new_tensor([[token_id for token_id, _ in guesses[1:]]])  # (1, k)
+    verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1), rival_ids], dim=1)  # (1, n+γ+k)
+    target_logits = target_forward(pair, drafter, verify_ids, target_cache, num_rivals=len(guesses))  # (γ+1+k, vocab)
+    target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
+    taken, rivals = 0, ()
+    if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
+        taken, chosen, chosen_probs = take_rival(proposal, guesses, target_probs)
+        rivals = describe_rivals(guesses, taken, target_probs)
+        proposal, target_probs = chosen, chosen_probs  # target_probs: (2, vocab)
+    if num_drafted > 0:
+        verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
+    else:  # nothing drafted (no room, or no match): a plain target step, the bonus rule with γ = 0
+        empty = target_probs.new_empty(0)
+        verdict = Verdict(0, int(sample(target_probs, generator)), True, empty, empty, empty, empty, None)
+    return VerifiedRound(proposal, num_drafted, target_logits, target_probs, verdict, taken, rivals)
+
+
+def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: DynamicCache,
+                 drafter: Drafter) -> tuple[torch.Tensor, list[int]]:
+    """Commit the accepted drafts and the next token; roll both caches back to the committed length.
+    Returns (committed ids (1, n'), the round's new ids)."""
+    new_ids = verified.proposal.draft_ids.tolist()[: verified.verdict.num_accepted] + [verified.verdict.next_id]
+    if verified.taken:  # the rival the target took keeps what the verify computed for it, at its place in the text
+        move_cache_position(target_cache, ids.shape[1] + verified.taken, ids.shape[1])
+        if getattr(drafter, "reads_target", False):
+            drafter.take_position(ids.shape[1] + verified.taken, ids.shape[1])
+    ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
+    crop_cache(target_cache, ids.shape[1] - 1)
+    drafter.rollback(ids.shape[1])
+    return ids, new_ids
 
 
 @torch.inference_mode()
@@ -315,67 +276,18 @@ def speculative_decode(
     round_index = 0
     planned_gamma = config.gamma
     while num_generated < budget:
-        # A round yields up to γ+1 tokens; draft fewer near the end so it never overshoots.
-        gamma = min(planned_gamma, budget - num_generated - 1)
+        room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
         started = clock(pair.device)
-        proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
-        gamma = proposal.draft_ids.shape[0]  # a copying drafter may find fewer tokens, or none
-        if proposal.rivals:  # they take cache slots as drafts do: never past the room a round's drafts have
-            proposal = proposal._replace(rivals=proposal.rivals[: max(0, budget - num_generated - 1 - gamma)])
+        proposal = draft_round(drafter, ids, min(planned_gamma, room), room)
         drafted_at = clock(pair.device)
-
-        # Rivals of the first draft ride along at its position (forward.rival_layout): one verify judges all.
-        guesses = first_guesses(proposal) if proposal.rivals else []
-        rival_ids = ids.new_tensor([[token_id for token_id, _ in guesses[1:]]])  # (1, k)
-        verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1), rival_ids], dim=1)  # (1, n+γ+k)
-        target_logits = target_forward(pair, drafter, verify_ids, target_cache, num_rivals=len(guesses))  # (γ+1+k, vocab)
-        target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
-        taken, rivals = 0, ()
-        if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
-            taken, chosen, chosen_probs = take_rival(proposal, guesses, target_probs)
-            rivals = describe_rivals(guesses, taken, target_probs)
-            proposal, target_probs = chosen, chosen_probs  # target_probs: (2, vocab)
-        if gamma > 0:
-            verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
-        else:  # nothing drafted (no room, or no match): a plain target step, the bonus rule with γ = 0
-            bonus_id = int(sample(target_probs, generator))
-            empty = target_probs.new_empty(0)
-            verdict = Verdict(0, bonus_id, True, empty, empty, empty, empty, None)
-        planned_gamma = next_gamma(config, planned_gamma, gamma, verdict.num_accepted)
-        draft_ids = proposal.draft_ids.tolist()
-        new_ids = draft_ids[: verdict.num_accepted] + [verdict.next_id]
-        if taken:  # the rival the target took keeps what the verify computed for it, at its place in the text
-            move_cache_position(target_cache, ids.shape[1] + taken, ids.shape[1])
-            if getattr(drafter, "reads_target", False):
-                drafter.take_position(ids.shape[1] + taken, ids.shape[1])
-        ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
-        crop_cache(target_cache, ids.shape[1] - 1)
-        drafter.rollback(ids.shape[1])
+        verified = verify_round(pair, drafter, ids, proposal, target_cache, to_probs, accept_rule, generator)
+        ids, new_ids = settle_round(ids, verified, target_cache, drafter)
         verified_at = clock(pair.device)
 
+        planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)
         emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
-        details = describe_positions(proposal, target_probs, verdict) if config.inspect and gamma > 0 else None
-        # After the clock: the target's own certainty at each drafted position (rows 0..γ−1 of the verify;
-        # rivals sit at row 0's position), for the chart of acceptance against it.
-        target_confidences = top_probability(target_logits[:gamma]).tolist() if gamma > 0 else None
-        yield RoundEvent(
-            lane=lane,
-            round_index=round_index,
-            position=num_generated,
-            gamma=gamma,
-            drafted=describe_drafts(draft_ids, verdict, proposal.confidences, target_confidences),
-            num_accepted=verdict.num_accepted,
-            next_id=verdict.next_id,
-            next_kind="bonus" if verdict.is_bonus else "resample",
-            emitted_ids=tuple(emitted),
-            draft_s=drafted_at - started,
-            verify_s=verified_at - drafted_at,
-            num_draft_forwards=proposal.num_forwards,
-            num_target_forwards=1,
-            details=details,
-            stopped_unsure=proposal.stopped_unsure,
-            rivals=rivals,
-        )
+        yield verified.event(lane, round_index, num_generated, emitted, drafted_at - started, verified_at - drafted_at,
+                             config.inspect)
         num_generated += len(emitted)
         round_index += 1
         if hit_eos:

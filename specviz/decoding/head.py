@@ -8,20 +8,16 @@ exact, so the output stays the target's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from transformers import DynamicCache
 
-from specviz.models.draft_head import DraftHead
+from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import Proposal, draft_tokens
 from specviz.decoding.forward import crop_cache, top_probability
 from specviz.decoding.sampling import ProbsFn
+from specviz.models.draft_head import DraftHead
+from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-
-if TYPE_CHECKING:
-    from specviz.decoding.engine import DecodeConfig
-    from specviz.models.pairs import ModelPair
 
 
 class HeadDrafter:
@@ -49,7 +45,7 @@ class HeadDrafter:
         self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
 
     @classmethod
-    def build(cls, pair: "ModelPair", config: "DecodeConfig", to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
+    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
         scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
         return cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
                    config.rivals)

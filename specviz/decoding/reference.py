@@ -24,7 +24,8 @@ from transformers.generation.stopping_criteria import StoppingCriteria, Stopping
 from transformers.generation.streamers import BaseStreamer
 
 from specviz.catalogue import drafter_info
-from specviz.decoding.engine import DecodeConfig, check_prompt, clock, context_budget, truncate_at_eos
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import check_prompt, clock, context_budget, truncate_at_eos
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 

@@ -20,8 +20,9 @@ from transformers import DynamicCache
 
 from specviz.analysis.bench import SEED_MODULUS
 from specviz.catalogue import DEFAULT_LANES
-from specviz.decoding.drafters import forward_new_ids
-from specviz.decoding.engine import AcceptRule, DecodeConfig, autoregressive_decode, speculative_decode
+from specviz.decoding.forward import forward_new_ids
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import AcceptRule, autoregressive_decode, speculative_decode
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.analysis import theory
-from specviz.decoding.engine import MAX_GAMMA
+from specviz.decoding.config import MAX_GAMMA
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.decoding.engine import DecodeConfig, context_budget, next_gamma, speculative_decode
+from specviz.decoding.config import DecodeConfig, next_gamma
+from specviz.decoding.engine import context_budget, speculative_decode
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.analysis.trace import Trace

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 from specviz.analysis import theory
 from specviz.analysis.confidence import JudgedDraft, judged_drafts
 from specviz.analysis.bench import BenchConfig, BenchResult, summarise, timed_runs
-from specviz.decoding.engine import MAX_GAMMA, DecodeConfig
+from specviz.decoding.config import MAX_GAMMA, DecodeConfig
 from specviz.models.pairs import ModelPair
 from specviz.analysis.payoff import Measurement, Payoff
 from specviz.analysis.trace import Trace

@@ -1,0 +1,75 @@
+"""What a round's event says about its tokens: each draft's q, p, r and verdict, the rivals the target
+did not take, and the step inspector's top-k of q, p and the residual. Plain values, built once per
+round from the tensors the engine computed, so every consumer of the stream reads the same numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.decoding.drafters import Proposal
+from specviz.decoding.events import DraftedToken, PositionDetail
+from specviz.decoding.sampling import Verdict
+
+INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
+
+
+def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...] = ()) -> tuple[tuple[int, float], ...]:
+    """The k likeliest (id, probability), then any id of `keep` not among them: the tokens this
+    round actually drafted and emitted, whose probabilities the inspector must always show."""
+    values, indices = probs.topk(min(k, probs.shape[-1]))
+    pairs = list(zip(indices.tolist(), values.tolist()))
+    shown = {token_id for token_id, _ in pairs}
+    pairs += [(token_id, float(probs[token_id])) for token_id in dict.fromkeys(keep) if token_id not in shown]
+    return tuple(pairs)
+
+
+def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: Verdict) -> tuple[PositionDetail, ...]:
+    """Top-k of q, p (and the residual where the correction was drawn) for the step inspector,
+    always with the drafted token and the target's own token at their positions."""
+    draft_ids = proposal.draft_ids.tolist()
+    details = []
+    for i in range(target_probs.shape[0]):
+        keep = tuple(draft_ids[i : i + 1]) + ((verdict.next_id,) if i == verdict.num_accepted else ())
+        draft_top = top_pairs(proposal.draft_probs[i], keep=keep) if i < proposal.draft_probs.shape[0] else ()
+        residual_top = (
+            top_pairs(verdict.residual, keep=keep) if (verdict.residual is not None and i == verdict.num_accepted) else ()
+        )
+        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
+    return tuple(details)
+
+
+def row_confidences(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
+    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)
+
+
+def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,
+                    target_confidences: list[float] | None = None) -> tuple[DraftedToken, ...]:
+    draft_probs, target_probs, accept_probs, uniforms = (
+        t.tolist() for t in (verdict.draft_token_probs, verdict.target_token_probs, verdict.accept_probs, verdict.uniforms)
+    )
+    return tuple(
+        DraftedToken(
+            token_id=token_id,
+            draft_prob=draft_probs[i],
+            target_prob=target_probs[i],
+            accept_prob=accept_probs[i],
+            r=uniforms[i],
+            accepted=i < verdict.num_accepted,
+            decided=i <= verdict.num_accepted,
+            draft_confidence=None if confidences is None else confidences[i],
+            target_confidence=None if target_confidences is None else target_confidences[i],
+        )
+        for i, token_id in enumerate(draft_ids)
+    )
+
+
+def describe_rivals(guesses: list[tuple[int, float]], taken: int, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:
+    """The first guesses the target did not take, each judged against its first row (one-hot when
+    greedy): the round's rejected rivals, or the drafter's own pick where a rival won."""
+    first = target_probs[0]  # (vocab,)
+    return tuple(
+        DraftedToken(token_id, 1.0, float(first[token_id]), float(first[token_id]), 0.0, False, True, confidence)
+        for i, (token_id, confidence) in enumerate(guesses) if i != taken
+    )
