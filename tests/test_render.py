@@ -1,4 +1,5 @@
-"""render.py and plots.py on hand-made events: no models, no server, milliseconds."""
+"""render.py and plots.py on hand-made events (no models, no server, milliseconds), and one real
+greedy run of the tiny pair for the rival guesses it takes."""
 
 from __future__ import annotations
 
@@ -402,19 +403,23 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     lane = render.lanes_html(run, names=("speculative",))[0]
     assert lane.count(render.tokens.STOP_MARK) == 1  # only the round that stopped early
     assert "drafting stopped after 2 tokens: the draft was only 34% sure of the last one" in lane
-    assert "the draft was 91% sure" in lane  # every draft's hover says how sure the draft was
-    # greedy: q(x) = 1 beside "34% sure" would read as a contradiction, so the page says why both hold
-    assert "34% is the draft's own softmax; q(x) reads 1 because at temperature 0" in html_text.unescape(lane)
+    assert "(it was 91% sure)" in lane  # every draft's hover says how sure the draft was
+    # greedy: the one-hot q(x) = 1 beside "34% sure" read as a contradiction, and r decides nothing: neither is shown
+    assert "(it was 34% sure)" in html_text.unescape(lane) and "q(x)" not in lane and "r = " not in lane
     inspector = render.inspector_html(run, 0)
-    assert "Drafting stopped after 2 tokens" in inspector and "34% is the draft's own softmax" in inspector
+    assert "Drafting stopped after 2 tokens" in inspector and "34%" in inspector and "q(x)" not in inspector
     assert "stopped" not in render.inspector_html(run, 1)
 
 
-def test_a_sampled_drafts_confidence_needs_no_greedy_note():
-    """At temperature > 0 q is the draft's tempered softmax, not one-hot: no note that it reads 1."""
+def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
+    """At temperature > 0 q is the draft's tempered softmax, not one-hot, and r decides: the hover gives the
+    coin in a plain line first, then the rule's numbers."""
     sampled = DraftedToken(8, 0.41, 0.2, 0.49, 0.6, False, True, draft_confidence=0.34)
-    assert render.tokens.greedy_q_note(sampled) == ""
-    assert "own softmax" not in render.tokens.drafted_title(0, 1, sampled, "rejected")
+    event = RoundEvent("speculative", 0, 1, 1, (sampled,), 0, 4, "resample", (4,), 0.001, 0.01, 1, 1)
+    reason = render.tokens.draft_reason(event, 0, False, " <b>", " x")
+    assert reason == "accepted with probability min(1, p/q) = 0.49; the coin r = 0.60 was above it, so rejected"
+    title = render.tokens.drafted_title(0, 1, sampled, "rejected", reason)
+    assert title.index("the coin r = 0.60") < title.index("q(x) = 0.410") < title.index("r = 0.600")
 
 
 def test_a_lanes_head_sits_outside_its_scrolling_text():
@@ -514,3 +519,119 @@ def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
     assert html.index('class="exactness"') < html.index('class="speedup"')
     run.settings.update(bitwise_verify=False, exactness="checking several tokens in one pass rounds")
     assert "Not bitwise here:" in render.stats_html(run)
+
+
+# --- issue 26: a rival the target took, and Q1/Q2 in plain words --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run_with_a_rival_taken() -> tuple[render.RunView, RoundEvent]:
+    """A real greedy run on the tiny pair with rival guesses on (the default 2), and its first round whose
+    rival the target took instead of the drafter's first pick."""
+    from specviz.analysis.bench import load_prompts
+    from specviz.decoding.engine import DecodeConfig, speculative_decode
+    from specviz.models.loading import load_pair
+    from specviz.models.presets import PRESETS
+
+    pair = load_pair("tiny-code")
+    config = DecodeConfig(max_new_tokens=32, inspect=True)
+    assert config.rivals == 2 and config.temperature == 0
+    for prompt in load_prompts(PRESETS["tiny-code"].prompts_file):
+        prompt_ids = pair.encode(prompt.text, False)
+        run = render.RunView(prompt.text, prompt_ids, config.gamma, {"temperature": 0.0, "rivals": config.rivals})
+        for event in speculative_decode(pair, prompt_ids, config):
+            run.add(event, pair.decode)
+        taken = [event for event in run.speculative.trace.rounds if event.took_rival]
+        if taken:
+            return run, taken[0]
+    pytest.fail("no prompt of the tiny pair had a rival taken: the test checks nothing")
+
+
+def round_spans(lane_html: str, event: RoundEvent) -> list[tuple[str, str, str]]:
+    """(class, title, text) of each span the lane drew for a round, in order."""
+    body = lane_html.split(f'data-round="{event.round_index + 1}">')[1].split('<span class="round-sep"')[0]
+    return [(html_text.unescape(cls), html_text.unescape(title), html_text.unescape(re.sub(r"<[^>]+>", "", text)))
+            for cls, title, text in re.findall(r'<span class="([^"]*)"[^>]*?title="([^"]*)"[^>]*>(.*?)</span>', body, re.S)]
+
+
+def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is_rejected(run_with_a_rival_taken):
+    run, event = run_with_a_rival_taken
+    first_pick = max(event.rivals, key=lambda token: token.draft_confidence)
+    assert first_pick.draft_confidence > event.drafted[0].draft_confidence  # the drafter liked its own pick better
+    texts = run.speculative.round_texts[event.round_index]
+    first_text = texts.rivals[list(event.rivals).index(first_pick)]
+    spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
+    (pick_class, pick_title, pick_shown), (taken_class, taken_title, taken_shown) = spans[:2]
+    # the drafter's own first pick is the round's first draft, struck through as rejected by the target's own pick
+    assert "tok-rejected" in pick_class and pick_title.startswith("rejected: the target's own top pick here was")
+    assert f"the drafter guessed '{first_text}' first (it was {first_pick.draft_confidence:.0%} sure)" in pick_title
+    assert "draft 1/1, the drafter's first pick" in pick_title
+    # the rival the target took follows it, kept, and says so, with the drafter's own probability for it
+    assert "tok-accepted" in taken_class and "tok-rival-taken" in taken_class
+    assert taken_title.startswith(f"rival guess {render.tokens.guess_rank(event, event.drafted[0])} — the target's own pick, taken")
+    assert f"{event.drafted[0].draft_confidence:.0%}" in taken_title and "q(x)" not in taken_title
+    assert "draft 1/1 ·" not in taken_title
+    # the small struck rivals after it are the guesses left over, never the first pick again
+    markers = [shown for cls, _, shown in spans if cls == "rivals"]
+    assert all(first_text not in shown.split(" ") for shown in markers)
+    # the inspector says it first, in words, and lists the first pick before the rival it lost to
+    inspector = html_text.unescape(render.inspector_html(run, event.round_index))
+    assert f"Why was '{first_text}' thrown away? The target's own top pick here was '{texts.drafted[0]}'" in inspector
+    assert inspector.index("rejected: the drafter's first pick") < inspector.index("taken: the target's own pick")
+    # what the lane keeps is still the round's emitted tokens, the taken rival first; only the first pick is struck
+    kept = [cls for cls, _, _ in spans if re.search(r"tok-(accepted|resample|bonus)\b", cls)]
+    assert len(kept) == len(event.emitted_ids) and "tok-rival-taken" in kept[0]
+    assert [cls for cls, _, _ in spans if "tok-rejected" in cls] == [pick_class]
+
+
+def greedy_rejection_run(temperature: float) -> render.RunView:
+    """One round: " f" kept, " <b>" rejected where the target's own pick was " x", then " x" written."""
+    run = render.RunView("x", [1], gamma=2, settings={"temperature": temperature})
+    if temperature == 0:
+        kept = DraftedToken(2, 1.0, 1.0, 1.0, 0.55, True, True, draft_confidence=0.81, target_confidence=0.9)
+        wrong = DraftedToken(8, 1.0, 0.0, 0.0, 0.768, False, True, draft_confidence=0.43, target_confidence=0.62)
+    else:
+        kept = DraftedToken(2, 0.8, 0.9, 1.0, 0.55, True, True, draft_confidence=0.81, target_confidence=0.9)
+        wrong = DraftedToken(8, 0.5, 0.205, 0.41, 0.77, False, True, draft_confidence=0.43, target_confidence=0.62)
+    for event in (PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
+                  RoundEvent("speculative", 0, 1, 2, (kept, wrong), 1, 7, "resample", (2, 7), 0.004, 0.03, 2, 1),
+                  FinishEvent("speculative", "max_new_tokens", 3)):
+        run.add(event, decode)
+    return run
+
+
+def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r():
+    run = greedy_rejection_run(0.0)
+    event = run.speculative.trace.rounds[0]
+    spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
+    (_, kept_title, _), (_, rejected_title, _), (own_class, own_title, _) = spans[:3]
+    assert kept_title.startswith("kept: ' f' was the target's own top pick here too (it was 81% sure)")
+    assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (it was 62% sure); "
+                                     "the drafter guessed ' <b>' (it was 43% sure)")
+    assert "tok-resample" in own_class and own_title.startswith("the target's own pick, in place of the rejected ' <b>'")
+    for title in (kept_title, rejected_title, own_title):  # nothing that decides nothing at temperature 0
+        assert "q(x)" not in title and "r = " not in title and "min(1, p/q)" not in title and "1.000" not in title
+    inspector = html_text.unescape(render.inspector_html(run, 0))
+    words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
+    assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (it was 62% sure)")
+    assert "Where did ' x' come from? It is the target's own pick" in words
+    assert "r ~ U(0,1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
+    assert "43%" in words and "the target's own pick here" in words
+    explained = html_text.unescape(visible_text(render.explain_html(run)))  # How it works tells it the same way
+    assert "its own top pick was" in explained and "(it was 62% sure)" in explained and "r = 0.768" not in explained
+
+
+def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it_was_replaced_from():
+    run = greedy_rejection_run(0.7)
+    event = run.speculative.trace.rounds[0]
+    spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
+    rejected_title, own_title = spans[1][1], spans[2][1]
+    assert rejected_title.startswith("accepted with probability min(1, p/q) = 0.41; the coin r = 0.77 was above it, "
+                                     "so rejected\n")
+    assert "q(x) = 0.500 · p(x) = 0.205 · min(1, p/q) = 0.410 · r = 0.770" in rejected_title  # kept, after the line
+    assert own_title.startswith("resampled from the leftover max(0, p − q), in place of the rejected ' <b>'")
+    words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
+    assert words.strip().startswith("Why was ' <b>' rejected? Accepted with probability min(1, p/q) = 0.41; the coin "
+                                    "r = 0.77 was above it, so rejected.")
+    assert "Where did ' x' come from? It is resampled from the leftover max(0, p − q)" in words
+    assert "r ~ U(0,1)" in html_text.unescape(render.inspector_html(run, 0))

@@ -5,7 +5,9 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.analysis.payoff import judge_run
 from specviz.app.render.lanes import LaneView, RunView
-from specviz.app.render.tokens import END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob
+from specviz.app.render.tokens import (
+    END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
+)
 from specviz.analysis.trace import compare, speedup
 from specviz.app.wording import count, every
 
@@ -54,6 +56,14 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
     texts = lane.round_texts[event.round_index]
     proposed = " ".join(inline_token(text, event.verdict(i)) for i, text in enumerate(texts.drafted))
     bad = event.drafted[event.num_accepted]
+    if lane.greedy:  # no coin decides at temperature 0: the target's own pick does
+        return (
+            f"In round {event.round_index + 1} the draft proposed {proposed}. The target kept {event.num_accepted}; at "
+            f"{inline_token(texts.drafted[event.num_accepted], 'rejected')} its own top pick was "
+            f"{inline_token(texts.next_text, 'resample')}{escape_text(target_sure_text(bad))}, while the drafter had guessed "
+            f"otherwise{escape_text(sure_text(bad))}. At temperature 0 a draft is kept only when it is the target's own "
+            f"pick, so the target wrote its pick itself: {count(event.num_accepted + 1, 'token')} for one target pass."
+        )
     return (
         f"In round {event.round_index + 1} the draft proposed {proposed}. The target accepted "
         f"{event.num_accepted}; at {inline_token(texts.drafted[event.num_accepted], 'rejected')} it gave "

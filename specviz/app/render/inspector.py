@@ -1,14 +1,17 @@
-"""The step inspector: one round up close (q, p, min(1, p/q), r and the verdict per draft)."""
+"""The step inspector: one round up close. First, in plain words, why the deciding draft was kept or
+thrown away and where the target's own token came from; then a row per draft (at temperature 0 how
+sure the drafter was and the target's own pick; above it q, p, min(1, p/q) and r)."""
 
 from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
-from specviz.app.render.lanes import RoundTexts, RunView
+from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.tokens import (
-    END_OF_TEXT, draft_verdict_text, ended_at_end_of_text, escape_text, prob, r_text, rivals_text, stopped_unsure_text,
-    token_span,
+    END_OF_TEXT, GREEDY_RULE, VERDICT_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text,
+    first_pick_index, first_pick_title, guess_rank, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
+    sure_text, target_sure_text, token_span,
 )
-from specviz.app.wording import count
+from specviz.app.wording import count, every
 
 
 def round_label(event: RoundEvent, texts: RoundTexts | None) -> str:
@@ -49,57 +52,141 @@ def find_round(run: RunView, round_index) -> RoundEvent | None:
     return None
 
 
+CELL = 'style="padding:3px 10px;border-bottom:1px solid #eee;text-align:right"'
+LEFT = 'style="padding:3px 10px;border-bottom:1px solid #eee"'
+# The table's columns: at temperature 0 only how sure the drafter was and the target's own pick decide
+# anything (q and p are one-hot, r is drawn but compared with 0 or 1); above it, the rule's own numbers.
+GREEDY_COLUMNS = (("#", "left"), ("token", "left"), ("the drafter was … sure", "right"),
+                  ("the target's own pick here", "left"), ("verdict", "left"))
+SAMPLED_COLUMNS = (("#", "left"), ("token", "left"), ("q(x) draft", "right"), ("p(x) target", "right"),
+                   ("min(1, p/q)", "right"), ("r ~ U(0,1)", "right"), ("verdict", "left"))
+
+
+def confidence_cell(token) -> str:
+    return "—" if token.draft_confidence is None else f"{token.draft_confidence:.0%}"
+
+
+def draft_rows(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[str]:
+    """One row per drafted token (the drafter's own first pick first, where the target took a rival)."""
+    rows = []
+    first_pick = first_pick_index(event)
+    if first_pick is not None:  # greedy: the drafter's first pick, rejected, then the rival the target took
+        pick_text, taken_text = texts.rivals[first_pick], texts.drafted[0]
+        title = first_pick_title(event, pick_text, taken_text)
+        rows.append(
+            f'<tr class="inspect-row inspect-rejected"><td {LEFT}>1</td>'
+            f"<td {LEFT}>{token_span(pick_text, 'rejected', title, keep_breaks=False)}</td>"
+            f"<td {CELL}>{confidence_cell(event.rivals[first_pick])}</td>"
+            f"<td {LEFT}>{token_span(taken_text, 'accepted', TARGET_PICK, keep_breaks=False)}</td>"
+            f"<td {LEFT}>rejected: the drafter's first pick, not the target's</td></tr>"
+        )
+    for i, token in enumerate(event.drafted):
+        verdict = event.verdict(i)
+        text = texts.drafted[i] if i < len(texts.drafted) else ""
+        taken = i == 0 and first_pick is not None
+        if taken:
+            number, verdict_text = f"rival {guess_rank(event, token)}", "taken: the target's own pick"
+        else:
+            number, verdict_text = str(i + 1), draft_verdict_text(event, i)
+            if greedy and verdict_text == VERDICT_TEXT.get(verdict):  # not "dropped after the end of text"
+                verdict_text = GREEDY_VERDICT[verdict]
+        if greedy:
+            cells = f"<td {CELL}>{confidence_cell(token)}</td><td {LEFT}>{pick_cell(event, i, texts)}</td>"
+        else:
+            cells = (f"<td {CELL}>{prob(token.draft_prob)}</td><td {CELL}>{prob(token.target_prob)}</td>"
+                     f"<td {CELL}>{prob(token.accept_prob)}</td><td {CELL}>{r_text(token)}</td>")
+        rows.append(
+            f'<tr class="inspect-row inspect-{verdict}"><td {LEFT}>{number}</td>'
+            f"<td {LEFT}>{token_span(text, verdict, verdict_text, keep_breaks=False)}</td>{cells}"
+            f"<td {LEFT}>{verdict_text}</td></tr>"
+        )
+    return rows
+
+
+TARGET_PICK = "the target's own top pick here"
+GREEDY_VERDICT = {
+    "accepted": "kept: the target's own pick too",
+    "rejected": "rejected: not the target's own pick",
+    "unexamined": "not examined (after the rejection)",
+}
+
+
+def pick_cell(event: RoundEvent, index: int, texts: RoundTexts) -> str:
+    pick = target_pick_text(event, index, texts)
+    kind = "accepted" if event.verdict(index) == "accepted" else "resample"
+    return "—" if pick is None else token_span(pick, kind, TARGET_PICK, keep_breaks=False)
+
+
+def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: str | None) -> str:
+    """The target's own token of the round: where it came from (Q2), with its q and p where recorded."""
+    kind = "resample" if event.next_kind == "resample" else "bonus"
+    how = own_reason(event, greedy, rejected_text)
+    if greedy:
+        cells = f"<td {CELL}>—</td><td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>"
+    else:
+        draft_prob, target_prob, residual_prob = own_token_probs(event)
+        if kind == "resample" and residual_prob is not None:
+            how += f" (residual probability {prob(residual_prob)})"
+        q_cell = prob(draft_prob) if draft_prob is not None else "—"
+        p_cell = prob(target_prob) if target_prob is not None else "—"
+        cells = f"<td {CELL}>{q_cell}</td><td {CELL}>{p_cell}</td><td {CELL}>—</td><td {CELL}>—</td>"
+    return (f'<tr class="inspect-row inspect-{kind}"><td {LEFT}>+</td>'
+            f"<td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>{cells}<td {LEFT}>{escape_text(how)}</td></tr>")
+
+
+def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
+    """Q1 and Q2 for the round's deciding position in plain words, before any table."""
+    rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+    first_pick = first_pick_index(event)
+    if first_pick is not None:
+        pick, pick_text, taken_text = event.rivals[first_pick], texts.rivals[first_pick], texts.drafted[0]
+        return (f"Why was {quoted(pick_text)} thrown away? The target's own top pick here was {quoted(taken_text)}"
+                f"{target_sure_text(event.drafted[0])}, not the drafter's first pick {quoted(pick_text)}{sure_text(pick)}; "
+                f"{quoted(taken_text)} was the drafter's rival guess {guess_rank(event, event.drafted[0])}, checked in "
+                "the same target pass, so the round kept it.")
+    if rejected is None:
+        if ended_at_end_of_text(event):
+            return f"The target kept {event.num_kept_drafts} of the drafts and {END_OF_TEXT}."
+        if greedy:
+            return (f"{every(event.gamma, 'draft').capitalize()} matched the target's own top pick, so "
+                    f"{'it was' if event.gamma == 1 else 'all were'} kept; the same target pass then gave one more "
+                    f"token, {quoted(texts.next_text)}, its own pick after {'it' if event.gamma == 1 else 'them'}, for free.")
+        return (f"{every(event.gamma, 'draft').capitalize()} {'was' if event.gamma == 1 else 'were'} accepted (each coin r "
+                f"fell below its min(1, p/q)); the same target pass then gave one more token, {quoted(texts.next_text)}, "
+                "sampled from p, for free.")
+    text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""
+    why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
+    where = own_reason(event, greedy, text)
+    return (f"Why was {quoted(text)} rejected? {why[0].upper()}{why[1:]}. "
+            f"Where did {quoted(texts.next_text)} come from? It is {where}.")
+
+
 def inspector_html(run: RunView | None, round_index) -> str:
     event = find_round(run, round_index) if run else None
     if event is None:
         return '<div class="inspector" style="color:#999">Pick a round after a run.</div>'
     texts = run.speculative.round_texts.get(event.round_index, RoundTexts([]))
-    num_emitted = len(event.emitted_ids)
-    cell = 'style="padding:3px 10px;border-bottom:1px solid #eee;text-align:right"'
-    left = 'style="padding:3px 10px;border-bottom:1px solid #eee"'
-    rows = []
-    for i, token in enumerate(event.drafted):
-        verdict = event.verdict(i)
-        text = texts.drafted[i] if i < len(texts.drafted) else ""
-        rows.append(
-            f'<tr class="inspect-row inspect-{verdict}"><td {left}>{i + 1}</td>'
-            f"<td {left}>{token_span(text, verdict, draft_verdict_text(event, i), keep_breaks=False)}</td>"
-            f"<td {cell}>{prob(token.draft_prob)}</td><td {cell}>{prob(token.target_prob)}</td>"
-            f"<td {cell}>{prob(token.accept_prob)}</td>"
-            f"<td {cell}>{r_text(token)}</td>"
-            f"<td {left}>{draft_verdict_text(event, i)}</td></tr>"
-        )
-    if num_emitted > event.num_accepted:
-        kind = "resample" if event.next_kind == "resample" else "bonus"
-        draft_prob, target_prob, residual_prob = own_token_probs(event)
-        how = (
-            "resampled from norm(max(0, p − q)) at the rejected position"
-            + (f" (residual probability {prob(residual_prob)})" if residual_prob is not None else "")
-            if kind == "resample"
-            else "bonus: sampled from p after the last draft"
-        )
-        q_cell = prob(draft_prob) if draft_prob is not None else "—"
-        p_cell = prob(target_prob) if target_prob is not None else "—"
-        rows.append(
-            f'<tr class="inspect-row inspect-{kind}"><td {left}>+</td>'
-            f"<td {left}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>"
-            f'<td {cell}>{q_cell}</td><td {cell}>{p_cell}</td><td {cell}>—</td><td {cell}>—</td><td {left}>{how}</td></tr>'
-        )
+    greedy = run.speculative.greedy
+    rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+    rows = draft_rows(event, texts, greedy)
+    if len(event.emitted_ids) > event.num_accepted:
+        rows.append(own_row(event, texts, greedy, texts.drafted[rejected] if rejected is not None else None))
     header = "".join(
         f'<th style="padding:3px 10px;border-bottom:1px solid #ccc;text-align:{align}">{name}</th>'
-        for name, align in (
-            ("#", "left"), ("token", "left"), ("q(x) draft", "right"), ("p(x) target", "right"),
-            ("min(1, p/q)", "right"), ("r ~ U(0,1)", "right"), ("verdict", "left"),
-        )
+        for name, align in (GREEDY_COLUMNS if greedy else SAMPLED_COLUMNS)
     )
     timing = (
         f"drafting {event.draft_s * 1000:.1f} ms ({count(event.num_draft_forwards, 'draft pass', 'draft passes')}), "
         f"verifying {event.verify_s * 1000:.1f} ms (1 target pass)"
     )
+    rule = f" At temperature 0 {GREEDY_RULE.split('at temperature 0 ')[1]}." if greedy else ""
     return (
-        f'<div class="inspector"><p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
+        f'<div class="inspector"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
+        f"{escape_text(answer_line(event, texts, greedy))}</p>"
+        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
-        f"and kept {event.num_accepted}. {timing}.{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
+        f"and kept {event.num_accepted}. {timing}.{rule}"
+        f"{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
         f"{' ' + escape_text(rivals_text(event, texts.drafted[0], texts.rivals, sentence=True)) + '.' if event.rivals and texts.rivals else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )

@@ -13,9 +13,8 @@ from typing import Callable, Sequence
 from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.tokens import (
-    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_verdict_text, drafted_title, escape_text, rivals_marker, stop_marker,
-    token_span,
-    visible_text,
+    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
+    first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.analysis.run import Run
 from specviz.analysis.trace import Trace
@@ -45,17 +44,26 @@ class RoundTexts:
         return "".join(self.own)
 
 
-def own_title(event: RoundEvent, lane: str) -> str:
-    """The tooltip of a target token: how it came about."""
-    if event.next_kind == "resample":
-        return "resampled by the target from norm(max(0, p − q)) at the rejected position"
+def own_title(event: RoundEvent, lane: str, greedy: bool = False, rejected_text: str | None = None) -> str:
+    """The tooltip of a target token: how it came about (where it replaced a draft: `rejected_text`)."""
     if event.gamma > 0:
-        return f"bonus: {every(event.gamma, 'draft')} accepted, so the target's verify pass gives one more token from p"
+        return own_reason(event, greedy, rejected_text)
     if lane == "reference":
         return f"from transformers' generate(): {count(len(event.emitted_ids), 'token')} from one target forward"
     if lane == "baseline":
         return f"token {event.position + 1}: one target forward"
     return "nothing drafted (no room left, or prompt lookup found no match): one plain target step"
+
+
+def target_pick_text(event: RoundEvent, index: int, texts: "RoundTexts") -> str | None:
+    """The target's own top pick at drafted position `index` at temperature 0, where the round shows it:
+    the draft itself where it was kept, the target's own token where it was rejected, else unknown."""
+    verdict = event.verdict(index)
+    if verdict == "accepted":
+        return texts.drafted[index]
+    if verdict == "rejected" and event.next_kind == "resample" and texts.own:
+        return texts.own[0]
+    return None
 
 
 @dataclass
@@ -66,6 +74,8 @@ class LaneView:
     prompt_ids: list[int]
     prompt_text: str
     chat: bool = False  # the prompt went through the chat template: show it as a user turn
+    # Temperature 0: a draft is kept exactly when it is the target's top pick, so hovers say that, not q, p and r.
+    greedy: bool = False
     trace: Trace = field(default_factory=Trace)
     fragments: list[str] = field(default_factory=list)
     committed_ids: list[int] = field(default_factory=list)  # prompt + generated
@@ -102,25 +112,50 @@ class LaneView:
             context = self.committed_ids + list(event.emitted_ids[: event.num_accepted + num_own_before])
         return self.piece(decode, context, shown.token_id)
 
-    def round_html(self, event: RoundEvent, decode: Decode) -> str:
+    def round_texts_of(self, event: RoundEvent, decode: Decode) -> RoundTexts:
+        """The text of every token of the round (and of its rival guesses), as each reads in place."""
         texts = RoundTexts([])
-        spans = []
         for shown in event.shown_tokens():
             text = self.token_text(event, shown, len(texts.own), decode)
-            if shown.draft_index is not None:
-                texts.drafted.append(text)
-                token = event.drafted[shown.draft_index]
-                title = drafted_title(shown.draft_index, event.gamma, token, draft_verdict_text(event, shown.draft_index))
-            else:
-                texts.own.append(text)
-                title = own_title(event, self.lane)
-            spans.append(token_span(text, shown.kind, title, keep_breaks=shown.kind not in STRUCK))
-            if shown.draft_index == 0 and event.rivals:
-                texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
-                spans.append(rivals_marker(event, text, texts.rivals))
-            if shown.draft_index == event.gamma - 1:
-                spans.append(stop_marker(event))
+            (texts.drafted if shown.draft_index is not None else texts.own).append(text)
+        texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
+        return texts
+
+    def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:
+        """A drafted token as drawn. Where the target took a rival at the first position, the drafter's own
+        first pick is drawn as the rejected first draft and the rival after it as taken; the guesses left
+        over follow, small and struck through."""
+        text = texts.drafted[index]
+        first_pick = first_pick_index(event) if index == 0 else None
+        if first_pick is not None:
+            first_text = texts.rivals[first_pick]
+            spans = [token_span(first_text, "rejected", first_pick_title(event, first_text, text), keep_breaks=False),
+                     token_span(text, kind, taken_rival_title(event, text, first_text, texts.rivals),
+                                extra_class="tok-rival-taken")]
+        else:
+            reason = draft_reason(event, index, self.greedy, text, target_pick_text(event, index, texts))
+            title = drafted_title(index, event.gamma, event.drafted[index], draft_verdict_text(event, index), reason,
+                                  self.greedy)
+            spans = [token_span(text, kind, title, keep_breaks=kind not in STRUCK)]
+        if index == 0 and event.rivals:
+            spans.append(rivals_marker(event, text, texts.rivals))
+        if index == event.gamma - 1:
+            spans.append(stop_marker(event))
+        return spans
+
+    def round_html(self, event: RoundEvent, decode: Decode) -> str:
+        texts = self.round_texts_of(event, decode)
         self.round_texts[event.round_index] = texts
+        rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+        rejected_text = texts.drafted[rejected] if rejected is not None else None
+        spans, num_own = [], 0
+        for shown in event.shown_tokens():
+            if shown.draft_index is not None:
+                spans += self.draft_spans(event, shown.draft_index, shown.kind, texts)
+            else:
+                title = own_title(event, self.lane, self.greedy, rejected_text)
+                spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK))
+                num_own += 1
         if self.lane in PLAIN_LANES:
             return "".join(spans)
         self.remember_labels(event, decode)
@@ -224,7 +259,8 @@ class RunView:
 
     def lane(self, name: str) -> LaneView:
         if name not in self.views:
-            self.views[name] = LaneView(name, self.prompt_ids, self.prompt_text, self.chat, trace=self.run.trace(name))
+            self.views[name] = LaneView(name, self.prompt_ids, self.prompt_text, self.chat,
+                                        greedy=self.settings.get("temperature", 0) == 0, trace=self.run.trace(name))
         return self.views[name]
 
     @property

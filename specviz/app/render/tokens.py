@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 from specviz.app.palette import TOKEN_STYLES
+from specviz.app.wording import every
 
 CONTEXT_TOKENS = 4  # ids decoded before a token to get its text in context (merged bytes, leading spaces)
 
@@ -73,10 +74,12 @@ def is_symbolic(text: str) -> bool:
     return text != "" and not any(char.isalnum() for char in text)
 
 
-def token_span(text: str, kind: str, title: str, keep_breaks: bool = True) -> str:
+def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra_class: str = "") -> str:
+    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken)."""
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
+    classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
     return (
-        f'<span class="tok tok-{kind}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;{emphasis}" '
+        f'<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;{emphasis}" '
         f'title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
     )
 
@@ -106,21 +109,64 @@ def r_text(token) -> str:
     return f"{token.r:.3f}" + ("" if token.decided else " (unused)")
 
 
-def greedy_q_note(token) -> str:
-    """Why q(x) reads 1 beside a low confidence: the confidence is the drafter's own softmax, while at
-    temperature 0 q is one-hot on its top guess ("" where the two do not clash)."""
-    if token.draft_confidence is None or token.draft_prob != 1.0 or token.draft_confidence >= 0.995:
-        return ""
-    return (f"{token.draft_confidence:.0%} is the draft's own softmax; q(x) reads 1 because at temperature 0 "
-            "the draft takes its top guess outright")
+def quoted(text: str) -> str:
+    """A token's text inside a sentence or a hover: quoted, its newlines and tabs drawn as marks."""
+    return "'" + text.replace("\n", "↵").replace("\t", "⇥") + "'"
 
 
-def drafted_title(index: int, gamma: int, token, verdict: str) -> str:
-    note = greedy_q_note(token)
-    sure = "" if token.draft_confidence is None else f" · the draft was {token.draft_confidence:.0%} sure"
-    sure += f" ({note})" if note else ""
+def sure_text(token) -> str:
+    """How sure the drafter was of its guess: its own probability for it (its softmax at temperature 1,
+    which at temperature 0 is the top guess's), never the one-hot q greedy decoding turns it into; ""
+    for a drafter with no probabilities (prompt lookup copies)."""
+    return "" if token.draft_confidence is None else f" (it was {token.draft_confidence:.0%} sure)"
+
+
+def target_sure_text(token) -> str:
+    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1)."""
+    return "" if getattr(token, "target_confidence", None) is None else f" (it was {token.target_confidence:.0%} sure)"
+
+
+def two_numbers(a: float, b: float) -> tuple[str, str]:
+    """Two probabilities to two decimals, or three where two would print them equal."""
+    shown = f"{a:.2f}", f"{b:.2f}"
+    return shown if shown[0] != shown[1] or a == b else (f"{a:.3f}", f"{b:.3f}")
+
+
+def coin_text(token, verdict: str) -> str:
+    """Q1 at temperature > 0, in one line: the chance to keep the draft, and where the coin fell."""
+    chance, coin = two_numbers(token.accept_prob, token.r)
+    side = "below" if token.accepted else "above"
+    return f"accepted with probability min(1, p/q) = {chance}; the coin r = {coin} was {side} it, so {verdict}"
+
+
+def draft_reason(event, index: int, greedy: bool, draft_text: str, target_pick_text: str | None) -> str:
+    """Q1, "why was this draft kept or thrown away", in one plain line. At temperature 0 no coin decides:
+    a draft is kept exactly when it is the target's own top pick (`target_pick_text`, where known)."""
+    token = event.drafted[index]
+    verdict = event.verdict(index)
+    if verdict == "unexamined":
+        return DROPPED_TEXT if token.accepted else "not examined: a draft before it was rejected, so the target never checked it"
+    if not greedy:
+        return coin_text(token, verdict)
+    if verdict == "accepted":
+        return f"kept: {quoted(draft_text)} was the target's own top pick here too{sure_text(token)}"
+    pick = quoted(target_pick_text) if target_pick_text is not None else "another token"
+    pick += target_sure_text(token) if target_pick_text is not None else ""
+    return f"rejected: the target's own top pick here was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
+
+
+GREEDY_RULE = "at temperature 0 a draft is kept exactly when it is the target's own top pick; no coin is drawn"
+
+
+def drafted_title(index: int, gamma: int, token, verdict: str, reason: str = "", greedy: bool = False) -> str:
+    """A draft's hover: the plain reason first (`reason`), then the figures that decided it: at temperature
+    0 only the rule (q and p are one-hot there, and r decides nothing); above it q, p, min(1, p/q) and r."""
+    first = f"{reason}\n" if reason else ""
+    if greedy:
+        return f"{first}draft {index + 1}/{gamma} · {GREEDY_RULE}"
+    sure = "" if token.draft_confidence is None else f" · the draft was {token.draft_confidence:.0%} sure of its top guess"
     return (
-        f"draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
+        f"{first}draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
         f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}{sure}"
     )
 
@@ -129,11 +175,61 @@ def stopped_unsure_text(event) -> str:
     """Why a round drafted fewer than γ tokens, where the confidence stop ended it ("" otherwise)."""
     if not event.stopped_unsure:
         return ""
-    last = event.drafted[-1]
-    note = greedy_q_note(last)
+    # Where the target took a rival, the drafter's own last guess is its first pick, kept among the rivals.
+    first_pick = first_pick_index(event)
+    last = event.drafted[-1] if first_pick is None else event.rivals[first_pick]
     return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: the draft was only "
             f"{last.draft_confidence:.0%} sure of the last one, below the confidence threshold, so guessing on "
-            f"would likely be wasted verify work{f' ({note})' if note else ''}")
+            f"would likely be wasted verify work")
+
+
+def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
+    """Q2, "where did the replacement come from", for the target's own token of a drafting round."""
+    if event.next_kind != "resample":
+        source = "its own top pick after the last draft" if greedy else "sampled from p after the last draft"
+        return f"bonus: {every(event.gamma, 'draft')} accepted, so the target's verify pass gives one more token for free: {source}"
+    instead = f", in place of the rejected {quoted(rejected_text)}" if rejected_text is not None else ""
+    if greedy:
+        return f"the target's own pick{instead}: at temperature 0 the target writes its top token where a draft fails"
+    return (f"resampled from the leftover max(0, p − q){instead}: what the target wanted here beyond what the draft "
+            "offered, renormalised, so the text stays exactly the target's")
+
+
+# --- rival guesses: greedy rounds whose unsure first draft had company at its position ------------------
+
+
+def guess_rank(event, token) -> int:
+    """A first-position guess's place in the drafter's own order: 1 for its first pick, 2 for its next…"""
+    guesses = (event.drafted[0], *event.rivals)
+    return 1 + sum((other.draft_confidence or 0.0) > (token.draft_confidence or 0.0) for other in guesses)
+
+
+def first_pick_index(event) -> int | None:
+    """Where the rival the target took stands in for the drafter's own first pick: that pick's index in
+    `event.rivals` (the engine keeps the taken guess in `drafted`); None in every other round."""
+    if not event.took_rival:
+        return None
+    return max(range(len(event.rivals)), key=lambda i: event.rivals[i].draft_confidence)
+
+
+def first_pick_title(event, first_pick_text: str, taken_text: str) -> str:
+    """The hover of the drafter's own first pick where the target took one of its rivals instead."""
+    first_pick = event.rivals[first_pick_index(event)]
+    rank = guess_rank(event, event.drafted[0])
+    return (f"rejected: the target's own top pick here was {quoted(taken_text)}{target_sure_text(event.drafted[0])}, "
+            f"the drafter's rival guess {rank}; "
+            f"the drafter guessed {quoted(first_pick_text)} first{sure_text(first_pick)}\n"
+            f"draft 1/{event.gamma}, the drafter's first pick · {GREEDY_RULE}")
+
+
+def taken_rival_title(event, taken_text: str, first_pick_text: str, rival_texts: list[str]) -> str:
+    """The hover of the rival the target took: its place among the guesses, its own probability, and
+    what rival guesses are."""
+    taken = event.drafted[0]
+    return (f"rival guess {guess_rank(event, taken)} — the target's own pick, taken: the drafter gave "
+            f"{quoted(taken_text)} {taken.draft_confidence:.0%}, less than its first pick {quoted(first_pick_text)}, "
+            f"and offered it beside that pick because it was unsure\n"
+            f"{rivals_text(event, taken_text, rival_texts, sentence=True)}")
 
 
 def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool = False) -> str:
@@ -141,14 +237,14 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
     (`sentence`: starting with a capital, to follow another sentence)."""
     guesses = [(chosen_text, event.drafted[0]), *zip(rival_texts, event.rivals)]
     guesses.sort(key=lambda guess: -(guess[1].draft_confidence or 0.0))
-    listed = ", ".join(f"'{text}' ({token.draft_confidence:.0%})" for text, token in guesses)
+    listed = ", ".join(f"{quoted(text)} ({token.draft_confidence:.0%})" for text, token in guesses)
     top_text = guesses[0][0]
     if not event.drafted[0].accepted:
         outcome = "none of them was the target's own choice, so the target wrote its token itself"
     elif not event.took_rival:
-        outcome = f"the target agreed with the draft's first pick '{top_text}'; the others were dropped"
+        outcome = f"the target agreed with the draft's first pick {quoted(top_text)}; the others were dropped"
     else:
-        outcome = (f"the target's own choice was '{chosen_text}', not the draft's first pick '{top_text}', "
+        outcome = (f"the target's own choice was {quoted(chosen_text)}, not the draft's first pick {quoted(top_text)}, "
                    f"so the round took it: a token the chain alone would have lost")
     return (f"{'R' if sentence else 'r'}ival guesses: the draft was unsure of its first guess here, so it offered {len(guesses)} at once, "
             f"{listed}; the target judged them all in its one verify (each at this position, seeing the text "
@@ -156,10 +252,13 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
 
 
 def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
-    """The rivals of a round's first draft, small and struck through after it, explained on hover."""
-    if not event.rivals:
+    """The rivals the target did not take, small and struck through after the guess in the text,
+    explained on hover (the drafter's first pick, where a rival won, is drawn as a draft instead)."""
+    skipped = first_pick_index(event)  # where a rival won, the first pick is drawn as the rejected draft
+    others = [text for i, text in enumerate(rival_texts) if i != skipped]
+    if not others:
         return ""
-    struck = " ".join(visible_text(text, keep_breaks=False) for text in rival_texts)
+    struck = " ".join(visible_text(text, keep_breaks=False) for text in others)
     return (f'<span class="rivals" title="{escape_text(rivals_text(event, chosen_text, rival_texts))}" '
             f'style="font-size:11px;color:#888;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
