@@ -263,8 +263,8 @@ def test_the_app_enforces_the_hosts_token_and_time_limits(monkeypatch):
 
     monkeypatch.setattr(request, "MAX_NEW_TOKENS", 32)
     with pytest.raises(ValueError, match="max new tokens must be from 1 to 32, got 33"):
-        request.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 33, 0)
-    assert request.Request.parse("hi", "tiny-code", "", "", 4, 0.0, 0, 1.0, 32, 0).config.max_new_tokens == 32
+        request.Request.parse("hi", "tiny-code", gamma=4, max_new_tokens=33)
+    assert request.Request.parse("hi", "tiny-code", gamma=4, max_new_tokens=32).config.max_new_tokens == 32
     request.check_run_time(time.perf_counter() - 10, 0)  # 0: no limit
     request.check_run_time(time.perf_counter(), 5)
     with pytest.raises(ValueError, match="this server stops runs after 5 s"):

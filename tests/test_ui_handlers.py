@@ -10,7 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.app import live, ui, ui_handlers
+from specviz.app import live, settings, ui, ui_handlers
+from specviz.app.request import Request
+from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
 
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
@@ -42,7 +44,7 @@ def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, dra
                 "temperature": 0.0, "max-new-tokens": 24, "reference": True}
     # Every other control at the page's own default, so controls added later need no change here.
     arguments = [settings.get(component.elem_id, component.value) for component in block_fn.inputs]
-    values = list(block_fn.fn(*arguments, SimpleNamespace(session_hash="test")))
+    values = list(block_fn.fn(SimpleNamespace(session_hash="test"), *arguments))
     assert len(values) > 3 and any(len(value) == 1 for value in values[2:])  # the quiet path was taken
     for value in values:  # gradio takes a dict as updates only when it is non-empty and keyed by outputs
         assert isinstance(value, dict) and value and set(value) <= outputs, value
@@ -71,7 +73,7 @@ def test_after_stop_what_was_generated_stays_inspectable():
                 "temperature": 0.0, "max-new-tokens": 64}  # the drafter picking tiny-code brings
     arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     visitor = SimpleNamespace(session_hash="stop-test")
-    values = run_fn.fn(*arguments, visitor)
+    values = run_fn.fn(visitor, *arguments)
     for value in values:  # run until the speculative lane has shown a few rounds, then press Stop
         if "data-round=\"3\"" in str(value.get(next(c for c in run_fn.outputs if c.elem_id == "lane-speculative"), "")):
             break
@@ -92,13 +94,34 @@ def test_after_stop_what_was_generated_stays_inspectable():
 def test_a_replay_puts_the_runs_settings_into_the_controls():
     settings = {"pair": "tiny-code", "gamma": 5, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "max_new_tokens": 40,
                 "seed": 7, "drafter": "prompt-lookup", "ngram": 2, "reference": True, "precision": "float32",
-                "draft_confidence": 0.0, "gamma_schedule": "constant"}
+                "draft_confidence": 0.0, "gamma_schedule": "constant", "rivals": 1}
     controls = ui_handlers.replayed_controls(Run("def f(x):\n", [1, 2], settings, chat=False))
     assert controls == {"prompt": "def f(x):\n", "chat": False, **settings}
     custom = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
     assert (custom["pair"], custom["draft_id"], custom["target_id"]) == ("custom", "org/small", "org/big")
-    old = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3}, chat=True))  # older files: fewer keys
-    assert old == {"prompt": "hi", "chat": True, "pair": "embedded", "gamma": 3}
+    # Older files: fewer keys. Those recorded before a setting existed ran with it off, so the replay says so;
+    # the others (and a precision this page does not offer) keep the controls' values.
+    old = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3, "precision": "float16"},
+                                            chat=True))
+    assert old == {"prompt": "hi", "chat": True, "pair": "smollm2-135m", "gamma": 3, "draft_confidence": 0.0,
+                   "gamma_schedule": "constant", "rivals": 0}
+
+
+@pytest.mark.parametrize("name", list(ui_handlers.recorded_runs()))
+def test_run_repeats_a_replayed_run_live(name):
+    """Issue 26: after a replay, Run must ask for the run that was replayed. The shipped runs were recorded
+    before "draft only while sure" and rival guesses existed (every round drafted γ, none had rivals), so a
+    replay that left those controls at today's defaults (0.5, 2) made Run draft differently."""
+    saved = ui_handlers.load_replay(name, None)
+    page_defaults = {setting.name: setting.default for setting in settings.SETTINGS}
+    request = Request.parse(**{**page_defaults, **ui_handlers.replayed_controls(saved)})
+    expected = {**saved.settings, "pair": preset_name(saved.settings["pair"])}
+    assert {key: request.settings[key] for key in expected if key in request.settings} == {
+        key: value for key, value in expected.items() if key in request.settings}
+    speculative = [event for event in saved.events() if event.lane == "speculative" and hasattr(event, "rivals")]
+    assert not any(event.rivals for event in speculative) and request.config.rivals == 0
+    assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
+    assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
 
 
 def test_a_replay_says_its_settings_are_in_the_controls():

@@ -21,25 +21,14 @@ from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import check_precision
 from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for, preset_name
+from specviz.app.settings import (  # noqa: F401 — CUSTOM, POLICY and the number checks are read from here too
+    CONFIG_FIELDS, CUSTOM, POLICY, SETTING, SETTINGS, bind, parse_value, real_number, signature_of, whole_number,
+)
 
 log = logging.getLogger("specviz.app.request")
 
-CUSTOM = "custom"
-POLICY = hosting.HostingPolicy.from_env()  # the host's limits, read once at start
+PARSE_SIGNATURE = signature_of(SETTINGS, required=())  # Request.parse's: positional in SETTINGS' order, or by name
 MAX_NEW_TOKENS = POLICY.max_new_tokens
-
-
-def whole_number(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    """A slider or number box's value as an int, with a message a user can act on."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
-    if not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
-        raise ValueError(f"{name} must be from {minimum} to {maximum}, got {int(number)}")
-    return int(number)
 
 
 def clamped_note(name: str, typed, minimum: float, maximum: float) -> str | None:
@@ -53,13 +42,6 @@ def clamped_note(name: str, typed, minimum: float, maximum: float) -> str | None
         return None
     kept, side = (maximum, "above") if value > maximum else (minimum, "below")
     return f"{name} = {value:g} is {side} this page's range ({minimum:g} to {maximum:g}), so it was set to {kept:g}."
-
-
-def real_number(value, name: str) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -76,40 +58,30 @@ class Request:
     precision: str | None = None  # the weights' precision (models.PRECISIONS); None: the device's default
 
     @classmethod
-    def parse(cls, prompt, pair_name, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens, seed,
-              chat=True, drafter=None, ngram=3, reference=False, precision=None,
-              draft_confidence=DecodeConfig.draft_confidence, gamma_schedule=DecodeConfig.gamma_schedule,
-              rivals=DecodeConfig.rivals):
+    def parse(cls, *values, **named) -> Request:
+        """A run from raw values, positional in SETTINGS' order or by name (the page's, the API's, a saved
+        run's); every one not given takes its declared default. ValueError with the user's message."""
+        raw = bind(PARSE_SIGNATURE, values, named)
+        prompt = raw["prompt"]
         if prompt is None or not str(prompt).strip():
             raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
-        pair_name = preset_name(pair_name or DEFAULT_PRESET)  # an old name (a saved run, a script) is today's
+        pair_name = preset_name(raw["pair"] or DEFAULT_PRESET)  # an old name (a saved run, a script) is today's
         if pair_name != CUSTOM and pair_name not in PRESETS:
             raise ValueError(f"unknown model pair {pair_name!r}; choose one of: {', '.join([*PRESETS, CUSTOM])}")
-        if pair_name == CUSTOM and not ((target_id or "").strip() and (draft_id or "").strip()):
+        target_id, draft_id = (parse_value(SETTING[name], raw[name]).strip() for name in ("target_id", "draft_id"))
+        if pair_name == CUSTOM and not (target_id and draft_id):
             raise ValueError("a custom pair needs both a target and a draft model id (a Hugging Face id or a local folder)")
-        config = DecodeConfig(
-            gamma=whole_number(gamma, "γ (tokens drafted per round)", 1, MAX_GAMMA),
-            temperature=real_number(temperature, "temperature"),
-            top_k=whole_number(top_k, "top-k"),
-            top_p=real_number(top_p, "top-p"),
-            max_new_tokens=whole_number(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-            seed=whole_number(seed, "seed", 0, 2**63 - 1),
-            inspect=True,
-            drafter=drafter or default_drafter_for(pair_name),  # none named: the pair's own
-            ngram=whole_number(ngram, "n-gram size", 1, MAX_NGRAM),
-            draft_confidence=real_number(draft_confidence, "draft confidence threshold"),
-            gamma_schedule=gamma_schedule or DecodeConfig.gamma_schedule,
-            rivals=whole_number(rivals, "rival guesses", 0, MAX_RIVALS),
-        )
+        # The host's token cap is read here, at the call, so a host (or a test) can lower it.
+        checked = {setting.name: parse_value(setting, raw[setting.name],
+                                             MAX_NEW_TOKENS if setting.name == "max_new_tokens" else None)
+                   for setting in SETTINGS if setting.name not in ("prompt", "pair", "target_id", "draft_id")}
+        checked["drafter"] = checked["drafter"] or default_drafter_for(pair_name)  # none named: the pair's own
+        config = DecodeConfig(inspect=True, **{name: value for name, value in checked.items() if name in CONFIG_FIELDS})
         config.validate()
-        if chat not in (True, False, None):
-            raise ValueError(f"chat must be true or false, got {chat!r}")
-        if reference not in (True, False, None):
-            raise ValueError(f"reference must be true or false, got {reference!r}")
-        if precision:  # none: the device's default
-            check_precision(precision)
-        return cls(str(prompt), pair_name, (target_id or "").strip(), (draft_id or "").strip(), config, chat is not False,
-                   bool(reference), precision or None)
+        if checked["precision"]:  # none: the device's default
+            check_precision(checked["precision"])
+        return cls(str(prompt), pair_name, target_id, draft_id, config, checked["chat"], checked["reference"],
+                   checked["precision"] or None)
 
     @property
     def lanes(self) -> tuple[str, ...]:
@@ -122,14 +94,13 @@ class Request:
 
     @property
     def settings(self) -> dict:
-        c = self.config
+        """What a saved run records, in SETTINGS' order: the pair by name ("draft → target" when custom)."""
         pair = f"{self.draft_id} → {self.target_id}" if self.pair_name == CUSTOM else self.pair_name
-        return {
-            "pair": pair, "gamma": c.gamma, "temperature": c.temperature, "top_k": c.top_k, "top_p": c.top_p,
-            "max_new_tokens": c.max_new_tokens, "seed": c.seed, "chat": self.chat, "drafter": c.drafter,
-            "ngram": c.ngram, "reference": self.reference, "precision": self.precision,
-            "draft_confidence": c.draft_confidence, "gamma_schedule": c.gamma_schedule, "rivals": c.rivals,
-        }
+        values = {"pair": pair}
+        for setting in SETTINGS:
+            if setting.recorded and setting.name != "pair":
+                values[setting.name] = getattr(self.config if setting.in_config else self, setting.name)
+        return values
 
 
 def loading_message(request: Request) -> str:

@@ -30,7 +30,6 @@ from specviz.decoding.config import MAX_GAMMA
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 
-PARSE_NAMES = {"prompt": "prompt", "pair": "pair_name"}  # Request.parse's keyword where it differs
 STEP_LANE_MAX_PX = 200  # the step lane's text scrolls past this: the stages below are the point
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
 
@@ -40,7 +39,7 @@ REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
 
 def parse_controls(names: Sequence[str], values: Sequence) -> Request:
     """The main page's values as a Request (ValueError with the user's message if one is bad)."""
-    return Request.parse(**{PARSE_NAMES.get(name, name): value for name, value in zip(names, values)})
+    return Request.parse(**dict(zip(names, values, strict=True)))
 
 
 def load_prompt(request: Request) -> tuple[ModelPair, list[int]]:
@@ -77,6 +76,10 @@ class StepSession:
     @property
     def lane(self) -> render.LaneView:
         return self.view.speculative
+
+    def close(self) -> None:
+        """Free the KV caches (a dropped or restarted session)."""
+        self.run.close()
 
     def feed(self, events: Sequence) -> None:
         for event in events:

@@ -9,7 +9,6 @@ Layout only, and the values a section shows before any handler ran: no handler i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -17,16 +16,13 @@ from specviz.app import lessons, plots, plots_teach
 from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.analysis.trace import Comparison, compare
+from specviz.app.settings import NAMES
 from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.decoding.config import MAX_GAMMA
 
-if TYPE_CHECKING:  # annotations only: the handlers' module imports this one
-    from specviz.app.teach_handlers import StepSession
-
-# The main page's controls the sections read, in Request.parse's order; missing ones take its defaults.
-CONTROL_NAMES = ("prompt", "pair", "target_id", "draft_id", "gamma", "temperature", "top_k", "top_p",
-                 "max_new_tokens", "seed", "chat", "drafter", "ngram", "precision", "draft_confidence",
-                 "gamma_schedule", "rivals")
+# The main page's controls the sections read, by Request.parse's names: every setting but the reference lane,
+# which no section runs.
+CONTROL_NAMES = tuple(name for name in NAMES if name != "reference")
 STEP_TTL_S = 1800  # a step run left alone this long is dropped with its KV caches
 # A setting where the wrong rule shows within a few hundred draws: the tiny-code pair's 2-layer draft
 # disagrees with its 8-layer target right after this prompt, and top-k 10 keeps the outcomes few.
@@ -108,10 +104,10 @@ class SweepSection:
 # --- what the sections show before a handler ran ------------------------------------------------------
 
 
-def close_step(session: StepSession | None) -> None:
-    """The step state's delete callback: a dropped session frees its KV caches."""
+def close_step(session) -> None:
+    """The step state's delete callback: a dropped session (teach_handlers.StepSession) frees its KV caches."""
     if session is not None:
-        session.run.close()
+        session.close()
 
 
 def empty_step_chart():

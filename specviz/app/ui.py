@@ -20,15 +20,15 @@ from types import MethodType
 import gradio as gr
 import torch
 
-from specviz.app import render, teach
+from specviz.app import render, settings, teach
 from specviz.catalogue import lane_info
-from specviz.decoding.config import DecodeConfig
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay, on_run, on_stop,
+    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay,
+    on_run, on_stop,
 )
 from specviz.app.ui_sections import Page, build_page
 
@@ -41,11 +41,7 @@ log = logging.getLogger("specviz.app.ui")
 
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
-RUN_INPUTS = ("prompt", "chat", "pair", "target_id", "draft_id", "drafter", "ngram", "gamma", "temperature", "top_k",
-              "top_p", "max_new_tokens", "seed", "reference", "pace", "precision", "draft_confidence",
-              "gamma_schedule", "rivals")  # on_run's arguments, in its order
-SLIDER_NAMES = {"gamma": "γ", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
-                "max_new_tokens": "max new tokens", "ngram": "n-gram size", "draft_confidence": "draft confidence"}
+SLIDER_NAMES = {setting.name: settings.short_name(setting) for setting in settings.SLIDERS}  # for clamp notes
 QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
 CSS = """
 .specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
@@ -134,30 +130,11 @@ def wire_controls(page: Page) -> None:
 # --- the API ----------------------------------------------------------------------------------------------
 
 
-def generate(
-    prompt: str,
-    pair: str = DEFAULT_PRESET,
-    gamma: int = 4,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 64,
-    seed: int = 0,
-    target_id: str = "",
-    draft_id: str = "",
-    chat: bool = True,
-    drafter: str = "",
-    ngram: int = 3,
-    reference: bool = False,
-    precision: str = "",
-    draft_confidence: float = DecodeConfig.draft_confidence,
-    gamma_schedule: str = DecodeConfig.gamma_schedule,
-    rivals: int = DecodeConfig.rivals,
-) -> tuple[str, str, dict]:
+def generate(*values, **named):
     """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
 
-    `pair` is a preset name (embedded, tiny-code, pythia, smollm2, qwen2.5) or "custom" with
-    target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
+    The arguments, their types and defaults are specviz.app.settings' (API_SIGNATURE), in its order.
+    `pair` is a preset name (specviz.models.presets) or "custom" with target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
     one. `drafter` is "model" (the draft model), "prompt-lookup" (n-grams up to `ngram`
     copied from the prompt and text so far) or "head" (the EAGLE-style head that reads the
     target's hidden states; the default pair only); "" takes the pair's own (the head on the default pair,
@@ -176,9 +153,7 @@ def generate(
     # the CPU or GPU from the next visitor and could pile up past the one-at-a-time queue.
     # The return annotation documents the API: each value yielded is one such tuple.
     try:
-        request = Request.parse(prompt, pair, target_id, draft_id, gamma, temperature, top_k, top_p, max_new_tokens,
-                                seed, chat, drafter, ngram, reference, precision, draft_confidence, gamma_schedule,
-                                rivals)
+        request = Request.parse(**settings.bind(settings.API_SIGNATURE, values, named))
         model_pair = request.load()
         prompt_ids = model_pair.encode(request.prompt_text, request.chat)
         for progress in stream_run(request, model_pair, prompt_ids):
@@ -191,6 +166,13 @@ def generate(
     for name in run.lane_names:
         stats[name]["text"] = model_pair.decode(run.lane(name).trace.token_ids)
     yield stats["baseline"]["text"], stats["speculative"]["text"], stats
+
+
+# gradio documents the API from the function's signature and annotations: both come from the declarations,
+# so the API's arguments and defaults are the page's and the engine's (tests/test_settings.py checks).
+generate.__signature__ = settings.API_SIGNATURE
+generate.__annotations__ = {**{name: p.annotation for name, p in settings.API_SIGNATURE.parameters.items()},
+                            "return": settings.API_SIGNATURE.return_annotation}
 
 
 def preload_default_pair() -> None:

@@ -19,8 +19,8 @@ import gradio as gr
 from specviz.app import render
 from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
-from specviz.models.precision import PRECISIONS
 from specviz.models.presets import PRESETS, default_drafter_for, preset_name
+from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
@@ -33,9 +33,7 @@ live_runs: OrderedDict[str, render.RunView] = OrderedDict()
 LIVE_RUNS_KEPT = 64
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
 SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
-# Settings a saved run records under the name of the page control that sets them (Request.settings).
-REPLAYED_SETTINGS = ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "drafter", "ngram",
-                     "reference", "draft_confidence", "gamma_schedule", "rivals")
+RUN_INPUTS = (*NAMES, "pace")  # on_run's values, in its order: every setting, then the on-screen pace
 
 
 # --- runs and replays, without the page ----------------------------------------------------------
@@ -59,8 +57,8 @@ def load_replay(pick, upload) -> Run:
 
 
 def replayed_controls(saved: Run) -> dict[str, object]:
-    """Control name → value that repeats a saved run: its prompt, pair and every setting it recorded
-    (older files lack some; those controls keep their values)."""
+    """Control name → value that repeats a saved run: its prompt, pair and every replayed setting it recorded,
+    or that did not exist when it was recorded (settings.replayed_settings); others keep their values."""
     settings = saved.settings
     values: dict[str, object] = {"prompt": saved.prompt_text, "chat": saved.chat}
     pair = settings.get("pair")
@@ -69,9 +67,7 @@ def replayed_controls(saved: Run) -> dict[str, object]:
     elif isinstance(pair, str) and " → " in pair:  # a custom pair, recorded as "draft → target"
         values["draft_id"], values["target_id"] = pair.split(" → ", 1)
         values["pair"] = CUSTOM
-    values.update({name: settings[name] for name in REPLAYED_SETTINGS if settings.get(name) is not None})
-    if settings.get("precision") in PRECISIONS:
-        values["precision"] = settings["precision"]
+    values.update(replayed_settings(settings))
     return values
 
 
@@ -217,17 +213,15 @@ def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
 # --- the handlers ------------------------------------------------------------------------------------
 
 
-def on_run(page: Page, prompt_text, chat_value, pair, target, draft, drafter_value, ngram_value, gamma_value,
-           temperature_value, top_k_value, top_p_value, max_new_tokens_value, seed_value, reference_value,
-           pace_value, precision_value, confidence_value, schedule_value, rivals_value, request: gr.Request):
+def on_run(page: Page, request: gr.Request, *values):
+    """Run the page's settings: `values` are RUN_INPUTS' controls, in its order."""
     run_id = next(run_numbers)
     started = time.perf_counter()
     session = session_of(request)
+    named = dict(zip(RUN_INPUTS, values, strict=True))
+    pace_value = named.pop("pace")
     try:
-        parsed = Request.parse(prompt_text, pair, target, draft, gamma_value, temperature_value, top_k_value,
-                               top_p_value, max_new_tokens_value, seed_value, chat_value, drafter_value,
-                               ngram_value, reference_value, precision_value, confidence_value, schedule_value,
-                               rivals_value)
+        parsed = Request.parse(**named)
         pace_s = pace_seconds(pace_value)
         yield {page.status: status_html(loading_message(parsed), "info", run_id)}
         model_pair = parsed.load()

@@ -14,24 +14,18 @@ import torch
 
 from specviz.app import plots, render
 from specviz.analysis.bench import Prompt, load_prompts
-from specviz.catalogue import DRAFTER_CATALOGUE, PAGE_LANES, lane_info
-from specviz.decoding.config import GAMMA_SCHEDULES, MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, DecodeConfig
+from specviz.catalogue import PAGE_LANES, lane_info
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
-from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for
+from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.lanes import FOLLOW_LANE_JS
-from specviz.app.request import CUSTOM, MAX_NEW_TOKENS
+from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import Trace
 
 log = logging.getLogger("specviz.app.ui")
 
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
-# The short label: a longer text wraps once the n-gram slider opens beside the radio, and the controls
-# below jump (a browser test's click on the reference switch missed for it).
-DRAFTER_CHOICES = [(info.label, info.name) for info in DRAFTER_CATALOGUE]
-PRECISION_CHOICES = [("default for this device", ""), ("float32", "float32"),
-                     ("bfloat16: fast with native bf16", "bfloat16")]
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
     Prompt("Alice and Bob were walking through the park when", False),
@@ -172,83 +166,74 @@ def header_markdown() -> str:
 # --- the sections ---------------------------------------------------------------------------------
 
 
+def control(setting: Setting, **overrides) -> gr.Component:
+    """The page's control for a declared setting (specviz.app.settings): its kind, label, help, range and
+    default; `overrides` for what only the layout knows (visibility, the first example, the device's words)."""
+    options = {"label": setting.label, "elem_id": setting.elem_id, "value": setting.default,
+               **({"info": setting.info} if setting.info else {}), **overrides}
+    if setting.kind == "slider":
+        return gr.Slider(setting.minimum, setting.maximum, step=setting.step, **options)
+    if setting.kind == "number":  # no range: gradio would refuse a bad value with its own toast, not parse's message
+        return gr.Number(precision=0 if setting.parse == "whole" else None, **options)
+    if setting.kind == "checkbox":
+        return gr.Checkbox(**options)
+    if setting.kind == "radio":
+        return gr.Radio(list(setting.choices), **options)
+    if setting.kind == "dropdown":
+        return gr.Dropdown(list(setting.choices), **options)
+    return gr.Textbox(**({"placeholder": setting.placeholder} if setting.placeholder else {}), **options)
+
+
+def controls_for(*names: str, **overrides: dict) -> dict[str, gr.Component]:
+    """Name → control for each named setting, in order, inside the layout being built; `overrides` by name."""
+    return {name: control(SETTING[name], **overrides.get(name, {})) for name in names}
+
+
 def build_prompt() -> dict[str, gr.Component]:
     """The prompt, the chat switch and the example prompts."""
     examples = example_prompts()
-    prompt = gr.Textbox(label="Prompt", lines=5, max_lines=12, elem_id="prompt", value=examples[0].text)
-    chat = gr.Checkbox(
-        value=examples[0].chat is not False, label="chat: wrap the prompt in the pair's chat template "
-        "(instruct models answer questions; off = plain text completion)", elem_id="chat",
-    )
+    controls = controls_for("prompt", "chat", prompt={"lines": 5, "max_lines": 12, "value": examples[0].text},
+                            chat={"value": examples[0].chat is not False})
     # Labels, not gradio's two-column table: the table gave the chat switch's long label
     # most of the width and squeezed each prompt into a tall, narrow cell.
-    gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=[prompt, chat],
+    gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=list(controls.values()),
                 example_labels=[example_label(p) for p in examples], label="Example prompts (click one)",
                 examples_per_page=len(examples), elem_id="examples")
-    return {"prompt": prompt, "chat": chat}
+    return controls
 
 
 def build_pair() -> tuple[dict[str, gr.Component], gr.Row]:
     """The model pair, and the two ids of a custom one (shown only for "custom")."""
-    pair_choices = [(f"{p.name} — {p.note}", p.name) for p in PRESETS.values()]
-    pair_choices.append(("custom — type a target and a draft model id", CUSTOM))
-    pair = gr.Dropdown(pair_choices, value=DEFAULT_PRESET, label="Model pair (draft → target)", elem_id="pair")
+    controls = controls_for("pair")
     with gr.Row(visible=False) as custom_row:
-        target_id = gr.Textbox(label="Target model id", placeholder="e.g. EleutherAI/pythia-1.4b-deduped", elem_id="target-id")
-        draft_id = gr.Textbox(label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped", elem_id="draft-id")
-    return {"pair": pair, "target_id": target_id, "draft_id": draft_id}, custom_row
+        controls.update(controls_for("target_id", "draft_id"))
+    return controls, custom_row
 
 
 def build_drafting() -> dict[str, gr.Component]:
     """Who drafts, how many tokens, and the drafting and precision options folded away."""
-    with gr.Row():
-        drafter = gr.Radio(DRAFTER_CHOICES, value=default_drafter_for(DEFAULT_PRESET), label="drafter: who proposes the γ tokens",
-                           elem_id="drafter")
-        ngram = gr.Slider(1, MAX_NGRAM, value=3, step=1, label="prompt lookup: longest n-gram", elem_id="ngram",
-                          visible=False)
-    gamma = gr.Slider(1, MAX_GAMMA, value=3, step=1, label="γ — tokens drafted per round", elem_id="gamma")
+    with gr.Row():  # the n-gram slider shows beside the drafters that read it
+        controls = controls_for("drafter", "ngram", drafter={"value": default_drafter_for(DEFAULT_PRESET)},
+                                ngram={"visible": default_drafter_for(DEFAULT_PRESET) in SETTING["ngram"].drafters})
+    controls.update(controls_for("gamma"))
     with gr.Accordion("Drafting and precision", open=False, elem_id="drafting-options"):
-        draft_confidence = gr.Slider(
-            0, 0.95, value=DecodeConfig.draft_confidence, step=0.05, elem_id="draft-confidence",
-            label="draft only while sure: stop a round after a draft the drafter gave less than this",
-            info="0 = always draft γ. A verify of more tokens costs more, so unlikely drafts cost twice; "
-                 "the lane marks where a round stopped (‖)",
-        )
-        rivals = gr.Slider(
-            0, MAX_RIVALS, value=DecodeConfig.rivals, step=1, elem_id="rivals",
-            label="rival guesses (greedy): where the drafter is unsure of a round's first token, verify its next guesses too",
-            info="0 = off. They ride along in the same verify, each at that position; the target takes the one that is "
-                 "its own choice. The lane shows them small and struck through after the first draft",
-        )
-        gamma_schedule = gr.Radio(list(GAMMA_SCHEDULES), value=DecodeConfig.gamma_schedule,
-                                  elem_id="gamma-schedule", label="γ schedule",
-                                  info="heuristic (transformers'): γ + 2 after a round whose drafts were "
-                                       "all accepted, γ − 1 otherwise")
-        precision = gr.Radio(PRECISION_CHOICES, value="", elem_id="precision", label="precision",
-                             info=precision_info())
-    return {"drafter": drafter, "ngram": ngram, "gamma": gamma, "draft_confidence": draft_confidence,
-            "rivals": rivals, "gamma_schedule": gamma_schedule, "precision": precision}
+        controls.update(controls_for("draft_confidence", "rivals", "gamma_schedule", "precision",
+                                     precision={"info": precision_info()}))
+    return controls
 
 
 def build_sampling() -> dict[str, gr.Component]:
     """Temperature, top-k, top-p, the token budget, the seed, the reference lane and the pace."""
-    temperature = gr.Slider(0, 2, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="temperature",
-                            info="0: both lanes write the same text, so the speed compares like for like; "
-                                 "above 0 each lane draws its own sample")
+    controls = controls_for("temperature")
+    for row in (("top_k", "top_p"), ("max_new_tokens", "seed")):
+        with gr.Row():
+            controls.update(controls_for(*row))
     with gr.Row():
-        top_k = gr.Slider(0, 200, value=0, step=1, label="top-k (0 = off)", elem_id="top-k")
-        top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label="top-p (1 = off)", elem_id="top-p")
-    with gr.Row():
-        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="max new tokens", elem_id="max-new-tokens")
-        # No minimum here: gradio would refuse −5 with its own toast before Request.parse says why.
-        seed = gr.Number(value=0, precision=0, label="seed", elem_id="seed")
-    with gr.Row():
-        reference = gr.Checkbox(value=False, elem_id="reference",
-                                label="also run transformers' generate() on the same pair (reference lane)")
-        pace = gr.Radio(list(PACES), value="real time", elem_id="pace",
-                        label="pace of the speculative lane on screen (timings are unchanged)")
-    return {"temperature": temperature, "top_k": top_k, "top_p": top_p, "max_new_tokens": max_new_tokens,
-            "seed": seed, "reference": reference, "pace": pace}
+        controls.update(controls_for("reference"))
+        # The pace is the page's alone (not a run setting): its home is live.PACES.
+        controls["pace"] = gr.Radio(list(PACES), value=next(iter(PACES)), elem_id="pace",
+                                    label="pace of the speculative lane on screen (timings are unchanged)")
+    return controls
 
 
 def build_lanes() -> dict[str, gr.HTML]:
