@@ -635,3 +635,44 @@ def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it
                                     "r = 0.77 was above it, so rejected.")
     assert "Where did ' x' come from? It is resampled from the leftover max(0, p − q)" in words
     assert "r ~ U(0,1)" in html_text.unescape(render.inspector_html(run, 0))
+
+
+def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_the_cards_figures():
+    from pathlib import Path
+
+    from specviz.app.render import drafters_about
+    from specviz.models.presets import EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR
+
+    figures = drafters_about.read_drafter_figures()
+    # computed from config.json, and equal to what training counted in the model itself
+    assert figures.draft_params == json.loads((EMBEDDED_DRAFT_DIR / "training.json").read_text())["num_params"]
+    assert figures.head_params == json.loads((EMBEDDED_HEAD_DIR / "training.json").read_text())["num_params"]
+    assert figures.agreement and all(head > draft for _, draft, head in figures.agreement)  # as the card measured
+    page = html_text.unescape(drafters_about.drafters_about_html(figures))
+    words = html_text.unescape(visible_text(drafters_about.drafters_about_html(figures)))
+    assert f"{figures.draft_params / 1e6:.1f} M parameters" in words and f"{figures.head_params / 1e6:.1f} M parameters" in words
+    for text, draft, head in figures.agreement:
+        assert f"on {text}, the head {head:.2f} and the draft model {draft:.2f}" in words
+    assert "the target's last hidden state" in words and "the last token's embedding" in words
+    assert "the target's own output head" in words and "n-grams" not in words  # words, not jargon, for prompt lookup
+    assert "Li et al. 2024" in words and "arxiv.org/abs/2401.15077" in page and "feature level" in words
+    assert "Rival guesses." in words and 'class="drafters-diagram"' in page and page.count('class="drafter-path"') == 3
+    # without a converted target the section still renders, and says the target's size by its name
+    bare = drafters_about.read_drafter_figures(target_dir=Path("/nonexistent"))
+    assert bare.target_params is None and "about 135 M parameters" in drafters_about.drafters_about_html(bare)
+
+
+def test_the_first_view_says_what_to_do_before_any_notation():
+    from specviz.app.ui_sections import header_markdown
+
+    header = header_markdown()
+    for notation in ("q(", "p(", "min(1", "p/q", " r ", "γ", "left lane", "right lane"):
+        assert notation not in header, notation
+    assert "pick an example prompt" in header and "press **Run**" in header
+    assert "Click a coloured token to see why it was kept or thrown away" in header
+    assert "**Target only**" in header and "**Speculative decoding**" in header  # the lanes by name: they stack when narrow
+    baseline, speculative = (html_text.unescape(html) for html in render.lanes_html(None))
+    assert "press Run" not in baseline + speculative
+    assert "The target alone will write here, one token per forward pass" in baseline
+    assert "Speculative decoding will write here" in speculative and "green: the target agreed" in speculative
+    assert "tok-rejected" in speculative and "click a coloured token" in speculative

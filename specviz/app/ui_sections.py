@@ -18,6 +18,7 @@ from specviz.catalogue import PAGE_LANES, lane_info
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
+from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
@@ -153,13 +154,17 @@ def precision_info() -> str:
 
 
 def header_markdown() -> str:
+    """The first view: what this is and what to do, in words before any notation (the lanes stack on a
+    narrow screen, so they are named, never "left" and "right")."""
     return (
         "# specviz — speculative decoding, live\n"
-        "A cheap **drafter** guesses γ tokens (here a small head that reads the target's own hidden states, or a "
-        "small draft model); the big **target** model checks them all in one pass. "
-        "Type a prompt (or click an example), pick the settings and press **Run**: the left lane is the target "
-        "alone, the right lane is speculative decoding with every drafted token coloured by its fate. "
-        "Hover a token for q, p, min(1, p/q) and r; click one to open its round in the inspector."
+        "A language model writes one token per pass through its network. **Speculative decoding** lets a small, "
+        "cheap **drafter** guess the next few tokens and the big **target** model check all the guesses in one "
+        "pass: the output is still exactly the target's, made in fewer of its slow passes.\n\n"
+        "**Try it:** pick an example prompt below (or type your own) and press **Run**. Then watch the two lanes: "
+        "**Target only** writes the plain way, one token per pass; **Speculative decoding** writes the same text "
+        "with every guess coloured by what happened to it. Click a coloured token to see why it was kept or thrown "
+        "away. *About the drafters* and *How it works*, further down, explain the rest."
     )
 
 
@@ -308,5 +313,8 @@ def build_page() -> Page:
     inspector = build_inspector()
     with gr.Accordion("How it works", open=True):
         explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
+    with gr.Accordion("About the drafters: what each one reads, how big it is, why the head guesses better",
+                      open=False, elem_id="drafters-about-section"):
+        gr.HTML(drafters_about_html(), elem_id="drafters-about")
     return Page(controls, custom_row, run_button, stop_button, status, lanes, stats, charts, run_state, replay,
                 inspector, explainer)
