@@ -76,6 +76,12 @@ def test_the_default_pair_answers_in_english(page):
     exactness = page.locator("#stats .exactness")
     assert exactness.get_attribute("data-bitwise") == "true" and "Exact here" in exactness.inner_text()
     assert page.locator("#stats .parted").count() == 0
+    # Easy and hard tokens (issue 26): a point per judged draft over acceptance by the target's confidence,
+    # and under it one sentence in this run's own numbers.
+    note = page.locator("#confidence-note .confidence-note")
+    num_drafts = int(note.get_attribute("data-drafts"))
+    assert num_drafts > 0 and page.locator("#chart-confidence .scatterlayer .point").count() == num_drafts
+    assert re.search(r"sure, \d+ of \d+ drafts? (was|were) accepted \(\d+%\)", note.inner_text()), note.inner_text()
 
 
 def test_run_stream_inspect_and_recover(page):

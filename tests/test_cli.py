@@ -109,7 +109,8 @@ def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
     table = format_table(slow)
     assert "recommended none: the target alone is faster here" in table and "pays" not in table
     fast = [cell(2, 1.3, 1.1, 1.5), cell(3, 1.4, 1.2, 1.6)]
-    assert recommend_gamma(fast, 0.0) == 3 and "recommended γ = 3" in format_table(fast)
+    # γ = 2's median lies inside γ = 3's spread: a tie within the noise, which goes to the smaller γ
+    assert recommend_gamma(fast, 0.0) == 2 and "recommended γ = 2" in format_table(fast)
 
 
 def test_generate_prints_the_pages_verdict(local_pair):

@@ -514,3 +514,14 @@ def test_a_choice_at_the_edge_of_the_range_says_so_and_suggests_widening_it():
     assert inside.recommended_gamma == 2 and inside.payoff.at_range_edge is None
     assert "widen" not in lessons.sweep_status_html(9, 9, 9.0, inside)
     assert sweep.sweep_view([bench_result(1, 1.40, 1.35, 1.45), bench_result(2, 1.10, 1.05, 1.15)]).payoff.at_range_edge is None  # γ = 1 is as small as γ goes
+
+
+def test_the_runs_stats_table_gives_one_recommendation_with_the_formula_beside_it_as_a_prediction():
+    from tests.test_render import timed_run, visible_text
+
+    run = timed_run(speculative_verify_s=0.02)  # pays beyond one run's noise at its γ = 2
+    table = visible_text(render.stats_html(run).split('class="theory-table"')[1])
+    assert table.count("recommended") == 1 and "the formula's best γ" not in table
+    stats = render.stats_dict(run)
+    assert f"γ = 2; the formula predicts γ = {stats['best_gamma']} would do best" in table
+

@@ -197,3 +197,8 @@ def test_sweep_plots_one_point_per_gamma(page):
     else:
         assert int(recommended) in (2, 3, 4, 5)
         assert f"recommended γ = {recommended}" in page.locator("#chart-sweep").inner_text()
+    # Easy and hard tokens over the sweep's runs (issue 26): every judged draft of every run a point, and the sentence.
+    note = page.locator("#sweep-confidence-note .confidence-note")
+    num_drafts = int(note.get_attribute("data-drafts"))
+    assert num_drafts > 0 and page.locator("#chart-sweep-confidence .scatterlayer .point").count() == num_drafts
+    assert "In the sweep's runs" in note.inner_text()

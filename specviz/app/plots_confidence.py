@@ -9,7 +9,7 @@ drafts' own numbers (specviz.analysis.confidence). The run's page and the γ swe
 from __future__ import annotations
 
 from html import escape
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -17,8 +17,11 @@ from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_dr
 from specviz.app.palette import COLORS
 from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, with_hint
 
+if TYPE_CHECKING:  # annotations only
+    from specviz.app.render.lanes import LaneView
+
 TITLE = "Easy and hard tokens: acceptance against how sure the target was"
-X_TITLE = "the target's top probability at the drafted position (how sure it was)"
+X_TITLE = "how sure the target was: its top probability at the drafted position (accepted/judged per band)"
 JITTER = 0.07  # how far a point may sit from 0 or 1, so a bucket's many points stay apart
 BAR_FILL = "rgba(0, 158, 115, 0.22)"  # COLORS["accepted"], faint: the points stay in front
 
@@ -35,7 +38,8 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
     figure = base_figure(title, X_TITLE, "share accepted · each point a draft", legend_rows=PAGE_LEGEND_ROWS)
     if not drafts:
         return with_hint(figure, hint)
-    add_bucket_bars(figure, bucket_drafts(drafts))
+    buckets = bucket_drafts(drafts)
+    add_bucket_bars(figure, buckets)
     for accepted, name in ((True, "accepted draft"), (False, "rejected draft")):
         chosen = [(i, draft) for i, draft in enumerate(drafts) if draft.accepted == accepted]
         if not chosen:
@@ -51,9 +55,22 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
             hovertemplate=("%{hovertext}: the target was %{x:.0%} sure · " + ("accepted" if accepted else "rejected")
                            + "<br>round %{customdata[0]}, draft %{customdata[1]}%{customdata[2]}<extra></extra>"),
         )
-    figure.update_layout(xaxis={"range": [0, 1.0], "tickformat": ".0%", "dtick": 0.2},
+    # Each band's count under it, so a band where nothing was accepted (a bar of height 0) still says so.
+    figure.update_layout(xaxis={"range": [0, 1.0], "tickvals": [(b.low + b.high) / 2 for b in buckets],
+                                "ticktext": [f"{b.low:.0%}–{b.high:.0%}: {b.num_accepted}/{b.num_drafts}" for b in buckets]},
                          yaxis={"range": [-0.15, 1.15], "tickvals": [0, 0.5, 1], "ticktext": ["0 rejected", "50%", "1 accepted"]})
     return figure
+
+
+def drafted_labels(lane: LaneView) -> dict[int, str]:
+    """Each drafted token's text as the lane shows it (with its leading space), then the lane's other labels."""
+    labels = dict(lane.labels)
+    for event in lane.trace.rounds:
+        texts = lane.round_texts.get(event.round_index)
+        for index, token in enumerate(event.drafted):
+            if texts is not None and index < len(texts.drafted):
+                labels[token.token_id] = texts.drafted[index]
+    return labels
 
 
 def where_text(draft: JudgedDraft) -> str:

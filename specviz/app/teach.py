@@ -75,7 +75,7 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 def wire_sweep(section: SweepSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:
     sweep_event = section.run_button.click(
         on_gpu(MethodType(on_sweep_run, section)), [section.smallest, section.largest, section.repeats, *inputs],
-        [section.status, section.chart], api_visibility="private", concurrency_id=concurrency_id,
+        section.outputs, api_visibility="private", concurrency_id=concurrency_id,
         show_progress="hidden",
     )
     section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_teach, render
+from specviz.app import lessons, plots, plots_confidence, plots_teach, render
 from specviz.app.lab import exactness, step_mode, sweep
 from specviz.app.live import record_stop, stop_presses
 from specviz.app.request import POLICY, Request, describe_error, whole_number
@@ -239,7 +239,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
         config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
-        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
+        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip(), gr.skip(), gr.skip()
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         last_drawn = 0.0
@@ -251,14 +251,16 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
             if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
                 view = sweep.sweep_view(progress.results(temperature))
                 note = time_limit_note("the sweep") if late and not finished else ""
+                drafts = progress.judged_drafts()
                 yield (lessons.sweep_status_html(progress.num_done, progress.num_total,
                                                  time.perf_counter() - started, view, note),
-                       plots_teach.gamma_sweep(view, max(gammas)))
+                       plots_teach.gamma_sweep(view, max(gammas)), plots_teach.sweep_confidence(drafts, progress.labels),
+                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"))
                 last_drawn = time.perf_counter()
             if late:
                 return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
-        yield lessons.message_html(describe_error(error), "error"), gr.skip()
+        yield lessons.message_html(describe_error(error), "error"), gr.skip(), gr.skip(), gr.skip()
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:

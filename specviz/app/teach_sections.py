@@ -99,6 +99,12 @@ class SweepSection:
     stop_button: gr.Button
     status: gr.HTML
     chart: gr.Plot
+    confidence_chart: gr.Plot  # easy and hard tokens over the sweep's runs (specviz.app.plots_confidence)
+    confidence_note: gr.HTML  # the sentence under it
+
+    @property
+    def outputs(self) -> list[gr.Component]:
+        return [self.status, self.chart, self.confidence_chart, self.confidence_note]
 
 
 # --- what the sections show before a handler ran ------------------------------------------------------
@@ -217,4 +223,7 @@ def build_sweep(names: list[str]) -> SweepSection:
             stop_button = gr.Button("Stop", variant="stop", elem_id="sweep-stop", scale=0)
         status = gr.HTML(lessons.message_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
         chart = gr.Plot(plots_teach.gamma_sweep(sweep.sweep_view([])), show_label=False, elem_id="chart-sweep")
-    return SweepSection(names, smallest, largest, repeats, run_button, stop_button, status, chart)
+        confidence_chart = gr.Plot(plots_teach.sweep_confidence([], {}), show_label=False, elem_id="chart-sweep-confidence")
+        confidence_note = gr.HTML("", elem_id="sweep-confidence-note")
+    return SweepSection(names, smallest, largest, repeats, run_button, stop_button, status, chart, confidence_chart,
+                        confidence_note)

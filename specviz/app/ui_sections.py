@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, render
+from specviz.app import plots, plots_confidence, render
+from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
 from specviz.app.live import PACES
@@ -73,7 +74,7 @@ class Page:
     status: gr.HTML
     lanes: dict[str, gr.HTML]  # lane name → its box, in PAGE_LANES order
     stats: gr.HTML
-    charts: list[gr.Plot]
+    charts: list[gr.Component]  # the run's charts, then the sentence under the confidence chart: redrawn together
     run_state: gr.State  # the RunView the inspector, token clicks and the theory explorer read
     replay: Replay
     inspector: Inspector
@@ -107,11 +108,14 @@ def chart_values(run: render.RunView | None) -> list:
     speculative = run.speculative.trace if run else Trace(lane="speculative")
     others = [run.lane(name).trace for name in run.lane_names if name not in ("baseline", "speculative")] if run else []
     gamma = run.gamma if run else 4
+    drafts = judged_drafts(speculative)
     return [
         plots.tokens_vs_time(baseline, speculative, *others),
         plots.accepted_per_round(speculative, gamma),
         plots.cumulative_acceptance(speculative),
         plots.per_position_acceptance(speculative),
+        plots_confidence.acceptance_by_confidence(drafts, plots_confidence.drafted_labels(run.speculative) if run else {}),
+        plots_confidence.confidence_note_html(drafts),
     ]
 
 
@@ -254,13 +258,15 @@ def build_lanes() -> dict[str, gr.HTML]:
     return boxes
 
 
-def build_charts() -> list[gr.Plot]:
-    """The run's four charts, two to a row."""
+def build_charts() -> list[gr.Component]:
+    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence."""
     initial = iter(chart_values(None))
     charts = []
     for row in (("chart-time", "chart-accepted"), ("chart-alpha", "chart-position")):
         with gr.Row(elem_classes=["specviz-stack"]):
             charts += [gr.Plot(next(initial), show_label=False, elem_id=elem_id) for elem_id in row]
+    charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-confidence"))
+    charts.append(gr.HTML(next(initial), elem_id="confidence-note"))
     return charts
 
 

@@ -1,0 +1,144 @@
+"""Easy and hard tokens (issue 26): acceptance against the target's confidence, from the engine's events to
+the chart and its sentence. Hand-made events (milliseconds), and one tiny-pair run checked against the
+target's own forward."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from specviz.analysis import confidence
+from specviz.analysis.trace import Trace
+from specviz.app import plots_confidence, plots_teach, render
+from specviz.app.lab import sweep
+from specviz.app.ui_sections import chart_values
+from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent, event_from_dict, event_to_dict
+from tests.test_render import decode
+
+
+def judged(token_id: int, sure: float, accepted: bool, decided: bool = True) -> DraftedToken:
+    return DraftedToken(token_id, 1.0, float(accepted), float(accepted), 0.0, accepted, decided, 0.5, sure)
+
+
+def spec_round(index: int, tokens: tuple[DraftedToken, ...], rivals: tuple[DraftedToken, ...] = ()) -> RoundEvent:
+    num_accepted = next((i for i, token in enumerate(tokens) if not token.accepted), len(tokens))
+    kind = "bonus" if num_accepted == len(tokens) else "resample"
+    emitted = tuple(token.token_id for token in tokens[:num_accepted]) + (7,)
+    return RoundEvent("speculative", index, 1 + 3 * index, len(tokens), tokens, num_accepted, 7, kind, emitted,
+                      0.004, 0.02, len(tokens), 1, rivals=rivals)
+
+
+def confidence_trace() -> Trace:
+    """Round 1: ' f' (90% sure) accepted, '(x' (30%) rejected, '):' never examined. Round 2: a first
+    position with a rival (taken: counted once), then ' x' (100%) accepted. Round 3: 'return' (15%) rejected."""
+    return Trace.from_events([
+        PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
+        spec_round(0, (judged(2, 0.9, True), judged(3, 0.3, False), judged(4, 0.2, False, decided=False))),
+        spec_round(1, (judged(5, 0.85, True), judged(7, 1.0, True)), rivals=(judged(8, 0.85, False),)),
+        spec_round(2, (judged(6, 0.15, False),)),
+        FinishEvent("speculative", "max_new_tokens", 9),
+    ])
+
+
+def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
+    drafts = confidence.judged_drafts(confidence_trace())
+    assert [(d.token_id, d.accepted) for d in drafts] == [(2, True), (3, False), (5, True), (7, True), (6, False)]
+    assert len(drafts) == confidence_trace().num_examined  # the same drafts α̂ counts
+    assert [(d.round_index, d.draft_index) for d in drafts] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    older = Trace.from_events([spec_round(0, (dataclasses.replace(judged(2, 0.9, True), target_confidence=None),))])
+    assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
+
+
+def test_buckets_count_every_draft_once_and_one_lands_in_the_last():
+    buckets = confidence.bucket_drafts(confidence.judged_drafts(confidence_trace()))
+    assert [b.label for b in buckets] == ["0.0–0.2", "0.2–0.4", "0.4–0.6", "0.6–0.8", "0.8–1.0"]
+    assert [(b.num_accepted, b.num_drafts) for b in buckets] == [(0, 1), (0, 1), (0, 0), (0, 0), (3, 3)]
+    assert buckets[-1].rate == 1.0 and buckets[2].rate is None
+    assert confidence.bucket_of(0.2) == 1 and confidence.bucket_of(0.0) == 0 and confidence.bucket_of(0.7999) == 3
+
+
+def test_the_sentence_states_this_runs_numbers():
+    drafts = confidence.judged_drafts(confidence_trace())
+    assert confidence.confidence_sentence(drafts) == (
+        "In this run, where the target was at least 80% sure, 3 of 3 drafts were accepted (100%); "
+        "where it was under 40% sure, 0 of 2 drafts were accepted (0%).")
+    only_sure = [d for d in drafts if d.target_confidence >= 0.8][:1]
+    assert confidence.confidence_sentence(only_sure, "the sweep's runs") == (
+        "In the sweep's runs, where the target was at least 80% sure, 1 of 1 draft was accepted (100%). "
+        "The target was never under 40% sure at a judged draft.")
+    middling = [dataclasses.replace(d, target_confidence=0.5) for d in drafts]
+    assert "between 40% and 80% sure at every judged draft: 3 of 5 drafts were accepted (60%)" in (
+        confidence.confidence_sentence(middling))
+    assert "No judged drafts" in confidence.confidence_sentence([])
+
+
+def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets_rates():
+    drafts = confidence.judged_drafts(confidence_trace())
+    figure = plots_confidence.acceptance_by_confidence(drafts, {2: " f", 3: "(x", 5: " x", 7: " x", 6: "return"})
+    points = {trace.meta: trace for trace in figure.data if trace.type == "scatter"}
+    assert sorted(points) == ["accepted", "rejected"]
+    assert list(points["accepted"].hovertext) == ["' f'", "' x'", "' x'"] and list(points["rejected"].hovertext) == ["'(x'", "'return'"]
+    assert list(points["accepted"].x) == [0.9, 0.85, 1.0]
+    assert all(0.9 <= y <= 1.1 for y in points["accepted"].y) and all(-0.1 <= y <= 0.1 for y in points["rejected"].y)
+    bars = next(trace for trace in figure.data if trace.type == "bar")
+    assert list(bars.y) == [0.0, 0.0, 1.0] and list(bars.x) == pytest.approx([0.1, 0.3, 0.9])
+    assert "rejected" in points["rejected"].hovertemplate and "sure" in points["rejected"].hovertemplate
+    assert list(figure.layout.xaxis.ticktext) == ["0%–20%: 0/1", "20%–40%: 0/1", "40%–60%: 0/0", "60%–80%: 0/0",
+                                                  "80%–100%: 3/3"]  # a band with nothing accepted still says so
+    empty = plots_confidence.acceptance_by_confidence([], {})
+    assert not empty.data and empty.layout.annotations[0].text == "drafting starts after the target-only lane"
+    note = plots_confidence.confidence_note_html(drafts)
+    assert 'data-drafts="5"' in note and "3 of 3 drafts were accepted" in note
+
+
+def test_the_page_draws_it_with_the_runs_other_charts():
+    run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0})
+    for event in [PrefillEvent("baseline", 1, 1, 0.01, 1, 0), *confidence_trace().events()]:
+        run.add(event, decode)
+    values = chart_values(run)
+    figure, note = values[4], values[5]
+    assert figure.layout.title.text.startswith("Easy and hard tokens")
+    assert sum(len(trace.x) for trace in figure.data if trace.type == "scatter") == 5
+    assert "' f'" in next(trace for trace in figure.data if trace.meta == "accepted").hovertext  # the lane's own labels
+    assert "at least 80% sure, 3 of 3 drafts were accepted" in note
+    assert len(chart_values(None)) == len(values)  # the empty page has the same outputs
+
+
+def test_the_sweeps_chart_pools_its_runs_and_names_each_points_gamma():
+    progress = sweep.SweepProgress(2, 2, {2: [(Trace(), confidence_trace())], 4: [(Trace(), confidence_trace())]})
+    drafts = progress.judged_drafts()
+    assert len(drafts) == 10 and {d.gamma for d in drafts} == {2, 4}
+    figure = plots_teach.sweep_confidence(drafts, {})
+    accepted = next(trace for trace in figure.data if trace.meta == "accepted")
+    assert " of a run at γ = 4" in [row[2] for row in accepted.customdata]
+    assert "#2" in accepted.hovertext[0]  # no tokenizer: the id stands in for the text
+    assert plots_teach.sweep_confidence([], {}).layout.annotations[0].text == "press Run sweep"
+
+
+def test_a_confidence_survives_a_saved_run():
+    event = confidence_trace().rounds[1]
+    again = event_from_dict(event_to_dict(event))
+    assert again == event and again.drafted[1].target_confidence == 1.0
+
+
+def test_the_engine_records_the_targets_own_top_probability_at_each_draft():
+    from specviz.decoding.config import DecodeConfig
+    from specviz.decoding.engine import speculative_decode
+    from tests.tiny_models import tiny_pair
+
+    pair = tiny_pair("gpt2")
+    prompt = [5, 6, 7]
+    trace = Trace.from_events(speculative_decode(pair, prompt, DecodeConfig(temperature=0.0, max_new_tokens=16,
+                                                                          gamma=3, draft_confidence=0.0)))
+    ids = prompt + trace.token_ids
+    with torch.inference_mode():
+        probs = torch.softmax(pair.target(torch.tensor([ids])).logits[0].float(), dim=-1)  # (n, vocab)
+    for event in trace.rounds:
+        for index, token in enumerate(event.drafted):
+            if index >= event.num_examined:
+                continue
+            at = len(prompt) + event.position + index - 1  # the row that predicts this draft's position
+            assert token.target_confidence == pytest.approx(float(probs[at].max()), abs=1e-4)
+    assert confidence.judged_drafts(trace) and len(confidence.judged_drafts(trace)) == trace.num_examined
