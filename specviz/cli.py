@@ -411,7 +411,8 @@ def run_train(args) -> int:
     from dataclasses import replace
 
     if args.recipe == "head":
-        from specviz.training.head_train import HeadTrainConfig, train_head_recipe
+        from specviz.training.head_config import HeadTrainConfig
+        from specviz.training.head_train import train_head_recipe
 
         minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
         overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,

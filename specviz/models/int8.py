@@ -21,6 +21,8 @@ import warnings
 
 import torch
 from torch import nn
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
 
 def int8_available(device: torch.device) -> bool:
@@ -67,8 +69,6 @@ def quantize_linears(module: nn.Module) -> nn.Module:
         # for why torchao is not used); it is present and working in the pinned torch.
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", message="torch.quantize_per", category=UserWarning)
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
         quantize_dynamic(module.float(), {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
     if full_range_is_exact():
         swap_to_full_range(module)
@@ -76,8 +76,6 @@ def quantize_linears(module: nn.Module) -> nn.Module:
 
 
 def swap_to_full_range(module: nn.Module) -> None:
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     for name, child in module.named_children():
         if isinstance(child, DynamicLinear):
             setattr(module, name, FullRangeLinear(child))
@@ -87,6 +85,4 @@ def swap_to_full_range(module: nn.Module) -> None:
 
 def is_quantized(module: nn.Module) -> bool:
     """Whether quantize_linears was applied to the module."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     return any(isinstance(child, (DynamicLinear, FullRangeLinear)) for child in module.modules())

@@ -30,16 +30,18 @@ batch plus random negatives, which also keeps the stored model a sound full-voca
 from __future__ import annotations
 
 import json
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import LlamaConfig, LlamaForCausalLM
 
-from specviz.training.prompts_corpus import instruction_prompts
-from specviz.training.train import learning_rate, save_atomically
+from specviz.training.code_corpus import code_stream
+from specviz.training.optimise import learning_rate, save_atomically
+from specviz.training.teacher import TEACHER_FOLDERS, load_target, pack_rows, row_index_of, split_rows, write_answers
 
 
 @dataclass
@@ -81,86 +83,9 @@ class DistilConfig:
     num_threads: int = 2  # CPU threads; ignored on CUDA
 
 
-def load_target(config: DistilConfig, dtype: torch.dtype, device: torch.device):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from specviz.models.convert import default_target_id
-
-    target_id = config.target_id or default_target_id()
-    tokenizer = AutoTokenizer.from_pretrained(target_id)
-    model = AutoModelForCausalLM.from_pretrained(target_id, dtype=dtype).to(device).eval()
-    return target_id, tokenizer, model
-
-
-def format_prompt(tokenizer, text: str, chat: bool) -> str:
-    if not chat:
-        return text
-    return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
-
-
-@torch.inference_mode()
-def write_answers(config: DistilConfig, tokenizer, target, device: torch.device,
-                  prompts: list[tuple[str, bool]] | None = None) -> list[list[int]]:
-    """Phase 1: the target's own answers (to `prompts`, else the templated instructions); one file
-    per batch, so an interruption loses one batch."""
-    from tqdm import tqdm
-
-    folder = Path(config.work_dir) / "answers"
-    folder.mkdir(parents=True, exist_ok=True)
-    prompts = prompts if prompts is not None else instruction_prompts(config.num_prompts, config.seed)
-    tokenizer.padding_side = "left"
-    sequences: list[list[int]] = []
-    jobs = [(r, b, start) for r in range(config.answer_rounds) for b, start in enumerate(range(0, len(prompts), config.answer_batch))]
-    for answer_round, batch_index, start in tqdm(jobs, desc="target answers"):
-        path = folder / f"r{answer_round}-{batch_index:04d}.pt"
-        if not path.exists():
-            batch = prompts[start : start + config.answer_batch]
-            texts = [format_prompt(tokenizer, text, chat) for text, chat in batch]
-            encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-            temperature = config.answer_temperatures[(batch_index + answer_round) % len(config.answer_temperatures)]
-            torch.manual_seed(config.seed * 100_003 + answer_round * 1009 + batch_index)
-            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature else {"do_sample": False}
-            output = target.generate(**encoded, max_new_tokens=config.answer_tokens, **sampling)  # (batch, n + new)
-            rows = []
-            for mask, ids in zip(encoded["attention_mask"].cpu(), output.cpu()):
-                prompt_ids = ids[: mask.shape[0]][mask.bool()].tolist()
-                answer_ids = ids[mask.shape[0] :].tolist()
-                if tokenizer.eos_token_id in answer_ids:  # generate pads finished rows with EOS
-                    answer_ids = answer_ids[: answer_ids.index(tokenizer.eos_token_id) + 1]
-                rows.append(prompt_ids + answer_ids)
-            torch.save(rows, path)
-        sequences.extend(torch.load(path))
-    return sequences
-
-
-def code_stream(tokenizer, num_tokens: int, seed: int) -> list[int]:
-    """Python standard-library source (PSF licence), files shuffled, EOS between files."""
-    from specviz.training.train import find_corpus_files, read_corpus
-
-    files = find_corpus_files()
-    random.Random(seed).shuffle(files)
-    ids: list[int] = []
-    for text in read_corpus(files):
-        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"][:2048] + [tokenizer.eos_token_id])
-        if len(ids) >= num_tokens:
-            break
-    return ids[:num_tokens]
-
-
-def pack_rows(sequences: list[list[int]], length: int, seed: int) -> torch.Tensor:
-    """Shuffle sequences and pack them end to end into (rows, length) ids, as in pre-training."""
-    order = list(range(len(sequences)))
-    random.Random(seed).shuffle(order)
-    stream = [token for index in order for token in sequences[index]]
-    num_rows = len(stream) // length
-    return torch.tensor(stream[: num_rows * length], dtype=torch.int32).view(num_rows, length)  # (rows, length)
-
-
 @torch.inference_mode()
 def label_rows(config: DistilConfig, target, rows: torch.Tensor, device: torch.device) -> dict:
     """Phase 2: the target's top-k log-probs at every position of every row (resumable in chunks)."""
-    from tqdm import tqdm
-
     folder = Path(config.work_dir) / "labels"
     folder.mkdir(parents=True, exist_ok=True)
     chunks = []
@@ -180,8 +105,6 @@ def label_rows(config: DistilConfig, target, rows: torch.Tensor, device: torch.d
 def read_teacher_passes(config: DistilConfig) -> dict:
     """The head recipe's teacher passes, in the order it trained on them (its held-out rows last):
     tokens, top-k ids and log-probs per position; the hidden states it also kept are dropped."""
-    from specviz.training.head_train import TEACHER_FOLDERS
-
     root = Path(config.teacher_from)
     folders = [root / folder for folder in TEACHER_FOLDERS]
     if not all(folder.is_dir() and any(folder.glob("*.pt")) for folder in folders):
@@ -191,20 +114,6 @@ def read_teacher_passes(config: DistilConfig) -> dict:
     return {"rows": torch.cat([chunk["tokens"] for chunk in chunks]),  # (rows, length)
             "log_probs": torch.cat([chunk["label_log_probs"] for chunk in chunks]),  # (rows, length, k)
             "ids": torch.cat([chunk["label_ids"] for chunk in chunks])}  # (rows, length, k)
-
-
-def row_index_of(head_rows: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """vocab id → its index among head_rows, -1 for ids outside them: (vocab,)."""
-    index = torch.full((vocab_size,), -1, dtype=torch.long)
-    index[head_rows] = torch.arange(len(head_rows))
-    return index
-
-
-def split_rows(data: dict, held_out_fraction: float) -> tuple[dict, dict]:
-    """(training rows, held-out rows): the last held_out_fraction of every tensor's rows are held out."""
-    num_held_out = max(1, int(len(next(iter(data.values()))) * held_out_fraction))
-    return ({key: value[:-num_held_out] for key, value in data.items()},
-            {key: value[-num_held_out:] for key, value in data.items()})
 
 
 def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int, vocab_size: int) -> torch.Tensor:
@@ -217,8 +126,6 @@ def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int,
 
 def build_draft(config: DistilConfig, target):
     """A small Llama with the target's vocabulary and special tokens, embeddings from a PCA of the target's."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     target_config = target.config
     draft_config = LlamaConfig(
         vocab_size=target_config.vocab_size,
@@ -313,8 +220,6 @@ def save_checkpoint(path: Path, step: int, draft, optimiser, generator: torch.Ge
 
 def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> float:
     """Phase 3, resumable from the last checkpoint; returns the seconds this run spent."""
-    from tqdm import tqdm
-
     draft.to(device).train()
     optimiser = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)

@@ -19,18 +19,17 @@ the standard transformers format (config.json, model.safetensors, tokenizer file
 from __future__ import annotations
 
 import json
-import math
-import random
-import sys
-import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import AutoTokenizer, DynamicCache, GPT2Config, GPT2LMHeadModel
 
-EOS_TEXT = "<|endoftext|>"
+from specviz.training.code_corpus import EOS_TEXT, prepare_data
+from specviz.training.optimise import learning_rate, save_atomically
 
 
 @dataclass
@@ -70,99 +69,8 @@ class TrainConfig:
     validation_fraction: float = 0.02  # files held out to report validation loss
 
 
-def find_corpus_files() -> list[Path]:
-    """The standard library's own .py files, without its test suites, in a stable order."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    skipped_parts = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
-    files = [
-        path
-        for path in stdlib.rglob("*.py")
-        if not skipped_parts.intersection(path.relative_to(stdlib).parts)
-    ]
-    return sorted(files, key=lambda path: str(path.relative_to(stdlib)))
-
-
-def read_corpus(files: list[Path]) -> list[str]:
-    """File texts, undecodable ones skipped (a handful of stdlib files are latin-1 tests)."""
-    texts = []
-    for path in files:
-        try:
-            texts.append(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, OSError):
-            continue
-    return texts
-
-
-def train_tokenizer(texts: list[str], vocab_size: int, out_dir: Path):
-    """Byte-level BPE (GPT-2 style, so any text round-trips) saved for AutoTokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOS_TEXT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token=EOS_TEXT,
-        eos_token=EOS_TEXT,
-        unk_token=EOS_TEXT,
-        model_max_length=None,
-    )
-    wrapped.save_pretrained(out_dir)
-    return wrapped
-
-
-def encode_corpus(tokenizer, texts: list[str]) -> torch.Tensor:
-    """One long stream of ids, files separated by EOS."""
-    eos_id = tokenizer.convert_tokens_to_ids(EOS_TEXT)
-    ids: list[int] = []
-    for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        ids.extend(encoded)
-        ids.append(eos_id)
-    return torch.tensor(ids, dtype=torch.int32)
-
-
-def prepare_data(config: TrainConfig) -> tuple[Path, torch.Tensor, torch.Tensor]:
-    """Tokenizer folder plus train/validation id streams, cached in the work folder."""
-    work = Path(config.work_dir)
-    tokenizer_dir = work / "tokenizer"
-    data_path = work / "data.pt"
-    if data_path.exists() and tokenizer_dir.exists():
-        data = torch.load(data_path)
-        return tokenizer_dir, data["train"], data["validation"]
-    files = find_corpus_files()
-    rng = random.Random(config.seed)
-    rng.shuffle(files)
-    num_validation = max(1, int(len(files) * config.validation_fraction))
-    validation_texts = read_corpus(files[:num_validation])
-    train_texts = read_corpus(files[num_validation:])
-    tokenizer = train_tokenizer(train_texts, config.vocab_size, tokenizer_dir)
-    train_ids = encode_corpus(tokenizer, train_texts)
-    validation_ids = encode_corpus(tokenizer, validation_texts)
-    stats = {
-        "source": f"Python {sys.version.split()[0]} standard library (PSF licence), tests excluded",
-        "num_files": len(files),
-        "num_chars": sum(len(text) for text in train_texts + validation_texts),
-        "num_train_tokens": len(train_ids),
-        "num_validation_tokens": len(validation_ids),
-    }
-    (work / "corpus.json").write_text(json.dumps(stats, indent=2))
-    torch.save({"train": train_ids, "validation": validation_ids}, data_path)
-    print(f"corpus: {json.dumps(stats)}")
-    return tokenizer_dir, train_ids, validation_ids
-
-
 def build_model(shape: ModelShape, config: TrainConfig, eos_id: int):
     """A GPT-2 with fast GELU and no dropout (dropout wastes most CPU time at this size)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     model_config = GPT2Config(
         vocab_size=config.vocab_size,
         n_positions=config.context_length,
@@ -186,14 +94,6 @@ def sample_batch(ids: torch.Tensor, config: TrainConfig, generator: torch.Genera
     """Random windows of context_length + 1 ids (inputs and shifted labels)."""
     starts = torch.randint(0, len(ids) - config.context_length - 1, (config.batch_size,), generator=generator)
     return torch.stack([ids[start : start + config.context_length + 1] for start in starts.tolist()]).long()
-
-
-def learning_rate(step: int, total_steps: int, peak_lr: float, warmup_steps: int) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < warmup_steps:
-        return peak_lr * (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
-    return peak_lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
 def distillation_loss(draft_logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
@@ -228,9 +128,6 @@ def evaluate(target, draft, ids: torch.Tensor, config: TrainConfig, device: torc
 @torch.no_grad()
 def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, device: torch.device) -> torch.Tensor:
     """(seqkd_sequences, context_length) ids: corpus snippets continued by the target's own sampling."""
-    from tqdm import tqdm
-    from transformers import DynamicCache
-
     generator = torch.Generator().manual_seed(config.seed + 1)
     num_new = config.context_length - config.seqkd_prompt_tokens
     batches = []
@@ -282,12 +179,6 @@ def optimiser_step(model, optimiser, loss: torch.Tensor, lr: float) -> None:
     optimiser.step()
 
 
-def save_atomically(state: dict, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # atomic: an interrupted save never corrupts the last good checkpoint
-
-
 def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt, generator) -> None:
     save_atomically(
         {
@@ -304,8 +195,6 @@ def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt,
 
 def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict) -> None:
     """Save both models in 16-bit safetensors with the shared tokenizer beside each."""
-    from transformers import AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     for name, model in (("target", target), ("draft", draft)):
         folder = out_dir / name
@@ -317,16 +206,14 @@ def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict
 
 def train(config: TrainConfig) -> Path:
     """Run (or resume) both phases and export the pair; returns the output folder."""
-    from tqdm import tqdm
-    from transformers import AutoTokenizer
-
     torch.manual_seed(config.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.num_threads)
     work = Path(config.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir, train_ids, validation_ids = prepare_data(config)
+    tokenizer_dir, train_ids, validation_ids = prepare_data(config.work_dir, config.vocab_size, config.seed,
+                                                            config.validation_fraction)
     eos_id = AutoTokenizer.from_pretrained(tokenizer_dir).convert_tokens_to_ids(EOS_TEXT)
 
     target = build_model(config.target, config, eos_id).to(device)
