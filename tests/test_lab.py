@@ -513,6 +513,8 @@ def test_a_choice_at_the_edge_of_the_range_says_so_and_suggests_widening_it():
                                bench_result(3, 1.20, 1.15, 1.25)])
     assert inside.recommended_gamma == 2 and inside.payoff.at_range_edge is None
     assert "widen" not in lessons.sweep_status_html(9, 9, 9.0, inside)
+    alone = lessons.sweep_status_html(3, 3, 3.0, sweep.sweep_view([bench_result(3, 1.40, 1.35, 1.45)]))
+    assert 'data-gamma="3"' in alone and "Why this γ" not in alone and "widen" not in alone  # one γ: no range
     assert sweep.sweep_view([bench_result(1, 1.40, 1.35, 1.45), bench_result(2, 1.10, 1.05, 1.15)]).payoff.at_range_edge is None  # γ = 1 is as small as γ goes
 
 
@@ -525,3 +527,74 @@ def test_the_runs_stats_table_gives_one_recommendation_with_the_formula_beside_i
     stats = render.stats_dict(run)
     assert f"γ = 2; the formula predicts γ = {stats['best_gamma']} would do best" in table
 
+
+# --- issue 26: the lab's verdict against its threshold, and where it tests -------------------------------------------
+
+
+def test_the_labs_verdict_states_its_threshold_and_agrees_with_the_whiskers():
+    """Issue 26: "Target alone: p-value = 0.03 — consistent with …" beside a bar outside its ±2σ whisker, with
+    the 0.01 threshold named only for the wrong rule. Each verdict now says it against the threshold, and a bar
+    outside its whisker is said to happen about 1 time in 20 by chance."""
+    html = unescape(lessons.lab_status_html(500, 500, {"baseline": 0.03, "speculative": 2e-9}, 13, True, 60.0,
+                                            outside={"baseline": 1, "speculative": 5}))
+    assert ("Target alone: p-value = 0.03 ≥ 0.01: no evidence against the target's exact distribution, though 1 of "
+            "its 13 bars sits outside the ±2σ whisker: about 1 bar in 20 does by chance") in html
+    assert "p-value = 2e-09 < 0.01: these draws do not follow the target's distribution (5 of its 13 bars" in html
+    assert "consistent with" not in html and "1 bar in 20 outside its whisker" in html
+    plain = unescape(lessons.lab_status_html(500, 500, {"baseline": 0.4}, 13, False, 60.0))
+    assert "Target alone: p-value = 0.40 ≥ 0.01: no evidence against the target's exact distribution." in plain
+
+
+def test_bars_outside_their_whiskers_are_counted_as_the_chart_draws_them():
+    bins = exactness.Bins(((1, 2), (3, 4)), (0.5, 0.3, 0.2), True)
+    tally = exactness.LabTally(bins, 100)
+    for lane, counts in (("baseline", [50, 30, 20]), ("speculative", [70, 20, 10])):
+        tally.counts[lane] = counts
+    assert tally.bars_outside("baseline") == 0
+    # 2σ at n = 100: 0.100, 0.092, 0.080; the speculative lane misses by 0.20, 0.10 and 0.10
+    assert tally.bars_outside("speculative") == 3
+
+
+def test_the_lab_tests_after_the_targets_greedy_start_where_it_is_unsure(monkeypatch):
+    """Where the target is all but sure of the first two tokens, the lab's histogram would be one bar: it
+    goes on along the target's own greedy text to the first position it is unsure of."""
+    pair = tiny_pair("gpt2")
+    config = DecodeConfig(gamma=2, temperature=1.0)
+    prompt = [5, 6, 7]
+    greedy, tops = [], []
+    ids = list(prompt)
+    for _ in range(7):  # the target's greedy path and its top probability at each position
+        with torch.inference_mode():
+            logits = pair.target(torch.tensor([ids])).logits[0, -1, : pair.vocab_size].float()
+        tops.append(float(logits.softmax(-1).max()))
+        greedy.append(int(logits.argmax()))
+        ids.append(greedy[-1])
+    unsure_at = 1 + min(range(6), key=lambda i: tops[1 + i])  # the least sure position after the first
+    monkeypatch.setattr(exactness, "SPREAD_TOP", tops[unsure_at])
+    assert exactness.unsure_lead(pair, prompt, config) == greedy[:unsure_at]
+    first_ids, joint = exactness.exact_first_two(pair, prompt, config)
+    monkeypatch.setattr(exactness, "SPREAD_TOP", float(joint.max()) - 1e-6)  # the prompt's end is "sure"
+    start, start_ids, _ = exactness.choose_start(pair, prompt, config, (first_ids, joint))
+    assert start_ids == prompt + list(start.lead_ids) and start.lead_ids and start.skipped_prob == float(joint.max())
+    monkeypatch.setattr(exactness, "SPREAD_TOP", float(joint.max()))  # spread enough: the lab tests right there
+    assert exactness.choose_start(pair, prompt, config, (first_ids, joint))[0] == exactness.LabStart()
+    words = unescape(lessons.lab_start_html(" Edinburgh,", "The capital", 0.83))
+    assert "all but sure" in words and "83%" in words and "greedy start" in words
+
+
+@pytest.mark.timeout(120)
+def test_at_the_pages_default_prompt_the_labs_histogram_has_several_outcomes():
+    """Measured with the real default pair at the page's first example (a chat answer's "The capital" is
+    83% sure at T = 0.7): the lab tests after the target's own start, over several outcomes."""
+    from specviz.analysis.bench import load_prompts
+    from specviz.models.loading import load_pair
+
+    pair = load_pair()
+    example = load_prompts()[0]
+    prompt_ids = pair.encode(example.text, example.chat is not False)
+    config = DecodeConfig(temperature=0.7, drafter="head")
+    exact = exactness.exact_first_two(pair, prompt_ids, config)
+    assert float(exact[1].max()) > exactness.SPREAD_TOP  # right after the prompt: one bar and "other"
+    start, _, (first_ids, joint) = exactness.choose_start(pair, prompt_ids, config, exact)
+    assert start.lead_ids and "Edinburgh" in pair.decode(list(start.lead_ids))
+    assert exactness.choose_bins(first_ids, joint, 500).num_bins >= 5

@@ -307,22 +307,48 @@ def step_status_html(message: str, round_number: int, done: bool, num_tokens: in
 # --- exactness lab ----------------------------------------------------------------------------------------
 
 
-def lane_verdict(name: str, p_value: float | None) -> str:
+def lane_verdict(name: str, p_value: float | None, num_outside: int | None = None, num_bins: int = 0) -> str:
+    """One lane's verdict against the stated threshold, then its bars against their whiskers, so the words
+    and the chart never seem to disagree (a bar outside ±2σ is not, alone, a verdict)."""
     if p_value is None:
         return f"{name}: no test (fewer than two outcomes to compare)."
+    p_text = escape_text(p_equals(p_value))
     if p_value >= SIGNIFICANCE:
-        return f"{name}: {p_equals(p_value)} — consistent with the target's exact distribution."
-    return (f"{name}: {escape_text(p_equals(p_value))} &lt; {SIGNIFICANCE} — these draws do not follow the target's "
-            f"distribution.")
+        verdict = f"{name}: {p_text} ≥ {SIGNIFICANCE}: no evidence against the target's exact distribution"
+    else:
+        verdict = f"{name}: {p_text} &lt; {SIGNIFICANCE}: these draws do not follow the target's distribution"
+    if not num_outside:
+        return verdict + "."
+    bars = f"{num_outside} of its {num_bins} bars" if num_outside > 1 else f"1 of its {num_bins} bars"
+    verb = "sit" if num_outside > 1 else "sits"
+    if p_value >= SIGNIFICANCE:
+        return (f"{verdict}, though {bars} {verb} outside the ±2σ whisker{'s' if num_outside > 1 else ''}: about 1 bar "
+                f"in 20 does by chance, and the test weighs all the bars at once.")
+    return f"{verdict} ({bars} {verb} outside the ±2σ whisker{'s' if num_outside > 1 else ''})."
+
+
+def lab_start_html(lead_text: str, skipped_text: str, skipped_prob: float) -> str:
+    """Why the lab tests after the target's own greedy start, not right after the prompt ("" when it does not)."""
+    if not lead_text:
+        return ""
+    return (f"<p class='lab-start' style='margin:0 0 6px 0'>Right after the prompt the target is all but sure: "
+            f"{inline_token(skipped_text, 'target')} holds {skipped_prob:.0%} of the first two tokens, so the histogram "
+            f"would be one bar and “other”. The lab adds the target's own greedy start "
+            f"{inline_token(lead_text, 'target')} to the prompt and tests the two tokens after it, where the target "
+            f"is unsure: both lanes and the exact distribution continue from there.</p>")
 
 
 def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, float | None], num_bins: int,
-                    wrong_rule: bool, elapsed_s: float, note: str = "") -> str:
-    """Progress, then one verdict per lane; data attributes carry the numbers."""
+                    wrong_rule: bool, elapsed_s: float, note: str = "", outside: Mapping[str, int] | None = None,
+                    start: str = "") -> str:
+    """Progress, then one verdict per lane against the threshold (with its bars outside their whiskers,
+    `outside`), and where the lab tests (`start`, lab_start_html); data attributes carry the numbers."""
     done = num_done >= num_planned
+    outside = outside or {}
     speculative = "Speculative decoding, WRONG rule (resample from p)" if wrong_rule else "Speculative decoding"
     items = "".join(
-        f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}">{lane_verdict(name, p)}</li>'
+        f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}" '
+        f'data-outside="{outside.get(lane, 0)}">{lane_verdict(name, p, outside.get(lane), num_bins)}</li>'
         for lane, name, p in (("baseline", "Target alone", p_values.get("baseline")),
                               ("speculative", speculative, p_values.get("speculative")))
     )
@@ -333,10 +359,13 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
         f'<div class="lab-status" data-done="{"true" if done else "false"}" data-draws="{num_done}">'
         f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
         f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}"
-        f"</div><ul style='margin:6px 0'>{items}</ul>"
+        f"</div>{start}<ul style='margin:6px 0'>{items}</ul>"
         f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
         f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
-        f"above). {tested}</p>"
+        f"above); below {SIGNIFICANCE} the lab says the lane does not follow it, a mistake 1 time in "
+        f"{round(1 / SIGNIFICANCE)} for a lane that does. {tested} The chart's whiskers are ±2σ around each exact share, "
+        f"one bar at a time: a lane that follows the target still has about 1 bar in 20 outside its whisker, so the "
+        f"verdict is the test over all the bars, not any one bar.</p>"
         f"{f'<p class=lab-note>{escape_text(note)}</p>' if note else ''}</div>"
     )
 
@@ -427,15 +456,16 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
     if view is not None and view.payoff is not None:
         payoff = view.payoff
         if payoff.pays:
-            chosen = payoff.chosen
+            chosen, why = payoff.chosen, payoff.choice_text()
             gamma = str(chosen.gamma)
             parts.append(
                 f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-edge="{payoff.at_range_edge or ""}" '
                 f'style="margin:6px 0"><b>Recommended γ = {chosen.gamma}</b>{so_far}: median '
                 f"{chosen.median:.2f}× ({chosen.low:.2f}–{chosen.high:.2f}× over {count(chosen.num_runs, 'run')}), above "
                 f"1× beyond the noise.</p>"
-                f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this γ: {escape_text(payoff.choice_text())}</p>"
             )
+            if why:  # one γ measured is no choice among several
+                parts.append(f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this γ: {escape_text(why)}</p>")
         else:
             gamma = "none"
             parts.append(

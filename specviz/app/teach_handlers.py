@@ -169,12 +169,21 @@ def compact_spaces(text: str) -> str:
     return re.sub(r" {3,}", lambda match: f"␣×{len(match.group())}", text)
 
 
-def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, note: str = "") -> tuple:
+def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, start: str,
+               note: str = "") -> tuple:
     done = tally.num_draws("speculative")
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
+    outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
-                                     time.perf_counter() - started, note)
+                                     time.perf_counter() - started, note, outside, start)
     return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
+
+
+def lab_start_html(start: exactness.LabStart, pair: ModelPair) -> str:
+    """Where the lab tests, in the pair's own text (lessons.lab_start_html)."""
+    if not start.lead_ids:
+        return ""
+    return lessons.lab_start_html(pair.decode(list(start.lead_ids)), pair.decode(list(start.skipped)), start.skipped_prob)
 
 
 def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_value, *values) -> Iterator[tuple]:
@@ -188,18 +197,19 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
         yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
         pair, prompt_ids = load_prompt(request)
         yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
-        labels, last_drawn, tally = None, 0.0, None
+        labels, start, last_drawn, tally = None, "", 0.0, None
         for tally in exactness.run_lab(pair, prompt_ids, request.config, planned, wrong):
             if stop_presses.since(session, "lab", started):
                 return
-            labels = labels or bin_labels(tally.bins, pair)
+            if labels is None:
+                labels, start = bin_labels(tally.bins, pair), lab_start_html(tally.start, pair)
             if over_time(started):
-                yield lab_values(tally, labels, wrong, started, time_limit_note("the lab"))
+                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"))
                 return
             if time.perf_counter() - last_drawn >= REDRAW_S:
-                yield lab_values(tally, labels, wrong, started)
+                yield lab_values(tally, labels, wrong, started, start)
                 last_drawn = time.perf_counter()
-        yield lab_values(tally, labels, wrong, started)
+        yield lab_values(tally, labels, wrong, started, start)
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield lessons.message_html(describe_error(error), "error"), gr.skip()
 

@@ -4,7 +4,9 @@ tokens of each lane against the target's exact distribution with a chi-square te
 
 The first token is the target's own sample at prefill in both lanes, so the second is the first
 token a speculative round decides: the test looks at the pair (token 1, token 2), whose exact
-probability p(t1)·p(t2 | t1) takes one batched target forward. `resample_from_target` is the
+probability p(t1)·p(t2 | t1) takes one batched target forward. Where the target is all but sure of
+that pair (a chat answer's "The capital"), the histogram would be one bar: the lab then adds the
+target's own greedy start to the prompt, up to where it is unsure (`unsure_lead`). `resample_from_target` is the
 classic mistake (resampling from p instead of norm(max(0, p − q))), for the learner to watch
 fail; it is the only lab-only code on the sampling path.
 """
@@ -31,6 +33,11 @@ MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
 MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 draws
 MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out
+# Past this share for the likeliest (token 1, token 2) the histogram is one bar and "other": the lab then
+# tests further on, after the target's own greedy start, where its first token has at most this share.
+SPREAD_TOP = 0.5
+MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (about 2 s on the default pair)
+WHISKER_SIGMAS = 2.0  # the chart's whiskers: the exact share ± this many standard errors of a bar
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
 LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
@@ -171,6 +178,55 @@ def choose_bins(first_ids: torch.Tensor, joint: torch.Tensor, num_draws: int,
     return Bins(tuple(outcome for outcome, _ in kept), tuple(probs), has_other)
 
 
+@dataclass(frozen=True)
+class LabStart:
+    """Where the lab tests: right after the prompt, or after the target's own greedy start (lead_ids)
+    where it was all but sure of the first two tokens (skipped: that pair and its probability)."""
+
+    lead_ids: tuple[int, ...] = ()
+    skipped: Outcome | None = None
+    skipped_prob: float = 0.0
+
+
+@torch.inference_mode()
+def unsure_lead(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, max_lead: int = MAX_LEAD) -> list[int]:
+    """The target's own greedy tokens after the prompt, up to the first position where its (warped) top
+    probability is at most SPREAD_TOP; where none is within max_lead tokens or before its end of text, up
+    to the least sure position seen. One cached target step per token."""
+    to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
+    cache = DynamicCache()
+    lead, best, best_top = [], [], 1.0
+    while True:
+        logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
+        top = float(to_probs(logits).max())
+        if lead and top <= SPREAD_TOP:
+            return lead
+        if lead and top < best_top:
+            best, best_top = list(lead), top
+        next_id = int(logits.argmax())
+        if len(lead) == max_lead or next_id == pair.eos_id:
+            return best
+        lead.append(next_id)
+        ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
+
+
+def choose_start(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig,
+                 exact: tuple[torch.Tensor, torch.Tensor]) -> tuple[LabStart, list[int], tuple[torch.Tensor, torch.Tensor]]:
+    """Where to test, from the exact distribution after the prompt: (the start, the ids the lanes
+    continue, the exact distribution there)."""
+    first_ids, joint = exact
+    top, flat = joint.flatten().max(0)
+    if float(top) <= SPREAD_TOP:
+        return LabStart(), prompt_ids, exact
+    lead = unsure_lead(pair, prompt_ids, config)
+    if not lead:
+        return LabStart(), prompt_ids, exact
+    skipped = (int(first_ids[int(flat) // joint.shape[1]]), int(flat) % joint.shape[1])
+    start_ids = prompt_ids + lead
+    return LabStart(tuple(lead), skipped, float(top)), start_ids, exact_first_two(pair, start_ids, config)
+
+
 # --- the test ----------------------------------------------------------------------------------------
 
 
@@ -211,6 +267,7 @@ class LabTally:
 
     bins: Bins
     num_planned: int
+    start: LabStart = field(default_factory=LabStart)
     counts: dict[str, list[int]] = field(default_factory=dict)
     outside: dict[str, int] = field(default_factory=dict)  # draws of probability 0 (must stay 0)
 
@@ -233,6 +290,15 @@ class LabTally:
         total = self.num_draws(lane)
         return [count / total if total else 0.0 for count in self.counts[lane]]
 
+    def bars_outside(self, lane: str) -> int:
+        """The lane's bars outside their whiskers (the exact share ± WHISKER_SIGMAS standard errors): about
+        1 in 20 even for draws that follow the target, which is why the verdict is the test, not the bars."""
+        total = self.num_draws(lane)
+        if not total:
+            return 0
+        return sum(abs(share - prob) > WHISKER_SIGMAS * (prob * (1 - prob) / total) ** 0.5
+                   for share, prob in zip(self.frequencies(lane), self.bins.probs))
+
     def p_value(self, lane: str) -> float | None:
         if self.outside[lane]:
             return 0.0
@@ -242,10 +308,12 @@ class LabTally:
 def run_lab(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, num_draws: int,
             wrong_rule: bool = False) -> Iterator[LabTally]:
     """Draw num_draws runs per lane, one seed per draw (config.seed + i), both lanes in turn;
-    yield the tally after every pair of draws (the first yield has no draws yet)."""
+    yield the tally after every pair of draws (the first yield has no draws yet). Where the target is
+    all but sure of the first two tokens, both lanes start after its own greedy start (choose_start)."""
     check_lab(config, num_draws)
-    first_ids, joint = exact_first_two(pair, prompt_ids, config)
-    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws)
+    start, prompt_ids, (first_ids, joint) = choose_start(pair, prompt_ids, config,
+                                                         exact_first_two(pair, prompt_ids, config))
+    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start)
     accept_rule = accept_rule_for(wrong_rule)
     yield tally
     for index in range(num_draws):
