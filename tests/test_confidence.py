@@ -49,6 +49,9 @@ def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
     assert [(d.round_index, d.draft_index) for d in drafts] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
     older = Trace.from_events([spec_round(0, (dataclasses.replace(judged(2, 0.9, True), target_confidence=None),))])
     assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
+    hint = plots_confidence.run_chart(older, {}).layout.annotations[0].text
+    assert "this recording predates the target's confidence" in hint
+    assert plots_confidence.run_chart(Trace(), {}).layout.annotations[0].text == "drafting starts after the target-only lane"
 
 
 def test_buckets_count_every_draft_once_and_one_lands_in_the_last():

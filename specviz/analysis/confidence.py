@@ -99,7 +99,8 @@ def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") 
     """What the chart shows, in these drafts' own numbers: acceptance where the target was sure
     against where it was not."""
     if not drafts:
-        return f"No judged drafts with the target's confidence in {where} yet."
+        return (f"No judged drafts with the target's confidence in {where} yet: each draft the target judges becomes "
+                "a point here, placed by how sure the target was (runs recorded before specviz kept it have none).")
     sure = [draft for draft in drafts if draft.target_confidence >= SURE]
     unsure = [draft for draft in drafts if draft.target_confidence < UNSURE]
     parts = []

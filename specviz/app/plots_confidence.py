@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_drafts, confidence_sentence
+from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_drafts, confidence_sentence, judged_drafts
+from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, with_hint
 
@@ -60,6 +61,15 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
                                 "ticktext": [f"{b.low:.0%}–{b.high:.0%}: {b.num_accepted}/{b.num_drafts}" for b in buckets]},
                          yaxis={"range": [-0.15, 1.15], "tickvals": [0, 0.5, 1], "ticktext": ["0 rejected", "50%", "1 accepted"]})
     return figure
+
+
+def run_chart(speculative: Trace, labels: Mapping[int, str]) -> go.Figure:
+    """The run's chart, with a hint that says why it is empty: drafting has not started, or a recording
+    made before specviz kept the target's confidence."""
+    drafts = judged_drafts(speculative)
+    if not drafts and speculative.num_examined:
+        return acceptance_by_confidence(drafts, labels, hint="this recording predates the target's confidence: run it live")
+    return acceptance_by_confidence(drafts, labels)
 
 
 def drafted_labels(lane: LaneView) -> dict[int, str]:
