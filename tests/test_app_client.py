@@ -26,6 +26,19 @@ def test_generate_endpoint_is_listed(client):
     assert "/generate" in endpoints
 
 
+def test_the_api_documents_the_engines_defaults(client):
+    """gradio reads /generate's arguments from its signature, built from specviz.app.settings: what a
+    client sees is the engine's defaults (the API once said γ = 4 while the engine and the page used 3)."""
+    from specviz.decoding.config import DecodeConfig
+
+    parameters = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/generate"]["parameters"]
+    documented = {p["parameter_name"]: p.get("parameter_default") for p in parameters}
+    assert list(documented)[:3] == ["prompt", "pair", "gamma"]  # the positional order clients rely on
+    for name in ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "ngram", "draft_confidence",
+                 "gamma_schedule", "rivals"):
+        assert documented[name] == getattr(DecodeConfig(), name), name
+
+
 def test_greedy_lanes_agree_and_stats_are_complete(client):
     baseline_text, speculative_text, stats = generate(client, temperature=0.0)
     assert baseline_text and baseline_text == speculative_text  # greedy: token for token

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.models import convert, hosting
+from specviz.models import convert
 from specviz.catalogue import run_lanes
-from specviz.decoding.config import MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, DecodeConfig
+from specviz.decoding.config import DecodeConfig
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import check_precision

@@ -14,7 +14,6 @@ No gradio here: the page builds its components from these declarations.
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 

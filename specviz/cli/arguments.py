@@ -1,0 +1,147 @@
+"""The command line's parser. Every run setting's flag, type, choices, default and help come from its
+declaration (specviz.app.settings), so `generate` and the page cannot disagree; what only the CLI has
+(the pair's ids and device, bench's lists, train's recipe) is written here."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Mapping
+
+from specviz.analysis.bench import BenchConfig
+from specviz.app.settings import SETTING, SETTINGS
+from specviz.models.presets import preset_name
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    from specviz.models.presets import DEFAULT_PRESET, PRESETS
+
+    parser.add_argument("--pair", default=None, help=f"preset: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
+    parser.add_argument("--target", default=None, help="target model: hub id or local folder (with --draft)")
+    parser.add_argument("--draft", default=None, help="draft model: hub id or local folder (with --target)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                        help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
+                             "float32, or $SPECVIZ_PRECISION); in both the target's verify rounds exactly like a step on a "
+                             "CPU (greedy lanes identical by construction; `selfcheck` measures it elsewhere); bfloat16 "
+                             "is faster only where the CPU or GPU has native bf16")
+    parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
+                             "memory (default: the pair's choice, on for the default pair); the target is never "
+                             "changed, so the output stays exactly the target's")
+
+
+# Bench's own defaults where they differ from a single run's: longer runs, and each prompt's own chat setting.
+BENCH_DEFAULTS: dict[str, Any] = {"max_new_tokens": BenchConfig.max_new_tokens, "chat": BenchConfig.chat}
+GENERATE_SETTINGS = tuple(setting.name for setting in SETTINGS if setting.cli)
+BENCH_SETTINGS = tuple(setting.name for setting in SETTINGS if setting.cli and setting.bench == "same")
+
+
+def add_setting_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...],
+                          defaults: Mapping[str, Any] | None = None) -> None:
+    """A flag per declared setting, typed by its parse rule, at its declared default unless `defaults`
+    gives the command's own."""
+    defaults = defaults or {}
+    for name in names:
+        setting = SETTING[name]
+        options: dict[str, Any] = {"default": defaults.get(name, setting.default), "help": setting.help or None}
+        if setting.parse == "bool":
+            options["action"] = argparse.BooleanOptionalAction
+        elif setting.parse == "choice":
+            options["choices"] = [value for _, value in setting.choices]
+        elif setting.parse in ("whole", "real"):
+            options["type"] = int if setting.parse == "whole" else float
+        if setting.default is None:  # no default: the command needs it (the prompt)
+            options = {"required": True, "help": setting.help}
+        parser.add_argument(setting.flag, **options)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Engine options the command line has and the page does not."""
+    parser.add_argument("--full-draft-head", action="store_true",
+                        help="draft with the draft's whole output head even where it ships head_rows.json")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m specviz", description="Speculative decoding, visualised.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    generate = commands.add_parser("generate", help="run the baseline and speculative lanes on one prompt")
+    add_pair_arguments(generate)
+    add_setting_arguments(generate, GENERATE_SETTINGS)
+    add_engine_arguments(generate)
+    generate.add_argument("--ignore-eos", action="store_true", help="keep going past end-of-sequence")
+    generate.add_argument("--save", default=None, metavar="RUN.json", help="save the whole run for `replay`")
+    generate.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+    replay = commands.add_parser("replay", help="play a saved run back at its recorded speed (no models needed)")
+    replay.add_argument("file", help="a run saved with `generate --save` or the app's download")
+    replay.add_argument("--speed", type=float, default=1.0, help="1 = as recorded, 2 = twice as fast, inf = at once")
+    replay.add_argument("--json", action="store_true", help="print the run's figures as JSON instead of playing it")
+
+    bench = commands.add_parser("bench", help="γ sweep over several prompts, medians with spread")
+    add_pair_arguments(bench)
+    # What a bench sweeps is a list of its own (Setting.bench == "list"): γ and temperature.
+    bench.add_argument("--gammas", default=",".join(map(str, BenchConfig.gammas)), help="comma-separated γ values")
+    bench.add_argument("--prompts", default=None, help="JSON list or one-prompt-per-line file (default: the pair's examples)")
+    bench.add_argument("--repeats", type=int, default=BenchConfig.repeats)
+    bench.add_argument("--temperature", default=",".join(f"{t:g}" for t in BenchConfig.temperatures),
+                       help="comma-separated temperatures, e.g. 0,0.7")
+    bench.add_argument("--ignore-eos", action="store_true", help="time max-new-tokens every run, past end-of-sequence")
+    bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
+    add_setting_arguments(bench, BENCH_SETTINGS, BENCH_DEFAULTS)
+    add_engine_arguments(bench)
+    bench.add_argument("--json", action="store_true")
+
+    profile = commands.add_parser("profile", help="where the target's forward spends its time: a step against "
+                                                  "(γ+1)-token verifies, in each precision")
+    add_pair_arguments(profile)
+    profile.add_argument("--tokens", default="1,2,4,5,7", help="comma-separated new tokens per forward (1 = a step)")
+    profile.add_argument("--context", type=int, default=100, help="tokens already in the cache")
+    profile.add_argument("--repeats", type=int, default=12, help="plain timed forwards per token count")
+
+    train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
+    # type: the default pair's old name (embedded) is still taken, as its current one
+    train.add_argument("--recipe", type=preset_name, choices=("smollm2-135m", "head", "tiny-code"), default="smollm2-135m",
+                       help="smollm2-135m: distil a draft for SmolLM2-135M-Instruct (after --recipe head: it learns "
+                            "from the head's teacher passes); head: train the head drafter that reads its hidden "
+                            "states; tiny-code: the Python-code pair")
+    train.add_argument("--out", default=None,
+                       help="output folder (default: assets/smollm2-draft, assets/smollm2-head or assets/tiny-code-pair)")
+    train.add_argument("--work-dir", default=None, help="data cache and checkpoints (resumable)")
+    train.add_argument("--steps", type=int, default=None, help="smollm2-135m: draft optimiser steps")
+    train.add_argument("--epochs", type=float, default=None, help="head: passes over the teacher data")
+    train.add_argument("--init-from", default=None, metavar="FOLDER",
+                       help="head: go on from this trained head (new requests of the target's own only; "
+                            "give another --seed)")
+    train.add_argument("--lr", type=float, default=None, help="head: peak learning rate")
+    train.add_argument("--target-layers", default=None, metavar="I,J,...",
+                       help="head: the target's lower layers it reads besides the final one (indices into its "
+                            "hidden_states, e.g. 2,15,27; EAGLE-3); 'none' for the final state alone")
+    train.add_argument("--minutes", type=float, default=None,
+                       help="head: a CPU budget per phase (teacher pass, training); 0 = none")
+    train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
+    train.add_argument("--seqkd-steps", type=int, default=None, help="tiny-code only")
+    train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")
+    train.add_argument("--seed", type=int, default=None)
+    train.add_argument("--threads", type=int, default=None)
+
+    selfcheck = commands.add_parser("selfcheck", help="on a new machine (a GPU): greedy identity in each precision, "
+                                                      "then the bench for every drafter")
+    add_pair_arguments(selfcheck)
+    selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 1 repeat: seconds, not minutes")
+
+    commands.add_parser("setup", help="convert the default target from the installed wheel now (else on first use)")
+    return parser
+
+
+def parse_numbers(text: str, kind, name: str) -> tuple:
+    try:
+        values = tuple(kind(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"--{name} must be comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise ValueError(f"--{name} is empty")
+    return values
+
+

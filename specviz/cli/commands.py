@@ -1,0 +1,239 @@
+"""What each command does: parse, load, run, print (specviz.cli.terminal formats the output)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from specviz.catalogue import drafter_info
+from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser, parse_numbers
+from specviz.cli.terminal import drafter_description, play, print_figures, run_report
+
+# The CLI never needs the network for the offline pairs; keep libraries from phoning home.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+def config_from(args, names: tuple[str, ...], config_class, **fixed):
+    """`config_class` (DecodeConfig, BenchConfig) from the parsed flags of the declared settings it has a field
+    for, and `fixed`: what the command decides itself."""
+    fields = {field.name for field in dataclasses.fields(config_class)}
+    return config_class(**{**{name: getattr(args, name) for name in names if name in fields}, **fixed})
+
+
+def prepare_pair(args):
+    import torch
+
+    from specviz.models.loading import load_pair
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return load_pair(args.pair, args.target, args.draft, device=args.device, precision=args.dtype,
+                     int8_drafters=args.int8_drafters)
+
+
+def run_generate(args) -> int:
+    from dataclasses import asdict
+
+    from specviz.analysis.bench import draft_head_variant
+    from specviz.catalogue import run_lanes
+    from specviz.decoding.config import DecodeConfig
+    from specviz.decoding.engine import decode_lanes
+    from specviz.app.render.lanes import RunView
+
+    config = config_from(
+        args, GENERATE_SETTINGS, DecodeConfig, stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head,
+        drafter=chosen_drafter(args),
+        inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
+    )
+    config.validate()
+    pair = prepare_pair(args)
+    prompt_ids = pair.encode(args.prompt, args.chat)
+    lanes = run_lanes(("reference",) if args.reference else ())
+    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), "precision": pair.precision}
+    view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
+    play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
+    if args.save:
+        view_run.run.save(args.save)
+    if args.json:
+        extra = {"device": str(pair.device), "draft_head": draft_head_variant(pair, config.full_draft_head)}
+        print(json.dumps(run_report(view_run, extra), indent=2))
+        return 0
+    print_figures(view_run)
+    if args.save:
+        print(f"\nsaved the run to {args.save}: `python -m specviz replay {args.save}` plays it back")
+    return 0
+
+
+def run_replay(args) -> int:
+    from specviz.app.render.lanes import RunView
+    from specviz.analysis.run import Run, check_speed, replay
+
+    speed = check_speed(args.speed)
+    saved = Run.load(args.file)
+    view_run = RunView.replaying(saved)
+    events = replay(saved, speed=float("inf") if args.json else speed)
+    play(view_run, events, saved.replayed_decode, quiet=args.json)
+    if args.json:
+        print(json.dumps(run_report(view_run, {"replayed_from": args.file}), indent=2))
+        return 0
+    print_figures(view_run)
+    return 0
+
+
+def run_bench(args) -> int:
+    from dataclasses import asdict
+
+    from specviz.analysis.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
+                               results_to_json, run_against_hf)
+    from specviz.analysis.bench import run_bench as measure
+    from specviz.models.presets import resolve_pair
+
+    config = config_from(
+        args, BENCH_SETTINGS, BenchConfig, gammas=parse_numbers(args.gammas, int, "gammas"),
+        temperatures=parse_numbers(args.temperature, float, "temperature"), repeats=args.repeats,
+        stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head, drafter=chosen_drafter(args),
+    )
+    if config.repeats < 1:
+        raise ValueError("--repeats must be at least 1")
+    prompts = load_prompts(args.prompts or resolve_pair(args.pair, args.target, args.draft).prompts_file)
+    pair = prepare_pair(args)
+    results = measure(pair, prompts, config, progress=not args.json)
+    hf_results = run_against_hf(pair, prompts, config, progress=not args.json) if args.against_hf else None
+    if args.json:
+        report = results_to_json(pair, prompts, config, results)
+        if hf_results is not None:
+            report["against_hf"] = [asdict(r) for r in hf_results]
+        print(json.dumps(report, indent=2))
+    else:
+        print(
+            f"pair {pair.name} on {pair.device} in {pair.precision}{', drafters in int8' if pair.int8_drafters else ''}, "
+            f"{len(prompts)} prompts × {config.repeats} repeats, up to "
+            f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
+            f"drafter: {drafter_description(pair, config)}"
+        )
+        print(format_table(results))
+        if hf_results is not None:
+            if drafter_info(config.drafter).hf_equivalent == "prompt_lookup_num_tokens":
+                print("\nagainst transformers' generate(prompt_lookup_num_tokens=γ, max_matching_ngram_size=n):")
+            else:
+                print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")
+            print(format_hf_table(hf_results))
+    return 0
+
+
+def chosen_drafter(args) -> str:
+    """--drafter, or the pair's own (PairPreset.unnamed_drafter)."""
+    from specviz.models.presets import resolve_pair
+
+    return args.drafter or resolve_pair(args.pair, args.target, args.draft).unnamed_drafter()
+
+
+def run_profile(args) -> int:
+    import torch
+
+    from dataclasses import replace
+
+    from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+    from specviz.models.invariance import plain_copy
+    from specviz.models.precision import PRECISIONS
+
+    config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
+                           repeats=args.repeats)
+    # Both precisions unless one is named: v in each is what decides whether a verify is nearly free.
+    for precision in (args.dtype,) if args.dtype else tuple(PRECISIONS):
+        pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
+        where = (f"{pair.name} target on {pair.device} in {pair.precision}, {torch.get_num_threads()} thread(s), "
+                 f"{config.context_length} tokens cached; parts scaled to the plain median")
+        if pair.invariance is not None and pair.invariance.bitwise:  # and as transformers loads it, to compare
+            plain = replace(pair, target=plain_copy(pair.target))
+            print(format_profile(profile_target(plain, config), f"\n{where}: as transformers loads it (SDPA)"))
+            where += ": batch-invariant (a verify rounds like a step)"
+        print(format_profile(profile_target(pair, config), f"\n{where}"))
+    return 0
+
+
+def layers_from(text: str | None) -> tuple[int, ...] | None:
+    """--target-layers: '2,15,27' → (2, 15, 27); 'none' → (); not given → None (the recipe's default)."""
+    if text is None:
+        return None
+    return () if text.strip().lower() == "none" else tuple(int(part) for part in text.split(","))
+
+
+def run_train(args) -> int:
+    from dataclasses import replace
+
+    if args.recipe == "head":
+        from specviz.training.head_config import HeadTrainConfig
+        from specviz.training.head_train import train_head_recipe
+
+        minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
+        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
+                     "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes,
+                     "target_layers": layers_from(args.target_layers)}
+        train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
+        return 0
+    if args.recipe == "smollm2-135m":
+        from specviz.training.distil import DistilConfig, distil
+
+        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "steps": args.steps, "seed": args.seed, "num_threads": args.threads}
+        distil(replace(DistilConfig(), **{k: v for k, v in overrides.items() if v is not None}))
+        return 0
+
+    from specviz.training.train import TrainConfig, train
+
+    overrides = {
+        "out_dir": args.out,
+        "work_dir": args.work_dir,
+        "target_steps": args.target_steps,
+        "seqkd_steps": args.seqkd_steps,
+        "distil_steps": args.distil_steps,
+        "seed": args.seed,
+        "num_threads": args.threads,
+    }
+    config = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
+    train(config)
+    return 0
+
+
+def run_selfcheck(args) -> int:
+    import torch
+
+    from specviz.analysis.bench import load_prompts
+    from specviz.models.presets import resolve_pair
+    from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    quick = dict(num_prompts=2, max_new_tokens=16, bench_repeats=1, bench_gammas=(3,)) if args.quick else {}
+    precisions = {"precisions": (args.dtype,)} if args.dtype else {}
+    config = SelfCheckConfig(pair=args.pair, device=args.device, **quick, **precisions)
+    exact = run_selfcheck(load_prompts(resolve_pair(args.pair).prompts_file), config)
+    return 0 if exact else 1
+
+
+def run_setup(args) -> int:
+    from specviz.models.convert import default_target_id
+
+    print(f"default target ready: {default_target_id()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from specviz.models.convert import TargetUnavailableError
+    from specviz.models.errors import IncompatiblePairError, ModelLoadError
+
+    handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "profile": run_profile, "train": run_train, "setup": run_setup,
+                "selfcheck": run_selfcheck}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:
+        print(f"specviz: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specviz: stopped", file=sys.stderr)
+        return 130

@@ -1,0 +1,106 @@
+"""A run on the terminal: each lane's tokens coloured by the one display rule as they come, the
+figures table with the page's verdict, and the JSON report."""
+
+from __future__ import annotations
+
+from specviz.catalogue import drafter_info
+from specviz.app.palette import ANSI, ANSI_RESET
+
+
+def terminal_tokens(view, event) -> str:
+    """One event of a lane as terminal text: every token coloured by the one display rule."""
+    from specviz.decoding.events import PrefillEvent, RoundEvent
+
+    if isinstance(event, PrefillEvent):
+        return view.first_text
+    if not isinstance(event, RoundEvent):
+        return ""
+    texts = view.round_texts[event.round_index]
+    pieces, own = [], iter(texts.own)
+    for shown in event.shown_tokens():
+        text = texts.drafted[shown.draft_index] if shown.draft_index is not None else next(own)
+        pieces.append(text if shown.kind == "target" else ANSI[shown.kind] + text + ANSI_RESET)
+    return "".join(pieces)
+
+
+def lane_summary(view) -> dict:
+    trace = view.trace
+    summary = {**trace.summary(), "text": view.text}
+    if trace.num_drafted:
+        summary["rounds"] = [
+            {
+                "drafted_ids": [token.token_id for token in event.drafted],
+                "rival_ids": [token.token_id for token in event.rivals],
+                "num_accepted": event.num_accepted,
+                "next_id": event.next_id,
+                "next_kind": event.next_kind,
+                "emitted_ids": list(event.emitted_ids),
+                "draft_s": event.draft_s,
+                "verify_s": event.verify_s,
+            }
+            for event in trace.rounds
+        ]
+    return summary
+
+
+def play(view_run, events, decode, quiet: bool) -> None:
+    """Feed events into the run view; unless quiet, print each lane as it grows."""
+    from specviz.decoding.events import FinishEvent, PrefillEvent
+    from specviz.app.render.lanes import lane_title
+
+    legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
+    for event in events:
+        view_run.add(event, decode)
+        if quiet:
+            continue
+        view = view_run.lane(event.lane)
+        if isinstance(event, PrefillEvent):
+            key = f"   {legend}" if event.lane == "speculative" else ""
+            answer = "\n→ " if view_run.chat else ""  # a chat answer starts on its own line
+            print(f"── {lane_title(view_run, event.lane)} ──{key}\n{view_run.prompt_text}{answer}", end="")
+        print(terminal_tokens(view, event), end="", flush=True)
+        if isinstance(event, FinishEvent):
+            print("\n")
+
+
+def print_figures(view_run) -> None:
+    from specviz.app.render.stats import comparison_of, lane_rows, payoff_of
+
+    names = list(view_run.lane_names)
+    rows = [
+        (label, ["—" if value is None else format(value, spec) for value in values])
+        for label, values, spec in lane_rows([view_run.lane(name).trace for name in names], None)
+    ]
+    width = max(14, *(len(cell) + 2 for _, cells in rows for cell in cells))
+    print(f"{'':30}" + "".join(f"{name:>{width}}" for name in names))
+    for label, cells in rows:
+        print(f"{label:30}" + "".join(f"{cell:>{width}}" for cell in cells))
+    comparison = comparison_of(view_run)
+    if comparison is not None:
+        print(
+            f"\nα̂ = {comparison.acceptance_rate:.3f}   c = {comparison.cost_ratio:.3f}   verify cost v = {comparison.verify_cost:.2f}\n"
+            f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
+            f"{comparison.predicted_with_verify:.2f}× with the measured v"
+        )
+        print(payoff_of(view_run, comparison).verdict_text())  # the page's verdict, in the same words
+
+
+def run_report(view_run, extra_config: dict) -> dict:
+    from specviz.app.render.stats import stats_dict
+
+    stats = stats_dict(view_run)
+    report = {"config": {**view_run.settings, **extra_config}, "prompt": view_run.prompt_text}
+    report.update({name: lane_summary(view_run.lane(name)) for name in view_run.lane_names})
+    report.update({key: value for key, value in stats.items() if key not in ("settings", *view_run.lane_names)})
+    report["identical_outputs"] = all(stats["identical_tokens"].values()) if stats["identical_tokens"] else None
+    return report
+
+
+def drafter_description(pair, config) -> str:
+    from specviz.analysis.bench import draft_head_variant
+
+    if config.drafter == "prompt-lookup":
+        return f"prompt lookup (n-grams up to {config.ngram})"
+    if drafter_info(config.drafter).reads_target:
+        return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
+    return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
