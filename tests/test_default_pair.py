@@ -37,8 +37,8 @@ def run_lane(decode, pair, prompt_ids, **settings) -> list[int]:
 
 
 def test_the_default_preset_is_smollm2_with_the_shipped_draft():
-    assert DEFAULT_PRESET == "embedded"
-    assert Path(PRESETS["embedded"].draft_id) == EMBEDDED_DRAFT_DIR
+    assert DEFAULT_PRESET == "smollm2-135m"
+    assert Path(PRESETS["smollm2-135m"].draft_id) == EMBEDDED_DRAFT_DIR
     for name in ("config.json", "model.safetensors", HEAD_ROWS_FILE, "README.md"):
         assert (EMBEDDED_DRAFT_DIR / name).is_file(), name
     for name in ("config.json", "model.safetensors", "head_rows.json", "training.json", "self_instructions.json", "README.md"):
@@ -57,7 +57,7 @@ def test_loads_offline_in_a_fresh_process():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"name": "embedded", "vocab": 49152, "arch": "LlamaForCausalLM", "layers": 30, "chat": True, "rows": report["rows"],
+    assert report == {"name": "smollm2-135m", "vocab": 49152, "arch": "LlamaForCausalLM", "layers": 30, "chat": True, "rows": report["rows"],
                       "head": True}
     assert 1000 < report["rows"] < 49152
 

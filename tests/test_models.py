@@ -136,6 +136,17 @@ def test_the_default_pairs_old_name_is_still_taken_everywhere_a_name_comes_in():
     assert replayed_controls(saved)["pair"] == "smollm2-135m"
 
 
+def test_the_train_command_takes_the_default_pairs_old_name(monkeypatch):
+    import specviz.training.distil as distil
+    from specviz.cli import main
+
+    seen = []
+    monkeypatch.setattr(distil, "distil", seen.append)  # the recipe itself is not run
+    for name in ("embedded", "smollm2-135m"):
+        assert main(["train", "--recipe", name, "--steps", "3"]) == 0
+    assert [config.steps for config in seen] == [3, 3]
+
+
 def test_an_old_name_loads_the_same_pair(monkeypatch):
     # tiny-code stands in for a renamed preset: the default pair would need its converted target
     import specviz.models.presets as presets

@@ -449,8 +449,8 @@ def test_the_runs_charts_keep_their_titles_clear_of_their_legends():
 def test_the_stats_say_where_the_run_was_measured():
     run = make_run()
     assert "Measured with" not in render.stats_html(run)  # a run saved before the device was recorded
-    run.settings.update(pair="embedded", device="cpu", precision="float32")
-    assert "Measured with the embedded pair on cpu in float32." in render.stats_html(run)
+    run.settings.update(pair="smollm2-135m", device="cpu", precision="float32")
+    assert "Measured with the smollm2-135m pair on cpu in float32." in render.stats_html(run)
     run.settings.update(precision="bfloat16", int8_drafters=True)
     assert "on cpu in bfloat16, the drafters in int8" in render.stats_html(run)
     assert "never the output" in render.stats_html(run)

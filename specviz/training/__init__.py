@@ -1,1 +1,1 @@
-"""Training the embedded models: the draft's distillation, the head, the tiny-code pair."""
+"""Training the shipped models: the default pair's draft and head, and the tiny-code pair."""
