@@ -279,6 +279,7 @@ def test_a_sweep_where_nothing_beats_the_target_recommends_none():
     assert "Here speculation does not pay: γ = 2 measured a median 1.04×" in html
     assert "What would change it" in html
     assert "Recommended γ = " not in html
+    assert html.count("The formula predicts") + html.count("the formula predicts") == 1  # said once, as the reason
     assert "no γ beats the target alone" in plots_teach.gamma_sweep(view).layout.title.text
     slower = sweep.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 0.91, 0.85, 0.99)])
     assert 'data-gamma="none"' in lessons.sweep_status_html(6, 6, 8.0, slower)

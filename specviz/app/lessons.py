@@ -473,8 +473,10 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
                 f"{escape_text(payoff.recommendation_text())}.</b></p>"
                 f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>'
             )
+        # Beside a recommendation, the formula's best γ as a prediction (a verdict of "none" already gives it, as the reason).
+        beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
         parts.append(
-            f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>Beside it, {escape_text(payoff.prediction_text())}. "
+            f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
             f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) "
             f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
             f"verify costs more. The measured medians decide; the curves explain.</p>"
