@@ -2,7 +2,9 @@
 
 A `LaneView` is fed engine events plus a `decode` function (ids → text) and keeps the text of
 every token it has shown, so everything after the run (inspector, explainer) works from plain
-data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane.
+data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane; where the
+target took a rival guess, the drafter's own first pick (kept among the event's rivals) is drawn
+before it as the rejected first draft (`tokens.first_pick_index`).
 """
 
 from __future__ import annotations
