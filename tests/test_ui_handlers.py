@@ -144,3 +144,34 @@ def test_a_replay_says_its_settings_are_in_the_controls():
 ])
 def test_a_slider_that_pulled_a_typed_value_into_range_says_so(name, typed, bounds, expected):
     assert ui_handlers.clamped_note(name, typed, *bounds) == expected
+
+
+def test_a_refused_input_clears_the_last_runs_results():
+    """Issue 26: seed −5 gave a clear message, but the lanes kept the last run's temperature-2 text while the
+    controls said temperature 0. A refused input now leaves nothing of a run the controls no longer describe."""
+    from specviz.app import render
+
+    demo = ui.build_app(preload=False)
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    by_id = lambda values: {getattr(component, "elem_id", None) or type(component).__name__: value  # noqa: E731
+                            for component, value in values.items()}
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
+                "temperature": 2.0, "max-new-tokens": 12}
+    visitor = SimpleNamespace(session_hash="refused-test")
+    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
+    finished = by_id(list(run_fn.fn(visitor, *arguments))[-1])
+    assert "data-round=" in finished["lane-speculative"] and finished["State"] is not None
+    refused = {**settings, "temperature": 0.0, "seed": -5}
+    arguments = [refused.get(component.elem_id, component.value) for component in run_fn.inputs]
+    values = list(run_fn.fn(visitor, *arguments))
+    assert len(values) == 1 and set(values[0]) <= set(run_fn.outputs)
+    shown = by_id(values[0])
+    assert "status-error" in shown["status"] and "seed" in shown["status"]
+    empty = dict(zip(("lane-baseline", "lane-speculative"), render.lanes_html(None, names=("baseline", "speculative"))))
+    for lane, html in empty.items():  # none of the temperature-2 run's tokens stay: the lanes are as before any run
+        assert shown[lane] == html != finished[lane]
+    assert shown["State"] is None and shown["round-picker"].choices == []
+    assert "In this run" not in shown["explainer"]
+    charts = [component for component in run_fn.outputs if isinstance(component, ui.gr.Plot)]
+    assert all(component in values[0] for component in charts)
+    assert len(run_coroutine(demo.postprocess_data(run_fn, values[0], None))) == len(run_fn.outputs)

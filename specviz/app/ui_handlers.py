@@ -177,12 +177,29 @@ def show_error(page: Page, error: BaseException, run_id: int, session: str | Non
     message = describe_error(error)
     values = {page.status: status_html(message, "error", run_id)}
     run = live_runs.pop(session, None)
-    if run is not None:
+    if run is None:
+        # A refused input: the page clears what the last run drew, whose settings the controls no
+        # longer hold (seed −5 beside a temperature-2 lane); marking it stale instead would have to
+        # reach every part that shows it, token clicks and the theory sliders included.
+        values.update(cleared_values(page))
+    else:
         # A run under way may be watched far from the status line: a warning too. A refused input is
         # said once, in the status line under Run, where the visitor just clicked.
         gr.Warning(message)
         values.update(stopped_values(page, run))
     return values
+
+
+def cleared_values(page: Page) -> dict:
+    """The page as before any run: lanes, stats, charts, the inspector, the explainer, the run in the
+    session and its download."""
+    html_value, chart_value = inspector_values(None, None)
+    return {
+        **lane_values(page, None), page.stats: render.stats_html(None), **dict(zip(page.charts, chart_values(None))),
+        page.run_state: None, page.inspector.round_picker: gr.Dropdown(choices=[], value=None),
+        page.inspector.html: html_value, page.inspector.chart: chart_value, page.explainer: render.explain_html(None),
+        page.replay.download: gr.DownloadButton(visible=False),
+    }
 
 
 def start_values(page: Page, run_id: int, message: str) -> dict:
