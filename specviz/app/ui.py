@@ -59,6 +59,34 @@ CSS = """
   .specviz-stack { flex-direction: column !important; }
   .specviz-stack > * { width: 100% !important; max-width: 100% !important; align-self: stretch; }
 }
+/* The pair's long name: the prompt and the controls share the width equally (at 1400 px 3:2 cut it),
+   and the text stops before the dropdown's arrow, ending in "…" where no width can hold it (400 px). */
+.specviz-stack:has(#pair) > .column { flex-grow: 1 !important; }
+#pair input { padding-right: 26px !important; text-overflow: ellipsis; }
+/* The legend's items wrap as whole items (they are joined without spaces, so the line never broke). */
+#legend .legend { display: flex; flex-wrap: wrap; }
+/* Phones: less padding around the tables; the inspector's rows put their verdict on a line of its own
+   under the numbers, so min(1, p/q) and r fit; a chart keeps a readable width and scrolls sideways in its
+   box, where squeezed to the screen its title ran past the edge and its legend over the title. */
+@media (max-width: 600px) {
+  .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
+  #inspector.block, #stats.block, #inspector-section.block { padding-left: 4px !important; padding-right: 4px !important; }
+  #inspector .html-container, #stats .html-container { padding-left: 2px !important; padding-right: 2px !important; }
+  #inspector table, #stats table { font-size: 12px !important; }
+  #inspector th, #inspector td, #stats th, #stats td { padding: 2px 3px !important; }
+  #inspector .inspector-table, #inspector .inspector-table tbody { display: block; border: none !important; padding: 0 !important; }
+  #inspector .inspector-table tr { display: grid; grid-template-columns: 1.3em minmax(0, 1.2fr) repeat(4, minmax(0, 1fr));
+                                   border: none !important; border-bottom: 1px solid #ddd !important; }
+  #inspector .inspector-table tr:has(> :nth-child(5):last-child) {  /* temperature 0: four columns, then the verdict */
+    grid-template-columns: 1.3em minmax(0, 2fr) minmax(0, 1fr) minmax(0, 2fr); }
+  #inspector .inspector-table tr > :last-child { grid-column: 1 / -1; padding-left: calc(1.3em + 3px) !important; }
+  #inspector .inspector-table tr > th:last-child { display: none; }
+  #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
+  #inspector .inspector-table td { overflow-wrap: anywhere; }
+  #inspector .inspector-table th { font-size: 11px; }
+  .js-plotly-plot { min-width: 560px; }
+  [id^=chart-].block { overflow-x: auto !important; }
+}
 """
 # gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
 LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
