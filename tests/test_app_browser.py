@@ -418,3 +418,60 @@ def test_out_of_range_inputs_are_said_once_in_the_status_line(page):
     time.sleep(0.5)
     toasts = page.locator(".toast-body").all_inner_texts()
     assert toasts == [], toasts  # neither gradio's "less than minimum value" nor a second copy of ours
+
+
+CUT_TEXT_JS = """
+selector => [...document.querySelectorAll(selector)]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1
+               && !['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+  .map(e => `${e.tagName}.${e.className}: ${e.textContent.slice(0, 40)} (${e.scrollWidth} > ${e.clientWidth})`)
+"""
+# Each drawn chart: its title inside its figure and clear of its legend.
+CHART_TITLES_JS = """
+() => [...document.querySelectorAll('[id^=chart-] .js-plotly-plot')].filter(c => c.offsetParent !== null).map(c => {
+  const title = c.querySelector('.gtitle'), legend = c.querySelector('.legend'), svg = c.querySelector('.main-svg');
+  if (!title) return null;
+  const t = title.getBoundingClientRect(), f = svg.getBoundingClientRect();
+  const l = legend ? legend.getBoundingClientRect() : null;
+  const overlaps = l && !(t.right <= l.left || l.right <= t.left || t.bottom <= l.top || l.bottom <= t.top);
+  const outside = t.left < f.left - 1 || t.right > f.right + 1;
+  return overlaps || outside ? `${c.closest('[id^=chart-]').id}: ${title.textContent}` : null;
+}).filter(Boolean)
+"""
+
+
+@pytest.mark.parametrize("width", [400, 800, 1400])
+def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
+    """Issue 26: at 1400 px the pair's name ran under its arrow; at 800 px the legend's "rival guesses" was cut;
+    at 400 px the stats table, the inspector's min(1, p/q) column and the charts' titles (under their legends)
+    were. After a short sampled run (the inspector's widest table), no text in them is cut, nothing pushes the
+    page sideways, and a chart wider than a phone scrolls in its own box."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#run")
+        pair = page.locator("#pair input")  # the default pair's name is the longest
+        text_right, arrow_left = pair.evaluate(
+            "e => [e.getBoundingClientRect().right - parseFloat(getComputedStyle(e).paddingRight),"
+            " document.querySelector('#pair .icon-wrap').getBoundingClientRect().left]")
+        assert text_right <= arrow_left + 1, (text_right, arrow_left)  # never under the arrow
+        if width >= 800:
+            assert pair.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), pair.input_value()
+        else:  # no width holds it: it ends in an ellipsis
+            assert pair.evaluate("e => getComputedStyle(e).textOverflow") == "ellipsis"
+        choose(page, "pair", "tiny-code")
+        page.locator("#prompt textarea").fill("def add(a, b):\n    return a + b\n\n\ndef add(")
+        set_number(page, "temperature", 1.0)
+        set_number(page, "max-new-tokens", 16)
+        run_and_wait(page)
+        page.wait_for_selector("#inspector .inspector-table")
+        page.wait_for_selector("#chart-time .plotly .trace", timeout=15_000)
+        for selector in ("#legend, #legend *", "#stats, #stats *", "#inspector, #inspector *"):
+            assert page.evaluate(CUT_TEXT_JS, selector) == [], (width, selector)
+        assert page.locator("#legend").inner_text().count("rival guesses") == 1
+        assert "min(1, p/q)" in page.locator("#inspector .inspector-table").inner_text()
+        assert page.evaluate(CHART_TITLES_JS) == [], width
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), width
+    finally:
+        page.close()
