@@ -457,7 +457,7 @@ def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     # The draft stage names the drafter's own first pick (" <b>", 41%) and why the round stopped at one token.
     assert "Only 1 of γ = 3: the drafter was only 41% sure of its 1st draft, under the “draft only while sure” threshold 0.50" in text
     draft_stage = text.split("2 · Verify")[0]
-    assert " <b> (q = 1: at temperature 0 it takes its top guess outright, though only 41% sure of it)" in draft_stage
+    assert " <b> (q = 1, 41% sure). At temperature 0 q is 1 for any top guess: the percentage is how sure" in draft_stage
     rivals = text.split("3 · Rival guesses.")[1].split("4 · ")[0]
     assert "also offered its 2nd and 3rd guesses for that same position: (x (27%) and  & ${y} (12%)" in rivals
     assert "in the same target forward" in rivals and "target's own top pick" in rivals

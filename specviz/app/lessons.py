@@ -103,13 +103,15 @@ def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, room: Dra
     sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
                                        tokens=count(event.gamma, "token"), proposals=listing(proposals),
                                        texts=listing([plain_token(text) for text, _ in drafts]))
+    if any(", " in q_words(token) for _, token in drafts):
+        sentence += " At temperature 0 q is 1 for any top guess: the percentage is how sure the drafter was."
     return sentence + fewer_sentence(event, drafter, room)
 
 
 def q_words(token: DraftedToken) -> str:
     """"q = 0.412"; at temperature 0, where q is 1 for any top guess, how sure the drafter was too."""
     if token.draft_prob == 1.0 and token.draft_confidence is not None and token.draft_confidence < 0.995:
-        return f"q = 1: at temperature 0 it takes its top guess outright, though only {token.draft_confidence:.0%} sure of it"
+        return f"q = 1, {token.draft_confidence:.0%} sure"
     return f"q = {prob(token.draft_prob)}"
 
 
