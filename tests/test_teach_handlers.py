@@ -72,3 +72,23 @@ def test_the_theory_sliders_wait_for_a_run():
     run = SimpleNamespace(baseline=SimpleNamespace(trace=SimpleNamespace(rounds=[])),
                           speculative=SimpleNamespace(trace=SimpleNamespace(rounds=[])))
     assert all(value == gr.skip() for value in teach_handlers.on_measured_run(run))  # no rounds yet: nothing to measure
+
+
+def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):
+    """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the confidence stop had
+    ended the round. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""
+    start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
+                "temperature": 1.0, "max-new-tokens": 64, "draft-confidence": 0.9, "rivals": 0}
+    session = start_fn.fn(*[settings.get(component.elem_id, component.value) for component in start_fn.inputs])[0]
+    assert isinstance(session, teach_handlers.StepSession)
+    try:
+        reasons = []
+        for _ in range(6):
+            stages = re.sub(r"<[^>]+>", "", next_fn.fn(session)[3])
+            reasons += re.findall(r"Only \d+ of γ = 3: (?:[^.]|\.\d)*", stages)  # to the sentence's end
+        assert reasons, "no round stopped early"
+        assert all("sure of its" in reason and "threshold 0.90" in reason for reason in reasons), reasons
+        assert not any("limit" in reason for reason in reasons), reasons
+    finally:
+        teach_sections.close_step(session)
