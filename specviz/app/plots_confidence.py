@@ -63,10 +63,11 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
     return figure
 
 
-def run_chart(speculative: Trace, labels: Mapping[int, str]) -> go.Figure:
-    """The run's chart, with a hint that says why it is empty: drafting has not started, or a recording
-    made before specviz kept the target's confidence."""
-    drafts = judged_drafts(speculative)
+def run_chart(speculative: Trace, labels: Mapping[int, str], drafts: Sequence[JudgedDraft] | None = None) -> go.Figure:
+    """The run's chart (`drafts`: judged_drafts(speculative), where the caller has them already), with a
+    hint that says why it is empty: drafting has not started, or a recording made before specviz kept
+    the target's confidence."""
+    drafts = judged_drafts(speculative) if drafts is None else drafts
     if not drafts and speculative.num_examined:
         return acceptance_by_confidence(drafts, labels, hint="this recording predates the target's confidence: run it live")
     return acceptance_by_confidence(drafts, labels)

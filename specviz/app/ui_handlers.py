@@ -191,25 +191,27 @@ def show_error(page: Page, error: BaseException, run_id: int, session: str | Non
 
 
 def cleared_values(page: Page) -> dict:
-    """The page as before any run: lanes, stats, charts, the inspector, the explainer, the run in the
-    session and its download."""
+    """The page as before any run: what a new run clears (blank_values), and the charts, the inspector,
+    the explainer and the run in the session too."""
     html_value, chart_value = inspector_values(None, None)
     return {
-        **lane_values(page, None), page.stats: render.stats_html(None), **dict(zip(page.charts, chart_values(None))),
-        page.run_state: None, page.inspector.round_picker: gr.Dropdown(choices=[], value=None),
+        **blank_values(page), **dict(zip(page.charts, chart_values(None))), page.run_state: None,
         page.inspector.html: html_value, page.inspector.chart: chart_value, page.explainer: render.explain_html(None),
-        page.replay.download: gr.DownloadButton(visible=False),
     }
 
 
-def start_values(page: Page, run_id: int, message: str) -> dict:
+def blank_values(page: Page) -> dict:
+    """What a new run clears at once: lanes, stats, the round picker and the last run's download."""
     return {
-        page.status: status_html(message, "info", run_id),
         **lane_values(page, None),
         page.stats: render.stats_html(None),
         page.inspector.round_picker: gr.Dropdown(choices=[], value=None),
         page.replay.download: gr.DownloadButton(visible=False),
     }
+
+
+def start_values(page: Page, run_id: int, message: str) -> dict:
+    return {page.status: status_html(message, "info", run_id), **blank_values(page)}
 
 
 def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:

@@ -114,7 +114,7 @@ def chart_values(run: render.RunView | None) -> list:
         plots.accepted_per_round(speculative, gamma),
         plots.cumulative_acceptance(speculative),
         plots.per_position_acceptance(speculative),
-        plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {}),
+        plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {}, drafts),
         plots_confidence.confidence_note_html(drafts),
     ]
 
