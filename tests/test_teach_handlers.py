@@ -74,6 +74,17 @@ def test_the_theory_sliders_wait_for_a_run():
     assert all(value == gr.skip() for value in teach_handlers.on_measured_run(run))  # no rounds yet: nothing to measure
 
 
+def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
+    """CI saw the note keep c = 0.10 after c was set to 0.9: with a listener per slider, α's reply (sent first)
+    could land after c's and overwrite it. "always_last" only holds back the same listener's next call, so the
+    three sliders must share one listener for their redraws to stay in order."""
+    writers = [fn for fn in demo.fns.values() if any(getattr(out, "elem_id", None) == "theory-note" for out in fn.outputs)]
+    assert len(writers) == 1, [fn.name for fn in writers]
+    triggers = {(demo.blocks[block_id].elem_id, event) for block_id, event in writers[0].targets}
+    assert triggers == {("theory-alpha", "change"), ("theory-c", "change"), ("theory-v", "change")}
+    assert writers[0].trigger_mode == "always_last"
+
+
 def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):
     """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the confidence stop had
     ended the round. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""

@@ -63,9 +63,11 @@ def wire_lab(section: LabSection, inputs: list, concurrency_id: str, on_gpu: Cal
 def wire_theory(section: TheorySection, run_state: gr.State) -> None:
     """Each slider redraws the chart and note; a finished run (or the button) moves the sliders to its values."""
     sliders = section.sliders
-    for slider in sliders:
-        slider.change(theory_values, [*sliders, run_state], [section.chart, section.note], api_visibility="private",
-                      queue=False, show_progress="hidden", trigger_mode="always_last")
+    # One listener for all three sliders, not one each: "always_last" holds back a redraw only while the same
+    # listener's last one is in flight, so with three listeners an older slider's reply could land after a newer
+    # one's and leave the note at values the sliders no longer show.
+    gr.on([slider.change for slider in sliders], theory_values, [*sliders, run_state], [section.chart, section.note],
+          api_visibility="private", queue=False, show_progress="hidden", trigger_mode="always_last")
     run_state.change(on_measured_run, [run_state], sliders, api_visibility="private", queue=False,
                      show_progress="hidden")
     section.from_run.click(on_measured_run, [run_state], sliders, api_visibility="private", queue=False,
