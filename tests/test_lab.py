@@ -17,7 +17,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz.app import lessons, plots_teach, render
+from specviz.app import lessons, plots_teach, render, step_lessons
 
 from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
@@ -160,7 +160,7 @@ def test_a_round_with_nothing_drafted_says_why():
         view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
     lane = view.speculative
     plain = next(event for event in lane.trace.rounds if event.gamma == 0)
-    html = lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3))
+    html = step_lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3))
     assert "prompt lookup found no earlier occurrence" in html
     assert f"t{plain.next_id}" in html
 
@@ -174,7 +174,7 @@ def test_round_stages_name_the_rounds_tokens():
         view.add(event, decode)
     lane = view.speculative
     rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
-    html = lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3))
     for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
         assert f'data-stage="{stage}"' in html
     assert f"t{rejected.drafted[rejected.num_accepted].token_id}" in html
@@ -189,11 +189,11 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
     for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
         view.add(event, decode)
     lane = view.speculative
-    html = lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
     assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
     assert html.count("then dropped: it comes after the end-of-text token") == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
-    assert "dropped" not in lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    assert "dropped" not in step_lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
 
 
 # --- theory explorer ------------------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
     view.add(event, decode)
     lane = view.speculative
-    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
 
 
@@ -374,7 +374,7 @@ def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> lis
             view.add(event, decode_ids)
             if isinstance(event, RoundEvent):
                 lane = view.speculative
-                html = lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
+                html = step_lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
                                           step.draft_room(event))
                 shown.append((event, page_text(html)))
     step.close()
@@ -421,7 +421,7 @@ def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
     view = render.RunView("x", [1], gamma=4, settings={}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
         view.add(shown, decode)
-    html = lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room)
+    html = step_lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room)
     assert "Only 2 of γ = 4: the heuristic γ schedule planned 2 for this round" in unescape(html)
 
 
@@ -451,7 +451,7 @@ def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
 @pytest.mark.parametrize("taken_index", [0, 1, None])
 def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     event, lane = rival_round(taken_index)
-    html = lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5))
+    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5))
     assert 'data-stage="rivals"' in html
     text = page_text(html)
     # The draft stage names the drafter's own first pick (" <b>", 41%) and why the round stopped at one token.

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_confidence, plots_teach, render
+from specviz.app import lessons, plots, plots_confidence, plots_teach, render, step_lessons
 from specviz.app.lab import exactness, step_mode, sweep
 from specviz.app.live import record_stop, stop_presses
 from specviz.app.request import POLICY, Request, describe_error, whole_number
@@ -110,20 +110,20 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
         event = rounds[-1]
         texts = session.lane.round_texts[event.round_index]
         before = trace.num_tokens - len(event.emitted_ids)
-        stages = lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
+        stages = step_lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
                                     session.run.draft_room(event))
         chart = plots.decision_distributions(event, session.lane.labels) if event.gamma else empty_step_chart()
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
-        stages = lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
+        stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
         message = "Prefill done: press Next round."
     else:
         message = "Nothing left to do: press Start for a new run."
     finish = next((event for event in events if isinstance(event, FinishEvent)), None)
     if finish is not None:
-        stages += lessons.finish_html(trace, finish, config.max_new_tokens)
+        stages += step_lessons.finish_html(trace, finish, config.max_new_tokens)
         message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
-    status = lessons.step_status_html(message, round_number, session.run.done, trace.num_tokens,
+    status = step_lessons.step_status_html(message, round_number, session.run.done, trace.num_tokens,
                                       "done" if session.run.done else "info")
     return status, step_lane_html(session), stages or gr.skip(), chart, gr.Button(interactive=not session.run.done)
 
@@ -131,7 +131,7 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
 def step_error(session: StepSession | None, error: BaseException) -> tuple:
     """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
     message = describe_error(error)
-    return (session, lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
+    return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
             gr.Button(interactive=session is not None and not session.run.done))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_teach
+from specviz.app import lessons, plots, plots_teach, step_lessons
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.render.lanes import FOLLOW_LANE_JS
@@ -153,11 +153,11 @@ def build_step_mode(names: list[str]) -> StepSection:
         with gr.Row():
             start_button = gr.Button("Start", elem_id="step-start", variant="primary", scale=0)
             next_button = gr.Button("Next round", elem_id="step-next", interactive=False, scale=0)
-        status = gr.HTML(lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
+        status = gr.HTML(step_lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
         lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
         with gr.Row(equal_height=False):
-            stages = gr.HTML(lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
+            stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
                              js_on_load=NEXT_KEY_JS)
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")
     return StepSection(names, state, start_button, next_button, status, lane, stages, chart)
