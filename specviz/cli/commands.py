@@ -87,9 +87,9 @@ def run_replay(args) -> int:
 def run_bench(args) -> int:
     from dataclasses import asdict
 
-    from specviz.analysis.bench import (BenchConfig, format_hf_table, format_table, load_prompts,
-                               results_to_json, run_against_hf)
+    from specviz.analysis.bench import BenchConfig, format_table, load_prompts, results_to_json
     from specviz.analysis.bench import run_bench as measure
+    from specviz.analysis.bench_hf import format_hf_table, run_against_hf
     from specviz.models.presets import resolve_pair
 
     config = config_from(

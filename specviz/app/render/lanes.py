@@ -14,13 +14,14 @@ from typing import Callable, Sequence
 
 from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
+from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
     CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
     first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.analysis.run import Run
 from specviz.analysis.trace import Trace
-from specviz.app.wording import count, every
+from specviz.app.wording import count
 
 Decode = Callable[[list[int]], str]
 LANE_TEXT_MAX_PX = 400  # a longer lane scrolls inside its box; the title and figures above it stay put
@@ -316,38 +317,6 @@ def lane_title(run: RunView, name: str) -> str:
         except ValueError:  # a saved run's drafter this version lacks: the lane's own title
             pass
     return info.title
-
-
-def empty_lane_html(name: str) -> str:
-    """A lane before any run: its title and what will appear in it, so the first view says what to watch."""
-    if name == "speculative":  # the lane whose colours need saying before they appear
-        samples = "".join(
-            f"<li>{token_span(sample, kind, words, keep_breaks=False)} {escape_text(words)}</li>"
-            for kind, sample, words in EMPTY_SPECULATIVE_KEY)
-        words = (f"{escape_text(EMPTY_LANE_WORDS[name])}<ul style='margin:4px 0 0 1.1em;padding:0'>{samples}</ul>"
-                 f"{escape_text(CLICK_WORDS)}")
-    else:
-        words = escape_text(EMPTY_LANE_WORDS.get(name, f"{lane_info(name).title} will write here."))
-    return (f'<div class="lane lane-{name} lane-empty" data-lane="{name}" data-done="false">'
-            f'<div class="lane-head" style="font-weight:600;margin:0 0 6px 2px;font-size:14px">'
-            f'{escape_text(lane_info(name).title)}</div>'
-            f'<div class="lane-text" style="{LANE_STYLE}color:#666;font-family:inherit">{words}</div></div>')
-
-
-# What each lane will show, said before the first run (the page's first view).
-EMPTY_LANE_WORDS = {
-    "baseline": "The target alone will write here, one token per forward pass: the plain way, to compare against.",
-    "speculative": "Speculative decoding will write here, a few tokens per target pass. Each guess of the drafter "
-                   "is coloured by what happened to it:",
-    "reference": "transformers' own generate() will write here, on the same models, when you switch it on.",
-}
-EMPTY_SPECULATIVE_KEY = (
-    ("accepted", "kept", "green: the target agreed with the drafter's guess"),
-    ("rejected", "thrown", "struck through: the target disagreed, so the guess was thrown away"),
-    ("resample", "own", "orange: the target's own token, written in its place"),
-    ("bonus", "bonus", "blue: a free extra token when every guess was kept"),
-)
-CLICK_WORDS = "After a run, click a coloured token to see why it was kept or thrown away."
 
 
 def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[str] | None = None,

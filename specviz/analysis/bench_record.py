@@ -1,0 +1,117 @@
+"""Where, when and how a bench record was measured: the machine (its kind, CPU, native bf16, the host's
+limits, threads and versions), the prompt set, the batch-invariance measured at load, the date and
+the command line. `bench --json` writes it beside its cells; specviz.analysis.expectations reads it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+
+from specviz.models.int8 import cpu_supports
+from specviz.models.invariance import Invariance
+from specviz.models.precision import cpu_has_native_bf16
+from specviz.models.presets import ASSETS_DIR
+
+# The prompt files a record can name, by the words the README and the page use for them.
+PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy"}
+# The host's settings that change what a bench measures; a record names those that were set.
+RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_BATCH_INVARIANT",
+                "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
+
+
+def machine_kind(device: torch.device | str = "cpu") -> str:
+    """One of KIND_WORDS: what decides a machine's speed here. On a CPU it follows torch's own view of
+    the host, limits included (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU counts as AVX2: torch obeys it)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return "cuda"
+    if device.type != "cpu":
+        return "other"
+    if cpu_has_native_bf16():
+        return "cpu-native-bf16"
+    capability = torch.backends.cpu.get_cpu_capability().upper()
+    if capability.startswith("AVX512"):
+        return "cpu-avx512"
+    return "cpu-avx2" if capability.startswith("AVX2") else "cpu-other"
+
+
+def cpu_model() -> str:
+    """The CPU's name as the OS reports it ("AMD EPYC", "Intel(R) Xeon(R) …"), or the platform's words."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def describe_machine(device: torch.device | str = "cpu") -> dict:
+    """What a reader of a record needs to know which machine it came from (the bench's JSON carries it)."""
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    return {
+        "kind": machine_kind(device),
+        "cpu": cpu_model(),
+        "num_cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(device) if on_cuda else None,
+        "native_bf16": torch.cuda.is_bf16_supported() if on_cuda else cpu_has_native_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # torch's kernels, after any host limit
+        "amx": cpu_supports("_is_amx_tile_supported"),
+        "avx512_bf16": cpu_supports("_is_avx512_bf16_supported"),
+        "env": {name: os.environ[name] for name in RECORDED_ENV if name in os.environ},
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def invocation(argv: list[str] | None = None) -> str:
+    """The command line that made this process, as one would type it again: the recorded host settings
+    first, and `python -m specviz …` rather than the machine's path to it."""
+    argv = list(sys.argv if argv is None else argv) or ["python"]
+    program = Path(argv[0])
+    head = ["python", "-m", "specviz"] if program.name == "__main__.py" and program.parent.name == "specviz" else [program.name]
+    settings = [f"{name}={os.environ[name]}" for name in RECORDED_ENV if name in os.environ]
+    return shlex.join(settings + head + argv[1:])
+
+
+def prompt_set_of(prompt_texts: list[str]) -> dict:
+    """Which of the shipped prompt files these prompts are ({"file", "set"}), or a custom set."""
+    for path in sorted(ASSETS_DIR.rglob("prompts*.json")):
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        texts = [entry if isinstance(entry, str) else entry.get("prompt") for entry in entries if isinstance(entry, (str, dict))]
+        if texts == prompt_texts:
+            name = path.relative_to(ASSETS_DIR).as_posix()
+            return {"file": f"assets/{name}", "set": PROMPT_SETS.get(name, name.removesuffix(".json"))}
+    return {"file": None, "set": "custom"}
+
+
+def record_metadata(device: torch.device | str, prompt_texts: list[str], invariance: Invariance | None = None) -> dict:
+    """The part of a bench record that says where, when and how it was measured."""
+    return {
+        "prompts": prompt_set_of(prompt_texts),
+        "machine": describe_machine(device),
+        "batch_invariant": None if invariance is None else {"bitwise": invariance.bitwise, "attention": invariance.attention},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": invocation(),
+    }
+
+
+def record_name(report: dict) -> str:
+    """The file name a record is kept under in assets/bench/: machine kind, precision, prompt set."""
+    prompt_set = report.get("prompts", {}).get("set", "custom")
+    return f"{report['machine']['kind']}--{report['precision']}--{prompt_set}.json"
