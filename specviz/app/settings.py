@@ -59,7 +59,6 @@ class Setting:
     unrecorded: Any = NOT_RECORDED  # what a saved run without the key ran with (the setting did not exist then)
     recorded: bool = True  # Request.settings (and so a saved run) records it
     drafters: tuple[str, ...] = ()  # the drafters that read it; () = every one
-    greedy_only: bool = False  # it matters at temperature 0 only
 
     @property
     def elem_id(self) -> str:
@@ -155,7 +154,7 @@ SETTINGS: tuple[Setting, ...] = (
             info="0 = off. They ride along in the same verify, each at that position; the target takes the one "
                  "that is its own choice. The lane shows them small and struck through after the first draft",
             short="rival guesses", minimum=0, maximum=MAX_RIVALS, step=1, checked=True, replayed=True, unrecorded=0,
-            greedy_only=True, help="greedy: beside a first draft the drafter is unsure of, offer its next N likeliest "
+            help="greedy: beside a first draft the drafter is unsure of, offer its next N likeliest "
                                    "tokens too, judged in the same verify (0 = off; default: the engine's)"),
 )
 SETTING: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
