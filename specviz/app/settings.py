@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
                  "that is its own choice. The lane shows them small and struck through after the first draft",
             short="rival guesses", minimum=0, maximum=MAX_RIVALS, step=1, checked=True, replayed=True, unrecorded=0,
             help="greedy: beside a first draft the drafter is unsure of, offer its next N likeliest "
-                                   "tokens too, judged in the same verify (0 = off; default: the engine's)"),
+                 "tokens too, judged in the same verify (0 = off; default: the engine's)"),
 )
 SETTING: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
 NAMES: tuple[str, ...] = tuple(SETTING)
