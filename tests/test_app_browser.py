@@ -274,7 +274,7 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page, tmp_path):
     assert page.locator("#prompt textarea").input_value() == recorded.prompt_text
     assert int(page.locator("#gamma input[type=number]").first.input_value()) == recorded.settings["gamma"]
     assert int(page.locator("#max-new-tokens input[type=number]").first.input_value()) == recorded.settings["max_new_tokens"]
-    assert page.locator("#drafter input[value=model]").is_checked()
+    assert page.locator(f"#drafter input[value={recorded.settings['drafter']}]").is_checked()
 
 
 def overlaps(a: dict, b: dict) -> bool:

@@ -13,6 +13,7 @@ from specviz.cli import main
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import decode_lanes
 from specviz.decoding.events import PrefillEvent, RoundEvent
+from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
 from tests.tiny_models import tiny_pair
 
@@ -117,6 +118,12 @@ def test_the_recorded_runs_in_assets_load_and_replay():
             view.add(event, saved.replayed_decode)
         assert view.done and "?" not in view.speculative.text  # every text the replay asks for was recorded
         assert view.speculative.trace.token_ids == saved.lanes["speculative"].token_ids
+        # Recorded with today's engine: every judged draft kept how sure the target was, so a replay draws the
+        # easy-vs-hard chart (a run saved before target_confidence draws it empty).
+        trace = saved.lanes["speculative"]
+        num_judged = sum(event.verdict(index) in ("accepted", "rejected")
+                         for event in trace.rounds for index in range(len(event.drafted)))
+        assert num_judged > 0 and len(judged_drafts(trace)) == num_judged, name
 
 
 def test_cli_saves_and_replays_a_run(tmp_path, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from specviz.app.request import Request
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
 
+OLD_RUN = Path(__file__).parent / "data" / "old-run--before-rivals.json.gz"  # saved before rival guesses
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
 
 
@@ -107,21 +109,27 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
                    "gamma_schedule": "constant", "rivals": 0}
 
 
-@pytest.mark.parametrize("name", list(ui_handlers.recorded_runs()))
+@pytest.mark.parametrize("name", [*ui_handlers.recorded_runs(), OLD_RUN.name])
 def test_run_repeats_a_replayed_run_live(name):
-    """Issue 26: after a replay, Run must ask for the run that was replayed. The shipped runs were recorded
-    before "draft only while sure" and rival guesses existed (every round drafted γ, none had rivals), so a
-    replay that left those controls at today's defaults (0.5, 2) made Run draft differently."""
-    saved = ui_handlers.load_replay(name, None)
+    """Issue 26: after a replay, Run must ask for the run that was replayed: every setting the file recorded,
+    and, for a file recorded before "draft only while sure", rival guesses and the γ schedule existed
+    (tests/data keeps one), those features off, as it ran. Leaving them at today's defaults (0.5, 2) made
+    Run draft differently."""
+    saved = ui_handlers.load_replay(None, OLD_RUN) if name == OLD_RUN.name else ui_handlers.load_replay(name, None)
     page_defaults = {setting.name: setting.default for setting in settings.SETTINGS}
     request = Request.parse(**{**page_defaults, **ui_handlers.replayed_controls(saved)})
     expected = {**saved.settings, "pair": preset_name(saved.settings["pair"])}
     assert {key: request.settings[key] for key in expected if key in request.settings} == {
         key: value for key, value in expected.items() if key in request.settings}
     speculative = [event for event in saved.events() if event.lane == "speculative" and hasattr(event, "rivals")]
-    assert not any(event.rivals for event in speculative) and request.config.rivals == 0
-    assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
-    assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
+    if name == OLD_RUN.name:
+        assert "rivals" not in saved.settings and "draft_confidence" not in saved.settings
+        assert not any(event.rivals for event in speculative) and request.config.rivals == 0
+        assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
+        assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
+    else:  # the shipped runs record today's settings, so Run repeats them as they are
+        assert (request.config.rivals, request.config.draft_confidence, request.config.gamma_schedule) == (
+            saved.settings["rivals"], saved.settings["draft_confidence"], saved.settings["gamma_schedule"])
 
 
 def test_a_replay_says_its_settings_are_in_the_controls():
