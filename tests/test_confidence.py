@@ -75,6 +75,11 @@ def test_the_sentence_states_this_runs_numbers():
     assert "between 40% and 80% sure at every judged draft: 3 of 5 drafts were accepted (60%)" in (
         confidence.confidence_sentence(middling))
     assert "No judged drafts" in confidence.confidence_sentence([])
+    assert "fared worse" not in confidence.confidence_sentence(drafts)
+    # A sampled run with a drafter that often picks another token can reverse the lesson; the sentence says why.
+    reversed_run = [dataclasses.replace(d, accepted=d.target_confidence < 0.4) for d in drafts]
+    assert "Here the sure positions fared worse: a position is easy only when the drafter guesses the target's " \
+           "clear pick" in confidence.confidence_sentence(reversed_run)
 
 
 def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets_rates():

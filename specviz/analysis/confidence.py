@@ -116,4 +116,14 @@ def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") 
     if not (sure and unsure):
         missing = f"under {UNSURE:.0%}" if sure else f"at least {SURE:.0%}"
         sentence += f" The target was never {missing} sure at a judged draft."
+    elif accepted_share(sure) < accepted_share(unsure):
+        # The chart's lesson runs backwards here (a sampled run with a drafter that often picks another token,
+        # say), and a learner needs the reason, or the chart reads as a bug.
+        sentence += (" Here the sure positions fared worse: a position is easy only when the drafter guesses the "
+                     "target's clear pick; any other guess there has almost no probability under the target, so it is "
+                     "nearly always thrown away, while where the target is unsure many guesses have some.")
     return sentence
+
+
+def accepted_share(drafts: Sequence[JudgedDraft]) -> float:
+    return sum(draft.accepted for draft in drafts) / len(drafts)
