@@ -160,7 +160,8 @@ def test_a_round_with_nothing_drafted_says_why():
         view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
     lane = view.speculative
     plain = next(event for event in lane.trace.rounds if event.gamma == 0)
-    html = step_lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3))
+    html = step_lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3),
+                                   greedy=False)
     assert "prompt lookup found no earlier occurrence" in html
     assert f"t{plain.next_id}" in html
 
@@ -174,7 +175,8 @@ def test_round_stages_name_the_rounds_tokens():
         view.add(event, decode)
     lane = view.speculative
     rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
-    html = step_lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3),
+                                   greedy=False)
     for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
         assert f'data-stage="{stage}"' in html
     assert f"t{rejected.drafted[rejected.num_accepted].token_id}" in html
@@ -189,11 +191,12 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
     for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
         view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
     assert html.count("then dropped: it comes after the end-of-text token") == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
-    assert "dropped" not in step_lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    assert "dropped" not in step_lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
+                                                  greedy=False)
 
 
 # --- theory explorer ------------------------------------------------------------------------------------------------
@@ -319,7 +322,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
     view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3))
+    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
 
 
@@ -375,7 +378,7 @@ def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> lis
             if isinstance(event, RoundEvent):
                 lane = view.speculative
                 html = step_lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
-                                          step.draft_room(event))
+                                               step.draft_room(event), greedy=config.temperature == 0)
                 shown.append((event, page_text(html)))
     step.close()
     return shown
@@ -412,6 +415,29 @@ def test_step_mode_says_the_confidence_stop_not_the_token_limit_when_drafting_st
         assert "sure" not in words.split("Only")[1].split(".")[0]
 
 
+def test_step_mode_at_temperature_0_gives_the_targets_pick_and_no_coin():
+    """The inspector says "no coin is drawn" at T = 0; step mode said "Draw r ~ U(0, 1) … r = 0.634 ≥ min(1,
+    0.000 / 1.000)" and "drew ' Edinburgh' from norm(max(0, p − q))" on the same round. Now its stages give the
+    rule that decides there, the target's own top pick, as the hover and the inspector do."""
+    pair = tiny_pair("gpt2")
+    config = DecodeConfig(gamma=3, temperature=0.0, max_new_tokens=16, seed=1, draft_confidence=0.0, rivals=0,
+                          stop_at_eos=False)
+    shown = step_stages(pair, [5, 6, 7], config)
+    rejected = [(event, text) for event, text in shown if event.gamma and event.next_kind == "resample"]
+    assert rejected, "no greedy round with a rejection"
+    event, text = rejected[0]
+    bad = event.drafted[event.num_accepted]
+    accept = text.split("Accept or reject, left to right.")[1].split("· Verdict")[0]
+    assert "no coin is drawn" in accept and "r = " not in accept and "min(1" not in accept
+    assert f" t{bad.token_id}: the target's pick here is  t{event.next_id} → rejected" in accept
+    assert f"The target's own pick. At the rejected position the target wrote its own top pick  t{event.next_id}." in text
+    assert "gave the target's own top pick at" in text and f"{bad.target_confidence:.0%} sure" in text
+    assert "p( " not in text  # p is one-hot at T = 0: it says nothing the pick does not
+    # Above temperature 0 the coin decides, and step mode shows it.
+    sampled = step_stages(pair, [5, 6, 7], dataclasses.replace(config, temperature=1.0))
+    assert any("Draw r ~ U(0, 1)" in words and "r = " in words for event, words in sampled if event.gamma)
+
+
 def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
     room = step_mode.DraftRoom(gamma=4, planned=2, room=40, limit=64, limit_is_context=False, threshold=0.0)
     event = bonus_round(0, 5, gamma=2)
@@ -421,7 +447,8 @@ def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
     view = render.RunView("x", [1], gamma=4, settings={}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
         view.add(shown, decode)
-    html = step_lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room)
+    html = step_lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room,
+                                   greedy=False)
     assert "Only 2 of γ = 4: the heuristic γ schedule planned 2 for this round" in unescape(html)
 
 
@@ -451,7 +478,8 @@ def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
 @pytest.mark.parametrize("taken_index", [0, 1, None])
 def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     event, lane = rival_round(taken_index)
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5))
+    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5),
+                                   greedy=True)
     assert 'data-stage="rivals"' in html
     text = page_text(html)
     # The draft stage names the drafter's own first pick (" <b>", 41%) and why the round stopped at one token.

@@ -1,5 +1,7 @@
-"""Step mode's words, as HTML: the six stages of one round (draft, rival guesses, verify, accept,
-correction, roll back) on the run's own tokens, the prefill and the finish. No gradio and no models, like
+"""Step mode's words, as HTML: the stages of one round (draft, verify, rival guesses, accept, verdict,
+correction, roll back) on the run's own tokens, the prefill and the finish; the drafting side's words
+are specviz.app.step_drafting. At temperature 0 the stages give the rule that decides there (the target's
+own top pick) instead of the coin r and the one-hot p and q. No gradio and no models, like
 specviz.app.render, whose token styles it reuses so a token looks the same in every part of the page.
 
 Every sentence names this run's own tokens and numbers; token text is always escaped.
@@ -10,30 +12,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from specviz.catalogue import drafter_info
-from specviz.decoding.events import DraftedToken, FinishEvent, RoundEvent
-from specviz.app.palette import COLORS
-from specviz.app.render.lanes import RoundTexts, stop_text
-from specviz.app.render.tokens import escape_text, inline_token, prob, visible_text
+from specviz.decoding.events import FinishEvent, RoundEvent
+from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
+from specviz.app.render.tokens import escape_text, inline_token, prob
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
+from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
     from specviz.app.lab.step_mode import DraftRoom
 
 STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
-
-
-def plain_token(text: str) -> str:
-    """A drafted token before the target has judged it: outlined in the draft's colour, no verdict yet."""
-    return (f'<span class="tok tok-proposed" style="border:1px solid {COLORS["draft"]};border-radius:3px;'
-            f'padding:0 2px;font-family:ui-monospace,Menlo,Consolas,monospace">{visible_text(text, keep_breaks=False)}</span>')
-
-
-def listing(items: Sequence[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def stage_html(index: int, name: str, title: str, body: str) -> str:
@@ -58,127 +47,35 @@ def step_intro_html() -> str:
 
 
 def prefill_html(first_text: str, num_prompt_tokens: int, drafter: str) -> str:
-    body = (f"The target read the prompt ({count(num_prompt_tokens, 'token')}) and sampled the first new token "
+    body = (f"The target read the prompt ({count(num_prompt_tokens, 'token')}) and chose the first new token "
             f"{inline_token(first_text, 'target')} itself: speculation starts after it. "
             f"{drafter_info(drafter).prefill_words}")
     return stages_html([("prefill", "Prefill", body)], "Ready. Press Next round for round 1.")
 
 
 def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], num_new_before: int,
-               drafter: str, room: DraftRoom) -> str:
+               drafter: str, room: DraftRoom, *, greedy: bool) -> str:
     """One round in stages: draft, verify, (rival guesses,) accept test, verdict, correction or bonus,
-    rollback. `room` (step_mode.StepRun.draft_room) says what bounded the drafting."""
+    rollback. `room` (step_mode.StepRun.draft_room) says what bounded the drafting. `greedy` (temperature 0):
+    the stages give the rule that decides there, the target's own top pick, and leave out the coin r and the
+    one-hot p and q, as the lane's hover and the inspector do."""
     heading = f"Round {event.round_index + 1}"
     if event.gamma == 0:
         return stages_html(plain_step_stages(event, texts, drafter), heading)
     rivals = [("rivals", "Rival guesses", rivals_sentence(event, texts))] if event.rivals and texts.rivals else []
     stages = [
         ("draft", "Draft", draft_sentence(event, texts, drafter, room)),
-        ("verify", "Verify", verify_sentence(event, texts, labels)),
+        ("verify", "Verify", greedy_verify_sentence(event, texts, labels) if greedy
+         else verify_sentence(event, texts, labels)),
         *rivals,
-        ("accept", "Accept or reject, left to right", accept_list(event, texts)),
+        ("accept", "Accept or reject, left to right", greedy_accept_list(event, texts) if greedy
+         else accept_list(event, texts)),
         ("verdict", "Verdict", verdict_sentence(event, texts)),
-        ("correction", "Resample" if event.next_kind == "resample" else "Bonus", correction_sentence(event, texts, labels)),
+        ("correction", correction_title(event, greedy), greedy_correction_sentence(event, texts, labels) if greedy
+         else correction_sentence(event, texts, labels)),
         ("rollback", "Roll back", rollback_sentence(event, texts, num_new_before, drafter)),
     ]
     return stages_html(stages, heading)
-
-
-def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom) -> str:
-    info = drafter_info(drafter)
-    drafts = list(zip(texts.drafted, event.drafted))
-    if event.rivals and texts.rivals:  # the drafter's own first pick, whichever guess the target then took
-        drafts[0] = guesses_in_order(event, texts)[0]
-    proposals = [f"{plain_token(text)} ({q_words(token)})" for text, token in drafts]
-    sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
-                                       tokens=count(event.gamma, "token"), proposals=listing(proposals),
-                                       texts=listing([plain_token(text) for text, _ in drafts]))
-    if any(", " in q_words(token) for _, token in drafts):
-        sentence += " At temperature 0 q is 1 for any top guess: the percentage is how sure the drafter was."
-    return sentence + fewer_sentence(event, drafter, room)
-
-
-def q_words(token: DraftedToken) -> str:
-    """"q = 0.412"; at temperature 0, where q is 1 for any top guess, how sure the drafter was too."""
-    if token.draft_prob == 1.0 and token.draft_confidence is not None and token.draft_confidence < 0.995:
-        return f"q = 1, {token.draft_confidence:.0%} sure"
-    return f"q = {prob(token.draft_prob)}"
-
-
-def ordinal(number: int) -> str:
-    """1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st."""
-    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
-    return f"{number}{suffix}"
-
-
-def fewer_sentence(event: RoundEvent, drafter: str, room: DraftRoom) -> str:
-    """" Only 1 of γ = 3: …" with the real cause (DraftRoom.fewer_cause); "" when the round drafted all it could."""
-    cause = room.fewer_cause(event)
-    if not cause:
-        return ""
-    planned = max(room.gamma, room.planned)
-    of = f"γ = {room.gamma}" if planned == room.gamma else f"the {planned} the heuristic γ schedule planned"
-    if cause == "unsure":
-        last = first_pick(event) if event.rivals else event.drafted[-1]
-        why = (f"the drafter was only {last.draft_confidence:.0%} sure of its {ordinal(event.gamma)} draft, under the "
-               f"“draft only while sure” threshold {room.threshold:.2f}, so it stopped there: a draft it is unsure of "
-               f"is often rejected, and each extra draft makes the verify dearer.")
-        if event.rivals:
-            why += (f" Unsure of the round's first token, it offered its next {count(len(event.rivals), 'guess', 'guesses')} "
-                    f"for that position instead (rival guesses, stage 3).")
-    elif cause in ("limit", "context"):
-        limit = (f"the models' context leaves room for {count(room.room + 1, 'more token')}" if cause == "context"
-                 else f"the {room.limit}-token limit leaves room for {count(room.room + 1, 'more token')}")
-        why = f"{limit}, and a round adds its drafts plus one token of the target's own."
-    elif cause == "schedule":
-        why = (f"the heuristic γ schedule planned {room.planned} for this round (it takes 1 away after a round with a "
-               f"rejection and adds 2 after one whose drafts were all accepted).")
-    else:
-        why = drafter_info(drafter).fewer_words
-    return f" Only {event.gamma} of {of}: {why}"
-
-
-def first_pick(event: RoundEvent) -> DraftedToken:
-    """A rival round's first guess as the drafter made it (its surest), whichever guess the target took."""
-    return max((event.drafted[0], *event.rivals), key=lambda token: token.draft_confidence or 0.0)
-
-
-def guesses_in_order(event: RoundEvent, texts: RoundTexts) -> list[tuple[str, DraftedToken]]:
-    """A rival round's guesses for its first position in the drafter's own order (surest first), with
-    their texts: the first draft the target went on with (event.drafted[0]) and its rivals."""
-    guesses = list(zip([texts.drafted[0], *texts.rivals], (event.drafted[0], *event.rivals)))
-    return sorted(guesses, key=lambda guess: -(guess[1].draft_confidence or 0.0))
-
-
-def dropped_guesses(guesses: Sequence[tuple[str, DraftedToken]], kept: DraftedToken) -> str:
-    return listing([inline_token(text, "rejected") for text, token in guesses if token is not kept])
-
-
-def rivals_sentence(event: RoundEvent, texts: RoundTexts) -> str:
-    """What rival guesses are, and what became of this round's (greedy only: DecodeConfig.rivals)."""
-    guesses = guesses_in_order(event, texts)
-    (first_text, first), others = guesses[0], guesses[1:]
-    taken = event.drafted[0] if event.drafted[0].accepted else None
-    ordinals = listing([ordinal(i + 2) for i in range(len(others))])
-    offered = listing([f"{plain_token(text)} ({token.draft_confidence:.0%})" for text, token in others])
-    sentence = (f"Unsure of its first token {plain_token(first_text)} ({first.draft_confidence:.0%} sure), the drafter "
-                f"also offered its {ordinals} guesses for that same position: {offered}. They rode along in the same "
-                f"target forward, each placed at that position (the target reads the text and that one guess, never "
-                f"the other guesses), so judging them took no extra pass. At temperature 0 a draft is kept only where it "
-                f"is the target's own top pick, so the target takes whichever guess is. ")
-    if taken is None:
-        return sentence + (f"Here none of the {len(guesses)} was: the first pick {inline_token(first_text, 'rejected')} "
-                           f"goes to the test below and is rejected, the rivals are dropped, and the target writes its "
-                           f"own token.")
-    taken_text = texts.drafted[0]
-    if taken is first:
-        return sentence + (f"Here it was the drafter's first pick {inline_token(taken_text, 'accepted')}: the round goes "
-                           f"on with it, and the rivals {dropped_guesses(guesses, taken)} are dropped.")
-    rank = ordinal(1 + next(i for i, (_, token) in enumerate(guesses) if token is taken))
-    return sentence + (f"Here it was {inline_token(taken_text, 'accepted')}, the drafter's {rank} guess: the round goes "
-                       f"on with it as its one draft, and {dropped_guesses(guesses, taken)} are dropped. Without rivals, the first pick "
-                       f"{inline_token(first_text, 'rejected')} would have been rejected and this token written by the "
-                       f"target alone, one token for the pass instead of two.")
 
 
 def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
@@ -191,6 +88,49 @@ def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, s
         sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, ''))} "
                      f"(p = {prob(top_prob)}).")
     return sentence
+
+
+def greedy_verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+    """The verify at temperature 0: what the target's own top pick was at each drafted position the round
+    shows (p is 1 on it and 0 elsewhere there, so p itself says nothing more)."""
+    rivals = f" (and the {count(len(event.rivals), 'rival guess', 'rival guesses')}, stage 3)" if event.rivals else ""
+    picks = []
+    for index, (text, token) in enumerate(zip(texts.drafted, event.drafted)):
+        pick = target_pick_text(event, index, texts)
+        if pick is not None:
+            sure = "" if token.target_confidence is None else f", {token.target_confidence:.0%} sure"
+            picks.append(f"at draft {index + 1} {plain_token(pick)}{sure}")
+    sentence = (f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
+                f"the target's own top pick at {event.gamma + 1} positions at once: at temperature 0 that pick is all "
+                f"that counts")
+    sentence += f" ({listing(picks)})." if picks else "."
+    if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
+        token_id, _ = event.details[event.gamma].target_top[0]
+        sentence += f" After the last draft its pick would be {plain_token(labels.get(token_id, ''))}."
+    return sentence
+
+
+def greedy_accept_list(event: RoundEvent, texts: RoundTexts) -> str:
+    """Each draft against the target's own top pick, in order: no coin at temperature 0."""
+    lines = []
+    for index, text in enumerate(texts.drafted):
+        verdict = event.verdict(index)
+        token = event.drafted[index]
+        if not token.decided:
+            lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
+            continue
+        if token.accepted:
+            line = f"{inline_token(text, verdict)}: the target's own pick too → <b>accepted</b>"
+            if verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
+                line += ", then dropped: it comes after the end-of-text token"
+        else:
+            pick = target_pick_text(event, index, texts)
+            theirs = f"the target's pick here is {plain_token(pick)}" if pick is not None else "not the target's pick"
+            line = f"{inline_token(text, verdict)}: {theirs} → <b>rejected</b>"
+        lines.append(line)
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return (f"At temperature 0 no coin is drawn: a draft is kept exactly when it is the target's own top pick."
+            f"<ul style='margin:4px 0 0 0'>{items}</ul>")
 
 
 def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
@@ -229,6 +169,25 @@ def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
         return f"None accepted: the first draft {rejected} was rejected, and everything after it goes."
     return (f"{event.num_accepted} of {event.gamma} accepted ({listing(accepted)}); the draft went wrong at {rejected}, "
             f"and everything after it goes.")
+
+
+def correction_title(event: RoundEvent, greedy: bool) -> str:
+    if event.next_kind != "resample":
+        return "Bonus"
+    return "The target's own pick" if greedy else "Resample"
+
+
+def greedy_correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+    """Where the target's own token came from at temperature 0: its top pick, rejection or bonus alike."""
+    if not texts.own:
+        return correction_sentence(event, texts, labels)
+    own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
+    if event.next_kind == "resample":
+        return (f"At the rejected position the target wrote its own top pick {own}. That is what the rule "
+                f"norm(max(0, p − q)) comes to at temperature 0: p is all on the target's pick and q all on the "
+                f"draft's, so what is left is the target's pick alone, and the text stays exactly the target's.")
+    return (f"Every draft survived, so the verify forward's last position came free: the target's own top pick "
+            f"there, {own}, is the bonus token.")
 
 
 def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
@@ -275,7 +234,8 @@ def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> lis
     own = inline_token(texts.next_text, "target") if texts.own else "nothing (end of text)"
     return [
         ("draft", "Draft", f"Nothing drafted: {why}."),
-        ("verify", "Target step", f"One plain target forward, as the baseline would do: the target sampled {own} from p."),
+        ("verify", "Target step", f"One plain target forward, as the baseline would do: the target chose {own} "
+                                  f"(its top pick at temperature 0, a draw from p above it)."),
         ("rollback", "Commit", "Nothing to roll back: one token in, one token kept."),
     ]
 
