@@ -81,6 +81,20 @@ def test_a_bonus_round_chart_has_no_empty_draft_series():
     assert [bar.name for bar in figure.data] == ["p (target)"]
 
 
+def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
+    """Beside step mode's "no coin is drawn", the chart's title said "→ resampled ' Edinburgh'"."""
+    from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent
+
+    rejected = RoundEvent("speculative", 0, 1, 1, (DraftedToken(3, 1.0, 0.0, 0.0, 0.6, False, True),), 0, 7,
+                          "resample", (7,), 0.001, 0.01, 1, 1, details=(PositionDetail(((3, 1.0),), ((7, 1.0),), ((7, 1.0),)),))
+    labels = {3: " Scotland", 7: " Edinburgh"}
+    assert plots.decision_title(rejected, labels, greedy=True) == (
+        "Round 1, draft 1: ' Scotland' rejected → the target's own pick ' Edinburgh'")
+    assert "→ resampled ' Edinburgh'" in plots.decision_title(rejected, labels)
+    assert plots.decision_distributions(rejected, labels, greedy=True).layout.title.text.endswith(
+        "the target's own pick ' Edinburgh'")
+
+
 def test_a_round_cut_by_end_of_text_does_not_claim_a_bonus():
     run = make_gamma1_run()
     event = run.speculative.trace.rounds[0]

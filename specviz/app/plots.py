@@ -181,15 +181,16 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
 
 
 def decision_distributions(
-    event: RoundEvent, labels: Mapping[int, str], max_tokens: int = 10
+    event: RoundEvent, labels: Mapping[int, str], max_tokens: int = 10, greedy: bool = False
 ) -> go.Figure:
     """At the round's deciding position: q and p of the top tokens, and the residual if rejected.
 
     The deciding position is the first rejection (the correction comes from the residual
-    norm(max(0, p − q))) or, for a fully accepted round, the bonus position (drawn from p).
+    norm(max(0, p − q))) or, for a fully accepted round, the bonus position (drawn from p). At temperature 0
+    (`greedy`) the bars are one-hot and the title names the target's own pick, as the words beside it do.
     """
     position = event.num_accepted
-    figure = base_figure(decision_title(event, labels), "token", "probability")
+    figure = base_figure(decision_title(event, labels, greedy), "token", "probability")
     if not event.details or position >= len(event.details):
         return with_hint(figure, "no distributions recorded for this round")
     detail = event.details[position]
@@ -234,17 +235,19 @@ def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
     )
 
 
-def decision_title(event: RoundEvent, labels: Mapping[int, str]) -> str:
+def decision_title(event: RoundEvent, labels: Mapping[int, str], greedy: bool = False) -> str:
     position = event.num_accepted
     if len(event.emitted_ids) == event.num_kept_drafts:  # an accepted end-of-text left no room for the target's token
         return f"Round {event.round_index + 1}: the run ended at an accepted end-of-text; the target's own token was not kept"
     if event.next_kind == "resample" and position < len(event.drafted):
         token = event.drafted[position]
+        how = "the target's own pick" if greedy else "resampled"
         return (
             f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected "
-            f"→ resampled {label_of(event.next_id, labels)}"
+            f"→ {how} {label_of(event.next_id, labels)}"
         )
-    return f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted → bonus {label_of(event.next_id, labels)} from p"
+    source = "the target's own pick" if greedy else "from p"
+    return f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted → bonus {label_of(event.next_id, labels)}, {source}"
 
 
 def ordered_union(groups: Sequence[Sequence[tuple[int, float]]], limit: int) -> list[int]:

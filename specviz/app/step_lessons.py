@@ -65,7 +65,7 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     rivals = [("rivals", "Rival guesses", rivals_sentence(event, texts))] if event.rivals and texts.rivals else []
     stages = [
         ("draft", "Draft", draft_sentence(event, texts, drafter, room)),
-        ("verify", "Verify", greedy_verify_sentence(event, texts, labels) if greedy
+        ("verify", "Verify", greedy_verify_sentence(event, texts) if greedy
          else verify_sentence(event, texts, labels)),
         *rivals,
         ("accept", "Accept or reject, left to right", greedy_accept_list(event, texts) if greedy
@@ -90,7 +90,7 @@ def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, s
     return sentence
 
 
-def greedy_verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+def greedy_verify_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     """The verify at temperature 0: what the target's own top pick was at each drafted position the round
     shows (p is 1 on it and 0 elsewhere there, so p itself says nothing more)."""
     rivals = f" (and the {count(len(event.rivals), 'rival guess', 'rival guesses')}, stage 3)" if event.rivals else ""
@@ -103,11 +103,9 @@ def greedy_verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping
     sentence = (f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
                 f"the target's own top pick at {event.gamma + 1} positions at once: at temperature 0 that pick is all "
                 f"that counts")
-    sentence += f" ({listing(picks)})." if picks else "."
-    if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
-        token_id, _ = event.details[event.gamma].target_top[0]
-        sentence += f" After the last draft its pick would be {plain_token(labels.get(token_id, ''))}."
-    return sentence
+    # Its pick after the last draft is the bonus token where every draft was kept (stage 6 names it), and
+    # a pick after a rejected draft means nothing: so it is not named here.
+    return sentence + (f" ({listing(picks)})." if picks else ".")
 
 
 def greedy_accept_list(event: RoundEvent, texts: RoundTexts) -> str:

@@ -112,7 +112,8 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
         before = trace.num_tokens - len(event.emitted_ids)
         stages = step_lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
                                          session.run.draft_room(event), greedy=session.lane.greedy)
-        chart = plots.decision_distributions(event, session.lane.labels) if event.gamma else empty_step_chart()
+        chart = (plots.decision_distributions(event, session.lane.labels, greedy=session.lane.greedy) if event.gamma
+                 else empty_step_chart())
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
         stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)

@@ -123,7 +123,8 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
     event = render.find_round(run, round_index) if run else None
     if event is None:
         return render.inspector_html(None, None), plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round")
-    return render.inspector_html(run, round_index), plots.decision_distributions(event, run.speculative.labels)
+    return render.inspector_html(run, round_index), plots.decision_distributions(event, run.speculative.labels,
+                                                                                 greedy=run.speculative.greedy)
 
 
 def example_prompts() -> list[Prompt]:
