@@ -515,6 +515,11 @@ def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
     assert 'data-gamma="2"' in html and "Recommended γ = 2</b>: median 1.24×" in html
     assert "γ = 6&#x27;s 1.27×" in html and "a tie goes to the smaller γ: γ = 2" in html and "a tie goes to the smaller γ" in html
     assert "Recommended γ = 6" not in html
+    # Five of six tie: another sweep may pick another of them, and the page says what narrows the spread.
+    assert "5 of the 6 γ measured are within the noise of the best, so another sweep may well pick another" in html
+    assert "more repeats, or a longer answer, narrow the spread" in html
+    assert "within the noise of the best, so another sweep" not in lessons.sweep_status_html(
+        10, 10, 20.0, sweep.sweep_view(clear_rise()))
     assert "the formula predicts" in html and "a prediction, not a measurement" in html
     assert "recommended γ = 2" in plots_teach.gamma_sweep(view).layout.title.text
     # the bench's text and JSON give the same answer by the same rule
@@ -525,9 +530,14 @@ def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
     assert record["gamma"] == 2 and record["best_median_gamma"] == 6 and record["tied_gammas"] == [2, 3, 4, 5, 6]
 
 
+def clear_rise() -> list[BenchResult]:
+    """γ 1–4, each median beyond the noise of the next: no ties."""
+    return [dataclasses.replace(bench_result(gamma, median, median - 0.02, median + 0.02), num_runs=2)
+            for gamma, median in ((1, 1.05), (2, 1.15), (3, 1.30), (4, 1.45))]
+
+
 def test_a_choice_at_the_edge_of_the_range_says_so_and_suggests_widening_it():
-    rising = [dataclasses.replace(bench_result(gamma, median, median - 0.02, median + 0.02), num_runs=2)
-              for gamma, median in ((1, 1.05), (2, 1.15), (3, 1.30), (4, 1.45))]
+    rising = clear_rise()
     view = sweep.sweep_view(rising)
     assert view.recommended_gamma == 4 and view.payoff.at_range_edge == "largest"
     html = lessons.sweep_status_html(10, 10, 20.0, view)

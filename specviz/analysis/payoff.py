@@ -189,8 +189,8 @@ class Payoff:
         else:
             text = (f"the best median is γ = {best.gamma}'s {best.median:.2f}×, but γ = {listing(self.tie_gammas(best))} "
                     f"measured within the noise of it ({TIE_NOISE}), and a tie goes to the smaller γ: γ = {chosen.gamma}")
-        edge = self.edge_text()
-        return f"{text}. {edge}" if edge else f"{text}."
+        notes = " ".join(note for note in (self.edge_text(), self.noise_text()) if note)
+        return f"{text}. {notes}" if notes else f"{text}."
 
     def tie_gammas(self, best: Measurement) -> list[int]:
         return [m.gamma for m in self.ties if m.gamma != best.gamma]
@@ -205,6 +205,14 @@ class Payoff:
             return (f"γ = {chosen.gamma} is the smallest γ measured: a smaller γ might do as well, so widen the range "
                     f"downwards to find out.")
         return ""
+
+    def noise_text(self) -> str:
+        """Where most of the γ measured tie, another sweep may pick another of them: say so, and what
+        narrows the spread (two sweeps of a 14-token answer picked γ = 2 and γ = 5)."""
+        if len(self.measured) < 3 or 2 * len(self.ties) <= len(self.measured):
+            return ""
+        return (f"{len(self.ties)} of the {len(self.measured)} γ measured are within the noise of the best, so another "
+                f"sweep may well pick another of them: more repeats, or a longer answer, narrow the spread.")
 
     def setup_text(self) -> str:
         return f"α̂ = {self.alpha:.2f}, c = {self.cost_ratio:.2f}, v = {self.verify_cost:.2f}"
