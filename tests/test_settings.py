@@ -113,3 +113,21 @@ def test_request_parse_checks_by_the_declared_rule(settings_given, message):
 
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Request.parse("hi", "tiny-code", **settings_given)
+
+
+def test_a_setting_the_engine_applies_at_temperature_0_only_says_so_on_the_page_and_in_the_cli():
+    """The declaration holds which temperatures a setting applies to (`greedy_only`); the page's label and
+    the CLI's help are read from it, not written into each."""
+    from specviz.app import settings, ui
+    from specviz.cli.arguments import build_parser
+
+    greedy_only = {setting.name for setting in settings.SETTINGS if setting.greedy_only}
+    assert greedy_only == {"rivals"}  # the engine drafts rivals only where the drafter picks its top token
+    demo = ui.build_app(preload=False)
+    labels = {block.elem_id: getattr(block, "label", None) for block in demo.blocks.values() if getattr(block, "elem_id", None)}
+    generate = next(action for action in build_parser()._subparsers._group_actions[0].choices["generate"]._actions
+                    if "--rivals" in action.option_strings)
+    for setting in settings.SETTINGS:
+        marked = (labels.get(setting.elem_id) or "").endswith("(temperature 0 only)")
+        assert marked == setting.greedy_only, setting.name
+    assert generate.help.startswith("temperature 0 only: ")

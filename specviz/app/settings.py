@@ -59,6 +59,15 @@ class Setting:
     unrecorded: Any = NOT_RECORDED  # what a saved run without the key ran with (the setting did not exist then)
     recorded: bool = True  # Request.settings (and so a saved run) records it
     drafters: tuple[str, ...] = ()  # the drafters that read it; () = every one
+    greedy_only: bool = False  # the engine applies it at temperature 0 only: the label and the CLI help say so
+
+    @property
+    def page_label(self) -> str:
+        return f"{self.label} (temperature 0 only)" if self.greedy_only else self.label
+
+    @property
+    def cli_help(self) -> str:
+        return f"temperature 0 only: {self.help}" if self.greedy_only and self.help else self.help
 
     @property
     def elem_id(self) -> str:
@@ -149,12 +158,12 @@ SETTINGS: tuple[Setting, ...] = (
             choices=tuple((name, name) for name in GAMMA_SCHEDULES), replayed=True, unrecorded="constant",
             help="heuristic: transformers' schedule (γ + 2 after a fully accepted round, else γ − 1)"),
     Setting("rivals", "slider", "whole", ENGINE.rivals,
-            label="rival guesses (greedy): where the drafter is unsure of a round's first token, verify its next "
-                  "guesses too",
+            label="rival guesses: where the drafter is unsure of a round's first token, verify its next guesses too",
             info="0 = off. They ride along in the same verify, each at that position; the target takes the one "
                  "that is its own choice. The lane shows them small and struck through after the first draft",
             short="rival guesses", minimum=0, maximum=MAX_RIVALS, step=1, checked=True, replayed=True, unrecorded=0,
-            help="greedy: beside a first draft the drafter is unsure of, offer its next N likeliest "
+            greedy_only=True,
+            help="beside a first draft the drafter is unsure of, offer its next N likeliest "
                  "tokens too, judged in the same verify (0 = off; default: the engine's)"),
 )
 SETTING: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}

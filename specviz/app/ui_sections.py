@@ -179,7 +179,7 @@ def header_markdown() -> str:
 def control(setting: Setting, **overrides) -> gr.Component:
     """The page's control for a declared setting (specviz.app.settings): its kind, label, help, range and
     default; `overrides` for what only the layout knows (visibility, the first example, the device's words)."""
-    options = {"label": setting.label, "elem_id": setting.elem_id, "value": setting.default,
+    options = {"label": setting.page_label, "elem_id": setting.elem_id, "value": setting.default,
                **({"info": setting.info} if setting.info else {}), **overrides}
     if setting.kind == "slider":
         return gr.Slider(setting.minimum, setting.maximum, step=setting.step, **options)

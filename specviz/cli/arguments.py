@@ -44,7 +44,7 @@ def add_setting_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...
     defaults = defaults or {}
     for name in names:
         setting = SETTING[name]
-        options: dict[str, Any] = {"default": defaults.get(name, setting.default), "help": setting.help or None}
+        options: dict[str, Any] = {"default": defaults.get(name, setting.default), "help": setting.cli_help or None}
         if setting.parse == "bool":
             options["action"] = argparse.BooleanOptionalAction
         elif setting.parse == "choice":
@@ -52,7 +52,7 @@ def add_setting_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...
         elif setting.parse in ("whole", "real"):
             options["type"] = int if setting.parse == "whole" else float
         if setting.default is None:  # no default: the command needs it (the prompt)
-            options = {"required": True, "help": setting.help}
+            options = {"required": True, "help": setting.cli_help}
         parser.add_argument(setting.flag, **options)
 
 
