@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from specviz.catalogue import drafter_info
 from specviz.decoding.events import FinishEvent, RoundEvent
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
-from specviz.app.render.tokens import escape_text, inline_token, prob
+from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, prob
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
 from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
@@ -65,24 +65,32 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     rivals = [("rivals", "Rival guesses", rivals_sentence(event, texts))] if event.rivals and texts.rivals else []
     stages = [
         ("draft", "Draft", draft_sentence(event, texts, drafter, room)),
-        ("verify", "Verify", greedy_verify_sentence(event, texts) if greedy
-         else verify_sentence(event, texts, labels)),
+        ("verify", "Verify", verify_sentence(event, texts, labels, greedy)),
         *rivals,
-        ("accept", "Accept or reject, left to right", greedy_accept_list(event, texts) if greedy
-         else accept_list(event, texts)),
+        ("accept", "Accept or reject, left to right", accept_list(event, texts, greedy)),
         ("verdict", "Verdict", verdict_sentence(event, texts)),
-        ("correction", correction_title(event, greedy), greedy_correction_sentence(event, texts, labels) if greedy
-         else correction_sentence(event, texts, labels)),
+        ("correction", correction_title(event, greedy), correction_sentence(event, texts, labels, greedy)),
         ("rollback", "Roll back", rollback_sentence(event, texts, num_new_before, drafter)),
     ]
     return stages_html(stages, heading)
 
 
-def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
-    probs = [f"p({plain_token(text)}) = {prob(token.target_prob)}" for text, token in zip(texts.drafted, event.drafted)]
+def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:
     rivals = f" (and the {count(len(event.rivals), 'rival guess', 'rival guesses')}, stage 3)" if event.rivals else ""
-    sentence = (f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
-                f"p at {event.gamma + 1} positions at once: {listing(probs)}.")
+    forward = f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
+    if greedy:  # p is one-hot there: the target's own top pick is all it says
+        # Its pick after the last draft is the bonus token where every draft was kept (stage 6 names it), and
+        # a pick after a rejected draft means nothing: so it is not named here.
+        picks = []
+        for index, token in enumerate(event.drafted):
+            pick = target_pick_text(event, index, texts)
+            if pick is not None:
+                sure = "" if token.target_confidence is None else f", {token.target_confidence:.0%} sure"
+                picks.append(f"at draft {index + 1} {plain_token(pick)}{sure}")
+        return (f"{forward}the target's own top pick at {event.gamma + 1} positions at once: at temperature 0 that "
+                f"pick is all that counts" + (f" ({listing(picks)})." if picks else "."))
+    probs = [f"p({plain_token(text)}) = {prob(token.target_prob)}" for text, token in zip(texts.drafted, event.drafted)]
+    sentence = f"{forward}p at {event.gamma + 1} positions at once: {listing(probs)}."
     if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
         token_id, top_prob = event.details[event.gamma].target_top[0]
         sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, ''))} "
@@ -90,65 +98,34 @@ def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, s
     return sentence
 
 
-def greedy_verify_sentence(event: RoundEvent, texts: RoundTexts) -> str:
-    """The verify at temperature 0: what the target's own top pick was at each drafted position the round
-    shows (p is 1 on it and 0 elsewhere there, so p itself says nothing more)."""
-    rivals = f" (and the {count(len(event.rivals), 'rival guess', 'rival guesses')}, stage 3)" if event.rivals else ""
-    picks = []
+def accept_list(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
+    """Each draft's test, in order (at temperature 0 against the target's own top pick, above it r against
+    min(1, p/q)); the ones after a rejection never looked at."""
+    lines = []
     for index, (text, token) in enumerate(zip(texts.drafted, event.drafted)):
-        pick = target_pick_text(event, index, texts)
-        if pick is not None:
-            sure = "" if token.target_confidence is None else f", {token.target_confidence:.0%} sure"
-            picks.append(f"at draft {index + 1} {plain_token(pick)}{sure}")
-    sentence = (f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
-                f"the target's own top pick at {event.gamma + 1} positions at once: at temperature 0 that pick is all "
-                f"that counts")
-    # Its pick after the last draft is the bonus token where every draft was kept (stage 6 names it), and
-    # a pick after a rejected draft means nothing: so it is not named here.
-    return sentence + (f" ({listing(picks)})." if picks else ".")
-
-
-def greedy_accept_list(event: RoundEvent, texts: RoundTexts) -> str:
-    """Each draft against the target's own top pick, in order: no coin at temperature 0."""
-    lines = []
-    for index, text in enumerate(texts.drafted):
         verdict = event.verdict(index)
-        token = event.drafted[index]
         if not token.decided:
             lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
             continue
-        if token.accepted:
-            line = f"{inline_token(text, verdict)}: the target's own pick too → <b>accepted</b>"
-            if verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
-                line += ", then dropped: it comes after the end-of-text token"
-        else:
-            pick = target_pick_text(event, index, texts)
-            theirs = f"the target's pick here is {plain_token(pick)}" if pick is not None else "not the target's pick"
-            line = f"{inline_token(text, verdict)}: {theirs} → <b>rejected</b>"
-        lines.append(line)
-    items = "".join(f"<li>{line}</li>" for line in lines)
-    return (f"At temperature 0 no coin is drawn: a draft is kept exactly when it is the target's own top pick."
-            f"<ul style='margin:4px 0 0 0'>{items}</ul>")
-
-
-def accept_list(event: RoundEvent, texts: RoundTexts) -> str:
-    """Each draft's r against min(1, p/q), in order; the ones after a rejection never looked at."""
-    lines = []
-    for i, (text, token) in enumerate(zip(texts.drafted, event.drafted)):
-        verdict = event.verdict(i)
-        if not token.decided:
-            lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
-            continue
-        sign = "&lt;" if token.accepted else "≥"
         outcome = f"<b>{'accepted' if token.accepted else 'rejected'}</b>"
         if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
             outcome += ", then dropped: it comes after the end-of-text token"
-        lines.append(
-            f"{inline_token(text, verdict)}: r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) "
-            f"= {prob(token.accept_prob)} → {outcome}"
-        )
+        lines.append(f"{inline_token(text, verdict)}: {accept_test(event, index, texts, greedy)} → {outcome}")
     items = "".join(f"<li>{line}</li>" for line in lines)
-    return f"Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):<ul style='margin:4px 0 0 0'>{items}</ul>"
+    rule = f"{GREEDY_RULE[0].upper()}{GREEDY_RULE[1:]}." if greedy else "Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):"
+    return f"{rule}<ul style='margin:4px 0 0 0'>{items}</ul>"
+
+
+def accept_test(event: RoundEvent, index: int, texts: RoundTexts, greedy: bool) -> str:
+    """What decided one examined draft: the target's own pick (temperature 0), or the coin against min(1, p/q)."""
+    token = event.drafted[index]
+    if greedy:
+        if token.accepted:
+            return "the target's own pick too"
+        pick = target_pick_text(event, index, texts)
+        return f"the target's pick here is {plain_token(pick)}" if pick is not None else "not the target's pick"
+    sign = "&lt;" if token.accepted else "≥"
+    return f"r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) = {prob(token.accept_prob)}"
 
 
 def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
@@ -175,32 +152,28 @@ def correction_title(event: RoundEvent, greedy: bool) -> str:
     return "The target's own pick" if greedy else "Resample"
 
 
-def greedy_correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
-    """Where the target's own token came from at temperature 0: its top pick, rejection or bonus alike."""
-    if not texts.own:
-        return correction_sentence(event, texts, labels)
-    own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
-    if event.next_kind == "resample":
-        return (f"At the rejected position the target wrote its own top pick {own}. That is what the rule "
-                f"norm(max(0, p − q)) comes to at temperature 0: p is all on the target's pick and q all on the "
-                f"draft's, so what is left is the target's pick alone, and the text stays exactly the target's.")
-    return (f"Every draft survived, so the verify forward's last position came free: the target's own top pick "
-            f"there, {own}, is the bonus token.")
-
-
-def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str]) -> str:
+def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:
+    """Where the target's own token came from: at temperature 0 its top pick, rejection or bonus alike;
+    above it the residual or p."""
     if not texts.own:
         return "The end-of-text token ended the run inside this round, so the target's own token was not kept."
     # A token whose piece of the text is empty (half of a multi-byte character) would draw as ∅: show it alone.
     own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
     detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
     if event.next_kind == "resample":
+        if greedy:
+            return (f"At the rejected position the target wrote its own top pick {own}. That is what the rule "
+                    f"norm(max(0, p − q)) comes to at temperature 0: p is all on the target's pick and q all on the "
+                    f"draft's, so what is left is the target's pick alone, and the text stays exactly the target's.")
         residual = dict(detail.residual_top) if detail else {}
         share = (f"; it had {prob(residual[event.next_id])} of the residual's mass" if event.next_id in residual
                  else "; it was outside the residual's top tokens drawn in the chart")
         return (f"At the rejected position the target drew {own} from norm(max(0, p − q)): what the target wants there, "
                 f"minus what the draft over-proposed, rescaled to sum to 1 (chart){share}. That subtraction is what keeps "
                 f"the output exactly the target's.")
+    if greedy:
+        return (f"Every draft survived, so the verify forward's last position came free: the target's own top pick "
+                f"there, {own}, is the bonus token.")
     target = dict(detail.target_top) if detail else {}
     share = f" (p = {prob(target[event.next_id])})" if event.next_id in target else ""
     return (f"Every draft survived, so the verify forward's last position came free: the target drew the bonus token "

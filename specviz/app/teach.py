@@ -2,8 +2,9 @@
 
 Wiring only: the layout is in specviz.app.teach_sections, the handlers in
 specviz.app.teach_handlers, the logic in specviz.app.lab, the words in specviz.app.step_lessons
-(step mode) and specviz.app.lessons (the rest), and the figures in specviz.app.plots_teach. `build_sections` runs inside ui.build_app's Blocks and reads
-the main page's controls, so every section works on the settings the user already chose. Jobs
+(step mode) and specviz.app.lessons (the rest), and the figures in specviz.app.plots_teach.
+`build_sections` runs inside ui.build_app's Blocks and reads the main page's controls, so every
+section works on the settings the user already chose. Jobs
 that run the models go through the queue in the page's one model concurrency group, and the long
 ones (lab, sweep) can be stopped and respect the host's time limit per run.
 """
