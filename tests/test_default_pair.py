@@ -18,6 +18,7 @@ import torch
 from specviz.analysis.bench import load_prompts
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
+from specviz.models.compact import COMPACT_FILE, load_compact
 from specviz.models.loading import HEAD_ROWS_FILE, load_pair
 from specviz.models.presets import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, PRESETS
 from specviz.analysis.trace import Trace
@@ -39,7 +40,7 @@ def run_lane(decode, pair, prompt_ids, **settings) -> list[int]:
 def test_the_default_preset_is_smollm2_with_the_shipped_draft():
     assert DEFAULT_PRESET == "smollm2-135m"
     assert Path(PRESETS["smollm2-135m"].draft_id) == EMBEDDED_DRAFT_DIR
-    for name in ("config.json", "model.safetensors", HEAD_ROWS_FILE, "README.md"):
+    for name in ("config.json", COMPACT_FILE, HEAD_ROWS_FILE, "README.md"):
         assert (EMBEDDED_DRAFT_DIR / name).is_file(), name
     for name in ("config.json", "model.safetensors", "head_rows.json", "training.json", "self_instructions.json", "README.md"):
         assert (EMBEDDED_HEAD_DIR / name).is_file(), name
@@ -63,11 +64,12 @@ def test_loads_offline_in_a_fresh_process():
 
 
 def test_the_draft_is_a_standard_full_vocabulary_causal_lm(pair):
-    from transformers import AutoModelForCausalLM
+    from transformers import LlamaForCausalLM
 
     from specviz.models.loading import shares_target_tokenizer
 
-    draft = AutoModelForCausalLM.from_pretrained(EMBEDDED_DRAFT_DIR)
+    draft = load_compact(EMBEDDED_DRAFT_DIR, torch.float32)  # a transformers class, from its config
+    assert type(draft) is LlamaForCausalLM
     assert draft.config.vocab_size == pair.target.config.vocab_size == len(pair.tokenizer) == 49152
     assert shares_target_tokenizer(str(EMBEDDED_DRAFT_DIR))  # no tokenizer files: it is the target's
     draft_params = sum(p.numel() for p in draft.parameters())

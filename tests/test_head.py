@@ -14,7 +14,8 @@ from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
-from specviz.models.draft_head import DraftHead, dequantize_rows, head_config_for, load_head, quantize_rows
+from specviz.models.compact import dequantize_rows, quantize_rows
+from specviz.models.draft_head import DraftHead, head_config_for, load_head
 from specviz.decoding.head import HeadDrafter
 from specviz.decoding.sampling import ProbsFn
 from specviz.analysis.trace import Trace

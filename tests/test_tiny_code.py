@@ -13,6 +13,7 @@ import pytest
 from specviz.analysis.bench import load_prompts
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
+from specviz.models.compact import COMPACT_FILE
 from specviz.models.loading import load_pair
 from specviz.models.presets import PRESETS, TINY_CODE_DIR
 from specviz.analysis.trace import Trace
@@ -33,20 +34,21 @@ def test_the_tiny_code_preset_ships_in_assets():
     assert Path(PRESETS["tiny-code"].target_id) == TINY_CODE_DIR / "target"
     for name in ("target", "draft"):
         folder = TINY_CODE_DIR / name
-        assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+        assert (folder / "config.json").is_file() and (folder / COMPACT_FILE).is_file()
         assert (folder / "tokenizer.json").is_file()
 
 
 def test_assets_stay_small():
-    """The working tree travels to a lent GPU machine, 64 MiB in all (with ../shared): assets/ is
-    most of it, so the repo's files must leave 1 MiB of room."""
+    """The working tree travels to a lent GPU machine with every run there, 64 MiB a transfer in
+    all: the repo's files must leave half of that for what a run carries beside them (the default
+    target's GGUF in parts, wheels), so they stay within 32 MiB (issue 31)."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
     if listed.returncode == 0:
         files = [REPO / name for name in listed.stdout.splitlines()]
     else:  # not a git checkout: count what would matter most
         files = list((REPO / "assets").rglob("*"))
     total = sum(path.stat().st_size for path in files if path.is_file())
-    budget = 63 * 2**20
+    budget = 32 * 2**20
     assert total <= budget, f"the repo's files are {total / 2**20:.1f} MiB, over the {budget / 2**20:.0f} MiB budget"
 
 

@@ -32,36 +32,12 @@ from torch import nn
 from transformers import DynamicCache, LlamaConfig, LlamaModel
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
+from specviz.models.compact import dequantize_rows, quantize_rows
+
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 ROWS_FILE = "head_rows.json"
-SCALE_SUFFIX = ".int8_scale"
-
-
-def quantize_rows(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Matrices to int8 with one float16 scale per output row (symmetric); vectors to float16."""
-    stored = {}
-    for name, tensor in state.items():
-        tensor = tensor.detach().float()
-        if tensor.dim() != 2:
-            stored[name] = tensor.to(torch.float16).contiguous()
-            continue
-        scale = tensor.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127  # (out, 1)
-        stored[name] = torch.round(tensor / scale).to(torch.int8).contiguous()  # (out, in)
-        stored[name + SCALE_SUFFIX] = scale.to(torch.float16).contiguous()
-    return stored
-
-
-def dequantize_rows(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """quantize_rows undone (a float16 file from before it loads unchanged)."""
-    state = {}
-    for name, tensor in stored.items():
-        if name.endswith(SCALE_SUFFIX):
-            continue
-        scale = stored.get(name + SCALE_SUFFIX)
-        state[name] = tensor.float() * scale.float() if scale is not None else tensor.float()
-    return state
 
 
 def head_config_for(target_config, target_layers: tuple[int, ...] = ()) -> LlamaConfig:

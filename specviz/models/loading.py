@@ -18,7 +18,7 @@ import torch
 from huggingface_hub import constants, try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specviz.models import convert, hosting
+from specviz.models import compact, convert, hosting
 from specviz.models.draft_head import load_head
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.int8 import int8_available, quantize_linears
@@ -91,7 +91,10 @@ def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: 
     if spread and device.type == "cuda":
         kwargs["device_map"] = "auto"  # accelerate fills the GPU first, then CPU memory
     try:
-        model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+        if compact.is_compact(model_id):  # a shipped folder with int8/int4 weights
+            model = compact.load_compact(model_id, dtype)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
     except torch.OutOfMemoryError as error:
         raise ModelLoadError(f"out of memory loading {model_id!r}: pick a smaller pair") from error
     except Exception as error:

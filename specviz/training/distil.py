@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from specviz.models.compact import save_compact
 from specviz.training.code_corpus import code_stream
 from specviz.training.optimise import learning_rate, save_atomically
 from specviz.training.teacher import TEACHER_FOLDERS, load_target, pack_rows, row_index_of, split_rows, write_answers
@@ -254,13 +255,13 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
 
 
 def export_draft(draft, head_rows: torch.Tensor, out_dir: Path, summary: dict) -> None:
-    """A standard transformers folder in 16-bit, plus the head rows and the training summary.
+    """A transformers folder with int8 weights (specviz.models.compact), plus the head rows and
+    the training summary.
 
     No tokenizer: the draft shares the target's (load_pair uses it), and its 3.5 MB is room the
     head drafter's weights need in assets/.
     """
-    draft = draft.cpu().eval().to(torch.float16)
-    draft.save_pretrained(out_dir, safe_serialization=True)
+    save_compact(draft.cpu().eval(), out_dir)
     (out_dir / "head_rows.json").write_text(json.dumps(head_rows.tolist()))
     (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
 

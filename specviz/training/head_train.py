@@ -234,7 +234,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
         answers, target_answers = [], []
     else:
         draft_folder = Path(config.head_rows_from).parent
-        writer = AutoModelForCausalLM.from_pretrained(draft_folder, dtype=dtype).to(device).eval()
+        writer = load_model(str(draft_folder), device, dtype)  # its weights are stored compactly
         answers = write_answers(config, tokenizer, writer, device)
         target_answers = write_answers(own, tokenizer, target, device)
     timings["answers_s"] = time.perf_counter() - started

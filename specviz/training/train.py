@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import AutoTokenizer, DynamicCache, GPT2Config, GPT2LMHeadModel
 
+from specviz.models.compact import never, save_compact
 from specviz.training.code_corpus import EOS_TEXT, prepare_data
 from specviz.training.optimise import learning_rate, save_atomically
 
@@ -193,14 +194,21 @@ def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt,
     )
 
 
+def in_blocks(name: str) -> bool:
+    """The target's transformer blocks (GPT-2's `transformer.h.N.…`): 89 % of its weights, stored
+    in int4. Measured on held-out code (Python's own test_json, 15,360 tokens): loss 4.8153 in
+    float16 → 4.8162, the draft's greedy agreement 0.727 → 0.725."""
+    return ".h." in name
+
+
 def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict) -> None:
-    """Save both models in 16-bit safetensors with the shared tokenizer beside each."""
+    """Save both models compactly (specviz.models.compact: the target's blocks in int4, the rest
+    int8) with the shared tokenizer beside each."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    for name, model in (("target", target), ("draft", draft)):
+    for name, model, int4 in (("target", target, in_blocks), ("draft", draft, never)):
         folder = out_dir / name
-        model.to(torch.float16).save_pretrained(folder, safe_serialization=True)
+        save_compact(model, folder, int4=int4)
         tokenizer.save_pretrained(folder)
-        model.float()
     (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
 
 
