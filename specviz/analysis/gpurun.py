@@ -1,0 +1,312 @@
+"""The prepared GPU run's measuring side (`python -m specviz gpurun measure`), one command in one lease.
+
+In order of what matters if time runs short: rebuild the default target from what travelled; for each
+precision, whether a verify is bitwise a step (measured at load) and greedy identity against the target
+alone and transformers' generate() on the example and held-out prompts, taken in turn; the bench for
+every drafter at each temperature over a γ sweep in the device's default precision; where a step, a
+verify and a draft step spend their time (torch.profiler, CUDA activity on a GPU); the bench in the
+other precisions. Each phase gets a share of the time left by its weight and stops between two runs
+once its share is spent, saying so; what it finished is kept. Everything goes to --out as it is made:
+machine.json, exactness.json, records.json (`bench --json` records by the file name they would have in
+assets/bench/), profile.txt, log.txt and table.txt, the short table printed last.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from specviz.analysis.bench import (BenchConfig, Prompt, encode_prompts, load_prompts, results_to_json, summarise,
+                                    timed_runs)
+from specviz.analysis.bench_record import describe_machine, record_name
+from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
+from specviz.catalogue import DRAFTER_CATALOGUE
+from specviz.models.convert import default_target_id
+from specviz.models.loading import load_pair
+from specviz.models.pairs import ModelPair
+from specviz.models.precision import choose_device_and_dtype, precision_name
+from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
+
+PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
+WEIGHTS = {"exactness": 1.5, "bench": 3.5, "profile": 0.7, "bench, other precision": 0.6}  # shares of the time left
+
+
+@dataclass(frozen=True)
+class GpuRunConfig:
+    """What the run measures; its minutes cut whatever the sizes ask for."""
+
+    pair: str | None = None  # a preset; None: the default pair
+    device: str = "cuda"
+    minutes: float = 8.0  # the whole run, the target's rebuild included
+    precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
+    gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
+    bench_gammas: tuple[int, ...] = (2, 3, 4, 6)
+    temperatures: tuple[float, ...] = (0.0, 0.7)
+    max_new_tokens: int = 64
+    num_prompts: int | None = None  # per prompt set; None: all of them, as far as the time goes
+    profile_tokens: tuple[int, ...] = (1, 3, 4, 5, 7)  # a step, then verifies of γ + 1
+    profile_repeats: int = 12
+
+
+class Phases:
+    """The run's clock: each phase's deadline is its weight's share of the time left."""
+
+    def __init__(self, total_s: float, weights: list[float]):
+        self.end = time.monotonic() + total_s
+        self.weights = list(weights)  # the phases still to come
+        self.log: list[dict] = []
+
+    def start(self, name: str) -> float:
+        """The deadline of the next phase (monotonic seconds)."""
+        weight = self.weights.pop(0)
+        share = max(0.0, self.end - time.monotonic()) * weight / (weight + sum(self.weights))
+        self.log.append({"phase": name, "budget_s": round(share, 1), "started": time.monotonic(), "cut": False})
+        return time.monotonic() + share
+
+    def finish(self, cut: bool) -> None:
+        entry = self.log[-1]
+        entry["used_s"], entry["cut"] = round(time.monotonic() - entry.pop("started"), 1), cut
+
+
+def precisions_for(device: torch.device, asked: tuple[str, ...] | None) -> list[str]:
+    """The device's default precision first (what a visitor gets), then the others it runs fast."""
+    default = precision_name(choose_device_and_dtype(str(device))[1])
+    chosen = asked or (("bfloat16", "float16", "float32") if device.type == "cuda" else ("bfloat16", "float32"))
+    return sorted(chosen, key=lambda name: name != default)
+
+
+def prompt_sets(preset: PairPreset, num_prompts: int | None) -> dict[str, list[Prompt]]:
+    """The pair's examples and, where it has them, its held-out prompts."""
+    files = {"examples": preset.prompts_file, "held-out": preset.prompts_file.with_name("prompts-heldout.json")}
+    return {name: load_prompts(path)[:num_prompts] for name, path in files.items() if path.is_file()}
+
+
+def taken_in_turn(sets: dict[str, list[Prompt]]) -> Iterator[tuple[str, int, Prompt]]:
+    """(set, index, prompt), one from each set in turn, so a cut leaves every set checked a little."""
+    for index in range(max(map(len, sets.values()))):
+        for name, prompts in sets.items():
+            if index < len(prompts):
+                yield name, index, prompts[index]
+
+
+def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: GpuRunConfig, deadline: float) -> dict:
+    """The verify's measured invariance and greedy identity, prompt by prompt until the deadline."""
+    check = SelfCheckConfig(gammas=config.gammas, max_new_tokens=config.max_new_tokens)
+    done = dict.fromkeys(sets, 0)
+    partings, num_checked, cut = [], 0, False
+    for name, index, prompt in taken_in_turn(sets):
+        if time.monotonic() > deadline:
+            cut = True
+            break
+        found, checked = greedy_partings(pair, encode_prompts(pair, [prompt], None), check)
+        partings += [{**asdict(parting), "prompt_set": name, "prompt_index": index} for parting in found]
+        num_checked, done[name] = num_checked + checked, done[name] + 1
+    invariance = asdict(pair.invariance) if pair.invariance else None
+    return {"precision": pair.precision, "invariance": invariance, "num_checked": num_checked,
+            "num_identical": num_checked - len(partings), "partings": partings, "prompts_done": done,
+            "prompts_total": {name: len(prompts) for name, prompts in sets.items()}, "cut": cut}
+
+
+def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, deadline: float) -> tuple[list, int, bool]:
+    """The bench's timed runs until the deadline, each temperature with its share: (results, prompts reached, cut)."""
+    results, reached, cut = [], 0, False
+    for number, temperature in enumerate(config.temperatures):
+        share = (deadline - time.monotonic()) / (len(config.temperatures) - number)
+        stop_at = time.monotonic() + share
+        one = replace(config, temperatures=(temperature,))
+        runs: dict[int, list] = {}
+        num_baselines = 0  # one per prompt (a single repeat)
+        for gamma, _, baseline, speculative in timed_runs(pair, encode_prompts(pair, prompts, config.chat), one):
+            if speculative is None:
+                num_baselines += 1
+                reached = max(reached, num_baselines)
+            else:
+                runs.setdefault(gamma, []).append((baseline, speculative))
+            if time.monotonic() > stop_at:
+                cut = True
+                break
+        results += [summarise(gamma, temperature, pairs) for gamma, pairs in runs.items()]
+    return results, reached, cut
+
+
+def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: GpuRunConfig, deadline: float,
+                   drafters: list[str]) -> dict[str, dict]:
+    """One `bench --json` record per drafter the pair can run, each with its share of the time."""
+    set_name, chosen = prompts
+    records = {}
+    runnable = [info for info in DRAFTER_CATALOGUE if info.name in drafters and not pair.lacks_for(info)]
+    for number, info in enumerate(runnable):
+        stop_at = time.monotonic() + (deadline - time.monotonic()) / (len(runnable) - number)
+        bench = BenchConfig(gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
+                            max_new_tokens=config.max_new_tokens, drafter=info.name)
+        results, reached, cut = bench_until(pair, chosen, bench, stop_at)
+        if not results:
+            continue
+        measured = replace(bench, temperatures=tuple(sorted({r.temperature for r in results})))
+        record = results_to_json(pair, chosen[:reached], measured, results)
+        record["prompts"] = {**record["prompts"], "set": set_name, "first": reached, "of": len(chosen)}
+        record["gpurun"] = {"cut": cut, "budget_s": round(stop_at - time.monotonic(), 1)}
+        name = record_name(record)
+        records[name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")] = record
+    return records
+
+
+def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
+    """The target's step against verifies, then one step of the draft model (full head, as loaded):
+    the tables, and one line for the run's table."""
+    profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats)
+    where = f"{pair.name} on {pair.device} in {pair.precision}"
+    target = profile_target(pair, profile)
+    step_s = next((p.wall_s for p in target if p.num_tokens == 1), target[0].wall_s)
+    text = format_profile(target, f"target, {where}")
+    line = f"target step {step_s * 1e3:.2f} ms; " + ", ".join(
+        f"{p.num_tokens} tokens {p.wall_s / step_s:.2f}" for p in target if p.num_tokens > 1) + " steps"
+    if pair.draft is not None:
+        draft_only = replace(pair, target=pair.draft, invariance=None)
+        draft = profile_target(draft_only, replace(profile, token_counts=(1,)))
+        text += "\n\n" + format_profile(draft, f"draft model step, {where}{' (int8)' if pair.int8_drafters else ''}")
+        line += f"; draft model step {draft[0].wall_s * 1e3:.2f} ms (c {draft[0].wall_s / step_s:.3f})"
+    return text, line
+
+
+class Output:
+    """--out: every file rewritten as its content grows, so a killed run still leaves what it made."""
+
+    def __init__(self, folder: Path, print_line: Callable[[str], None]):
+        self.folder, self.print_line = folder, print_line
+        folder.mkdir(parents=True, exist_ok=True)
+        self.lines: list[str] = []
+
+    def say(self, line: str) -> None:
+        self.print_line(line)
+        self.lines.append(line)
+        self.write("log.txt", "\n".join(self.lines) + "\n")
+
+    def note(self, text: str) -> None:
+        """Into the log only (a traceback): the printed tail stays short."""
+        self.lines.append(text)
+        self.write("log.txt", "\n".join(self.lines) + "\n")
+
+    def write(self, name: str, content) -> None:
+        text = content if isinstance(content, str) else json.dumps(content, indent=1, default=str)
+        (self.folder / name).write_text(text)
+
+
+def best_rows(records: dict[str, dict]) -> list[str]:
+    """Per record and temperature, the cell with the best median speedup."""
+    lines = [f"{'record':<44} {'T':>3} {'γ':>2} {'speedup (min–max)':>19} {'α̂':>5} {'c':>5} {'v':>5} "
+             f"{'target tok/s':>12} {'parted':>6}"]
+    for name, record in records.items():
+        for temperature in sorted({r["temperature"] for r in record["results"]}):
+            cells = [r for r in record["results"] if r["temperature"] == temperature]
+            r = max(cells, key=lambda cell: cell["median_speedup"])
+            parted = "—" if r["num_diverged"] is None else f"{r['num_diverged']}/{r['num_runs']}"
+            spread = f"{r['median_speedup']:.2f}× ({r['min_speedup']:.2f}–{r['max_speedup']:.2f})"
+            lines.append(f"{name.removesuffix('.json'):<44} {temperature:>3g} {r['gamma']:>2} {spread:>19} "
+                         f"{r['acceptance_rate']:>5.2f} {r['c']:>5.3f} {r['verify_cost']:>5.2f} "
+                         f"{r['median_baseline_tokens_per_s']:>12.1f} {parted:>6}")
+    return lines
+
+
+def exactness_row(result: dict) -> str:
+    invariance = result["invariance"] or {}
+    verify = (f"bitwise ({invariance.get('attention')})" if invariance.get("bitwise")
+              else f"not bitwise (|Δ| ≤ {invariance.get('max_difference', float('nan')):.1g})")
+    done = ", ".join(f"{name} {result['prompts_done'][name]}/{total}" for name, total in result["prompts_total"].items())
+    return (f"{result['precision']:<9} {verify:<28} {result['num_identical']:>4}/{result['num_checked']:<4} "
+            f"{done}{'  (cut)' if result['cut'] else ''}")
+
+
+def format_table(header: str, exactness: list[dict], records: dict[str, dict], profile_line: str,
+                 phases: list[dict]) -> str:
+    lines = [header, "", f"{'precision':<9} {'verify vs steps':<28} {'identical':>9} prompts (examples, held-out)"]
+    lines += [exactness_row(result) for result in exactness]
+    lines += ["", "bench, best γ per record and temperature (1 repeat; records.json has every cell):", *best_rows(records)]
+    lines += ["", f"profile: {profile_line or 'not run'}", "phases: " + "; ".join(
+        f"{p['phase']} {p.get('used_s', '?')}/{p['budget_s']} s{' CUT' if p['cut'] else ''}" for p in phases)]
+    return "\n".join(lines) + "\n"
+
+
+def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print) -> bool:
+    """The whole run (see the module's note); True when no lane parted where lanes must be identical
+    (a bitwise verify, or float32)."""
+    started = time.monotonic()
+    out = Output(out_dir, print_line)
+    device, preset = torch.device(config.device), resolve_pair(config.pair)
+    if preset.name == DEFAULT_PRESET:
+        out.say(f"target: {default_target_id()} ({time.monotonic() - started:.0f} s)")
+    machine = {**describe_machine(device), "setup_s": round(time.monotonic() - started, 1)}
+    out.write("machine.json", machine)
+    precisions = precisions_for(device, config.precisions)
+    drafters = [preset.unnamed_drafter()] + [info.name for info in DRAFTER_CATALOGUE if info.name != preset.unnamed_drafter()]
+    sets = prompt_sets(preset, config.num_prompts)
+    bench_set = ("held-out", sets["held-out"]) if "held-out" in sets else ("examples", sets["examples"])
+    phases = Phases(config.minutes * 60 - (time.monotonic() - started),
+                    [WEIGHTS["exactness"]] * len(precisions) + [WEIGHTS["bench"], WEIGHTS["profile"]]
+                    + [WEIGHTS["bench, other precision"]] * (len(precisions) - 1))
+    exactness, records, profile_line, exact = [], {}, "", True
+
+    def pair_in(precision: str) -> ModelPair:
+        return load_pair(config.pair, device=str(device), precision=precision)
+
+    def phase(name: str, work: Callable[[float], bool]) -> None:
+        deadline = phases.start(name)
+        try:
+            cut = work(deadline)
+        except Exception as error:  # noqa: BLE001 — one phase's failure is a finding; the rest still run
+            out.say(f"{name}: FAILED: {type(error).__name__}: {error}")
+            out.note(traceback.format_exc())
+            cut = True
+        phases.finish(cut)
+        out.say(f"{name}: {phases.log[-1]['used_s']} s of {phases.log[-1]['budget_s']} s{' (cut)' if cut else ''}")
+
+    def exactness_of(precision: str) -> Callable[[float], bool]:
+        def work(deadline: float) -> bool:
+            nonlocal exact
+            pair = pair_in(precision)
+            result = check_exactness(pair, sets, config, deadline)
+            exactness.append(result)
+            out.write("exactness.json", exactness)
+            if (result["invariance"] or {}).get("bitwise") or precision == "float32":
+                exact &= not result["partings"]
+            out.say(exactness_row(result))
+            return result["cut"]
+        return work
+
+    def bench_in(precision: str, names: list[str]) -> Callable[[float], bool]:
+        def work(deadline: float) -> bool:
+            found = bench_drafters(pair_in(precision), bench_set, config, deadline, names)
+            records.update(found)
+            out.write("records.json", records)
+            return any(record["gpurun"]["cut"] for record in found.values())
+        return work
+
+    def profile(deadline: float) -> bool:
+        nonlocal profile_line
+        text, profile_line = profile_pair(pair_in(precisions[0]), config)
+        out.write("profile.txt", text + "\n")
+        out.say(profile_line)
+        return time.monotonic() > deadline
+
+    for precision in precisions:
+        phase(f"exactness {precision}", exactness_of(precision))
+    phase(f"bench {precisions[0]}", bench_in(precisions[0], drafters))
+    phase(f"profile {precisions[0]}", profile)
+    for precision in precisions[1:]:
+        phase(f"bench {precision}", bench_in(precision, drafters))
+    machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
+    machine["phases"] = phases.log
+    out.write("machine.json", machine)
+    header = (f"gpurun: {preset.name} on {device} ({machine['gpu'] or machine['cpu']}, CUDA {machine.get('cuda')}, "
+              f"torch {machine['torch']}, transformers {machine['transformers']}): {time.monotonic() - started:.0f} s "
+              f"of {config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
+    out.write("table.txt", format_table(header, exactness, records, profile_line, phases.log))
+    return exact
