@@ -41,6 +41,12 @@ def cpu_has_native_bf16() -> bool:
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
 
 
+def cuda_has_native_bf16() -> bool:
+    """bf16 in the GPU's own matrix units (Ampere and later). torch's default check also says yes where
+    bf16 is only emulated (a T4: sm 7.5), where float16 is the fast 16-bit type (current device)."""
+    return torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def runs_emulated(model: torch.nn.Module) -> bool:
     """Whether a model's precision runs in software here: 16-bit on a CPU without native bf16."""
     parameter = next(model.parameters())
@@ -54,7 +60,7 @@ def default_precision(device: torch.device) -> str:
     if from_env:
         return from_env
     if device.type == "cuda":
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        return "bfloat16" if cuda_has_native_bf16() else "float16"
     return "bfloat16" if cpu_has_native_bf16() else "float32"
 
 
