@@ -90,9 +90,10 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
     machine = json.loads((out / "machine.json").read_text())
     assert machine["page_modules_imported"] == []  # the GPU machine has no gradio or plotly
     assert {"kind", "gpu", "cuda", "torch", "transformers"} <= set(machine)
-    exactness = json.loads((out / "exactness.json").read_text())
+    exactness = json.loads((out / "checks.json").read_text())["exactness"]
     assert [result["precision"] for result in exactness] == ["bfloat16", "float32"]
     assert all(result["num_checked"] > 0 and not result["partings"] for result in exactness)
+    assert json.loads((out / "checks.json").read_text())["baseline_vs_generate"]["ours_over_generate"]["median"] > 0
     records = json.loads((out / "records.json").read_text())
     assert any(name == record_name(record) for name, record in records.items())  # the default drafter's, as kept
     for name, record in records.items():

@@ -3,17 +3,20 @@
 In order of what matters if time runs short: rebuild the default target from what travelled; for each
 precision, whether a verify is bitwise a step (measured at load) and greedy identity against the target
 alone and transformers' generate() on the example and held-out prompts, taken in turn; the bench for
-every drafter at each temperature over a γ sweep in the device's default precision; where a step, a
-verify and a draft step spend their time (torch.profiler, CUDA activity on a GPU); the bench in the
-other precisions. Each phase gets a share of the time left by its weight and stops between two runs
-once its share is spent, saying so; what it finished is kept. Everything goes to --out as it is made:
-machine.json, exactness.json, records.json (`bench --json` records by the file name they would have in
-assets/bench/), profile.txt, log.txt and table.txt, the short table printed last.
+every drafter at each temperature over a γ sweep in the device's default precision; the target alone
+against transformers' own generate(), timed alike (is the baseline fair?); where a step, a verify and a
+draft step spend their time (torch.profiler, CUDA activity on a GPU); the bench in the other precisions.
+Each phase gets a share of the time left by its weight and stops between two runs once its share is
+spent, saying so; what it finished is kept. Everything goes to --out as it is made: machine.json,
+checks.json (exactness per precision; the target alone against generate()), records.json (`bench --json`
+records, by the file name each would have in assets/bench/), profile.txt, log.txt and table.txt, the
+short table, printed last.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -22,13 +25,19 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
+import transformers
 
 from specviz.analysis.bench import (BenchConfig, Prompt, encode_prompts, load_prompts, results_to_json, summarise,
                                     timed_runs)
 from specviz.analysis.bench_record import describe_machine, record_name
+from specviz.analysis.gpurun_table import exactness_row, format_table, generate_line
 from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
 from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
+from specviz.analysis.trace import Trace
 from specviz.catalogue import DRAFTER_CATALOGUE
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, clock
+from specviz.decoding.reference import time_generate
 from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
@@ -36,7 +45,7 @@ from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
 
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
-WEIGHTS = {"exactness": 1.5, "bench": 3.5, "profile": 0.7, "bench, other precision": 0.6}  # shares of the time left
+WEIGHTS = {"exactness": 1.5, "bench": 3.5, "against generate": 0.5, "profile": 0.7, "bench, other precision": 0.6}  # shares of the time left
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,7 @@ class GpuRunConfig:
 
     pair: str | None = None  # a preset; None: the default pair
     device: str = "cuda"
-    minutes: float = 8.0  # the whole run, the target's rebuild included
+    minutes: float = 7.0  # the whole run, the target's rebuild included
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
     bench_gammas: tuple[int, ...] = (2, 3, 4, 6)
@@ -159,6 +168,23 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
     return records
 
 
+def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: GpuRunConfig, deadline: float) -> dict:
+    """Is the baseline fair (not slowed)? The target alone in the engine against transformers' own
+    generate(), greedy, each a whole call timed alike (after the GPU's queued work): ours over theirs in
+    tokens per second, prompt by prompt until the deadline."""
+    decode, ratios, cut = DecodeConfig(max_new_tokens=config.max_new_tokens), [], False
+    for ids in encode_prompts(pair, prompts, None):
+        if time.monotonic() > deadline:
+            cut = True
+            break
+        theirs_s, theirs_n = time_generate(pair, ids, decode, assisted=False)
+        started = clock(pair.device)
+        ours = Trace.from_events(autoregressive_decode(pair, ids, decode))
+        ratios.append((ours.num_tokens / (clock(pair.device) - started)) / (theirs_n / theirs_s))
+    spread = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)} if ratios else {}
+    return {"precision": pair.precision, "ours_over_generate": spread, "num_prompts": len(ratios), "cut": cut}
+
+
 def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
     """The target's step against verifies, then one step of the draft model (full head, as loaded):
     the tables, and one line for the run's table."""
@@ -200,45 +226,11 @@ class Output:
         (self.folder / name).write_text(text)
 
 
-def best_rows(records: dict[str, dict]) -> list[str]:
-    """Per record and temperature, the cell with the best median speedup."""
-    lines = [f"{'record':<44} {'T':>3} {'γ':>2} {'speedup (min–max)':>19} {'α̂':>5} {'c':>5} {'v':>5} "
-             f"{'target tok/s':>12} {'parted':>6}"]
-    for name, record in records.items():
-        for temperature in sorted({r["temperature"] for r in record["results"]}):
-            cells = [r for r in record["results"] if r["temperature"] == temperature]
-            r = max(cells, key=lambda cell: cell["median_speedup"])
-            parted = "—" if r["num_diverged"] is None else f"{r['num_diverged']}/{r['num_runs']}"
-            spread = f"{r['median_speedup']:.2f}× ({r['min_speedup']:.2f}–{r['max_speedup']:.2f})"
-            lines.append(f"{name.removesuffix('.json'):<44} {temperature:>3g} {r['gamma']:>2} {spread:>19} "
-                         f"{r['acceptance_rate']:>5.2f} {r['c']:>5.3f} {r['verify_cost']:>5.2f} "
-                         f"{r['median_baseline_tokens_per_s']:>12.1f} {parted:>6}")
-    return lines
-
-
-def exactness_row(result: dict) -> str:
-    invariance = result["invariance"] or {}
-    verify = (f"bitwise ({invariance.get('attention')})" if invariance.get("bitwise")
-              else f"not bitwise (|Δ| ≤ {invariance.get('max_difference', float('nan')):.1g})")
-    done = ", ".join(f"{name} {result['prompts_done'][name]}/{total}" for name, total in result["prompts_total"].items())
-    return (f"{result['precision']:<9} {verify:<28} {result['num_identical']:>4}/{result['num_checked']:<4} "
-            f"{done}{'  (cut)' if result['cut'] else ''}")
-
-
-def format_table(header: str, exactness: list[dict], records: dict[str, dict], profile_line: str,
-                 phases: list[dict]) -> str:
-    lines = [header, "", f"{'precision':<9} {'verify vs steps':<28} {'identical':>9} prompts (examples, held-out)"]
-    lines += [exactness_row(result) for result in exactness]
-    lines += ["", "bench, best γ per record and temperature (1 repeat; records.json has every cell):", *best_rows(records)]
-    lines += ["", f"profile: {profile_line or 'not run'}", "phases: " + "; ".join(
-        f"{p['phase']} {p.get('used_s', '?')}/{p['budget_s']} s{' CUT' if p['cut'] else ''}" for p in phases)]
-    return "\n".join(lines) + "\n"
-
-
 def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print) -> bool:
     """The whole run (see the module's note); True when no lane parted where lanes must be identical
     (a bitwise verify, or float32)."""
     started = time.monotonic()
+    transformers.utils.logging.disable_progress_bar()  # the reply shows the output's tail: keep it for the table
     out = Output(out_dir, print_line)
     device, preset = torch.device(config.device), resolve_pair(config.pair)
     if preset.name == DEFAULT_PRESET:
@@ -250,9 +242,10 @@ def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], 
     sets = prompt_sets(preset, config.num_prompts)
     bench_set = ("held-out", sets["held-out"]) if "held-out" in sets else ("examples", sets["examples"])
     phases = Phases(config.minutes * 60 - (time.monotonic() - started),
-                    [WEIGHTS["exactness"]] * len(precisions) + [WEIGHTS["bench"], WEIGHTS["profile"]]
+                    [WEIGHTS["exactness"]] * len(precisions) + [WEIGHTS[name] for name in ("bench", "against generate", "profile")]
                     + [WEIGHTS["bench, other precision"]] * (len(precisions) - 1))
     exactness, records, profile_line, exact = [], {}, "", True
+    checks: dict = {"exactness": exactness, "baseline_vs_generate": None}
 
     def pair_in(precision: str) -> ModelPair:
         return load_pair(config.pair, device=str(device), precision=precision)
@@ -274,7 +267,7 @@ def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], 
             pair = pair_in(precision)
             result = check_exactness(pair, sets, config, deadline)
             exactness.append(result)
-            out.write("exactness.json", exactness)
+            out.write("checks.json", checks)
             if (result["invariance"] or {}).get("bitwise") or precision == "float32":
                 exact &= not result["partings"]
             out.say(exactness_row(result))
@@ -289,6 +282,13 @@ def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], 
             return any(record["gpurun"]["cut"] for record in found.values())
         return work
 
+    def against_generate(deadline: float) -> bool:
+        result = baseline_against_generate(pair_in(precisions[0]), bench_set[1], config, deadline)
+        checks["baseline_vs_generate"] = result
+        out.write("checks.json", checks)
+        out.say(generate_line(result))
+        return result["cut"]
+
     def profile(deadline: float) -> bool:
         nonlocal profile_line
         text, profile_line = profile_pair(pair_in(precisions[0]), config)
@@ -296,17 +296,22 @@ def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], 
         out.say(profile_line)
         return time.monotonic() > deadline
 
-    for precision in precisions:
-        phase(f"exactness {precision}", exactness_of(precision))
-    phase(f"bench {precisions[0]}", bench_in(precisions[0], drafters))
-    phase(f"profile {precisions[0]}", profile)
-    for precision in precisions[1:]:
-        phase(f"bench {precision}", bench_in(precision, drafters))
-    machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
-    machine["phases"] = phases.log
-    out.write("machine.json", machine)
-    header = (f"gpurun: {preset.name} on {device} ({machine['gpu'] or machine['cpu']}, CUDA {machine.get('cuda')}, "
-              f"torch {machine['torch']}, transformers {machine['transformers']}): {time.monotonic() - started:.0f} s "
-              f"of {config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
-    out.write("table.txt", format_table(header, exactness, records, profile_line, phases.log))
+    def write_table() -> None:
+        """After every phase, so a run killed at its limit still leaves its table."""
+        machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
+        machine["phases"] = phases.log
+        out.write("machine.json", machine)
+        cuda = f"CUDA {machine['cuda']}, " if machine.get("cuda") else ""
+        header = (f"gpurun: {preset.name} on {device} ({machine['gpu'] or machine['cpu']}, {cuda}torch "
+                  f"{machine['torch']}, transformers {machine['transformers']}): {time.monotonic() - started:.0f} s "
+                  f"of {config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
+        out.write("table.txt", format_table(header, checks, records, profile_line, phases.log))
+
+    work = [(f"exactness {precision}", exactness_of(precision)) for precision in precisions]
+    work += [(f"bench {precisions[0]}", bench_in(precisions[0], drafters)),
+             (f"against generate {precisions[0]}", against_generate), (f"profile {precisions[0]}", profile)]
+    work += [(f"bench {precision}", bench_in(precision, drafters)) for precision in precisions[1:]]
+    for name, step in work:
+        phase(name, step)
+        write_table()
     return exact

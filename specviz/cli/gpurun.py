@@ -69,7 +69,7 @@ def run_pack(args: argparse.Namespace) -> int:
     dest = args.dest.resolve()
     tree = travelling_bytes(REPO)
     part_bytes = args.part_mib * MIB if args.part_mib else part_bytes_for(tree)
-    files = {f"{gguf.parent.name}/{gguf.name}": gguf}
+    files = {gguf.name: gguf}
     files |= {f"wheels/{path.name}": path for path in fetch_wheels(dest.parent / (dest.name + "-wheels"))}
     manifest = pack(files, dest, part_bytes)
     plan = call_plan(manifest, dest, args.minutes)

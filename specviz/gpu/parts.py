@@ -27,6 +27,7 @@ MARGIN = 2 * MIB  # for files the tree gains between `pack` and the calls (a not
 SMALLEST_PART = 8 * MIB  # below this the calls outnumber what a 15-minute lease can start
 MANIFEST = "manifest.json"
 PAYLOAD = "payload.tar.gz"
+GGUF_ENV = "SPECVIZ_GGUF"  # the carried GGUF, which specviz.models.convert converts instead of the wheel's
 
 
 def sha256_of(path: Path) -> str:
