@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -17,6 +18,7 @@ import pytest
 
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
+from specviz.cli.gpurun import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
 
 REPO = Path(__file__).resolve().parent.parent
@@ -102,3 +104,16 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
         assert read.kind == machine["kind"] and read.cells and read.threads == 1
         assert {cell.temperature for cell in read.cells} == {0.0, 0.7}
         assert record["machine"]["torch"] == machine["torch"] and "cuda" in record["machine"]
+
+
+def test_the_calls_pack_prints_are_the_ones_the_bench_readme_gives():
+    """Four parts (a 32 MiB tree): stash, stash, stash, run; the README's table says the same commands."""
+    manifest = {"parts": [{"index": i, "bytes": (30 if i < 4 else 11) * MIB} for i in range(1, 5)]}
+    plan = call_plan(manifest, REPO / ".gpu", 7)
+    commands = re.findall(r"command `([^`]+)`, carry `\[\"(\.gpu/part-\d)\"\]`", plan)
+    assert [carry for _, carry in commands] == [f".gpu/part-{i}" for i in range(1, 5)]
+    assert all(command.endswith(f"stash .gpu/part-{i}") for i, (command, _) in enumerate(commands[:3], start=1))
+    assert commands[3][0] == "python3 -m specviz.gpu run --part .gpu/part-4 --out $OUT --device cuda --minutes 7"
+    readme = (REPO / "assets" / "bench" / "README.md").read_text()
+    in_readme = re.findall(r"^\| \d \| `([^`]+)` \| `\[\"(\.gpu/part-\d)\"\]` \|", readme, re.MULTILINE)
+    assert in_readme == commands

@@ -21,6 +21,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -45,7 +46,9 @@ from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
 
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
-WEIGHTS = {"exactness": 1.5, "bench": 3.5, "against generate": 0.5, "profile": 0.7, "bench, other precision": 0.6}  # shares of the time left
+# Each phase's share of the time left: exactness per precision, then the default precision's bench (every
+# drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
+WEIGHTS = {"exactness": 1.5, "bench": 3.5, "against generate": 0.5, "profile": 0.7, "bench, other precision": 0.6}
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,10 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
     """One `bench --json` record per drafter the pair can run, each with its share of the time."""
     set_name, chosen = prompts
     records = {}
-    runnable = [info for info in DRAFTER_CATALOGUE if info.name in drafters and not pair.lacks_for(info)]
-    for number, info in enumerate(runnable):
-        stop_at = time.monotonic() + (deadline - time.monotonic()) / (len(runnable) - number)
+    runnable = [info for name in drafters for info in DRAFTER_CATALOGUE if info.name == name and not pair.lacks_for(info)]
+    for number, info in enumerate(runnable):  # the pair's own drafter first
+        budget_s = (deadline - time.monotonic()) / (len(runnable) - number)
+        stop_at = time.monotonic() + budget_s
         bench = BenchConfig(gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
                             max_new_tokens=config.max_new_tokens, drafter=info.name)
         results, reached, cut = bench_until(pair, chosen, bench, stop_at)
@@ -162,7 +166,7 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
         measured = replace(bench, temperatures=tuple(sorted({r.temperature for r in results})))
         record = results_to_json(pair, chosen[:reached], measured, results)
         record["prompts"] = {**record["prompts"], "set": set_name, "first": reached, "of": len(chosen)}
-        record["gpurun"] = {"cut": cut, "budget_s": round(stop_at - time.monotonic(), 1)}
+        record["gpurun"] = {"cut": cut, "budget_s": round(budget_s, 1)}
         name = record_name(record)
         records[name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")] = record
     return records
@@ -226,92 +230,101 @@ class Output:
         (self.folder / name).write_text(text)
 
 
-def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print) -> bool:
-    """The whole run (see the module's note); True when no lane parted where lanes must be identical
-    (a bitwise verify, or float32)."""
-    started = time.monotonic()
-    transformers.utils.logging.disable_progress_bar()  # the reply shows the output's tail: keep it for the table
-    out = Output(out_dir, print_line)
-    device, preset = torch.device(config.device), resolve_pair(config.pair)
-    if preset.name == DEFAULT_PRESET:
-        out.say(f"target: {default_target_id()} ({time.monotonic() - started:.0f} s)")
-    machine = {**describe_machine(device), "setup_s": round(time.monotonic() - started, 1)}
-    out.write("machine.json", machine)
-    precisions = precisions_for(device, config.precisions)
-    drafters = [preset.unnamed_drafter()] + [info.name for info in DRAFTER_CATALOGUE if info.name != preset.unnamed_drafter()]
-    sets = prompt_sets(preset, config.num_prompts)
-    bench_set = ("held-out", sets["held-out"]) if "held-out" in sets else ("examples", sets["examples"])
-    phases = Phases(config.minutes * 60 - (time.monotonic() - started),
-                    [WEIGHTS["exactness"]] * len(precisions) + [WEIGHTS[name] for name in ("bench", "against generate", "profile")]
-                    + [WEIGHTS["bench, other precision"]] * (len(precisions) - 1))
-    exactness, records, profile_line, exact = [], {}, "", True
-    checks: dict = {"exactness": exactness, "baseline_vs_generate": None}
+class GpuRun:
+    """One run: its settings, what it has found so far, and the files it keeps up to date."""
 
-    def pair_in(precision: str) -> ModelPair:
-        return load_pair(config.pair, device=str(device), precision=precision)
+    def __init__(self, config: GpuRunConfig, out: Output):
+        self.config, self.out, self.started = config, out, time.monotonic()
+        self.device, self.preset = torch.device(config.device), resolve_pair(config.pair)
+        self.precisions = precisions_for(self.device, config.precisions)
+        own = self.preset.unnamed_drafter()
+        self.drafters = [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own]
+        self.sets = prompt_sets(self.preset, config.num_prompts)
+        bench_on = "held-out" if "held-out" in self.sets else "examples"  # the issue's figures are held-out ones
+        self.bench_set = (bench_on, self.sets[bench_on])
+        self.checks: dict = {"exactness": [], "baseline_vs_generate": None}
+        self.records: dict[str, dict] = {}
+        self.profile_line, self.exact, self.machine, self.phases = "", True, {}, Phases(0, [])
 
-    def phase(name: str, work: Callable[[float], bool]) -> None:
-        deadline = phases.start(name)
+    def pair_in(self, precision: str) -> ModelPair:
+        return load_pair(self.config.pair, device=str(self.device), precision=precision)
+
+    def exactness(self, precision: str, deadline: float) -> bool:
+        result = check_exactness(self.pair_in(precision), self.sets, self.config, deadline)
+        self.checks["exactness"].append(result)
+        self.out.write("checks.json", self.checks)
+        if (result["invariance"] or {}).get("bitwise") or precision == "float32":  # lanes must be identical
+            self.exact &= not result["partings"]
+        self.out.say(exactness_row(result))
+        return result["cut"]
+
+    def bench(self, precision: str, deadline: float) -> bool:
+        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline, self.drafters)
+        self.records.update(found)
+        self.out.write("records.json", self.records)
+        return any(record["gpurun"]["cut"] for record in found.values())
+
+    def against_generate(self, deadline: float) -> bool:
+        result = baseline_against_generate(self.pair_in(self.precisions[0]), self.bench_set[1], self.config, deadline)
+        self.checks["baseline_vs_generate"] = result
+        self.out.write("checks.json", self.checks)
+        self.out.say(generate_line(result))
+        return result["cut"]
+
+    def profile(self, deadline: float) -> bool:
+        text, self.profile_line = profile_pair(self.pair_in(self.precisions[0]), self.config)
+        self.out.write("profile.txt", text + "\n")
+        self.out.say(self.profile_line)
+        return time.monotonic() > deadline
+
+    def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
+        """(phase, its work given its deadline, its weight), in order of what matters."""
+        first, others = self.precisions[0], self.precisions[1:]
+        return ([(f"exactness {p}", partial(self.exactness, p), WEIGHTS["exactness"]) for p in self.precisions]
+                + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
+                   (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
+                   (f"profile {first}", self.profile, WEIGHTS["profile"])]
+                + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
+
+    def run_phase(self, name: str, work: Callable[[float], bool]) -> None:
+        deadline = self.phases.start(name)
         try:
             cut = work(deadline)
         except Exception as error:  # noqa: BLE001 — one phase's failure is a finding; the rest still run
-            out.say(f"{name}: FAILED: {type(error).__name__}: {error}")
-            out.note(traceback.format_exc())
+            self.out.say(f"{name}: FAILED: {type(error).__name__}: {error}")
+            self.out.note(traceback.format_exc())
             cut = True
-        phases.finish(cut)
-        out.say(f"{name}: {phases.log[-1]['used_s']} s of {phases.log[-1]['budget_s']} s{' (cut)' if cut else ''}")
+        self.phases.finish(cut)
+        entry = self.phases.log[-1]
+        self.out.say(f"{name}: {entry['used_s']} s of {entry['budget_s']} s{' (cut)' if cut else ''}")
 
-    def exactness_of(precision: str) -> Callable[[float], bool]:
-        def work(deadline: float) -> bool:
-            nonlocal exact
-            pair = pair_in(precision)
-            result = check_exactness(pair, sets, config, deadline)
-            exactness.append(result)
-            out.write("checks.json", checks)
-            if (result["invariance"] or {}).get("bitwise") or precision == "float32":
-                exact &= not result["partings"]
-            out.say(exactness_row(result))
-            return result["cut"]
-        return work
-
-    def bench_in(precision: str, names: list[str]) -> Callable[[float], bool]:
-        def work(deadline: float) -> bool:
-            found = bench_drafters(pair_in(precision), bench_set, config, deadline, names)
-            records.update(found)
-            out.write("records.json", records)
-            return any(record["gpurun"]["cut"] for record in found.values())
-        return work
-
-    def against_generate(deadline: float) -> bool:
-        result = baseline_against_generate(pair_in(precisions[0]), bench_set[1], config, deadline)
-        checks["baseline_vs_generate"] = result
-        out.write("checks.json", checks)
-        out.say(generate_line(result))
-        return result["cut"]
-
-    def profile(deadline: float) -> bool:
-        nonlocal profile_line
-        text, profile_line = profile_pair(pair_in(precisions[0]), config)
-        out.write("profile.txt", text + "\n")
-        out.say(profile_line)
-        return time.monotonic() > deadline
-
-    def write_table() -> None:
+    def write_table(self) -> None:
         """After every phase, so a run killed at its limit still leaves its table."""
+        machine = self.machine
         machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
-        machine["phases"] = phases.log
-        out.write("machine.json", machine)
+        machine["phases"] = self.phases.log
+        self.out.write("machine.json", machine)
         cuda = f"CUDA {machine['cuda']}, " if machine.get("cuda") else ""
-        header = (f"gpurun: {preset.name} on {device} ({machine['gpu'] or machine['cpu']}, {cuda}torch "
-                  f"{machine['torch']}, transformers {machine['transformers']}): {time.monotonic() - started:.0f} s "
-                  f"of {config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
-        out.write("table.txt", format_table(header, checks, records, profile_line, phases.log))
+        header = (f"gpurun: {self.preset.name} on {self.device} ({machine['gpu'] or machine['cpu']}, {cuda}torch "
+                  f"{machine['torch']}, transformers {machine['transformers']}): "
+                  f"{time.monotonic() - self.started:.0f} s of {self.config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
+        self.out.write("table.txt", format_table(header, self.checks, self.records, self.profile_line, self.phases.log))
 
-    work = [(f"exactness {precision}", exactness_of(precision)) for precision in precisions]
-    work += [(f"bench {precisions[0]}", bench_in(precisions[0], drafters)),
-             (f"against generate {precisions[0]}", against_generate), (f"profile {precisions[0]}", profile)]
-    work += [(f"bench {precision}", bench_in(precision, drafters)) for precision in precisions[1:]]
-    for name, step in work:
-        phase(name, step)
-        write_table()
-    return exact
+    def run(self) -> bool:
+        """Rebuild the target, then every phase in turn; True when no lane parted where lanes must be
+        identical (a bitwise verify, or float32)."""
+        if self.preset.name == DEFAULT_PRESET:
+            self.out.say(f"target: {default_target_id()} ({time.monotonic() - self.started:.0f} s)")
+        self.machine = {**describe_machine(self.device), "setup_s": round(time.monotonic() - self.started, 1)}
+        work = self.work()
+        self.phases = Phases(self.config.minutes * 60 - (time.monotonic() - self.started), [w for _, _, w in work])
+        for name, step, _ in work:
+            self.run_phase(name, step)
+            self.write_table()
+        return self.exact
+
+
+def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print) -> bool:
+    """The whole run (see the module's note); True when no lane parted where lanes must be identical."""
+    transformers.utils.logging.disable_progress_bar()  # the reply shows the output's tail: keep it for the table
+    return GpuRun(config, Output(out_dir, print_line)).run()
