@@ -20,6 +20,7 @@ from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
 from specviz.cli.gpurun import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
+from tests.test_layers import imports_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -117,3 +118,10 @@ def test_the_calls_pack_prints_are_the_ones_the_bench_readme_gives():
     readme = (REPO / "assets" / "bench" / "README.md").read_text()
     in_readme = re.findall(r"^\| \d \| `([^`]+)` \| `\[\"(\.gpu/part-\d)\"\]` \|", readme, re.MULTILINE)
     assert in_readme == commands
+
+
+def test_the_luggage_modules_need_the_standard_library_only():
+    """They run on the GPU machine before the carried wheels are installed, and on any python3 there."""
+    for path in (REPO / "specviz" / "gpu").glob("*.py"):
+        for module, line in imports_of(path):
+            assert module.split(".")[0] in sys.stdlib_module_names or module.startswith("specviz.gpu"), (path.name, line)
