@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
@@ -125,3 +126,11 @@ def test_the_luggage_modules_need_the_standard_library_only():
     for path in (REPO / "specviz" / "gpu").glob("*.py"):
         for module, line in imports_of(path):
             assert module.split(".")[0] in sys.stdlib_module_names or module.startswith("specviz.gpu"), (path.name, line)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU runs it")
+def test_a_gpu_run_without_a_gpu_stops_at_once_saying_so(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "specviz", "gpurun", "measure", "--out", str(tmp_path), "--device",
+                             "cuda"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "sees no CUDA device" in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing was measured, nothing written

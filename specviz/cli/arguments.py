@@ -157,7 +157,7 @@ def add_gpurun_parser(commands) -> None:
     measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
     measure.add_argument("--profile-tokens", default="1,3,4,5,7")
     measure.add_argument("--profile-repeats", type=int, default=12)
-    measure.add_argument("--threads", type=int, default=1, help="CPU threads (a CPU dry run)")
+    measure.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (a dry run); a GPU run keeps all")
 
 
 def parse_numbers(text: str, kind, name: str) -> tuple:

@@ -84,7 +84,9 @@ def run_measure(args: argparse.Namespace) -> int:
 
     from specviz.analysis.gpurun import GpuRunConfig, run_gpurun
 
-    if args.threads:
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}, but this torch ({torch.__version__}) sees no CUDA device")
+    if args.threads and not args.device.startswith("cuda"):  # on a GPU the rebuild's CPU work wants every core
         torch.set_num_threads(args.threads)
     optional = {"precisions": tuple(args.precisions.split(",")) if args.precisions else None}
     config = GpuRunConfig(
