@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from specviz.models.invariant_attention import PROFILE_LABEL
-from specviz.analysis.profile import PARTS, ProfileConfig, classify_op, format_profile, profile_target
+from specviz.analysis.profile import PARTS, ProfileConfig, classify_op, format_profile, profile_target, split_profile
 from tests.test_cli import run_cli
 from tests.tiny_models import tiny_pair
 
@@ -58,3 +60,19 @@ def test_the_profile_command_prints_both_precisions():
                 "loads it (SDPA)") in result.stdout
     assert result.stdout.count(": batch-invariant (a verify rounds like a step)") == 2
     assert result.stdout.count("Python & framework") == 4
+
+
+def test_on_a_gpu_each_part_is_its_kernels_time_not_the_hosts():
+    """A CUDA profile's parts are the GPU's kernel time of each top-level operator (children included);
+    the host's launch time is what the GPU waits through and stays out of them."""
+    head = (128, 48)
+    events = [SimpleNamespace(name="aten::linear", cpu_parent=None, input_shapes=[[1, 4, 48], [128, 48], []],
+                              cpu_time_total=900.0, device_time_total=300.0),
+              SimpleNamespace(name=PROFILE_LABEL, cpu_parent=None, input_shapes=[], cpu_time_total=500.0,
+                              device_time_total=40.0),
+              SimpleNamespace(name="aten::mm", cpu_parent="aten::linear", input_shapes=[[4, 48], [48, 128]],
+                              cpu_time_total=800.0, device_time_total=290.0)]  # a child: inside its parent
+    parts, total = split_profile(events, head, on_gpu=True)
+    assert parts["output head"] == pytest.approx(300e-6) and parts["attention"] == pytest.approx(40e-6)
+    assert total == pytest.approx(340e-6)
+    assert split_profile(events, head)[0]["output head"] == pytest.approx(900e-6)  # a CPU profile: the host's time

@@ -18,7 +18,7 @@ import transformers
 
 from specviz.models.int8 import cpu_supports
 from specviz.models.invariance import Invariance
-from specviz.models.precision import cpu_has_native_bf16
+from specviz.models.precision import cpu_has_native_bf16, cuda_has_native_bf16
 from specviz.models.presets import ASSETS_DIR
 
 # The prompt files a record can name, by the words the README and the page use for them.
@@ -64,7 +64,10 @@ def describe_machine(device: torch.device | str = "cpu") -> dict:
         "cpu": cpu_model(),
         "num_cpus": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(device) if on_cuda else None,
-        "native_bf16": torch.cuda.is_bf16_supported() if on_cuda else cpu_has_native_bf16(),
+        "cuda": torch.version.cuda if on_cuda else None,  # the toolkit torch was built with
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(device))) if on_cuda else None,
+        "float32_matmul": torch.get_float32_matmul_precision() if on_cuda else None,  # "highest": no TF32
+        "native_bf16": cuda_has_native_bf16() if on_cuda else cpu_has_native_bf16(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # torch's kernels, after any host limit
         "amx": cpu_supports("_is_amx_tile_supported"),
         "avx512_bf16": cpu_supports("_is_avx512_bf16_supported"),

@@ -10,6 +10,10 @@ same slicing of logits) and splits it into parts with torch's profiler:
 - other ops: norms, rotary embeddings, the causal mask, the cache's appends, the logits' cast;
 - Python & framework: the wall time no operator accounts for (module calls, argument checks).
 
+On CUDA (ProfilerActivity.CUDA too) each part is its operators' kernel time on the GPU, and the last
+part is the wall time no kernel ran: launches, Python and the framework, which bound a 135 M
+model's step on a large GPU.
+
 The parts are read off profiled forwards, which run slower than plain ones (the profiler itself
 costs a few µs an operator), so each part is scaled to the unprofiled median wall time: the
 shares are the profiler's, the total is the plain clock's.
@@ -72,14 +76,22 @@ def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> s
     return "other ops"
 
 
-def split_profile(events, head_shape: tuple[int, int]) -> tuple[dict[str, float], float]:
+def split_profile(events, head_shape: tuple[int, int], on_gpu: bool = False) -> tuple[dict[str, float], float]:
     """Seconds per part of the top-level operators (children are inside their parent's time),
-    and those operators' total."""
+    and those operators' total. On a GPU an operator's time is its kernels' (its children's included):
+    the host's time launching them is what the GPU waits through, counted with Python's."""
     parts = dict.fromkeys(PARTS[:-1], 0.0)
     for event in events:
         if event.cpu_parent is None and (event.name.startswith(("aten::", "mkldnn::")) or event.name == PROFILE_LABEL):
-            parts[classify_op(event.name, event.input_shapes, head_shape)] += event.cpu_time_total / 1e6
+            seconds = (event.device_time_total if on_gpu else event.cpu_time_total) / 1e6
+            parts[classify_op(event.name, event.input_shapes, head_shape)] += seconds
     return parts, sum(parts.values())
+
+
+def output_shape(model: torch.nn.Module) -> tuple[int, int]:
+    """The output head's weight (rows, hidden); (0, 0) where it is no plain matrix (an int8 draft's)."""
+    weight = getattr(model.get_output_embeddings(), "weight", None)
+    return tuple(weight.shape) if isinstance(weight, torch.Tensor) else (0, 0)
 
 
 def context_ids(pair: ModelPair, config: ProfileConfig) -> torch.Tensor:
@@ -104,16 +116,18 @@ def time_forward(pair: ModelPair, all_ids: torch.Tensor, cache: DynamicCache, co
 def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_tokens: int,
                   config: ProfileConfig) -> ForwardProfile:
     all_ids = ids[:, : config.context_length + num_tokens]  # (1, context + n)
-    head_shape = tuple(pair.target.get_output_embeddings().weight.shape)  # (rows, hidden)
+    head_shape = output_shape(pair.target)  # (rows, hidden)
     walls = [time_forward(pair, all_ids, cache, config.context_length) for _ in range(config.repeats)]
+    on_gpu = pair.device.type == "cuda"
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
     profiled = []
     for _ in range(config.profiled_repeats):
         crop_cache(cache, config.context_length)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        with profile(activities=activities, record_shapes=True) as profiler:
             start = clock(pair.device)
             forward_new_ids(pair.target, all_ids, cache, pair.vocab_size)
             profiled_wall = clock(pair.device) - start
-        parts, ops_s = split_profile(profiler.events(), head_shape)
+        parts, ops_s = split_profile(profiler.events(), head_shape, on_gpu)
         parts["Python & framework"] = max(0.0, profiled_wall - ops_s)
         profiled.append(parts)
     wall = statistics.median(walls)
@@ -125,8 +139,8 @@ def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_t
 
 def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> list[ForwardProfile]:
     """Profile the target's forward at each token count over the same cached context."""
-    if pair.device.type != "cpu":
-        raise ValueError("the profile splits CPU time; on a GPU use torch.profiler with CUDA activities")
+    if pair.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"the profile reads CPU or CUDA time, not {pair.device.type}'s")
     if min(config.token_counts) < 1 or config.repeats < 1 or config.profiled_repeats < 1:
         raise ValueError("token counts and repeats must be at least 1")
     if config.context_length < 1 or config.context_length + max(config.token_counts) > pair.context_length:

