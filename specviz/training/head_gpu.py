@@ -24,19 +24,14 @@ from pathlib import Path
 
 import torch
 
-from specviz.models.draft_head import DraftHead, head_config_for
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import PHASE_SHARES, REQUESTS_FILE, HeadGpuConfig
-from specviz.training.head_shards import (
-    answer_files, batches_per_group, choose_head_rows, epoch_batches, held_out_batches, rows_in, score_answers, shard_files, split_held_out,
-)
+from specviz.training.head_gpu_train import train
+from specviz.training.head_shards import answer_files, score_answers, shard_files
 from specviz.training.head_train import write_instructions
-from specviz.training.head_ttt import ttt_losses
-from specviz.training.optimise import learning_rate, save_atomically
-from specviz.training.teacher import load_target, row_index_of, write_answers
+from specviz.training.teacher import load_target, write_answers
 
 PROGRESS_FILE = "progress.json"  # data sizes and minutes per phase, summed over every command so far
-CHECKPOINT_FILE = "head-checkpoint.pt"
 
 
 def clock(device: torch.device) -> float:
@@ -73,101 +68,6 @@ def generate(config: HeadGpuConfig, tokenizer, target, deadline: float | None) -
                             deadline=deadline)
     return {**stats, "answers": len(answers), "answer_files": len(answer_files(config)),
             "answer_files_planned": config.answer_rounds * -(-len(requests) // config.answer_batch)}
-
-
-def evaluate(head: DraftHead, embed, row_weight, row_index, config: HeadGpuConfig, shards: list[Path]) -> dict:
-    """Held-out loss and, per depth, KL, feature loss and top-1 agreement (means over batches)."""
-    head.eval()
-    totals: dict[str, float] = {}
-    num_batches = 0
-    with torch.no_grad(), torch.autocast(row_weight.device.type, torch.bfloat16, enabled=config.autocast):
-        for batch in held_out_batches(config, shards):
-            batch = {key: value.to(row_weight.device) for key, value in batch.items()}
-            metrics = ttt_losses(head, embed, row_weight, row_index, batch, config.ttt_steps, config.ttt_step_weight,
-                                 config.feature_loss_weight)
-            for key, value in metrics.items():
-                totals[key] = totals.get(key, 0.0) + float(value)
-            num_batches += 1
-    head.train()
-    return {key: round(value / max(1, num_batches), 4) for key, value in totals.items()}
-
-
-def train(config: HeadGpuConfig, target, deadline: float | None) -> dict:
-    """Phase 3: the head learns at every depth; checkpoints every checkpoint_minutes and at the end."""
-    device = target.device
-    work = Path(config.work_dir)
-    checkpoint_path = work / CHECKPOINT_FILE
-    state = torch.load(checkpoint_path, weights_only=False) if checkpoint_path.exists() else None
-    # A resumed run trains on the shards it began with, so its plan of batches does not move.
-    shards = [work / "shards" / name for name in state["shards"]] if state else shard_files(config)
-    training, held_out = split_held_out(config, shards)
-    if not training or not held_out:
-        raise SystemExit(f"{len(training)} training and {len(held_out)} held-out shards in {work}: "
-                         "run the generate and score phases (again) first")
-    vocab_size = target.get_output_embeddings().weight.shape[0]
-    head_rows = state["head_rows"] if state else choose_head_rows(config, training, vocab_size)
-    # Frozen float32 copies of the target's embedding and its output rows: the head trains in float32
-    # (bf16 autocast inside) and the target itself can leave the device.
-    embed = torch.nn.Embedding.from_pretrained(target.get_input_embeddings().weight.detach().float().clone())
-    row_weight = target.get_output_embeddings().weight[head_rows.to(device)].detach().float().clone()  # (rows, d)
-    row_index = row_index_of(head_rows, vocab_size).to(device)
-    head = DraftHead(head_config_for(target.config, tuple(config.target_layers))).to(device)
-    optimiser = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    rows = rows_in(training)
-    steps_per_epoch = max(1, sum(num for _, num in batches_per_group(config, rows, 0)))
-    total_steps = max(1, int(config.epochs * steps_per_epoch))
-    step, epochs, sums = 0, [], {}
-    if state:
-        head.load_state_dict(state["head"])
-        optimiser.load_state_dict(state["optimiser"])
-        step, epochs, sums = state["step"], state["epochs"], state["sums"]
-    resumed_from = step
-    embed = embed.to(device)
-
-    def save_checkpoint() -> None:
-        save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step, "epochs": epochs,
-                         "sums": sums, "shards": [path.name for path in shards], "head_rows": head_rows}, checkpoint_path)
-
-    last_save = time.perf_counter()
-    stop = False
-    while step < total_steps and not stop:
-        epoch = step // steps_per_epoch
-        for batch in epoch_batches(config, training, rows, epoch, step % steps_per_epoch):
-            batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
-            for group in optimiser.param_groups:
-                group["lr"] = learning_rate(step, total_steps, config.lr, config.warmup_steps)
-            # Seeded by the step, so a resumed run draws the noise an unbroken one would.
-            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.autocast):
-                metrics = ttt_losses(head, embed, row_weight, row_index, batch, config.ttt_steps, config.ttt_step_weight,
-                                     config.feature_loss_weight, config.feature_noise, generator)
-            optimiser.zero_grad(set_to_none=True)
-            metrics["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            optimiser.step()
-            step += 1
-            for key, value in metrics.items():  # summed on the device: no synchronisation per step
-                sums[key] = sums.get(key, 0.0) + value.detach().float()
-            sums["steps"] = sums.get("steps", 0) + 1
-            if step % steps_per_epoch == 0 or step == total_steps:  # an epoch's record
-                means = {key: round(float(value) / sums["steps"], 4) for key, value in sums.items() if key != "steps"}
-                epochs.append({"epoch": round(step / steps_per_epoch, 3), "step": step, "train": means,
-                               "held_out": evaluate(head, embed, row_weight, row_index, config, held_out)})
-                print(f"epoch {epochs[-1]['epoch']}: {json.dumps(epochs[-1])}", flush=True)
-                sums = {}
-            if step == total_steps or (config.steps_this_run and step - resumed_from >= config.steps_this_run) \
-                    or (deadline is not None and time.perf_counter() > deadline):
-                stop = True
-                break
-            if time.perf_counter() - last_save > config.checkpoint_minutes * 60:
-                save_checkpoint()
-                last_save = time.perf_counter()
-    save_checkpoint()
-    final = epochs[-1]["held_out"] if epochs and epochs[-1]["step"] == step else \
-        evaluate(head, embed, row_weight, row_index, config, held_out)
-    return {"head": head, "head_rows": head_rows, "step": step, "total_steps": total_steps, "resumed_from_step": resumed_from,
-            "epochs": epochs, "held_out": final, "train_positions": sum(rows) * config.sequence_length,
-            "held_out_positions": sum(rows_in(held_out)) * config.sequence_length, "shards": len(shards)}
 
 
 def read_progress(config: HeadGpuConfig) -> dict:

@@ -114,16 +114,20 @@ def choose_head_rows(config: HeadGpuConfig, shards: list[Path], vocab_size: int)
 
 
 def batches_per_group(config: HeadGpuConfig, rows: list[int], epoch: int) -> list[tuple[list[int], int]]:
-    """An epoch's plan: (shard indices of each group, its number of batches), in the epoch's seeded order."""
-    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(config.seed * 7919 + epoch)).tolist()
-    groups = [order[start : start + config.shuffle_shards] for start in range(0, len(order), config.shuffle_shards)]
-    return [(group, sum(rows[i] for i in group) // config.batch_size) for group in groups]
+    """An epoch's plan: (shard indices of each group, its number of batches). The groups are the same every
+    epoch, so an epoch always has the same number of steps (a resumed run finds its place by counting);
+    their order and the rows inside them are shuffled per epoch."""
+    mixed = torch.randperm(len(rows), generator=torch.Generator().manual_seed(config.seed * 7919)).tolist()
+    groups = [mixed[start : start + config.shuffle_shards] for start in range(0, len(mixed), config.shuffle_shards)]
+    order = torch.randperm(len(groups), generator=torch.Generator().manual_seed(config.seed * 7919 + 1 + epoch)).tolist()
+    return [(groups[index], sum(rows[i] for i in groups[index]) // config.batch_size) for index in order]
 
 
 def epoch_batches(config: HeadGpuConfig, shards: list[Path], rows: list[int], epoch: int,
                   skip: int) -> Iterator[dict[str, torch.Tensor]]:
     """The batches of one epoch after its first `skip` (a resumed run's), each the same on every run:
-    groups of shuffle_shards shards in a seeded order, their rows shuffled together (a partial last batch dropped)."""
+    groups of shuffle_shards shards in a seeded order, their rows shuffled together (a group's partial last
+    batch dropped)."""
     for group_index, (group, num_batches) in enumerate(batches_per_group(config, rows, epoch)):
         if skip >= num_batches:  # a whole group done before the interruption: not even read
             skip -= num_batches

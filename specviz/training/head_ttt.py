@@ -70,7 +70,7 @@ def ttt_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor
     inputs = features[:, :-1]  # (b, m, d), m = L-1
     if feature_noise > 0 and generator is not None:  # the first depth reads the target's states, lightly shaken
         scale = inputs.pow(2).mean(-1, keepdim=True).sqrt()  # (b, m, 1)
-        noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1).to(inputs.device)  # (b, m, d)
+        noise = torch.rand(inputs.shape, generator=generator, device=inputs.device) * 2 - 1  # (b, m, d): drawn where it is used
         inputs = inputs + noise * feature_noise * scale
     if head.target_layers:
         inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, m, d·(1+n))
