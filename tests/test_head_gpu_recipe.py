@@ -18,6 +18,7 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.draft_head import DraftHead, head_config_for, load_head
 from specviz.models.pairs import ModelPair
+from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import HeadGpuConfig, head_gpu_config
 from specviz.training.head_gpu import train_head_on_gpu
 from specviz.training.head_gpu_train import CHECKPOINT_FILE
@@ -80,6 +81,21 @@ def tiny_config(target, work) -> HeadGpuConfig:
         sequence_length=32, score_batch=4, batch_size=4, epochs=2.0, warmup_steps=2, shuffle_shards=2, num_threads=1)
 
 
+def check_a_shard_against_the_target(path, target_folder):
+    """A shard keeps, compactly, the target's own final states and top-k log-probabilities of its rows."""
+    shard = torch.load(path)
+    assert shard["features"].dtype == torch.float16 and shard["label_log_probs"].dtype == torch.float16
+    assert shard["label_ids"].dtype == shard["tokens"].dtype == torch.int32 and shard["label_ids"].shape[-1] == 20
+    _, dtype = choose_device_and_dtype("cpu")  # the precision the recipe ran the target in here
+    target = AutoModelForCausalLM.from_pretrained(target_folder, dtype=dtype).eval()
+    with torch.no_grad():
+        output = target(input_ids=shard["tokens"].long(), output_hidden_states=True)
+    top = torch.log_softmax(output.logits.float(), -1).topk(20, dim=-1)  # (rows, L, 20)
+    assert (shard["label_ids"] == top.indices).float().mean() > 0.95
+    torch.testing.assert_close(shard["label_log_probs"].float(), top.values, atol=0.02, rtol=0.01)
+    torch.testing.assert_close(shard["features"].float(), output.hidden_states[-1].float(), atol=0.02, rtol=0.01)
+
+
 def test_the_tiny_recipe_resumes_trains_three_depths_and_its_head_drafts_the_targets_text(tiny_target, tmp_path):
     work = tmp_path / "work"
     config = tiny_config(tiny_target, work)
@@ -87,6 +103,8 @@ def test_the_tiny_recipe_resumes_trains_three_depths_and_its_head_drafts_the_tar
     answers = sorted((work / "answers").glob("*.pt"))
     assert len(answers) >= 4 and json.loads((work / "self_instructions.json").read_text())
     stamps = {path: path.stat().st_mtime_ns for path in answers}
+    train_head_on_gpu(dataclasses.replace(config, phase="score"))
+    check_a_shard_against_the_target(sorted((work / "shards").glob("*.pt"))[0], tiny_target)
 
     # Training stops after 3 steps (as a spent --minutes would), then a rerun goes on from the checkpoint.
     train_head_on_gpu(dataclasses.replace(config, steps_this_run=3))
@@ -132,3 +150,17 @@ def test_the_recipe_names_its_phases_and_sizes_a_gpu_run_for_the_issue():
     # ≥ 50 k requests kept at the CPU run's finishing rate (2,982 of 4,096), each answered twice
     assert gpu.self_instructions * 2982 / 4096 >= 50_000 and gpu.answer_rounds == 2
     assert head_gpu_config("cpu").self_instructions < 1000 and "assets" not in gpu.out_dir
+
+
+def test_the_command_line_runs_the_gpu_recipe_with_the_gpus_sizes(monkeypatch, tmp_path):
+    """`train --recipe head --device cuda …` reaches the GPU recipe at its GPU sizes, with the flags given."""
+    from specviz.cli.commands import main
+    from specviz.training import head_gpu
+
+    seen = []
+    monkeypatch.setattr(head_gpu, "train_head_on_gpu", seen.append)
+    assert main(["train", "--recipe", "head", "--device", "cuda", "--minutes", "9", "--phase", "score", "--target",
+                 str(tmp_path), "--work-dir", str(tmp_path / "work"), "--requests", "4096"]) == 0
+    config = seen[0]
+    assert (config.device, config.phase, config.minutes, config.target_id) == ("cuda", "score", 9.0, str(tmp_path))
+    assert config.self_instructions == 4096 and config.answer_batch == head_gpu_config("cuda").answer_batch == 1024
