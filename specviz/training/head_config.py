@@ -185,8 +185,8 @@ HEAD_SIZES: dict[str, HeadGpuConfig] = {
     # A dry run on a CPU (minutes, resumed over a few commands; one thread: a shared CPU): a few dozen requests,
     # short answers, a handful of steps; the same code and phases as on the GPU.
     "cpu": HeadGpuConfig(device="cpu", work_dir=str(DRY_RUN_DIR), out_dir=str(DRY_RUN_DIR / "head"), num_threads=1,
-                         self_instructions=32, instruction_batch=8, answer_batch=8, answer_tokens=48, score_batch=8,
-                         disk_budget_gib=1.0, batch_size=8, epochs=1.0, warmup_steps=10, shuffle_shards=2,
+                         self_instructions=32, instruction_batch=8, answer_batch=8, answer_tokens=48, sequence_length=128,
+                         score_batch=8, disk_budget_gib=1.0, batch_size=4, epochs=2.0, warmup_steps=2, shuffle_shards=4,
                          checkpoint_minutes=0.5),
 }
 

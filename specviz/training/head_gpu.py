@@ -93,19 +93,19 @@ def train_head_on_gpu(config: HeadGpuConfig) -> Path:
     ends = deadlines(config, started)
     target_id, tokenizer, target = load_target(config, dtype, device)
     progress = read_progress(config)
-    runs = lambda phase: config.phase in (phase, "all")  # noqa: E731
-    if runs("generate"):
+    phases = set(PHASE_SHARES) if config.phase == "all" else {config.phase}
+    if "generate" in phases:
         at = clock(device)
         progress["data"].update(generate(config, tokenizer, target, ends["generate"]))
         add_minutes(progress, "generate", clock(device) - at)
-    if runs("score"):
+    if "score" in phases:
         at = clock(device)
         done = score_answers(config, target, ends["score"])
         progress["data"].update(shards=len(shard_files(config)), shard_gib=round(done["shard_bytes"] / 2**30, 2),
                                 score_stopped=done["stopped"])
         add_minutes(progress, "score", clock(device) - at)
     (work / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
-    if not runs("train"):
+    if "train" not in phases:
         print(f"{config.phase}: {json.dumps(progress)}")
         return Path(config.out_dir)
     at = clock(device)
