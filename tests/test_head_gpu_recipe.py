@@ -20,7 +20,7 @@ from specviz.models.draft_head import DraftHead, head_config_for, load_head
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import HeadGpuConfig, head_gpu_config
-from specviz.training.head_gpu import train_head_on_gpu
+from specviz.training.head_gpu import data_complete, read_progress, train_head_on_gpu
 from specviz.training.head_gpu_train import CHECKPOINT_FILE
 from specviz.training.head_ttt import draft_ahead
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, random_prompts
@@ -104,7 +104,13 @@ def test_the_tiny_recipe_resumes_trains_three_depths_and_its_head_drafts_the_tar
     assert len(answers) >= 4 and json.loads((work / "self_instructions.json").read_text())
     stamps = {path: path.stat().st_mtime_ns for path in answers}
     train_head_on_gpu(dataclasses.replace(config, phase="score"))
-    check_a_shard_against_the_target(sorted((work / "shards").glob("*.pt"))[0], tiny_target)
+    shards = sorted((work / "shards").glob("*.pt"))
+    check_a_shard_against_the_target(shards[0], tiny_target)
+    # `--phase all` trains only on all the data (a head keeps the shards it began with when it resumes).
+    assert data_complete(config, read_progress(config)["data"])
+    shards[-1].rename(shards[-1].with_suffix(".away"))
+    assert not data_complete(config, read_progress(config)["data"])
+    shards[-1].with_suffix(".away").rename(shards[-1])
 
     # Training stops after 3 steps (as a spent --minutes would), then a rerun goes on from the checkpoint.
     train_head_on_gpu(dataclasses.replace(config, steps_this_run=3))
@@ -164,3 +170,7 @@ def test_the_command_line_runs_the_gpu_recipe_with_the_gpus_sizes(monkeypatch, t
     config = seen[0]
     assert (config.device, config.phase, config.minutes, config.target_id) == ("cuda", "score", 9.0, str(tmp_path))
     assert config.self_instructions == 4096 and config.answer_batch == head_gpu_config("cuda").answer_batch == 1024
+    if not torch.cuda.is_available():  # and where there is none, it says so before any work
+        monkeypatch.undo()
+        with pytest.raises(SystemExit, match="no CUDA device here"):
+            main(["train", "--recipe", "head", "--device", "cuda", "--work-dir", str(tmp_path / "work")])

@@ -70,6 +70,12 @@ def generate(config: HeadGpuConfig, tokenizer, target, deadline: float | None) -
             "answer_files_planned": config.answer_rounds * -(-len(requests) // config.answer_batch)}
 
 
+def data_complete(config: HeadGpuConfig, data: dict) -> bool:
+    """Every request written, every answer file written and every one scored."""
+    scored = shard_files(config) + sorted((Path(config.work_dir) / "shards").glob("*.empty"))
+    return data.get("answer_files") == data.get("answer_files_planned") == len(scored) and not data.get("score_stopped")
+
+
 def read_progress(config: HeadGpuConfig) -> dict:
     path = Path(config.work_dir) / PROGRESS_FILE
     return json.loads(path.read_text()) if path.exists() else {"data": {}, "minutes": {}}
@@ -83,6 +89,8 @@ def train_head_on_gpu(config: HeadGpuConfig) -> Path:
     """Run (or resume) the phases config.phase names within config.minutes; returns the head's folder
     (written whenever the train phase ran)."""
     started = time.perf_counter()
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device here: --device cpu runs the same recipe at dry-run sizes")
     device, dtype = choose_device_and_dtype(config.device)
     config = replace(config, autocast=config.autocast and dtype == torch.bfloat16)
     torch.set_num_threads(config.num_threads)
@@ -105,8 +113,11 @@ def train_head_on_gpu(config: HeadGpuConfig) -> Path:
                                 score_stopped=done["stopped"])
         add_minutes(progress, "score", clock(device) - at)
     (work / PROGRESS_FILE).write_text(json.dumps(progress, indent=2))
-    if "train" not in phases:
-        print(f"{config.phase}: {json.dumps(progress)}")
+    # Run alone, training takes what is there; after the other phases, only all of it: a head trained on part
+    # of the data keeps its shards when resumed, so the rest would never be learnt.
+    if "train" not in phases or (config.phase == "all" and not data_complete(config, progress["data"])):
+        print(f"{config.phase}: {json.dumps(progress)}" + ("" if "train" not in phases else
+              "\nnot trained yet: the data is not complete, run the same command again"))
         return Path(config.out_dir)
     at = clock(device)
     trained = train(config, target, ends["train"])
