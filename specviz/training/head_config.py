@@ -1,6 +1,8 @@
 """What a head run is set to (`python -m specviz train --recipe head`), and the settings each of its
 phases derives from that: the target's own answers and its self-instructions in folders of their
 own, a run that goes on from a trained head kept apart from it. The recipe is specviz.training.head_train.
+The GPU recipe (`--device cuda`, specviz.training.head_gpu) has one config of its own, HeadGpuConfig, with
+its GPU sizes and its CPU dry run's side by side in HEAD_SIZES.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ def export(config: HeadGpuConfig, trained: dict, progress: dict, target_id: str,
         "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": str(dtype).removeprefix("torch."), "data": data, "minutes": progress["minutes"],
-        "steps": trained["step"], "total_steps": trained["total_steps"], "complete": trained["step"] == trained["total_steps"],
+        "steps": trained["step"], "total_steps": trained["total_steps"],
+        "complete": trained["step"] == trained["total_steps"],
         "resumed_from_step": trained["resumed_from_step"], "epochs": trained["epochs"], "held_out": trained["held_out"],
         "num_params": sum(p.numel() for p in trained["head"].parameters()),
     }

@@ -134,6 +134,6 @@ def train(config: HeadGpuConfig, target, deadline: float | None) -> dict:
                 last_save = time.perf_counter()
     save_checkpoint()
     final = epochs[-1]["held_out"] if epochs and epochs[-1]["step"] == step else evaluate(head, frozen, config, held_out)
-    return {"head": head, "head_rows": head_rows, "step": step, "total_steps": total_steps, "resumed_from_step": resumed_from,
-            "epochs": epochs, "held_out": final, "train_positions": sum(rows) * config.sequence_length,
+    return {"head": head, "head_rows": head_rows, "step": step, "total_steps": total_steps,
+            "resumed_from_step": resumed_from, "epochs": epochs, "held_out": final, "train_positions": sum(rows) * config.sequence_length,
             "held_out_positions": sum(rows_in(held_out)) * config.sequence_length, "shards": len(shards)}

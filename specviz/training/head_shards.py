@@ -47,7 +47,8 @@ def score_rows(target, rows: torch.Tensor, config: HeadGpuConfig) -> dict[str, t
     scored = {"tokens": rows.int().cpu(), "features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
               "label_log_probs": (top_logits.float() - log_norm).half().cpu()}
     if layers:
-        scored["layer_features"] = lower_layer_states(output.hidden_states, config.target_layers).bfloat16().cpu()  # (b, L, d·n)
+        lower = lower_layer_states(output.hidden_states, config.target_layers)  # (b, L, d·n)
+        scored["layer_features"] = lower.bfloat16().cpu()
     return scored
 
 
