@@ -120,7 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="head: the target's lower layers it reads besides the final one (indices into its "
                             "hidden_states, e.g. 2,15,27; EAGLE-3); 'none' for the final state alone")
     train.add_argument("--minutes", type=float, default=None,
-                       help="head: a CPU budget per phase (teacher pass, training); 0 = none")
+                       help="head: a CPU budget per phase (teacher pass, training); with --device, the command's "
+                            "whole budget, shared by its phases (rerun to go on); 0 = none")
+    train.add_argument("--device", default=None,
+                       help="head: the GPU recipe on this device (cuda; cpu runs it at dry-run sizes): the target writes "
+                            "and answers its own requests, scores them into shards and the head trains with "
+                            "training-time test (without --device: the CPU recipe that trained the shipped head)")
+    train.add_argument("--phase", default=None,  # checked by the recipe's config (torch-free --help)
+                       help="head with --device: generate, score, train or all (the default); each resumes from its files")
+    train.add_argument("--target", default=None, metavar="FOLDER", help="head with --device: the target (default: the default pair's)")
+    train.add_argument("--requests", type=int, default=None, help="head with --device: requests the target samples")
     train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--seqkd-steps", type=int, default=None, help="tiny-code only")
     train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")

@@ -166,6 +166,16 @@ def layers_from(text: str | None) -> tuple[int, ...] | None:
 def run_train(args) -> int:
     from dataclasses import replace
 
+    if args.recipe == "head" and args.device is not None:
+        from specviz.training.head_config import head_gpu_config
+        from specviz.training.head_gpu import train_head_on_gpu
+
+        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
+                     "num_threads": args.threads, "lr": args.lr, "minutes": args.minutes, "phase": args.phase,
+                     "target_id": args.target, "self_instructions": args.requests,
+                     "target_layers": layers_from(args.target_layers)}
+        train_head_on_gpu(head_gpu_config(args.device, **{k: v for k, v in overrides.items() if v is not None}))
+        return 0
     if args.recipe == "head":
         from specviz.training.head_config import HeadTrainConfig
         from specviz.training.head_train import train_head_recipe

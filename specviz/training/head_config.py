@@ -1,6 +1,8 @@
 """What a head run is set to (`python -m specviz train --recipe head`), and the settings each of its
 phases derives from that: the target's own answers and its self-instructions in folders of their
 own, a run that goes on from a trained head kept apart from it. The recipe is specviz.training.head_train.
+The GPU recipe (`--device cuda`, specviz.training.head_gpu) has one config of its own, HeadGpuConfig, with
+its GPU sizes and its CPU dry run's side by side in HEAD_SIZES.
 """
 
 from __future__ import annotations
@@ -119,3 +121,82 @@ def target_config(config: HeadTrainConfig) -> HeadTrainConfig:
                    answer_temperatures=config.target_answer_temperatures,
                    answer_rounds=len(config.target_answer_temperatures),
                    answer_batch=config.target_answer_batch, answer_tokens=config.target_answer_tokens, teacher_minutes=0.0)
+
+
+PHASES = ("generate", "score", "train", "all")
+# Each phase's share of --minutes when one command runs them all; the rest is the export's margin.
+PHASE_SHARES = {"generate": 0.6, "score": 0.12, "train": 0.23}
+
+
+@dataclass
+class HeadGpuConfig:
+    """The recipe made for a GPU (`train --recipe head --device cuda`; specviz.training.head_gpu): the
+    target writes its own requests and answers each greedily and sampled in large left-padded batches,
+    one teacher-forced pass scores every answer into shards on disk, and the head trains with
+    training-time test. The defaults are the GPU's sizes; HEAD_SIZES["cpu"] is the same recipe at
+    dry-run sizes. Seeded; every phase resumes from its files in work_dir."""
+
+    device: str = "cuda"
+    # Not assets/: a new head ships only where it measured better on held-out prompts (issue 33).
+    out_dir: str = str(Path.home() / ".cache" / "specviz" / "head-gpu" / "head")
+    work_dir: str = str(Path.home() / ".cache" / "specviz" / "head-gpu")
+    target_id: str = ""  # empty: the default target
+    seed: int = 1
+    minutes: float = 0.0  # this command's budget (0: none), split over its phases by PHASE_SHARES
+    phase: str = "all"  # one of PHASES: a command that cannot hold them all runs them one by one
+    num_threads: int = 8
+    # generate: requests of its own (Magpie, as the CPU recipe's phase 0) ...
+    self_instructions: int = 81_920  # sampled; ~73 % finish within instruction_tokens (CPU run: 2,982 of 4,096)
+    instruction_temperature: float = 0.9
+    instruction_tokens: int = 48
+    instruction_batch: int = 1024
+    # ... each answered once per temperature (round r, batch b answers at temperature (b + r) mod 2)
+    answer_batch: int = 1024
+    answer_tokens: int = 192  # ~225 positions an answer with its prompt: 2 × 56 k answers ≈ 25 M positions
+    answer_temperatures: tuple[float, ...] = (0.0, 0.7)
+    answer_rounds: int = 2
+    num_prompts: int = 0  # templated prompts: none here (teacher.AnswerRecipe asks for the field)
+    # score: one teacher-forced pass, one shard per answer file
+    sequence_length: int = 256
+    score_batch: int = 128  # rows per target forward (128 × 256 positions: ~10 GB of logits in bf16 + fp32)
+    teacher_top_k: int = 20
+    target_layers: tuple[int, ...] = ()  # with 3 lower layers a position takes 4.7 kB, not 1.3: ~9 M fit the disk
+    disk_budget_gib: float = 40.0  # shards stop here (the machine has 64 GiB of disk)
+    # train: AdamW on the head with training-time test
+    head_rows_from: str = ""  # a head_rows.json; empty: the tokens the target ranks first most often here
+    num_head_rows: int = 8192
+    ttt_steps: int = 3  # depths trained: the first reads true states, the rest the head's own
+    ttt_step_weight: float = 0.8  # depth s weighs this^(s-1)
+    batch_size: int = 64
+    epochs: float = 3.0
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.0
+    feature_loss_weight: float = 1.0
+    feature_noise: float = 0.05  # uniform noise (± this × a state's RMS) on the true states depth 1 reads
+    held_out_batches: int = 1  # the first answer batches of every round: requests the head never trains on
+    shuffle_shards: int = 8  # shards mixed per group before their rows are shuffled
+    checkpoint_minutes: float = 2.0
+    steps_this_run: int = 0  # > 0: stop after this many optimiser steps (a smoke run)
+    autocast: bool = True  # bfloat16 autocast where the hardware has it (CUDA; CPUs with native bf16)
+
+
+DRY_RUN_DIR = Path.home() / ".cache" / "specviz" / "head-gpu-dry-run"
+HEAD_SIZES: dict[str, HeadGpuConfig] = {
+    "cuda": HeadGpuConfig(),
+    # A dry run on a CPU (minutes, resumed over a few commands; one thread: a shared CPU): a few dozen requests,
+    # short answers, a handful of steps; the same code and phases as on the GPU.
+    "cpu": HeadGpuConfig(device="cpu", work_dir=str(DRY_RUN_DIR), out_dir=str(DRY_RUN_DIR / "head"), num_threads=1,
+                         self_instructions=32, instruction_batch=8, answer_batch=8, answer_tokens=48, sequence_length=128,
+                         score_batch=8, disk_budget_gib=1.0, batch_size=4, epochs=2.0, warmup_steps=2, shuffle_shards=4,
+                         checkpoint_minutes=0.5),
+}
+
+
+def head_gpu_config(device: str, **overrides) -> HeadGpuConfig:
+    """The recipe's sizes for a device (cuda, cuda:1, cpu), with the command line's overrides."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    config = replace(HEAD_SIZES[kind], device=device, **overrides)
+    if config.phase not in PHASES:
+        raise SystemExit(f"--phase must be one of {', '.join(PHASES)}, got {config.phase!r}")
+    return config

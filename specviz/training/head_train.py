@@ -39,8 +39,8 @@ from specviz.decoding.forward import lower_layer_states
 from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import (
-    REQUESTS_FILE, HeadTrainConfig, apart_from_the_head_it_reads, check_the_layers_it_goes_on_with, earlier_requests_of,
-    self_instruct_config, target_config,
+    REQUESTS_FILE, HeadGpuConfig, HeadTrainConfig, apart_from_the_head_it_reads, check_the_layers_it_goes_on_with,
+    earlier_requests_of, self_instruct_config, target_config,
 )
 from specviz.training.optimise import learning_rate, save_atomically
 from specviz.training.teacher import TEACHER, load_target, pack_rows, row_index_of, split_rows, write_answers
@@ -90,9 +90,11 @@ def user_turn(tokenizer) -> tuple[str, str]:
 
 
 @torch.inference_mode()
-def write_instructions(config: HeadTrainConfig, tokenizer, target, device: torch.device) -> list[str]:
+def write_instructions(config: HeadTrainConfig | HeadGpuConfig, tokenizer, target, device: torch.device,
+                       deadline: float | None = None) -> list[str]:
     """Phase 0: requests the target writes itself, sampled after its template's user-turn prefix; kept when
-    finished (the template's end-of-turn within instruction_tokens), deduplicated; one file per batch."""
+    finished (the template's end-of-turn within instruction_tokens), deduplicated; one file per batch.
+    Past `deadline` (a time.perf_counter() reading) no new batch is started (the GPU recipe's budget)."""
     folder = Path(config.work_dir) / "instructions"
     folder.mkdir(parents=True, exist_ok=True)
     before, after = user_turn(tokenizer)
@@ -103,6 +105,8 @@ def write_instructions(config: HeadTrainConfig, tokenizer, target, device: torch
     for batch_index in tqdm(range(-(-config.self_instructions // config.instruction_batch)), desc="instructions (target)"):
         path = folder / f"{batch_index:04d}.json"
         if not path.exists():
+            if deadline is not None and time.perf_counter() > deadline:
+                break
             torch.manual_seed(config.seed * 100_019 + batch_index)
             inputs = prefix.expand(config.instruction_batch, -1).to(device)  # (b, n)
             output = target.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=True, top_k=0, top_p=1.0,

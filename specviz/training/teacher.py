@@ -7,6 +7,7 @@ drafters learn from one signal.
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -52,9 +53,10 @@ def format_prompt(tokenizer, text: str, chat: bool) -> str:
 
 @torch.inference_mode()
 def write_answers(config: AnswerRecipe, tokenizer, target, device: torch.device,
-                  prompts: list[tuple[str, bool]] | None = None) -> list[list[int]]:
+                  prompts: list[tuple[str, bool]] | None = None, deadline: float | None = None) -> list[list[int]]:
     """Phase 1: the target's own answers (to `prompts`, else the templated instructions); one file
-    per batch, so an interruption loses one batch."""
+    per batch, so an interruption loses one batch. Past `deadline` (a time.perf_counter() reading) no
+    new batch is started: a rerun writes the rest."""
     folder = Path(config.work_dir) / "answers"
     folder.mkdir(parents=True, exist_ok=True)
     prompts = prompts if prompts is not None else instruction_prompts(config.num_prompts, config.seed)
@@ -64,6 +66,8 @@ def write_answers(config: AnswerRecipe, tokenizer, target, device: torch.device,
     for answer_round, batch_index, start in tqdm(jobs, desc="target answers"):
         path = folder / f"r{answer_round}-{batch_index:04d}.pt"
         if not path.exists():
+            if deadline is not None and time.perf_counter() > deadline:
+                break
             batch = prompts[start : start + config.answer_batch]
             texts = [format_prompt(tokenizer, text, chat) for text, chat in batch]
             encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)

@@ -1,0 +1,92 @@
+"""Training-time test for the head drafter (EAGLE-3, arXiv 2503.01840; HASS, arXiv 2408.15766).
+
+When the head drafts, only a round's first guess reads the target's true state; every later one
+reads the head's own prediction, attending to the true states before the round and to its own
+chain inside it. Training on true states alone teaches the first step only. Here the head is run
+`num_steps` times over a whole row, each step on the previous step's predictions, with the mask a
+drafting head would see, and a loss at every step:
+
+    depth 1, position j: reads (f_j, e(x_{j+1}))            sees depth-1 keys at ≤ j
+    depth s, position j: reads (f̂ˢ⁻¹_{j-1}, e(x_{j+1}))     sees depth-1 keys at ≤ j-s+1 and the
+                                                             depth-t key at j-s+t for t = 2..s
+    every depth predicts f_{j+1}, which the target turns into its distribution for x_{j+2}.
+
+So depth s at position j is exactly the s-th draft of a round whose last committed token is
+x_{j-s+2}: the engine's HeadDrafter computes the same numbers (tests/test_head_gpu_recipe.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+from specviz.models.draft_head import DraftHead
+
+
+def ttt_mask(length: int, depth: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, length, depth·length) booleans, True where depth `depth`'s query j may look among the
+    keys of depths 1..depth laid side by side (each `length` long)."""
+    query = torch.arange(length, device=device).view(-1, 1)  # (m, 1)
+    key = torch.arange(length, device=device).view(1, -1)  # (1, m)
+    blocks = [key <= query - depth + 1]  # depth 1: the true states before the round
+    blocks += [key == query - depth + t for t in range(2, depth + 1)]  # the round's own chain, one key a depth
+    return torch.cat(blocks, dim=1).view(1, 1, length, depth * length)
+
+
+def draft_ahead(head: DraftHead, features: torch.Tensor, embeddings: torch.Tensor, num_steps: int) -> list[torch.Tensor]:
+    """The head's predictions at depths 1..num_steps over one batch of rows.
+
+    features (b, m, d·(1+n)): the target's true states at positions 0..m-1 (with any lower layers);
+    embeddings (b, m, d): the embeddings of tokens 1..m. Returns num_steps tensors (b, m, d); at
+    depth s the first s-1 positions have no chain behind them and are not to be scored.
+    """
+    batch, length = embeddings.shape[:2]
+    positions = torch.arange(length, device=embeddings.device).expand(batch, -1)  # (b, m)
+    cache = DynamicCache()  # the keys of every depth so far, side by side; gradients flow through it
+    predicted = [head(features, embeddings, cache, positions, ttt_mask(length, 1, embeddings.device))]
+    for depth in range(2, num_steps + 1):
+        previous = predicted[-1]  # (b, m, d): f̂ at positions 1..m
+        # Position j reads the guess made at j-1 (a d-wide input: the lower layers read as zeros, as in drafting).
+        inputs = torch.cat([torch.zeros_like(previous[:, :1]), previous[:, :-1]], dim=1)  # (b, m, d)
+        mask = ttt_mask(length, depth, embeddings.device)  # (1, 1, m, depth·m)
+        predicted.append(head(inputs, embeddings, cache, positions, mask))
+    return predicted
+
+
+def ttt_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
+               batch: dict, num_steps: int, step_weight: float, feature_loss_weight: float,
+               feature_noise: float = 0.0, generator: torch.Generator | None = None) -> dict:
+    """The loss (a tensor) and, per depth s, KL, feature loss and top-1 agreement with the target.
+
+    At depth s: KL from the target's top-k (renormalised over the head rows) to q over the head rows,
+    plus smooth-L1 from the predicted state to the true one; depth s weighs step_weight^(s-1).
+    """
+    features = batch["features"].float()  # (b, L, d): the target's final states, the regression target
+    tokens = batch["tokens"].long()  # (b, L)
+    teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k): -1 outside the head rows
+    teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
+    teacher_probs = teacher_probs / teacher_probs.sum(-1, keepdim=True).clamp(min=1e-6)
+    inputs = features[:, :-1]  # (b, m, d), m = L-1
+    if feature_noise > 0 and generator is not None:  # the first depth reads the target's states, lightly shaken
+        scale = inputs.pow(2).mean(-1, keepdim=True).sqrt()  # (b, m, 1)
+        noise = torch.rand(inputs.shape, generator=generator, device=inputs.device) * 2 - 1  # (b, m, d): drawn where it is used
+        inputs = inputs + noise * feature_noise * scale
+    if head.target_layers:
+        inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, m, d·(1+n))
+    embeddings = embed(tokens[:, 1:])  # (b, m, d)
+    truth, rows = features[:, 1:], teacher_rows[:, 1:].clamp(min=0)  # (b, m, d), (b, m, k)
+    probs, first = teacher_probs[:, 1:], teacher_rows[:, 1:, 0]  # (b, m, k), (b, m)
+    loss, metrics = 0.0, {}
+    for depth, predicted in enumerate(draft_ahead(head, inputs, embeddings, num_steps), start=1):
+        scored = slice(depth - 1, None)  # positions with a whole chain behind them
+        log_q = torch.log_softmax((predicted[:, scored] @ row_weight.T).float(), -1)  # (b, m-s+1, rows)
+        kl = -(probs[:, scored] * log_q.gather(-1, rows[:, scored])).sum(-1).mean()
+        feature = F.smooth_l1_loss(predicted[:, scored].float(), truth[:, scored])
+        loss = loss + step_weight ** (depth - 1) * (kl + feature_loss_weight * feature)
+        agree = log_q.argmax(-1) == first[:, scored]  # (b, m-s+1): -1 (outside the rows) never agrees
+        metrics[f"agreement_{depth}"] = agree.float().mean().detach()
+        metrics[f"kl_{depth}"] = kl.detach()
+        metrics[f"feature_{depth}"] = feature.detach()
+    metrics["loss"] = loss
+    return metrics
