@@ -28,7 +28,7 @@ from specviz.decoding.config import DecodeConfig, next_gamma
 from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals, row_confidences
 from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_position
+from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
 from specviz.models.pairs import ModelPair
 
@@ -86,15 +86,16 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
 
 
 def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
-                   last_only: bool = False, num_rivals: int = 0) -> torch.Tensor:
+                   last_only: bool = False, parents: Sequence[int] = ()) -> torch.Tensor:
     """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
     the hidden states of those positions (the final ones, then those of the lower layers it names in
-    `target_layers`), from this same forward (no extra target pass)."""
+    `target_layers`), from this same forward (no extra target pass). `parents`: the trailing ids are
+    draft-tree nodes (forward.tree_layout)."""
     if not getattr(drafter, "reads_target", False):
-        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, num_rivals=num_rivals)
+        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, parents=parents)
     start = cache.get_seq_length()
     logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
-                                                 layers=drafter.target_layers, num_rivals=num_rivals)
+                                                 layers=drafter.target_layers, parents=parents)
     drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
     return logits
 
@@ -174,12 +175,12 @@ def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> P
 def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
                  to_probs: ProbsFn, accept_rule: AcceptRule, generator: torch.Generator) -> VerifiedRound:
     """One target forward over the drafts, then the accept rule left to right. Rivals of the first
-    draft ride along at its position (forward.rival_layout), so the same verify judges them all."""
+    draft ride along at its position (a one-level tree, forward.tree_layout), so the same verify judges them all."""
     num_drafted = proposal.draft_ids.shape[0]
     guesses = first_guesses(proposal) if proposal.rivals else []
     rival_ids = ids.new_tensor([[token_id for token_id, _ in guesses[1:]]])  # (1, k)
     verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1), rival_ids], dim=1)  # (1, n+γ+k)
-    target_logits = target_forward(pair, drafter, verify_ids, target_cache, num_rivals=len(guesses))  # (γ+1+k, vocab)
+    target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=(-1,) * len(guesses))  # (γ+1+k, vocab)
     target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
     taken, rivals = 0, ()
     if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
@@ -200,9 +201,9 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
     Returns (committed ids (1, n'), the round's new ids)."""
     new_ids = verified.proposal.draft_ids.tolist()[: verified.verdict.num_accepted] + [verified.verdict.next_id]
     if verified.taken:  # the rival the target took keeps what the verify computed for it, at its place in the text
-        move_cache_position(target_cache, ids.shape[1] + verified.taken, ids.shape[1])
+        move_cache_positions(target_cache, [ids.shape[1] + verified.taken], ids.shape[1])
         if getattr(drafter, "reads_target", False):
-            drafter.take_position(ids.shape[1] + verified.taken, ids.shape[1])
+            drafter.take_positions([ids.shape[1] + verified.taken], ids.shape[1])
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])

@@ -87,10 +87,10 @@ class HeadDrafter:
         crop_cache(self.cache, num_committed - 1)
         return proposal
 
-    def take_position(self, source: int, dest: int) -> None:
-        """A rival guess the target took: its true state (handed over from row `source` of the
-        verify) becomes the state at `dest`, where the text now has it."""
-        self.features[:, dest] = self.features[:, source]
+    def take_positions(self, sources: list[int], dest: int) -> None:
+        """The guesses the target took (a rival, a tree's accepted path): their true states (handed over
+        from rows `sources` of the verify) become the states at dest, dest+1, …, where the text now has them."""
+        self.features[:, dest : dest + len(sources)] = self.features[:, sources]
 
     def rollback(self, num_committed: int) -> None:
         if self.features is not None:
