@@ -8,11 +8,29 @@ p0(a)·p(b | a), with the children picked deterministically (top-k, one-hot q) a
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
+import pytest
 import torch
+from transformers import DynamicCache
 
 import specviz.decoding.sampling as sampling
+from specviz.analysis.bench import load_prompts
+from specviz.analysis.selfcheck import transformers_greedy
+from specviz.analysis.trace import Trace
+from specviz.catalogue import drafter_info, resolve
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
+from specviz.decoding.events import event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
+from specviz.decoding.tree import grow_tree
+from specviz.models.loading import load_pair
+from specviz.models.pairs import ModelPair
+from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
+from tests.test_head import with_head
+from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts, tiny_pair
 from tests.test_sampling import SIGNIFICANCE, chi_square_p_value, p_instead_of_residual
 
 VOCAB = 6
@@ -116,3 +134,163 @@ def test_greedy_takes_the_longest_path_of_the_targets_own_picks():
     assert verdict.path == (1, 4) and verdict.next_id == 3 and not verdict.is_bonus
     assert torch.isnan(verdict.accept_probs[2])  # under the rejected node 0: never examined
     assert verdict.accept_probs.tolist()[:2] == [0, 1] and verdict.accept_probs[3] == 0  # node 3: tried, not the pick
+
+
+# ---- growing a tree (EAGLE-2) -------------------------------------------------------------------
+
+
+def peaked_logits(rows: list[list[float]]) -> torch.Tensor:
+    """Logits whose softmax is the given probabilities (zeros → -inf)."""
+    probs = torch.tensor(rows)
+    return probs.log()
+
+
+def test_grow_tree_expands_the_frontier_once_per_level_and_keeps_the_best_nodes_with_their_ancestors():
+    """Root children a (0.6), b (0.3), c (0.1); below each, children of probability 0.9 / 0.1: the best
+    4 nodes by path probability are a 0.6, a→0 0.54, b 0.3, b→0 0.27 (c 0.1 < 0.27 is left out), and
+    the second level is one drafter call over the whole frontier."""
+    calls = []
+
+    def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
+        calls.append((token_ids, parent_slots))
+        return peaked_logits([[0.9, 0.1, 0, 0, 0, 0]] * len(token_ids))  # (K, V)
+
+    root = peaked_logits([[0, 0, 0, 0.6, 0.3, 0.1]])
+    tree = grow_tree(root, expand, depth=2, budget=4, width=3)
+    assert calls == [([3, 4, 5], [-1, -1, -1])]  # the whole frontier at once, children of the root
+    assert tree.node_ids.tolist() == [3, 4, 0, 0] and tree.parents == (-1, -1, 0, 1)
+    assert tree.draft_probs == pytest.approx((0.6, 0.3, 0.9, 0.9)) and tree.num_forwards == 2
+    assert tree.slots == (0, 1, -1, -1)  # the drafter fed a and b; their children not (depth γ reached)
+    deeper = grow_tree(root, expand, depth=3, budget=4, width=3)
+    assert deeper.depth == 3 and deeper.node_ids.tolist()[:2] == [3, 4]
+    assert calls[-1][1] == [0, 1, 2]  # level 3: the best three of level 2 (slots of their parents a, a, b)
+
+
+def test_a_level_that_cannot_enter_the_budget_is_not_drafted():
+    calls = []
+
+    def expand(token_ids, parent_slots):
+        calls.append(token_ids)
+        return peaked_logits([[0.5, 0.5, 0, 0, 0, 0]] * len(token_ids))
+
+    tree = grow_tree(peaked_logits([[0, 0, 0, 0.5, 0.5, 0]]), expand, depth=5, budget=2, width=2)
+    assert sorted(tree.node_ids.tolist()) == [3, 4] and len(calls) == 0 and tree.num_forwards == 1
+
+
+# ---- tree rounds end to end ---------------------------------------------------------------------
+
+TREE_SETTINGS = ((1, 3), (3, 4), (4, 8), (6, 16))  # (γ = the tree's depth, its budget of nodes)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_greedy_tree_rounds_write_the_target_alones_text_and_transformers(arch, dtype):
+    target = make_model(arch, seed=5)
+    draft = noisy_copy(target, DRAFT_NOISE[arch], seed=6).to(dtype)
+    pair = ModelPair.from_models(target.to(dtype), draft)
+    for prompt_ids in random_prompts(3, pair.vocab_size, seed=7, max_len=14):
+        config = DecodeConfig(max_new_tokens=20, stop_at_eos=False, drafter="model")
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        assert transformers_greedy(pair, prompt_ids, config) == baseline
+        for gamma, budget in TREE_SETTINGS:
+            settings = dataclasses.replace(config, gamma=gamma, tree=budget)
+            trace = Trace.from_events(speculative_decode(pair, prompt_ids, settings))
+            assert trace.token_ids == baseline, (gamma, budget)
+            assert all(event.tree for event in trace.rounds[:-1])  # tree rounds, not chains
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_greedy_tree_rounds_with_the_head_write_the_target_alones_text(arch):
+    pair = with_head(tiny_pair(arch), scale=3.0, rows=torch.arange(3, 100))
+    for prompt_ids in random_prompts(3, pair.vocab_size, seed=3):
+        config = DecodeConfig(max_new_tokens=24, stop_at_eos=False, drafter="head")
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        for gamma, budget in TREE_SETTINGS:
+            trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, gamma=gamma, tree=budget)))
+            assert trace.token_ids == baseline, (gamma, budget)
+
+
+def test_after_tree_rounds_every_cache_holds_the_committed_text_only():
+    """After each round: the target's cache and the draft's hold committed[:-1] at most, as a fresh
+    forward over the committed text computes them (a path's entries moved to the wrong place would
+    differ), and the head holds the target's true states of the committed text."""
+    pair = with_head(tiny_pair("llama"), scale=3.0)
+    prompt = random_prompts(1, pair.vocab_size, seed=5, min_len=6, max_len=6)[0]
+    for drafter_name in ("model", "head"):
+        config = DecodeConfig(gamma=4, tree=8, max_new_tokens=24, stop_at_eos=False, drafter=drafter_name)
+        drafter = drafter_info(drafter_name)
+        built = []
+
+        def factory(*args):
+            built.append(resolve(drafter.factory)(*args))
+            return built[0]
+
+        events = list(speculative_decode(pair, prompt, config, drafter=factory))
+        trace = Trace.from_events(events)
+        assert any(0 < event.num_accepted for event in trace.rounds)
+        committed = torch.tensor([prompt + trace.token_ids[:-1]])  # (1, n): all but the last token, which no cache saw
+        if drafter_name == "model":
+            cache = built[0].cache
+            assert cache.get_seq_length() <= committed.shape[1]
+            fresh = DynamicCache()
+            pair.draft(input_ids=committed[:, : cache.get_seq_length()], past_key_values=fresh, use_cache=True)
+            for kept, expected in zip(cache.layers, fresh.layers):
+                torch.testing.assert_close(kept.keys, expected.keys, rtol=1e-4, atol=1e-4)
+        else:
+            output = pair.target.base_model(input_ids=committed)
+            torch.testing.assert_close(built[0].features[0], output.last_hidden_state[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_tree_rounds_event_tells_the_tree():
+    """Each node once, with its parent, depth and verdict: the accepted nodes are one path from the root,
+    emitted = that path + the target's token (the tree's last entry), nodes below a rejected one are
+    never examined; the event survives a save and load; τ counts every token of a target pass."""
+    pair = tiny_pair("llama")
+    prompt = random_prompts(1, pair.vocab_size, seed=2)[0]
+    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=30, stop_at_eos=False, drafter="model")
+    trace = Trace.from_events(speculative_decode(pair, prompt, config))
+    for event in trace.rounds:
+        drafted, own = event.tree[:-1], event.tree[-1]
+        assert len(drafted) <= 8 and max(node.depth for node in drafted) <= 4
+        path = [i for i, node in enumerate(drafted) if node.verdict == "accepted"]
+        assert [drafted[i].parent for i in path] == [-1, *path][: len(path)]  # one path from the root
+        assert own.verdict in ("resample", "bonus") and own.parent == (path[-1] if path else -1)
+        assert list(event.emitted_ids) == [drafted[i].token_id for i in path] + [own.token_id]
+        for i, node in enumerate(drafted):
+            if node.parent >= 0 and drafted[node.parent].verdict != "accepted":
+                assert node.verdict == "unexamined"
+            assert node.depth == (1 if node.parent < 0 else drafted[node.parent].depth + 1)
+        assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+    assert any(event.next_kind == "resample" for event in trace.rounds)
+    assert trace.tokens_per_target_pass == pytest.approx(
+        sum(len(event.emitted_ids) for event in trace.rounds) / len(trace.rounds))
+    assert trace.tokens_per_target_pass > 1  # some tree rounds kept drafts
+
+
+@pytest.mark.parametrize("drafter", ["model", "head"])
+def test_sampled_tree_rounds_follow_the_target(drafter):
+    """T = 1 end to end: the first three tokens' joint against the target's exact one (tree of depth 2)."""
+    pair = with_head(distribution_pair(), scale=4.0)
+    settings = dict(temperature=1.0, top_k=0, top_p=1.0)
+    tokens = sample_runs(pair, dict(settings, drafter=drafter, tree=4, draft_confidence=0.0), num_runs=1500,
+                         max_rejection_share=1.01)
+    p_values = check_against_target(tokens, exact_joint_of_three(pair, **settings))
+    assert min(p_values) > SIGNIFICANCE / 3, p_values
+
+
+@pytest.mark.timeout(900)
+def test_the_default_pair_writes_the_target_alones_text_with_trees():
+    """bfloat16 (this machine's default): both drafters' tree rounds, the target alone and transformers'
+    generate() write the same tokens, and the trees keep more than one token per target pass."""
+    pair = load_pair(precision="bfloat16")
+    passes = []
+    for prompt in load_prompts()[:2]:
+        ids = pair.encode(prompt.text, prompt.chat)
+        config = DecodeConfig(max_new_tokens=32)
+        baseline = Trace.from_events(autoregressive_decode(pair, ids, config)).token_ids
+        assert transformers_greedy(pair, ids, config)[: len(baseline)] == baseline
+        for drafter in ("head", "model"):
+            trace = Trace.from_events(speculative_decode(pair, ids, dataclasses.replace(config, drafter=drafter, tree=8)))
+            assert trace.token_ids == baseline, (prompt.text, drafter)
+            passes.append(trace.tokens_per_target_pass)
+    assert min(passes) > 1, passes

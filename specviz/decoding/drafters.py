@@ -20,8 +20,9 @@ import torch
 from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.forward import crop_cache, forward_new_ids, top_probability
+from specviz.decoding.forward import crop_cache, forward_new_ids, layout_for, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
+from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
 
@@ -169,6 +170,34 @@ class ModelDrafter:
         logits, confidence = self.next_logits(committed_ids)
         return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
                             self.vocab_size, self.confidence_threshold, self.num_rivals)
+
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """A draft tree after committed_ids (1, n) (specviz.decoding.tree): one forward per level over the
+        whole frontier, under the tree's mask, in the draft's own cache after the text."""
+        root_logits, _ = self.next_logits(committed_ids)  # (1, vocab); the cache now holds all n committed ids
+        self.tree_start = self.cache.get_seq_length()
+        fed_ids, fed_parents = committed_ids, []
+
+        def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
+            nonlocal fed_ids
+            fed_ids = torch.cat([fed_ids, fed_ids.new_tensor([token_ids])], dim=1)  # (1, n + fed)
+            fed_parents.extend(parent_slots)
+            return self.level_logits(fed_ids, fed_parents).to(committed_ids.device)  # (K, vocab)
+
+        return grow_tree(root_logits.to(committed_ids.device), expand, depth, budget)
+
+    def level_logits(self, all_ids: torch.Tensor, parents: list[int]) -> torch.Tensor:
+        """Logits (K, vocab) of the tree nodes the cache lacks (-inf outside head_rows when set)."""
+        if self.scorer is None:
+            return forward_new_ids(self.model, all_ids, self.cache, self.vocab_size, parents=parents)  # (K, vocab)
+        new_ids = all_ids[:, self.cache.get_seq_length() :]  # (1, K)
+        layout = layout_for(self.model, self.cache, new_ids.shape[1], parents)
+        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True, **layout)
+        return self.scorer(hidden.last_hidden_state[0])[0]  # (K, vocab)
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        """Keep the accepted path's entries this draft computed while growing the tree, behind the text."""
+        keep_fed_path(self.cache, self.tree_start, tree, path)
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)

@@ -10,12 +10,15 @@ One speculative round, with committed ids c and lookahead γ (Leviathan et al. 2
   verify  p at γ+1 positions from one forward over [c_-1, x_1..x_γ]   (1 target forward)
   decide  accept while r < min(1, p/q); resample or bonus   (sampling.accept_or_resample)
   rollback both KV caches to the new committed length
+A tree round (DecodeConfig.tree > 0) drafts a tree instead and checks every branch in the same one
+forward (specviz.decoding.tree); rival guesses are its one-level case, laid out the same way.
 Invariant between rounds: each KV cache holds at most committed[:-1]; whatever it lacks is fed
 on the next forward, so a fully accepted round needs no extra draft pass.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -25,11 +28,13 @@ from transformers import DynamicCache
 
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
 from specviz.decoding.config import DecodeConfig, next_gamma
-from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals, row_confidences
+from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals
 from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions
+from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions,
+                                      row_confidences, target_forward)
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
+from specviz.decoding.tree import draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
@@ -83,21 +88,6 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     return budget, generator, to_probs, ids
-
-
-def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
-                   last_only: bool = False, parents: Sequence[int] = ()) -> torch.Tensor:
-    """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
-    the hidden states of those positions (the final ones, then those of the lower layers it names in
-    `target_layers`), from this same forward (no extra target pass). `parents`: the trailing ids are
-    draft-tree nodes (forward.tree_layout)."""
-    if not getattr(drafter, "reads_target", False):
-        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, parents=parents)
-    start = cache.get_seq_length()
-    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
-                                                 layers=drafter.target_layers, parents=parents)
-    drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
-    return logits
 
 
 def first_guesses(proposal: Proposal) -> list[tuple[int, float]]:
@@ -173,7 +163,7 @@ def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> P
 
 
 def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
-                 to_probs: ProbsFn, accept_rule: AcceptRule, generator: torch.Generator) -> VerifiedRound:
+                 to_probs: ProbsFn, generator: torch.Generator, accept_rule: AcceptRule = accept_or_resample) -> VerifiedRound:
     """One target forward over the drafts, then the accept rule left to right. Rivals of the first
     draft ride along at its position (a one-level tree, forward.tree_layout), so the same verify judges them all."""
     num_drafted = proposal.draft_ids.shape[0]
@@ -208,6 +198,14 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])
     return ids, new_ids
+
+
+def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule) -> tuple[Callable, Callable, Callable]:
+    """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
+    and the drafter grows trees, else a chain's (with rivals, a one-level tree, where it asks for them)."""
+    if config.tree and hasattr(drafter, "propose_tree"):
+        return functools.partial(draft_tree, budget=config.tree), verify_tree, settle_tree
+    return draft_round, functools.partial(verify_round, accept_rule=accept_rule), settle_round
 
 
 @torch.inference_mode()
@@ -274,15 +272,16 @@ def speculative_decode(
         yield FinishEvent(lane, "eos", 1)
         return
 
+    draft, verify, settle = round_steps(config, drafter, accept_rule)
     round_index = 0
     planned_gamma = config.gamma
     while num_generated < budget:
         room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
         started = clock(pair.device)
-        proposal = draft_round(drafter, ids, min(planned_gamma, room), room)
+        proposal = draft(drafter, ids, min(planned_gamma, room), room)
         drafted_at = clock(pair.device)
-        verified = verify_round(pair, drafter, ids, proposal, target_cache, to_probs, accept_rule, generator)
-        ids, new_ids = settle_round(ids, verified, target_cache, drafter)
+        verified = verify(pair, drafter, ids, proposal, target_cache, to_probs, generator)
+        ids, new_ids = settle(ids, verified, target_cache, drafter)
         verified_at = clock(pair.device)
 
         planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)

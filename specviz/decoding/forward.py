@@ -10,6 +10,8 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
+from specviz.models.pairs import ModelPair
+
 
 def crop_cache(cache: DynamicCache, length: int) -> None:
     """Keep the first `length` positions. transformers 5's crop takes a negative count to drop."""
@@ -107,6 +109,21 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     return logits[0, :, :vocab_size].float(), hidden[0]
 
 
+def target_forward(pair: ModelPair, drafter, all_ids: torch.Tensor, cache: DynamicCache,
+                   last_only: bool = False, parents: Sequence[int] = ()) -> torch.Tensor:
+    """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
+    the hidden states of those positions (the final ones, then those of the lower layers it names in
+    `target_layers`), from this same forward (no extra target pass). `parents`: the trailing ids are
+    draft-tree nodes (forward.tree_layout)."""
+    if not getattr(drafter, "reads_target", False):
+        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, parents=parents)
+    start = cache.get_seq_length()
+    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
+                                                 layers=drafter.target_layers, parents=parents)
+    drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
+    return logits
+
+
 def lower_layer_states(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
     """The states of `layers` (indices into a forward's hidden_states), side by side in that order:
     (b, n, d·len(layers)); the order a head that reads them (specviz.models.draft_head) expects,
@@ -118,3 +135,8 @@ def top_probability(logits: torch.Tensor) -> torch.Tensor:
     """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
     0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
     return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()
+
+
+def row_confidences(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
+    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)

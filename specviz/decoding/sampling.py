@@ -139,6 +139,10 @@ class TreeVerdict(NamedTuple):
     uniforms: torch.Tensor  # (N,) the r drawn for it
     residual: torch.Tensor | None  # (vocab,) p′ the correction came from
 
+    @property
+    def num_accepted(self) -> int:
+        return len(self.path)
+
 
 def node_children(parents: Sequence[int]) -> dict[int, list[int]]:
     """Each node's children in the tree's order (the drafter's likeliest first); -1 is the root."""
