@@ -241,13 +241,14 @@ def test_after_tree_rounds_every_cache_holds_the_committed_text_only():
             torch.testing.assert_close(built[0].features[0], output.last_hidden_state[0], rtol=1e-4, atol=1e-4)
 
 
-def test_a_tree_rounds_event_tells_the_tree():
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_tree_rounds_event_tells_the_tree(temperature):
     """Each node once, with its parent, depth and verdict: the accepted nodes are one path from the root,
     emitted = that path + the target's token (the tree's last entry), nodes below a rejected one are
     never examined; the event survives a save and load; τ counts every token of a target pass."""
     pair = tiny_pair("llama")
     prompt = random_prompts(1, pair.vocab_size, seed=2)[0]
-    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=30, stop_at_eos=False, drafter="model")
+    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=30, stop_at_eos=False, drafter="model", temperature=temperature)
     trace = Trace.from_events(speculative_decode(pair, prompt, config))
     for event in trace.rounds:
         drafted, own = event.tree[:-1], event.tree[-1]
@@ -259,6 +260,12 @@ def test_a_tree_rounds_event_tells_the_tree():
         for i, node in enumerate(drafted):
             if node.parent >= 0 and drafted[node.parent].verdict != "accepted":
                 assert node.verdict == "unexamined"
+            if node.verdict == "unexamined":
+                assert node.accept_prob is None and node.r is None
+            else:  # the rule, as the event tells it: accepted iff r < p′(x), and p′(x) = p(x) for the first child
+                assert (node.r < node.accept_prob) == (node.verdict == "accepted")
+                first_child = next(j for j, other in enumerate(drafted) if other.parent == node.parent)
+                assert i != first_child or node.accept_prob == pytest.approx(node.target_prob)
             assert node.depth == (1 if node.parent < 0 else drafted[node.parent].depth + 1)
         assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
     assert any(event.next_kind == "resample" for event in trace.rounds)

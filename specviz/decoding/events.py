@@ -60,6 +60,11 @@ class TreeNode:
     # decided first) for a drafted node; resample (the target's pick where every child failed) or bonus
     # (after a fully accepted path) for the target's own token, the tree's last entry.
     verdict: TokenKind
+    # For a node the walk tried: p(x) at its parent (the target's probability, before any sibling failed),
+    # the chance it was accepted with (p′(x), after the siblings tried before it) and the r drawn. None otherwise.
+    target_prob: float | None = None
+    accept_prob: float | None = None
+    r: float | None = None
 
 
 @dataclass(frozen=True)

@@ -175,10 +175,12 @@ class VerifiedTree:
         """Every node with its verdict, then the target's own token below the path (resample or bonus)."""
         depths, path = node_depths(self.tree.parents), self.verdict.path
         nodes = []
+        accept_probs, uniforms = self.verdict.accept_probs.tolist(), self.verdict.uniforms.tolist()
         for node, (token_id, parent) in enumerate(zip(self.tree.node_ids.tolist(), self.tree.parents)):
-            tried = not torch.isnan(self.verdict.accept_probs[node])
+            tried = not math.isnan(accept_probs[node])
             kind = "accepted" if node in path else "rejected" if tried else "unexamined"
-            nodes.append(TreeNode(token_id, parent, depths[node], self.tree.draft_probs[node], kind))
+            judged = (float(self.target_probs[parent + 1, token_id]), accept_probs[node], uniforms[node]) if tried else ()
+            nodes.append(TreeNode(token_id, parent, depths[node], self.tree.draft_probs[node], kind, *judged))
         if own_kept:
             parent = path[-1] if path else -1
             nodes.append(TreeNode(self.verdict.next_id, parent, len(path) + 1, 0.0,
