@@ -275,6 +275,16 @@ def test_a_tree_rounds_event_tells_the_tree(temperature):
 
 
 @pytest.mark.parametrize("drafter", ["model", "head"])
+def test_tree_runs_too_short_for_a_tree_end_cleanly(drafter):
+    """One or two new tokens leave a round no room to draft: a plain target step, as for chains."""
+    pair = with_head(tiny_pair("llama"), scale=3.0)
+    for num_tokens in (1, 2, 3):
+        config = DecodeConfig(tree=4, max_new_tokens=num_tokens, stop_at_eos=False, drafter=drafter)
+        baseline = Trace.from_events(autoregressive_decode(pair, [5, 6, 7], config)).token_ids
+        assert Trace.from_events(speculative_decode(pair, [5, 6, 7], config)).token_ids == baseline
+
+
+@pytest.mark.parametrize("drafter", ["model", "head"])
 def test_sampled_tree_rounds_follow_the_target(drafter):
     """T = 1 end to end: the first three tokens' joint against the target's exact one (tree of depth 2)."""
     pair = with_head(distribution_pair(), scale=4.0)

@@ -148,9 +148,10 @@ class VerifiedTree:
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it: `drafted` is the chain the walk judged (the accepted path,
-        then the first child it rejected below it, if any), `tree` every node with its verdict."""
+        then the first child it rejected below it, if any), `tree` every node with its verdict. (The step
+        inspector's top-k details are not recorded for trees yet: `inspect` is read by chains only.)"""
         path, verdict = self.verdict.path, self.verdict
-        judged = list(path) + [child for child in self.children_of(path[-1] if path else -1)][:1]
+        judged = list(path) + self.children_of(path[-1] if path else -1)[:1]
         confidences = row_confidences(self.target_logits).tolist()  # (1+N,)
         drafted = tuple(self.drafted_token(node, node in path, confidences) for node in judged)
         return RoundEvent(
@@ -209,7 +210,8 @@ def settle_tree(ids: torch.Tensor, verified: VerifiedTree, target_cache: Dynamic
     move_cache_positions(target_cache, sources, ids.shape[1])
     if getattr(drafter, "reads_target", False):
         drafter.take_positions(sources, ids.shape[1])
-    drafter.keep_tree_path(tree, path)
+    if path:  # else the rollback below drops the tree's entries (and a round with no room drafted none)
+        drafter.keep_tree_path(tree, path)
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])
