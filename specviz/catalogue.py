@@ -64,7 +64,6 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
         source_words="the draft model, a small language model that reads only the text",
         caches="the draft's",
         hf_equivalent="assistant_model",
-        settings=("tree",),
     ),
     DrafterInfo(
         name="prompt-lookup",
@@ -96,7 +95,6 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                       "token (and, after its first guess, its own predicted states)"),
         caches="the head's",
         hf_equivalent="",
-        settings=("tree",),
         in_transformers="draft model: transformers has no head drafter",
         draft_words=("The {label} ran {forwards}: the first reads the target's own hidden state at the last verified "
                      "token, each later one its own predicted state. q is its probability for the token it "

@@ -22,6 +22,7 @@ from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig
+from specviz.decoding.drafters import copying_tree, find_continuations
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.events import event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
@@ -311,3 +312,27 @@ def test_the_default_pair_writes_the_target_alones_text_with_trees():
             assert trace.token_ids == baseline, (prompt.text, drafter)
             passes.append(trace.tokens_per_target_pass)
     assert min(passes) > 1, passes
+
+
+def test_prompt_lookup_offers_every_earlier_match_as_a_branch():
+    """The text's trailing n-gram [1, 2, 3] occurred twice before: both continuations become branches, the
+    latest first (8 then 9 below the root); branches that begin alike share their first nodes."""
+    ids = [1, 2, 3, 9, 4, 7, 1, 2, 3, 8, 4, 1, 2, 3]
+    assert find_continuations(ids, max_ngram=3, num_tokens=2) == [[8, 4], [9, 4]]
+    tree = copying_tree(find_continuations(ids, 3, 2), budget=8, device=torch.device("cpu"))
+    assert tree.node_ids.tolist() == [8, 4, 9, 4] and tree.parents == (-1, 0, -1, 2)
+    merged = copying_tree([[5, 6, 7], [5, 6, 2], [3]], budget=4, device=torch.device("cpu"))
+    assert merged.node_ids.tolist() == [5, 6, 7, 2] and merged.parents == (-1, 0, 1, 1)  # budget: [3] left out
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_greedy_prompt_lookup_trees_write_the_target_alones_text(arch):
+    pair = tiny_pair(arch)
+    for prompt_ids in random_prompts(3, pair.vocab_size, seed=11, min_len=12, max_len=20):
+        prompt_ids = prompt_ids + prompt_ids[:6] + prompt_ids[3:9]  # repeats, so lookups find branches
+        config = DecodeConfig(max_new_tokens=24, stop_at_eos=False, drafter="prompt-lookup", ngram=2)
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, gamma=4, tree=8)))
+        assert trace.token_ids == baseline
+        parents = [[node.parent for node in event.tree[:-1]] for event in trace.rounds]
+        assert any(len(set(each)) < len(each) for each in parents)  # some rounds checked two branches at a node

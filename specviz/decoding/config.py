@@ -49,7 +49,7 @@ class DecodeConfig:
     # the default pair's held-out prompts (1.29× → 1.41×) and tied on the examples (README).
     rivals: int = 2
     # Draft a tree instead of a chain (EAGLE-2, specviz.decoding.tree): at most this many nodes, depth γ,
-    # all checked in one target forward; 0 = a chain. Read by the drafters that grow trees (model, head).
+    # all checked in one target forward; 0 = a chain. Every drafter grows them (prompt lookup: earlier matches).
     tree: int = 0
 
     def validate(self) -> None:

@@ -8,7 +8,7 @@ words); the head drafter, which reads the target's hidden states, lives in specv
 - `model`: the pair's draft model with its own KV cache (q = its sampling distribution);
 - `prompt-lookup`: no second model; copies the tokens that followed the last earlier
   occurrence of the text's trailing n-gram (as transformers' `prompt_lookup_num_tokens` and
-  vLLM's ngram proposer do). q is one-hot on the copied token, so the same rejection rule
+  vLLM's ngram proposer do); in a tree round every earlier occurrence offers its branch. q is one-hot on the copied token, so the same rejection rule
   accepts it with probability p(token) and the output stays exactly the target's.
 """
 
@@ -219,6 +219,37 @@ def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[i
     return []
 
 
+def find_continuations(ids: list[int], max_ngram: int, num_tokens: int) -> list[list[int]]:
+    """Every earlier occurrence's continuation of the text's trailing n-gram, for the longest n that
+    recurs, the latest occurrence first: the branches of a copying tree (find_continuation's first pick
+    leads)."""
+    length = len(ids)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        tail = ids[length - n :]
+        found = [ids[start + n : start + n + num_tokens] for start in range(length - n - 1, -1, -1)
+                 if ids[start : start + n] == tail]
+        if found:
+            return found
+    return []
+
+
+def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -> DraftTree:
+    """The branches merged where they agree (a trie: siblings differ, each node after its parent), at most
+    `budget` nodes, earlier branches first; q is one-hot on every copied token."""
+    token_ids, parents, child_of = [], [], {}  # child_of: (parent, token) → node
+    for branch in branches:
+        parent = -1
+        for token_id in branch:
+            if (parent, token_id) not in child_of:
+                if len(token_ids) == budget:
+                    break
+                child_of[parent, token_id] = len(token_ids)
+                token_ids.append(token_id), parents.append(parent)
+            parent = child_of[parent, token_id]
+    node_ids = torch.tensor(token_ids, dtype=torch.long, device=device)  # (N,)
+    return DraftTree(node_ids, tuple(parents), (1.0,) * len(token_ids), (-1,) * len(token_ids), 0)
+
+
 class PromptLookupDrafter:
     """Copies from the prompt and the text so far; no model, no cache, nothing to roll back."""
 
@@ -238,6 +269,14 @@ class PromptLookupDrafter:
         draft_ids = torch.tensor(copied, dtype=torch.long, device=committed_ids.device)  # (γ',)
         draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         return Proposal(draft_ids, draft_probs, 0)
+
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """Several earlier matches as branches (issue 32): the target checks them all in one pass."""
+        branches = find_continuations(committed_ids[0].tolist(), self.max_ngram, depth)
+        return copying_tree(branches, budget, committed_ids.device)
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        pass  # no cache
 
     def rollback(self, num_committed: int) -> None:
         pass
