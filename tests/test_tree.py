@@ -24,7 +24,7 @@ from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import copying_tree, find_continuations
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
-from specviz.decoding.events import event_from_dict, event_to_dict
+from specviz.decoding.events import RoundEvent, event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
 from specviz.decoding.tree import grow_tree
 from specviz.models.loading import load_pair
@@ -336,3 +336,16 @@ def test_greedy_prompt_lookup_trees_write_the_target_alones_text(arch):
         assert trace.token_ids == baseline
         parents = [[node.parent for node in event.tree[:-1]] for event in trace.rounds]
         assert any(len(set(each)) < len(each) for each in parents)  # some rounds checked two branches at a node
+
+
+def test_the_exactness_lab_and_step_mode_run_chains_until_they_teach_trees():
+    """Their words and the lab's wrong rule are a chain's: a page set to a tree budget gives them chains."""
+    from specviz.app.lab.exactness import lab_config
+    from specviz.app.lab.step_mode import StepRun
+
+    config = DecodeConfig(tree=8, gamma=3, max_new_tokens=12, stop_at_eos=False, drafter="model")
+    assert lab_config(config, seed=1).tree == 0
+    step = StepRun(tiny_pair("llama"), [5, 6, 7], config)
+    events = step.start() + step.advance()
+    assert any(isinstance(event, RoundEvent) for event in events)
+    assert not any(getattr(event, "tree", ()) for event in events)
