@@ -168,7 +168,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tree", "slider", "whole", ENGINE.tree,
             label="draft tree: guesses checked per round (0 = one chain of γ)",
             info="Above 0 the drafter guesses several tokens at each step, γ steps deep, and the target checks every "
-                 "branch in its one pass, keeping the longest path it agrees with. More guesses, a longer check",
+                 "branch in its one pass, keeping the longest path it agrees with. More guesses, a longer check. "
+                 "Rival guesses and the confidence stop belong to chains: a tree replaces them",
             short="tree budget", words="tree budget (guesses per round)", minimum=0, maximum=MAX_TREE, step=1,
             checked=True, bench="list", replayed=True, unrecorded=0, drafters=drafters_reading("tree"),
             help=f"draft a tree of at most N tokens, γ deep, all checked in one target pass (EAGLE-2); 0 = a chain "

@@ -50,6 +50,7 @@ class DecodeConfig:
     rivals: int = 2
     # Draft a tree instead of a chain (EAGLE-2, specviz.decoding.tree): at most this many nodes, depth γ,
     # all checked in one target forward; 0 = a chain. Every drafter grows them (prompt lookup: earlier matches).
+    # A tree round ignores `rivals` and `draft_confidence` (a chain's): its scores decide what to draft.
     tree: int = 0
 
     def validate(self) -> None:
