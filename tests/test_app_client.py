@@ -35,8 +35,13 @@ def test_the_api_documents_the_engines_defaults(client):
     documented = {p["parameter_name"]: p.get("parameter_default") for p in parameters}
     assert list(documented)[:3] == ["prompt", "pair", "gamma"]  # the positional order clients rely on
     for name in ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "ngram", "draft_confidence",
-                 "gamma_schedule", "rivals"):
+                 "gamma_schedule", "rivals", "tree"):
         assert documented[name] == getattr(DecodeConfig(), name), name
+
+
+def test_a_tree_through_the_api_writes_the_target_alones_text(client):
+    baseline_text, speculative_text, stats = generate(client, temperature=0.0, tree=6)
+    assert baseline_text and baseline_text == speculative_text and stats["settings"]["tree"] == 6
 
 
 def test_greedy_lanes_agree_and_stats_are_complete(client):

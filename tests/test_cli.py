@@ -63,6 +63,24 @@ def test_generate_greedy_lanes_are_identical(local_pair):
     assert report["config"]["gamma"] == 3
 
 
+def test_generate_with_a_tree_writes_the_target_alones_text(local_pair):
+    report = generate_json(local_pair, "--gamma", "3", "--tree", "6", "--temperature", "0")
+    baseline, speculative = report["baseline"], report["speculative"]
+    assert baseline["token_ids"] == speculative["token_ids"] and report["config"]["tree"] == 6
+    assert speculative["target_forward_passes"] == 1 + len(speculative["rounds"]) < 24
+
+
+def test_bench_takes_a_list_of_tree_budgets(tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"prompt": "import os\nimport", "chat": False}]))
+    result = run_cli("bench", "--pair", "tiny-code", "--gammas", "2", "--tree", "0,4", "--temperature", "0",
+                     "--repeats", "1", "--max-new-tokens", "12", "--ignore-eos", "--prompts", str(prompts), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert {(r["gamma"], r["tree"]) for r in report["results"]} == {(2, 0), (2, 4)}
+    assert report["config"]["trees"] == [0, 4] and all(r["num_diverged"] == 0 for r in report["results"])
+
+
 def test_generate_sampled_run_completes(local_pair):
     report = generate_json(local_pair, "--temperature", "1", "--top-p", "0.9", "--seed", "7")
     assert len(report["speculative"]["token_ids"]) == 24

@@ -205,7 +205,7 @@ def test_the_heuristic_gamma_schedule_grows_after_full_acceptance_and_shrinks_af
 def test_a_forward_with_rivals_gives_each_the_logits_of_a_forward_over_the_text_and_it_alone(arch):
     from transformers import DynamicCache
 
-    from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_position
+    from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_positions
 
     pair = tiny_pair(arch)
     text = torch.tensor([random_prompts(1, pair.vocab_size, seed=7, min_len=6, max_len=6)[0]])  # (1, 6)
@@ -219,12 +219,12 @@ def test_a_forward_with_rivals_gives_each_the_logits_of_a_forward_over_the_text_
     with torch.inference_mode():
         together = cached()
         logits = forward_new_ids(pair.target, torch.cat([text, torch.tensor([rivals])], 1), together, pair.vocab_size,
-                                 num_rivals=3)  # (4, vocab): the text's last token, then each rival
+                                 parents=(-1, -1, -1))  # (4, vocab): the text's last token, then each rival
         for i, rival in enumerate(rivals):
             alone = forward_new_ids(pair.target, torch.cat([text, torch.tensor([[rival]])], 1), cached(), pair.vocab_size)
             torch.testing.assert_close(logits[[0, 1 + i]], alone, rtol=1e-4, atol=1e-4)
         # The rival taken keeps its entries at its place in the text: the next forward reads as if it had always been there.
-        move_cache_position(together, text.shape[1] + 2, text.shape[1])
+        move_cache_positions(together, [text.shape[1] + 2], text.shape[1])
         crop_cache(together, text.shape[1] + 1)
         longer = torch.cat([text, torch.tensor([[rivals[2], 9]])], 1)  # (1, 8)
         torch.testing.assert_close(forward_new_ids(pair.target, longer, together, pair.vocab_size),

@@ -20,7 +20,7 @@ from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
-from specviz.decoding.forward import crop_cache, forward_new_ids
+from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_positions
 from specviz.models import invariance, invariant_attention
 from specviz.models.invariant_attention import FIXED, GROUPED, LAYOUTS, PADDED_ROWS
 from specviz.models.loading import load_pair
@@ -39,7 +39,7 @@ def verify_and_steps(model, vocab_size: int, context_ids: torch.Tensor, new_ids:
     all_ids = torch.cat([context_ids, new_ids], dim=1)  # (1, n + k)
     cache = DynamicCache()
     forward_new_ids(model, context_ids, cache, vocab_size)
-    verify = forward_new_ids(model, all_ids, cache, vocab_size, num_rivals=num_rivals)  # (k, vocab)
+    verify = forward_new_ids(model, all_ids, cache, vocab_size, parents=(-1,) * num_rivals)  # (k, vocab)
     crop_cache(cache, context)
     rows = [forward_new_ids(model, all_ids[:, : context + i + 1], cache, vocab_size) for i in range(num_text)]
     text_ids = all_ids[:, : context + num_text]
@@ -50,9 +50,53 @@ def verify_and_steps(model, vocab_size: int, context_ids: torch.Tensor, new_ids:
     return verify, torch.cat(rows)  # both (k, vocab)
 
 
-def assert_rows_match(model, vocab_size: int, seed: int, context_lengths=(5, 40), counts=COUNTS) -> None:
+def random_parents(num_nodes: int, generator: torch.Generator) -> tuple[int, ...]:
+    """A random draft tree's parents (-1: the text's last id), each node after its parent."""
+    return tuple(int(torch.randint(-1, node, (1,), generator=generator)) if node else -1 for node in range(num_nodes))
+
+
+def tree_and_steps(model, vocab_size: int, text_ids: torch.Tensor, node_ids: torch.Tensor,
+                   parents: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of one forward over the text's last id and a tree of nodes (1 + N rows, as the engine
+    verifies a tree: the cache holds the text but its last id) and the same rows from 1-token steps:
+    the text's last id, then for each node the steps along its own path from the text."""
+    num_text = text_ids.shape[1]
+    cache = DynamicCache()
+    forward_new_ids(model, text_ids[:, :-1], cache, vocab_size)
+    verify = forward_new_ids(model, torch.cat([text_ids, node_ids], dim=1), cache, vocab_size, parents=parents)
+    crop_cache(cache, num_text - 1)
+    rows = [forward_new_ids(model, text_ids, cache, vocab_size)]  # (1, vocab)
+    for node in range(len(parents)):
+        path = path_to(parents, node)
+        path_ids = torch.cat([text_ids, node_ids[:, path]], dim=1)  # (1, n + depth)
+        for end in range(num_text + 1, path_ids.shape[1] + 1):
+            last = forward_new_ids(model, path_ids[:, :end], cache, vocab_size)  # (1, vocab)
+        rows.append(last)
+        crop_cache(cache, num_text)
+    return verify, torch.cat(rows)  # both (1 + N, vocab)
+
+
+def path_to(parents: tuple[int, ...], node: int) -> list[int]:
+    path = [node]
+    while parents[path[0]] >= 0:
+        path.insert(0, parents[path[0]])
+    return path
+
+
+def assert_tree_rows_match(model, vocab_size: int, generator: torch.Generator, context: int, num_nodes: int) -> None:
+    ids = torch.randint(0, vocab_size, (1, context + num_nodes), generator=generator)
+    parents = random_parents(num_nodes, generator)
+    verify, steps = tree_and_steps(model, vocab_size, ids[:, :context], ids[:, context:], parents)
+    assert torch.equal(verify, steps), (
+        f"context {context}, tree {parents}: rows differ by {(verify - steps).abs().max().item():.3g}")
+
+
+def assert_rows_match(model, vocab_size: int, seed: int, context_lengths=(5, 40), counts=COUNTS,
+                      tree_sizes=(6, 12)) -> None:
     generator = torch.Generator().manual_seed(seed)
     for context in context_lengths:
+        for num_nodes in tree_sizes:
+            assert_tree_rows_match(model, vocab_size, generator, context, num_nodes)
         for count in counts:
             for num_rivals in (0, 3) if count >= 4 else (0,):
                 ids = torch.randint(0, vocab_size, (1, context + count), generator=generator)
@@ -89,6 +133,37 @@ def test_greedy_speculative_equals_the_baseline_with_and_without_rivals(arch, dt
             assert Trace.from_events(speculative_decode(pair, prompt_ids, settings)).token_ids == baseline
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_trees_accepted_path_moved_in_the_cache_reads_as_if_stepped(arch, dtype):
+    """After a tree verify the accepted path's entries move to contiguous positions and the rest are
+    dropped: the next forward then gives bitwise what it gives after plain steps along that path."""
+    target = make_model(arch, seed=3).to(dtype)
+    pair = ModelPair.from_models(target, None)
+    generator = torch.Generator().manual_seed(5)
+    parents = (-1, -1, 0, 1, 1, 3, 5, 2)
+    path = path_to(parents, 6)  # [1, 3, 5, 6]: not the first branch, so entries really move
+    text = torch.randint(0, pair.vocab_size, (1, 9), generator=generator)
+    nodes = torch.randint(0, pair.vocab_size, (1, len(parents)), generator=generator)
+    after = torch.randint(0, pair.vocab_size, (1, 2), generator=generator)
+    with torch.inference_mode():
+        cache = DynamicCache()
+        forward_new_ids(target, text[:, :-1], cache, pair.vocab_size)
+        forward_new_ids(target, torch.cat([text, nodes], 1), cache, pair.vocab_size, parents=parents)
+        move_cache_positions(cache, [text.shape[1] + node for node in path], text.shape[1])
+        crop_cache(cache, text.shape[1] + len(path))
+        committed = torch.cat([text, nodes[:, path], after], 1)  # (1, n + depth + 2)
+        moved = forward_new_ids(target, committed, cache, pair.vocab_size)  # (2, vocab)
+        stepped_cache = DynamicCache()
+        forward_new_ids(target, text[:, :-1], stepped_cache, pair.vocab_size)
+        for end in range(text.shape[1], committed.shape[1] - 1):
+            forward_new_ids(target, committed[:, :end], stepped_cache, pair.vocab_size)
+        stepped = torch.cat([forward_new_ids(target, committed[:, :end], stepped_cache, pair.vocab_size)
+                             for end in (committed.shape[1] - 1, committed.shape[1])])  # (2, vocab)
+    assert cache.get_seq_length() == stepped_cache.get_seq_length() == committed.shape[1]
+    assert torch.equal(moved, stepped)
+
+
 def off_by_a_little(causal):
     """An attention that adds a rounding-sized error when it computes more than one row."""
     def attend(query, key, value, scaling):
@@ -108,6 +183,17 @@ def test_the_check_fails_when_a_verify_rounds_differently(monkeypatch):
     assert "rounds the target's numbers slightly differently" in report.summary()
     with pytest.raises(AssertionError, match="rows differ"), torch.inference_mode():
         assert_rows_match(target, 128, seed=0, context_lengths=(5,), counts=(4,))
+
+
+def test_the_tree_check_fails_when_a_node_sits_at_the_wrong_place(monkeypatch):
+    """A tree layout that puts each node at its index, not its depth (a chain's positions), is caught."""
+    from specviz.decoding import forward
+
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    ModelPair.from_models(target, None)
+    monkeypatch.setattr(forward, "node_depths", lambda parents: list(range(1, len(parents) + 1)))
+    with pytest.raises(AssertionError, match="rows differ"), torch.inference_mode():
+        assert_tree_rows_match(target, 128, torch.Generator().manual_seed(0), context=5, num_nodes=8)
 
 
 def test_a_machine_where_the_cheap_layout_is_not_exact_gets_the_fixed_one(monkeypatch):

@@ -15,10 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_SETTINGS = ("gamma", "temperature", "top_k", "top_p", "max_new_tokens", "seed", "ngram", "draft_confidence",
-                   "gamma_schedule", "rivals")
+                   "gamma_schedule", "rivals", "tree")
 # Every one moved off today's default, inside each page control's range (max new tokens stays under a host's cap).
 MOVED = {"gamma": 5, "temperature": 0.35, "top_k": 7, "top_p": 0.85, "max_new_tokens": 33, "seed": 11, "ngram": 2,
-         "draft_confidence": 0.25, "gamma_schedule": "heuristic", "rivals": 1}
+         "draft_confidence": 0.25, "gamma_schedule": "heuristic", "rivals": 1, "tree": 4}
 
 
 def defaults_everywhere() -> dict[str, dict[str, object]]:
@@ -104,6 +104,7 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
 @pytest.mark.parametrize(("settings_given", "message"), [
     ({"gamma": 99}, "γ (tokens drafted per round) must be from 1 to 16, got 99"),
     ({"rivals": 1.5}, "rival guesses must be a whole number"),
+    ({"tree": 99}, "tree budget (guesses per round) must be from 0 to 24, got 99"),
     ({"top_p": "x"}, "top-p must be a number"),
     ({"chat": "maybe"}, "chat must be true or false"),
     ({"seed": -1}, "seed must be from 0"),

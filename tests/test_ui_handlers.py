@@ -96,7 +96,7 @@ def test_after_stop_what_was_generated_stays_inspectable():
 def test_a_replay_puts_the_runs_settings_into_the_controls():
     settings = {"pair": "tiny-code", "gamma": 5, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "max_new_tokens": 40,
                 "seed": 7, "drafter": "prompt-lookup", "ngram": 2, "reference": True, "precision": "float32",
-                "draft_confidence": 0.0, "gamma_schedule": "constant", "rivals": 1}
+                "draft_confidence": 0.0, "gamma_schedule": "constant", "rivals": 1, "tree": 4}
     controls = ui_handlers.replayed_controls(Run("def f(x):\n", [1, 2], settings, chat=False))
     assert controls == {"prompt": "def f(x):\n", "chat": False, **settings}
     custom = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
@@ -106,7 +106,7 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
     old = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3, "precision": "float16"},
                                             chat=True))
     assert old == {"prompt": "hi", "chat": True, "pair": "smollm2-135m", "gamma": 3, "draft_confidence": 0.0,
-                   "gamma_schedule": "constant", "rivals": 0}
+                   "gamma_schedule": "constant", "rivals": 0, "tree": 0}
 
 
 @pytest.mark.parametrize("name", [*ui_handlers.recorded_runs(), OLD_RUN.name])
@@ -127,6 +127,7 @@ def test_run_repeats_a_replayed_run_live(name):
         assert not any(event.rivals for event in speculative) and request.config.rivals == 0
         assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
         assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
+        assert request.config.tree == 0  # recorded before trees: a chain
     else:  # the shipped runs record today's settings, so Run repeats them as they are
         assert (request.config.rivals, request.config.draft_confidence, request.config.gamma_schedule) == (
             saved.settings["rivals"], saved.settings["draft_confidence"], saved.settings["gamma_schedule"])

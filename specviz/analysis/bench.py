@@ -56,8 +56,10 @@ class BenchConfig:
     draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
     rivals: int = DecodeConfig.rivals  # greedy: rival guesses beside an unsure first draft
     gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
+    trees: tuple[int, ...] = (DecodeConfig.tree,)  # tree budgets (0 = a chain), each run at every γ
 
-    def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma) -> DecodeConfig:
+    def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma,
+                      tree: int = DecodeConfig.tree) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""
         return DecodeConfig(
             gamma=gamma,
@@ -73,6 +75,7 @@ class BenchConfig:
             draft_confidence=self.draft_confidence,
             rivals=self.rivals,
             gamma_schedule=self.gamma_schedule,
+            tree=tree,
         )
 
 
@@ -96,6 +99,7 @@ class BenchResult:
     # Greedy runs whose tokens parted from the baseline's: 0 wherever a verify is bitwise a step
     # (specviz.models.invariance; a device where it is not rounds differently at near-ties). None when sampled.
     num_diverged: int | None = None
+    tree: int = 0  # the tree budget (DecodeConfig.tree; 0 = a chain)
 
 
 def load_prompts(path: str | Path | None = None) -> list[Prompt]:
@@ -117,7 +121,7 @@ def to_prompt(entry) -> Prompt | None:
     return None
 
 
-def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) -> BenchResult:
+def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], tree: int = 0) -> BenchResult:
     """Pool (baseline, speculative) trace pairs into one table row."""
     speedups = [speedup(base, spec) for base, spec in pairs]
     accepted = sum(spec.num_accepted for _, spec in pairs)
@@ -144,6 +148,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]]) 
         predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
         num_runs=len(pairs),
         num_diverged=sum(base.token_ids != spec.token_ids for base, spec in pairs) if temperature == 0 else None,
+        tree=tree,
     )
 
 
@@ -152,14 +157,14 @@ def encode_prompts(pair: ModelPair, prompts: list[Prompt], chat: bool | None) ->
 
 
 SEED_MODULUS = 2**63  # torch seeds must stay below 2^64; a page's seed may be up to 2^63 − 1
-TimedRun = tuple[int | None, float, Trace, Trace | None]  # (γ, temperature, baseline, speculative)
+TimedRun = tuple[int | None, int, float, Trace, Trace | None]  # (γ, tree budget, temperature, baseline, speculative)
 
 
 def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig) -> Iterator[TimedRun]:
-    """Every timed run of the bench as it finishes: (None, T, baseline, None) for a baseline
-    run, then (γ, T, that baseline, speculative) for each γ.
+    """Every timed run of the bench as it finishes: (None, 0, T, baseline, None) for a baseline
+    run, then (γ, tree, T, that baseline, speculative) for each γ and tree budget.
 
-    Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ,
+    Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ and tree,
     so every speedup compares runs made seconds apart. A consumer may stop between any two.
     """
     warm_up(pair)
@@ -169,29 +174,33 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
                 seed = (config.seed + 1000 * repeat + index) % SEED_MODULUS
                 base_config = config.decode_config(temperature, seed)
                 baseline = Trace.from_events(autoregressive_decode(pair, ids, base_config))
-                yield None, temperature, baseline, None
+                yield None, 0, temperature, baseline, None
                 for gamma in config.gammas:
-                    speculative = Trace.from_events(speculative_decode(pair, ids, replace(base_config, gamma=gamma)))
-                    yield gamma, temperature, baseline, speculative
+                    for tree in config.trees:
+                        settings = replace(base_config, gamma=gamma, tree=tree)
+                        yield gamma, tree, temperature, baseline, Trace.from_events(speculative_decode(pair, ids, settings))
 
 
 def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
-    """Measure every cell; returns one BenchResult per (γ, temperature)."""
+    """Measure every cell; returns one BenchResult per (γ, tree budget, temperature)."""
     prompt_ids = encode_prompts(pair, prompts, config.chat)
-    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas))
-    runs: dict[tuple[int, float], list[tuple[Trace, Trace]]] = {}
+    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas) * len(config.trees))
+    runs: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
     with tqdm(total=total, desc="bench", disable=not progress, unit="run") as bar:
-        for gamma, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
+        for gamma, tree, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
             if speculative is not None:
-                runs.setdefault((gamma, temperature), []).append((baseline, speculative))
+                runs.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
             bar.update()
-    return [summarise(gamma, temperature, pairs) for (gamma, temperature), pairs in runs.items()]
+    return [summarise(gamma, temperature, pairs, tree) for (gamma, tree, temperature), pairs in runs.items()]
 
 
-def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
-    """The one verdict (specviz.analysis.payoff) on this temperature's cells: measured medians and spreads
-    first, at the α̂, c and v of the best cell."""
-    cells = [r for r in results if r.temperature == temperature]
+def payoff_of(results: Iterable[BenchResult], temperature: float, tree: int | None = None) -> Payoff:
+    """The one verdict (specviz.analysis.payoff) on this temperature's cells of one tree budget (None: the
+    smallest measured, a chain where one ran): measured medians and spreads first, at the α̂, c and v of the
+    best cell. (Choosing the budget itself by the rule is still to come, issue 32.)"""
+    results = [r for r in results if r.temperature == temperature]
+    tree = min(r.tree for r in results) if tree is None else tree
+    cells = [r for r in results if r.tree == tree]
     best = max(cells, key=lambda r: r.median_speedup)
     measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs) for r in cells)
     return Payoff(best.acceptance_rate, best.c, best.verify_cost, measured)
@@ -221,21 +230,22 @@ def recommendation_record(results: Iterable[BenchResult], temperature: float) ->
 
 def format_table(results: list[BenchResult]) -> str:
     """Plain-text table, one row per (temperature, γ), then the recommended γ per temperature."""
-    header = f"{'T':>4} {'γ':>3} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
+    header = f"{'T':>4} {'γ':>3} {'tree':>4} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
     lines = [header, "-" * len(header)]
-    for r in sorted(results, key=lambda r: (r.temperature, r.gamma)):
+    for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma)):
         spread = f"{r.median_speedup:.2f}× ({r.min_speedup:.2f}–{r.max_speedup:.2f})"
         diverged = "—" if r.num_diverged is None else f"{r.num_diverged}/{r.num_runs}"
         lines.append(
-            f"{r.temperature:>4g} {r.gamma:>3} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
+            f"{r.temperature:>4g} {r.gamma:>3} {r.tree:>4} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
             f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
         )
-    for temperature in sorted({r.temperature for r in results}):
-        payoff = payoff_of(results, temperature)
+    for temperature, tree in sorted({(r.temperature, r.tree) for r in results}):
+        payoff = payoff_of(results, temperature, tree)
         best = payoff.best
         why = payoff.choice_text() or (f"best measured median {best.median:.2f}× ({best.low:.2f}–{best.high:.2f}) at "
                                        f"γ = {best.gamma}.")
-        lines.append(f"T={temperature:g}: recommended {payoff.recommendation_text()}: {why}")
+        cell = f"T={temperature:g}" + (f", tree {tree}" if tree else "")
+        lines.append(f"{cell}: recommended {payoff.recommendation_text()}: {why}")
         lines.append(f"  beside it, {payoff.prediction_text()}.")
     if results:
         lines.append(f"(the rule: {TIE_RULE})")
@@ -253,7 +263,7 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "int8_drafters": pair.int8_drafters,
         "num_prompts": len(prompts),
         "config": asdict(config),
-        "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.gamma))],
+        "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma))],
         "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
         "recommendation": {str(t): recommendation_record(results, t) for t in config.temperatures},
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),

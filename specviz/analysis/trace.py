@@ -134,6 +134,14 @@ class Trace:
             return 0.0
         return sum(len(event.emitted_ids) for event in self.rounds) / len(self.rounds)
 
+    @property
+    def tokens_per_target_pass(self) -> float:
+        """τ: new tokens per target forward in the rounds, bonus included. A tree round checks many
+        branches in its one pass and keeps one path, so τ (not α̂, which counts judged drafts) is what
+        a tree raises."""
+        forwards = sum(event.num_target_forwards for event in self.rounds)
+        return sum(len(event.emitted_ids) for event in self.rounds) / forwards if forwards else 0.0
+
     def per_position_counts(self) -> list[tuple[int, int]]:
         """For draft position i: (accepted, examined); a draft is examined if all before it passed."""
         max_gamma = max((event.gamma for event in self.rounds), default=0)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from specviz.catalogue import DRAFTER_CATALOGUE
-from specviz.decoding.config import GAMMA_SCHEDULES, MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, DecodeConfig
+from specviz.decoding.config import GAMMA_SCHEDULES, MAX_GAMMA, MAX_NGRAM, MAX_RIVALS, MAX_TREE, DecodeConfig
 from specviz.models import hosting
 from specviz.models.precision import PRECISIONS
 from specviz.models.presets import DEFAULT_PRESET, PRESETS
@@ -165,6 +165,15 @@ SETTINGS: tuple[Setting, ...] = (
             greedy_only=True,
             help="beside a first draft the drafter is unsure of, offer its next N likeliest "
                  "tokens too, judged in the same verify (0 = off; default: the engine's)"),
+    Setting("tree", "slider", "whole", ENGINE.tree,
+            label="draft tree: guesses checked per round (0 = one chain of γ)",
+            info="Above 0 the drafter guesses several tokens at each step, γ steps deep, and the target checks every "
+                 "branch in its one pass, keeping the longest path it agrees with. More guesses, a longer check. "
+                 "Rival guesses and the confidence stop belong to chains: a tree replaces them",
+            short="tree budget", words="tree budget (guesses per round)", minimum=0, maximum=MAX_TREE, step=1,
+            checked=True, bench="list", replayed=True, unrecorded=0, drafters=drafters_reading("tree"),
+            help=f"draft a tree of at most N tokens, γ deep, all checked in one target pass (EAGLE-2); 0 = a chain "
+                 f"(default: the engine's, {ENGINE.tree})"),
 )
 SETTING: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
 NAMES: tuple[str, ...] = tuple(SETTING)

@@ -170,7 +170,8 @@ def generate(*values, **named):
     own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
     default); `draft_confidence` stops a round's drafting after a draft the drafter was less
     sure of (0 = off); `gamma_schedule` is "constant" or "heuristic"; `rivals` (greedy) verifies the
-    drafter's next guesses beside a first draft it was unsure of (0 = off). Stats hold every lane's figures (with its text), the
+    drafter's next guesses beside a first draft it was unsure of (0 = off); `tree` drafts a tree of at most that
+    many tokens, γ deep, checked in one target pass (0 = a chain). Stats hold every lane's figures (with its text), the
     measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
     from the engine's own timings. While the lanes run it yields their texts so far with empty
     stats; a client's predict() returns only the last value, the finished run.

@@ -227,7 +227,7 @@ def build_drafting() -> dict[str, gr.Component]:
                                 ngram={"visible": default_drafter_for(DEFAULT_PRESET) in SETTING["ngram"].drafters})
     controls.update(controls_for("gamma"))
     with gr.Accordion("Drafting and precision", open=False, elem_id="drafting-options"):
-        controls.update(controls_for("draft_confidence", "rivals", "gamma_schedule", "precision",
+        controls.update(controls_for("draft_confidence", "rivals", "tree", "gamma_schedule", "precision",
                                      precision={"info": precision_info()}))
     return controls
 

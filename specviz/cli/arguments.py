@@ -82,12 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="γ sweep over several prompts, medians with spread")
     add_pair_arguments(bench)
-    # What a bench sweeps is a list of its own (Setting.bench == "list"): γ and temperature.
+    # What a bench sweeps is a list of its own (Setting.bench == "list"): γ, temperature and the tree budget.
     bench.add_argument("--gammas", default=",".join(map(str, BenchConfig.gammas)), help="comma-separated γ values")
     bench.add_argument("--prompts", default=None, help="JSON list or one-prompt-per-line file (default: the pair's examples)")
     bench.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     bench.add_argument("--temperature", default=",".join(f"{t:g}" for t in BenchConfig.temperatures),
                        help="comma-separated temperatures, e.g. 0,0.7")
+    bench.add_argument("--tree", default=",".join(map(str, BenchConfig.trees)),
+                       help=f"comma-separated tree budgets, e.g. 0,4,8 (0 = a chain): {SETTING['tree'].help}")
     bench.add_argument("--ignore-eos", action="store_true", help="time max-new-tokens every run, past end-of-sequence")
     bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
     add_setting_arguments(bench, BENCH_SETTINGS, BENCH_DEFAULTS)

@@ -94,7 +94,8 @@ def run_bench(args) -> int:
 
     config = config_from(
         args, BENCH_SETTINGS, BenchConfig, gammas=parse_numbers(args.gammas, int, "gammas"),
-        temperatures=parse_numbers(args.temperature, float, "temperature"), repeats=args.repeats,
+        temperatures=parse_numbers(args.temperature, float, "temperature"), trees=parse_numbers(args.tree, int, "tree"),
+        repeats=args.repeats,
         stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head, drafter=chosen_drafter(args),
     )
     if config.repeats < 1:

@@ -11,6 +11,9 @@ from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 
 MAX_GAMMA = 16
 MAX_RIVALS = 4  # rival guesses beside an unsure first draft: each more lengthens every such verify for rarer wins
+# Tree nodes per round: the verify's rows (1 + N) stay within the row counts the batch-invariant
+# forward pads (specviz.models.invariance.MAX_PADDED_ROWS), so every node rounds like a step.
+MAX_TREE = 24
 MAX_TEMPERATURE = 10.0  # far past any useful setting: at 10 sampling is all but uniform
 MAX_NGRAM = 8  # longest n-gram prompt lookup matches; longer ones almost never recur
 GAMMA_SCHEDULES = ("constant", "heuristic")
@@ -45,6 +48,10 @@ class DecodeConfig:
     # tree, after EAGLE-2): the target takes whichever is its own choice. 0 = off. 2 won the bench on
     # the default pair's held-out prompts (1.29× → 1.41×) and tied on the examples (README).
     rivals: int = 2
+    # Draft a tree instead of a chain (EAGLE-2, specviz.decoding.tree): at most this many nodes, depth γ,
+    # all checked in one target forward; 0 = a chain. Every drafter grows them (prompt lookup: earlier matches).
+    # A tree round ignores `rivals` and `draft_confidence` (a chain's): its scores decide what to draft.
+    tree: int = 0
 
     def validate(self) -> None:
         """Raise ValueError with a message a user can act on."""
@@ -65,6 +72,8 @@ class DecodeConfig:
             raise ValueError(f"unknown γ schedule {self.gamma_schedule!r}; choose one of: {', '.join(GAMMA_SCHEDULES)}")
         if not isinstance(self.rivals, int) or not 0 <= self.rivals <= MAX_RIVALS:
             raise ValueError(f"rival guesses must be an integer from 0 (off) to {MAX_RIVALS}, got {self.rivals!r}")
+        if not isinstance(self.tree, int) or not 0 <= self.tree <= MAX_TREE:
+            raise ValueError(f"the tree budget must be an integer from 0 (a chain) to {MAX_TREE} nodes, got {self.tree!r}")
         if not 0 <= self.draft_confidence < 1:  # also rejects NaN
             raise ValueError(f"the draft confidence threshold must be from 0 (off) to below 1, got {self.draft_confidence!r}")
 

@@ -39,11 +39,6 @@ def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: 
     return tuple(details)
 
 
-def row_confidences(logits: torch.Tensor) -> torch.Tensor:
-    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
-    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)
-
-
 def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,
                     target_confidences: list[float] | None = None) -> tuple[DraftedToken, ...]:
     draft_probs, target_probs, accept_probs, uniforms = (

@@ -8,7 +8,7 @@ words); the head drafter, which reads the target's hidden states, lives in specv
 - `model`: the pair's draft model with its own KV cache (q = its sampling distribution);
 - `prompt-lookup`: no second model; copies the tokens that followed the last earlier
   occurrence of the text's trailing n-gram (as transformers' `prompt_lookup_num_tokens` and
-  vLLM's ngram proposer do). q is one-hot on the copied token, so the same rejection rule
+  vLLM's ngram proposer do); in a tree round every earlier occurrence offers its branch. q is one-hot on the copied token, so the same rejection rule
   accepts it with probability p(token) and the output stays exactly the target's.
 """
 
@@ -20,8 +20,9 @@ import torch
 from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.forward import crop_cache, forward_new_ids, top_probability
+from specviz.decoding.forward import crop_cache, forward_new_ids, layout_for, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
+from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
 
@@ -170,6 +171,34 @@ class ModelDrafter:
         return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
                             self.vocab_size, self.confidence_threshold, self.num_rivals)
 
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """A draft tree after committed_ids (1, n) (specviz.decoding.tree): one forward per level over the
+        whole frontier, under the tree's mask, in the draft's own cache after the text."""
+        root_logits, _ = self.next_logits(committed_ids)  # (1, vocab); the cache now holds all n committed ids
+        self.tree_start = self.cache.get_seq_length()
+        fed_ids, fed_parents = committed_ids, []
+
+        def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
+            nonlocal fed_ids
+            fed_ids = torch.cat([fed_ids, fed_ids.new_tensor([token_ids])], dim=1)  # (1, n + fed)
+            fed_parents.extend(parent_slots)
+            return self.level_logits(fed_ids, fed_parents).to(committed_ids.device)  # (K, vocab)
+
+        return grow_tree(root_logits.to(committed_ids.device), expand, depth, budget)
+
+    def level_logits(self, all_ids: torch.Tensor, parents: list[int]) -> torch.Tensor:
+        """Logits (K, vocab) of the tree nodes the cache lacks (-inf outside head_rows when set)."""
+        if self.scorer is None:
+            return forward_new_ids(self.model, all_ids, self.cache, self.vocab_size, parents=parents)  # (K, vocab)
+        new_ids = all_ids[:, self.cache.get_seq_length() :]  # (1, K)
+        layout = layout_for(self.model, self.cache, new_ids.shape[1], parents)
+        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True, **layout)
+        return self.scorer(hidden.last_hidden_state[0])[0]  # (K, vocab)
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        """Keep the accepted path's entries this draft computed while growing the tree, behind the text."""
+        keep_fed_path(self.cache, self.tree_start, tree, path)
+
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)
 
@@ -188,6 +217,37 @@ def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[i
             if ids[start : start + n] == tail:
                 return ids[start + n : start + n + num_tokens]
     return []
+
+
+def find_continuations(ids: list[int], max_ngram: int, num_tokens: int) -> list[list[int]]:
+    """Every earlier occurrence's continuation of the text's trailing n-gram, for the longest n that
+    recurs, the latest occurrence first: the branches of a copying tree (find_continuation's first pick
+    leads)."""
+    length = len(ids)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        tail = ids[length - n :]
+        found = [ids[start + n : start + n + num_tokens] for start in range(length - n - 1, -1, -1)
+                 if ids[start : start + n] == tail]
+        if found:
+            return found
+    return []
+
+
+def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -> DraftTree:
+    """The branches merged where they agree (a trie: siblings differ, each node after its parent), at most
+    `budget` nodes, earlier branches first; q is one-hot on every copied token."""
+    token_ids, parents, child_of = [], [], {}  # child_of: (parent, token) → node
+    for branch in branches:
+        parent = -1
+        for token_id in branch:
+            if (parent, token_id) not in child_of:
+                if len(token_ids) == budget:
+                    break
+                child_of[parent, token_id] = len(token_ids)
+                token_ids.append(token_id), parents.append(parent)
+            parent = child_of[parent, token_id]
+    node_ids = torch.tensor(token_ids, dtype=torch.long, device=device)  # (N,)
+    return DraftTree(node_ids, tuple(parents), (1.0,) * len(token_ids), (-1,) * len(token_ids), 0)
 
 
 class PromptLookupDrafter:
@@ -209,6 +269,14 @@ class PromptLookupDrafter:
         draft_ids = torch.tensor(copied, dtype=torch.long, device=committed_ids.device)  # (γ',)
         draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         return Proposal(draft_ids, draft_probs, 0)
+
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """Several earlier matches as branches (issue 32): the target checks them all in one pass."""
+        branches = find_continuations(committed_ids[0].tolist(), self.max_ngram, depth)
+        return copying_tree(branches, budget, committed_ids.device)
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        pass  # no cache
 
     def rollback(self, num_committed: int) -> None:
         pass

@@ -10,12 +10,15 @@ One speculative round, with committed ids c and lookahead γ (Leviathan et al. 2
   verify  p at γ+1 positions from one forward over [c_-1, x_1..x_γ]   (1 target forward)
   decide  accept while r < min(1, p/q); resample or bonus   (sampling.accept_or_resample)
   rollback both KV caches to the new committed length
+A tree round (DecodeConfig.tree > 0) drafts a tree instead and checks every branch in the same one
+forward (specviz.decoding.tree); rival guesses are its one-level case, laid out the same way.
 Invariant between rounds: each KV cache holds at most committed[:-1]; whatever it lacks is fed
 on the next forward, so a fully accepted round needs no extra draft pass.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -25,11 +28,13 @@ from transformers import DynamicCache
 
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
 from specviz.decoding.config import DecodeConfig, next_gamma
-from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals, row_confidences
+from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals
 from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_position
+from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions,
+                                      row_confidences, target_forward)
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
+from specviz.decoding.tree import draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
@@ -83,20 +88,6 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     return budget, generator, to_probs, ids
-
-
-def target_forward(pair: ModelPair, drafter: Drafter, all_ids: torch.Tensor, cache: DynamicCache,
-                   last_only: bool = False, num_rivals: int = 0) -> torch.Tensor:
-    """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
-    the hidden states of those positions (the final ones, then those of the lower layers it names in
-    `target_layers`), from this same forward (no extra target pass)."""
-    if not getattr(drafter, "reads_target", False):
-        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, num_rivals=num_rivals)
-    start = cache.get_seq_length()
-    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
-                                                 layers=drafter.target_layers, num_rivals=num_rivals)
-    drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
-    return logits
 
 
 def first_guesses(proposal: Proposal) -> list[tuple[int, float]]:
@@ -172,14 +163,14 @@ def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> P
 
 
 def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
-                 to_probs: ProbsFn, accept_rule: AcceptRule, generator: torch.Generator) -> VerifiedRound:
+                 to_probs: ProbsFn, generator: torch.Generator, accept_rule: AcceptRule = accept_or_resample) -> VerifiedRound:
     """One target forward over the drafts, then the accept rule left to right. Rivals of the first
-    draft ride along at its position (forward.rival_layout), so the same verify judges them all."""
+    draft ride along at its position (a one-level tree, forward.tree_layout), so the same verify judges them all."""
     num_drafted = proposal.draft_ids.shape[0]
     guesses = first_guesses(proposal) if proposal.rivals else []
     rival_ids = ids.new_tensor([[token_id for token_id, _ in guesses[1:]]])  # (1, k)
     verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1), rival_ids], dim=1)  # (1, n+γ+k)
-    target_logits = target_forward(pair, drafter, verify_ids, target_cache, num_rivals=len(guesses))  # (γ+1+k, vocab)
+    target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=(-1,) * len(guesses))  # (γ+1+k, vocab)
     target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
     taken, rivals = 0, ()
     if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
@@ -200,13 +191,21 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
     Returns (committed ids (1, n'), the round's new ids)."""
     new_ids = verified.proposal.draft_ids.tolist()[: verified.verdict.num_accepted] + [verified.verdict.next_id]
     if verified.taken:  # the rival the target took keeps what the verify computed for it, at its place in the text
-        move_cache_position(target_cache, ids.shape[1] + verified.taken, ids.shape[1])
+        move_cache_positions(target_cache, [ids.shape[1] + verified.taken], ids.shape[1])
         if getattr(drafter, "reads_target", False):
-            drafter.take_position(ids.shape[1] + verified.taken, ids.shape[1])
+            drafter.take_positions([ids.shape[1] + verified.taken], ids.shape[1])
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])
     return ids, new_ids
+
+
+def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule) -> tuple[Callable, Callable, Callable]:
+    """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
+    and the drafter grows trees, else a chain's (with rivals, a one-level tree, where it asks for them)."""
+    if config.tree and hasattr(drafter, "propose_tree"):
+        return functools.partial(draft_tree, budget=config.tree), verify_tree, settle_tree
+    return draft_round, functools.partial(verify_round, accept_rule=accept_rule), settle_round
 
 
 @torch.inference_mode()
@@ -273,15 +272,16 @@ def speculative_decode(
         yield FinishEvent(lane, "eos", 1)
         return
 
+    draft, verify, settle = round_steps(config, drafter, accept_rule)
     round_index = 0
     planned_gamma = config.gamma
     while num_generated < budget:
         room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
         started = clock(pair.device)
-        proposal = draft_round(drafter, ids, min(planned_gamma, room), room)
+        proposal = draft(drafter, ids, min(planned_gamma, room), room)
         drafted_at = clock(pair.device)
-        verified = verify_round(pair, drafter, ids, proposal, target_cache, to_probs, accept_rule, generator)
-        ids, new_ids = settle_round(ids, verified, target_cache, drafter)
+        verified = verify(pair, drafter, ids, proposal, target_cache, to_probs, generator)
+        ids, new_ids = settle(ids, verified, target_cache, drafter)
         verified_at = clock(pair.device)
 
         planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)

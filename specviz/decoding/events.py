@@ -49,6 +49,25 @@ class DraftedToken:
 
 
 @dataclass(frozen=True)
+class TreeNode:
+    """One node of a tree round's draft tree (DecodeConfig.tree), or the target's own token below it."""
+
+    token_id: int
+    parent: int  # index into RoundEvent.tree of its parent; -1: the last committed token
+    depth: int  # 1 for a child of the last committed token
+    draft_prob: float  # the drafter's probability of it after its parent (temperature 1); 0 for the target's token
+    # accepted / rejected (tried and failed) / unexamined (never tried: an ancestor or an earlier sibling
+    # decided first) for a drafted node; resample (the target's pick where every child failed) or bonus
+    # (after a fully accepted path) for the target's own token, the tree's last entry.
+    verdict: TokenKind
+    # For a node the walk tried: p(x) at its parent (the target's probability, before any sibling failed),
+    # the chance it was accepted with (p′(x), after the siblings tried before it) and the r drawn. None otherwise.
+    target_prob: float | None = None
+    accept_prob: float | None = None
+    r: float | None = None
+
+
+@dataclass(frozen=True)
 class PositionDetail:
     """Heavy payload for the step inspector (only with DecodeConfig.inspect)."""
 
@@ -91,6 +110,9 @@ class RoundEvent:
     # Greedy rounds whose unsure first draft had rivals (DecodeConfig.rivals): the first guesses the
     # target judged in the same verify and did not take. `drafted` holds the one it followed.
     rivals: tuple[DraftedToken, ...] = ()
+    # Tree rounds (DecodeConfig.tree > 0): every node the one verify checked, then the target's own token;
+    # `drafted` holds the chain the walk judged (the accepted path, then the child rejected below it).
+    tree: tuple[TreeNode, ...] = ()
 
     @property
     def num_examined(self) -> int:
@@ -163,6 +185,7 @@ def event_from_dict(data: dict) -> Event:
     if cls is RoundEvent:
         fields["drafted"] = tuple(DraftedToken(**token) for token in fields["drafted"])
         fields["rivals"] = tuple(DraftedToken(**token) for token in fields.get("rivals", ()))
+        fields["tree"] = tuple(TreeNode(**node) for node in fields.get("tree", ()))
         fields["emitted_ids"] = tuple(fields["emitted_ids"])
         if fields.get("details") is not None:
             fields["details"] = tuple(

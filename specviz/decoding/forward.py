@@ -5,8 +5,12 @@ Kept beneath both, so the baseline lane never calls into the drafters for the ta
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 from transformers import DynamicCache
+
+from specviz.models.pairs import ModelPair
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:
@@ -16,56 +20,77 @@ def crop_cache(cache: DynamicCache, length: int) -> None:
         cache.crop(-excess)
 
 
-def move_cache_position(cache: DynamicCache, source: int, dest: int) -> None:
-    """Copy every layer's keys and values at position `source` to `dest`: a rival guess the target
-    took keeps the entries its verify computed, at the position the text now has it."""
+def move_cache_positions(cache: DynamicCache, sources: Sequence[int], dest: int) -> None:
+    """Copy every layer's keys and values at positions `sources` to dest, dest+1, …: the guesses the
+    target took (a rival, a tree's accepted path) keep the entries its verify computed, at the
+    positions the text now has them. (The sources are gathered first, so they may overlap the dest.)"""
+    if not sources:
+        return
+    index = torch.as_tensor(list(sources), device=cache.layers[0].keys.device)  # (m,)
     for layer in cache.layers:
-        layer.keys[..., dest, :] = layer.keys[..., source, :]  # (b, heads, seq, head_dim)
-        layer.values[..., dest, :] = layer.values[..., source, :]
+        layer.keys[..., dest : dest + len(sources), :] = layer.keys[..., index, :]  # (b, heads, m, head_dim)
+        layer.values[..., dest : dest + len(sources), :] = layer.values[..., index, :]
 
 
-def rival_layout(num_cached: int, num_new: int, num_rivals: int, device: torch.device, dtype: torch.dtype) -> dict:
-    """position_ids and a 4D attention mask for a forward whose last `num_rivals` ids are rival
-    guesses for one position (a one-level tree, as EAGLE-2's draft trees): the ids before them run
-    causally as ever; each rival sits at the same position and sees the text and itself, never
-    another rival, so its logits are the ones a forward over the text and it alone would give."""
-    num_text = num_new - num_rivals
-    positions = torch.arange(num_cached, num_cached + num_new, device=device)  # (n_new,)
-    positions[num_text:] = num_cached + num_text
-    keys = torch.arange(num_cached + num_new, device=device)  # (kv,)
-    sees = keys.view(1, -1) <= (num_cached + torch.arange(num_new, device=device)).view(-1, 1)  # (n_new, kv) causal
-    sees[num_text:, num_cached + num_text :] = torch.eye(num_rivals, dtype=torch.bool, device=device)
+def node_depths(parents: Sequence[int]) -> list[int]:
+    """Each tree node's depth (1 for a child of the text's last id, parent -1); a node comes after its parent."""
+    depths: list[int] = []
+    for node, parent in enumerate(parents):
+        if parent >= node:
+            raise ValueError(f"tree node {node} comes before its parent {parent}")
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    return depths
+
+
+def tree_layout(num_keys: int, num_new: int, parents: Sequence[int], device: torch.device, dtype: torch.dtype) -> dict:
+    """position_ids and a 4D attention mask for a forward over a draft tree (EAGLE-2, SpecInfer): the
+    `num_keys` positions are the text, then len(parents) tree nodes, each after its parent (parents[i],
+    -1 for the text's last id); the forward's queries are the last `num_new` of them (the cache holds the
+    rest). The text runs causally as ever; a node sits at the text's length + its depth − 1 and sees the
+    text, its ancestors and itself, never a sibling's branch, so its logits are those that single steps
+    along its own path give. Rival guesses are the one-level tree (every parent -1)."""
+    num_text = num_keys - len(parents)
+    positions = torch.arange(num_keys, device=device)  # (kv,)
+    positions[num_text:] = num_text - 1 + torch.tensor(node_depths(parents), device=device)
+    sees = positions.new_ones(num_keys, num_keys, dtype=torch.bool).tril()  # (kv, kv) causal
+    sees[num_text:, num_text:] = False
+    for node, parent in enumerate(parents):  # a node sees what its parent sees among the nodes, and itself
+        if parent >= 0:
+            sees[num_text + node, num_text:] = sees[num_text + parent, num_text:]
+        sees[num_text + node, num_text + node] = True
+    sees = sees[num_keys - num_new :]  # (n_new, kv)
     # An additive float mask: every attention implementation (eager, sdpa) reads it the same way.
     mask = torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill(~sees, torch.finfo(dtype).min)
-    return {"position_ids": positions.view(1, -1), "attention_mask": mask.view(1, 1, num_new, -1)}
+    return {"position_ids": positions[num_keys - num_new :].view(1, -1), "attention_mask": mask.view(1, 1, num_new, -1)}
 
 
-def layout_for(model, cache: DynamicCache, num_new: int, num_rivals: int) -> dict:
-    """The extra forward arguments when the last ids are rivals ({} for a plain causal forward)."""
-    if not num_rivals:
+def layout_for(model, cache: DynamicCache, num_new: int, parents: Sequence[int]) -> dict:
+    """The extra forward arguments when the trailing ids are tree nodes ({} for a plain causal forward)."""
+    if not parents:
         return {}
-    return rival_layout(cache.get_seq_length(), num_new, num_rivals, model.device, model.dtype)
+    return tree_layout(cache.get_seq_length() + num_new, num_new, parents, model.device, model.dtype)
 
 
 def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int, last_only: bool = False,
-                    num_rivals: int = 0) -> torch.Tensor:
+                    parents: Sequence[int] = ()) -> torch.Tensor:
     """Run the ids the cache has not seen yet; return their logits (n_new, vocab) in float32.
 
     Logits are sliced to the shared vocabulary: checkpoints pad their embedding matrices
     (Qwen's 151936 rows for a 151665-token tokenizer) and the padding must never be sampled.
     `last_only` (a prefill) computes the output head at the last position alone: (1, vocab).
-    `num_rivals`: the last ids are rival guesses for one position (rival_layout).
+    `parents`: the trailing ids are draft-tree nodes with these parents (tree_layout; rival guesses
+    for one position are a one-level tree, every parent -1).
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
     keep = {"logits_to_keep": 1} if last_only else {}
-    layout = layout_for(model, cache, new_ids.shape[1], num_rivals)
+    layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep, **layout)
     return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
 
 
 def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int,
                                 last_only: bool = False, layers: tuple[int, ...] = (),
-                                num_rivals: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                                parents: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor]:
     """forward_new_ids, also returning the final hidden states (n_new, d) that fed the output head,
     and after them those of `layers` (indices into the model's hidden_states): (n_new, d·(1+len(layers))).
 
@@ -73,7 +98,7 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     logits are the very ones forward_new_ids gives; only drafters that read the target use it.
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
-    layout = layout_for(model, cache, new_ids.shape[1], num_rivals)
+    layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
                               **layout)
     hidden = output.last_hidden_state  # (1, n_new, d)
@@ -82,6 +107,21 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     if layers:
         hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (1, n_new, d·(1+n))
     return logits[0, :, :vocab_size].float(), hidden[0]
+
+
+def target_forward(pair: ModelPair, drafter, all_ids: torch.Tensor, cache: DynamicCache,
+                   last_only: bool = False, parents: Sequence[int] = ()) -> torch.Tensor:
+    """The target's logits for the ids its cache lacks; a drafter that reads the target also gets
+    the hidden states of those positions (the final ones, then those of the lower layers it names in
+    `target_layers`), from this same forward (no extra target pass). `parents`: the trailing ids are
+    draft-tree nodes (forward.tree_layout)."""
+    if not getattr(drafter, "reads_target", False):
+        return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, parents=parents)
+    start = cache.get_seq_length()
+    logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,
+                                                 layers=drafter.target_layers, parents=parents)
+    drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
+    return logits
 
 
 def lower_layer_states(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
@@ -95,3 +135,8 @@ def top_probability(logits: torch.Tensor) -> torch.Tensor:
     """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
     0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
     return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()
+
+
+def row_confidences(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
+    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)

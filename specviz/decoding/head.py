@@ -13,8 +13,9 @@ from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import Proposal, draft_tokens
-from specviz.decoding.forward import crop_cache, top_probability
+from specviz.decoding.forward import crop_cache, top_probability, tree_layout
 from specviz.decoding.sampling import ProbsFn
+from specviz.decoding.tree import DraftTree, grow_tree
 from specviz.models.draft_head import DraftHead
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
@@ -64,13 +65,19 @@ class HeadDrafter:
         logits, row_logits = self.scorer(predicted)  # (1, vocab), (1, rows)
         return logits, top_probability(row_logits)
 
-    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+    def catch_up(self, committed_ids: torch.Tensor) -> torch.Tensor:
+        """Read the true states the last verify added; return the predicted state at the last committed
+        position (1, d), which scores the next token."""
         num_committed = committed_ids.shape[1]
         start = self.cache.get_seq_length()
         positions = torch.arange(start, num_committed - 1, device=committed_ids.device).view(1, -1)  # (1, m)
         features = self.features[:, start : num_committed - 1]  # (1, m, d·(1+n))
         next_embeddings = self.embed(committed_ids[:, start + 1 : num_committed])  # (1, m, d)
-        predicted = self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
+        return self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        num_committed = committed_ids.shape[1]
+        predicted = self.catch_up(committed_ids)  # (1, d)
         position = num_committed - 1  # where the next input sits: the head's own prediction, no true state yet
 
         def advance(next_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,10 +94,35 @@ class HeadDrafter:
         crop_cache(self.cache, num_committed - 1)
         return proposal
 
-    def take_position(self, source: int, dest: int) -> None:
-        """A rival guess the target took: its true state (handed over from row `source` of the
-        verify) becomes the state at `dest`, where the text now has it."""
-        self.features[:, dest] = self.features[:, source]
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """A draft tree (specviz.decoding.tree): one head forward per level over the whole frontier, each
+        node reading its parent's predicted state and its own embedding, under the tree's mask."""
+        num_committed = committed_ids.shape[1]
+        root = self.catch_up(committed_ids)  # (1, d)
+        predicted, fed_parents = [], []  # per fed slot: its predicted state (d,), its parent slot
+
+        def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
+            fed_parents.extend(parent_slots)
+            inputs = torch.stack([root[0] if slot < 0 else predicted[slot] for slot in parent_slots])  # (K, d)
+            embeddings = self.embed(committed_ids.new_tensor([token_ids]))  # (1, K, d)
+            layout = tree_layout(num_committed - 1 + len(fed_parents), len(token_ids), fed_parents,
+                                 committed_ids.device, self.head.body.norm.weight.dtype)
+            out = self.head(inputs.unsqueeze(0), embeddings, self.cache, layout["position_ids"],
+                            layout["attention_mask"])[0]  # (K, d)
+            predicted.extend(out)
+            return self.scorer(out)[0]  # (K, vocab)
+
+        tree = grow_tree(self.row_logits(root)[0], expand, depth, budget)
+        crop_cache(self.cache, num_committed - 1)  # its tree entries were read from predicted states: dropped
+        return tree
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        """Nothing: the head keeps only entries read from true states (take_positions moved the path's)."""
+
+    def take_positions(self, sources: list[int], dest: int) -> None:
+        """The guesses the target took (a rival, a tree's accepted path): their true states (handed over
+        from rows `sources` of the verify) become the states at dest, dest+1, …, where the text now has them."""
+        self.features[:, dest : dest + len(sources)] = self.features[:, sources]
 
     def rollback(self, num_committed: int) -> None:
         if self.features is not None:

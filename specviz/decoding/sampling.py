@@ -8,7 +8,7 @@ the same way.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import torch
 from transformers.generation.logits_process import (
@@ -119,3 +119,80 @@ def accept_or_resample(
     return Verdict(
         num_accepted, next_id, is_bonus, draft_token_probs, target_token_probs, accept_probs, uniforms, residual
     )
+
+
+def without_token(probs: torch.Tensor, token_id: int) -> torch.Tensor:
+    """p′ after a deterministically drafted token was rejected: p′(x) := 0, renormalised (vocab,)."""
+    rest = probs.clone()
+    rest[token_id] = 0.0
+    total = rest.sum()
+    return rest / total if total > 1e-12 else probs  # no mass left only where x had p′(x) = 1: never rejected
+
+
+class TreeVerdict(NamedTuple):
+    """Outcome of one tree verification; per node (N,) arrays, NaN where a node was never examined."""
+
+    path: tuple[int, ...]  # the accepted nodes, from depth 1 down
+    next_id: int  # the correction at the first node whose children all failed, or the bonus after a leaf
+    is_bonus: bool
+    accept_probs: torch.Tensor  # (N,) p′(x) (one-hot proposals) or min(1, p′(x)/q(x)) when the node was tried
+    uniforms: torch.Tensor  # (N,) the r drawn for it
+    residual: torch.Tensor | None  # (vocab,) p′ the correction came from
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self.path)
+
+
+def node_children(parents: Sequence[int]) -> dict[int, list[int]]:
+    """Each node's children in the tree's order (the drafter's likeliest first); -1 is the root."""
+    children: dict[int, list[int]] = {-1: []}
+    for node, parent in enumerate(parents):
+        children.setdefault(parent, []).append(node)
+        children.setdefault(node, [])
+    return children
+
+
+def accept_tree(
+    node_ids: torch.Tensor,  # (N,)
+    parents: Sequence[int],  # (N,) each node's parent, -1 for a child of the last committed token
+    draft_probs: torch.Tensor | None,  # (N, vocab) the q each node was sampled from; None: picked deterministically
+    target_probs: torch.Tensor,  # (1+N, vocab): row 0 at the root, row 1+i after node i
+    generator: torch.Generator,
+) -> TreeVerdict:
+    """Multi-candidate speculative sampling down a draft tree (SpecInfer, Miao et al. 2023; EAGLE-2).
+
+    At each node, starting at the root with p′ = p there, try its children in order. A child x picked
+    deterministically (top-k, one-hot q) is accepted with probability p′(x); on rejection p′(x) := 0 and
+    p′ is renormalised. A child sampled from q (siblings i.i.d. from the same q) is accepted with
+    min(1, p′(x)/q(x)); on rejection p′ := norm(max(0, p′ − q)). The first accepted child becomes the
+    node and the walk goes on below it; when all fail, the correction is drawn from p′, and after a leaf
+    the bonus from p there. Each step emits x with exactly p(x), so the output follows p. Greedy (one-hot
+    p): the longest path on which every node is the target's own pick, then the target's pick.
+    """
+    num_nodes = node_ids.shape[0]
+    children = node_children(parents)
+    accept_probs = torch.full((num_nodes,), float("nan"))  # (N,)
+    uniforms = torch.full((num_nodes,), float("nan"))  # (N,)
+    token_ids = node_ids.tolist()
+    path: list[int] = []
+    node = -1
+    while True:
+        probs = target_probs[node + 1]  # (vocab,) p′, starting as p at this node
+        taken = None
+        for child in children[node]:
+            x = token_ids[child]
+            q = None if draft_probs is None else draft_probs[child]  # (vocab,)
+            accept = probs[x] if q is None else (probs[x] / q[x]).clamp(max=1.0)
+            r = torch.rand(1, generator=generator, device=target_probs.device)[0]
+            accept_probs[child], uniforms[child] = float(accept), float(r)
+            if r < accept:
+                taken = child
+                break
+            probs = without_token(probs, x) if q is None else residual_distribution(probs, q)
+        if taken is None:
+            is_bonus = not children[node]
+            next_id = int(sample(probs.unsqueeze(0), generator))
+            return TreeVerdict(tuple(path), next_id, is_bonus, accept_probs, uniforms, None if is_bonus else probs)
+        path.append(taken)
+        node = taken

@@ -98,7 +98,8 @@ class DraftHead(nn.Module):
                 position_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """features (b, m, d) or (b, m, d·(1+n)) with the lower layers, next_embeddings (b, m, d) →
         predicted next features (b, m, d). attention_mask: None (causal) or a 4D boolean mask
-        (·, 1, m, cached + m), True where a query may look: training-time test's (specviz.training.head_ttt).
+        (·, 1, m, cached + m), True where a query may look: a draft tree's level (specviz.decoding.tree)
+        or training-time test's (specviz.training.head_ttt).
 
         Inputs come in the target's precision; they are cast to the head's own (its norm's: an
         int8 head, specviz.models.int8, computes in float32)."""

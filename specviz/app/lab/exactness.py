@@ -78,10 +78,11 @@ def lab_config(config: DecodeConfig, seed: int) -> DecodeConfig:
 
     Token 2 is decided by the first round, so a draw stops there; 2 + γ new tokens let that
     round draft all γ (the engine drafts fewer near max_new_tokens). EOS does not stop a draw:
-    the pair (EOS, next) is as much the target's as any other.
+    the pair (EOS, next) is as much the target's as any other. A chain (tree 0) whatever the page's tree
+    budget: the wrong rule swaps a chain's rule, and the tree's counterpart is still to come (issue 32).
     """
     return replace(config, max_new_tokens=2 + config.gamma, stop_at_eos=False, inspect=False,
-                   seed=seed % SEED_MODULUS)
+                   seed=seed % SEED_MODULUS, tree=0)
 
 
 def first_two_ids(events: Generator[Event, None, None]) -> Outcome:

@@ -51,7 +51,7 @@ def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) ->
     """bench.timed_runs for one prompt and one temperature, yielding after every timed run."""
     progress = SweepProgress(0, config.repeats * (1 + len(config.gammas)))
     yield progress
-    for gamma, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
+    for gamma, _, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
         if speculative is not None:
             progress.runs.setdefault(gamma, []).append((baseline, speculative))
             remember_labels(pair, speculative, progress.labels)
