@@ -118,12 +118,22 @@ def sure_text(token) -> str:
     """How sure the drafter was of its guess: its own probability for it (its softmax at temperature 1,
     which at temperature 0 is the top guess's), never the one-hot q greedy decoding turns it into; ""
     for a drafter with no probabilities (prompt lookup copies)."""
-    return "" if token.draft_confidence is None else f" (it was {token.draft_confidence:.0%} sure)"
+    return "" if token.draft_confidence is None else f" (the drafter was {token.draft_confidence:.0%} sure)"
 
 
 def target_sure_text(token) -> str:
-    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1)."""
-    return "" if getattr(token, "target_confidence", None) is None else f" (it was {token.target_confidence:.0%} sure)"
+    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1). Each
+    figure names its model: a kept draft's hover said "(it was 38% sure)" after "the target's own top pick",
+    where 38% was the drafter's and the target was 98% sure (issue 34)."""
+    return "" if getattr(token, "target_confidence", None) is None else f" (the target was {token.target_confidence:.0%} sure)"
+
+
+def both_sure_text(token) -> str:
+    """A kept draft is both models' pick: how sure each was, each named."""
+    target = getattr(token, "target_confidence", None)
+    if target is None or token.draft_confidence is None:
+        return target_sure_text(token) or sure_text(token)
+    return f" (the target was {target:.0%} sure, the drafter {token.draft_confidence:.0%})"
 
 
 def two_numbers(a: float, b: float) -> tuple[str, str]:
@@ -149,7 +159,7 @@ def draft_reason(event, index: int, greedy: bool, draft_text: str, target_pick_t
     if not greedy:
         return coin_text(token, verdict)
     if verdict == "accepted":
-        return f"kept: {quoted(draft_text)} was the target's own top pick here too{sure_text(token)}"
+        return f"kept: {quoted(draft_text)} was the target's own top pick here too{both_sure_text(token)}"
     pick = quoted(target_pick_text) if target_pick_text is not None else "another token"
     pick += target_sure_text(token) if target_pick_text is not None else ""
     return f"rejected: the target's own top pick here was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
