@@ -270,6 +270,12 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
+    # Issue 34: the stats' "why it stopped" row said "—" beside a lane saying "stopped".
+    stats = render.stats_html(run, stopped=True)
+    row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
+    assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
+    going = re.search(r"why it stopped</td>(.*?)</tr>", render.stats_html(run)).group(1)
+    assert re.findall(r">([^<]*)</td>", going) == ["—", "—"]  # a run still going says nothing yet
 
 
 def test_the_resampled_token_always_has_its_bar_and_its_probabilities():

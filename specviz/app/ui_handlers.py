@@ -151,7 +151,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None) -> d
 def stopped_values(page: Page, run: render.RunView) -> dict:
     """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
     generated stays inspectable."""
-    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run),
+    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run, stopped=True),
             **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
 
 
