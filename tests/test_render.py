@@ -684,3 +684,20 @@ def test_the_first_view_says_what_to_do_before_any_notation():
     assert "The target alone will write here, one token per forward pass" in baseline
     assert "Speculative decoding will write here" in speculative and "green: the target agreed" in speculative
     assert "tok-rejected" in speculative and "click a coloured token" in speculative
+
+
+def test_a_words_leading_space_sits_outside_its_coloured_box():
+    """Issue 34: where a line wrapped after the leading space of " Edinburgh", the space stayed on the first line
+    as an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
+    span = render.tokens.token_span(" Edinburgh", "accepted", "kept")
+    assert span.startswith(' <span class="tok tok-accepted"') and ">Edinburgh</span>" in span
+    assert re.sub(r"<[^>]+>", "", span) == " Edinburgh"  # the text itself is unchanged
+    # A token of spaces only keeps its visible marks inside its box, and a newline stays in the box.
+    assert "␣␣" in render.tokens.token_span("  ", "accepted", "kept").split("<span", 1)[1]
+    assert render.tokens.token_span("\n", "target", "t").startswith("<span")
+
+
+def test_a_punctuation_rival_is_drawn_large_enough_to_see():
+    """Issue 34: a rival "." was a nearly invisible struck superscript."""
+    assert 'class="rival-symbol"' in render.tokens.rival_text(".")
+    assert 'class="rival-symbol"' not in render.tokens.rival_text(" the")

@@ -74,13 +74,23 @@ def is_symbolic(text: str) -> bool:
     return text != "" and not any(char.isalnum() for char in text)
 
 
+def split_leading_spaces(text: str) -> tuple[str, str]:
+    """(leading spaces, the rest) of a token with more than spaces in it; ("", text) otherwise."""
+    rest = text.lstrip(" ")
+    return (text[: len(text) - len(rest)], rest) if rest and not is_blank(rest) else ("", text)
+
+
 def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra_class: str = "") -> str:
-    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken)."""
+    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken).
+
+    A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
+    after them, and inside the box that left an empty coloured chip at the end of the line (issue 34)."""
+    lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
     return (
-        f'<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;{emphasis}" '
-        f'title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
+        f'{lead}<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
+        f'{emphasis}" title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
     )
 
 
@@ -261,6 +271,13 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
             f"and itself, never the others): {outcome}")
 
 
+def rival_text(text: str) -> str:
+    """A rival's text in the small struck marker; punctuation bolder and larger, else a rival "." was a
+    nearly invisible dot under the strike (issue 34)."""
+    shown = visible_text(text, keep_breaks=False)
+    return f'<b class="rival-symbol" style="font-size:14px;padding:0 2px">{shown}</b>' if is_symbolic(text) else shown
+
+
 def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
     """The rivals the target did not take, small and struck through after the guess in the text,
     explained on hover (the drafter's first pick, where a rival won, is drawn as a draft instead)."""
@@ -268,7 +285,7 @@ def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
     others = [text for i, text in enumerate(rival_texts) if i != skipped]
     if not others:
         return ""
-    struck = " ".join(visible_text(text, keep_breaks=False) for text in others)
+    struck = " ".join(rival_text(text) for text in others)
     return (f'<span class="rivals" title="{escape_text(rivals_text(event, chosen_text, rival_texts))}" '
             f'style="font-size:11px;color:#888;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
