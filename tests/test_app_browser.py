@@ -475,3 +475,38 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), width
     finally:
         page.close()
+
+
+ANY_LANGUAGE_PROMPT = "Reply only with three emoji and one Arabic word: 🎉 مرحبا"
+
+
+def test_emoji_and_arabic_read_as_characters_in_both_lanes_the_inspector_and_step_mode(page):
+    """Issue 34: a prompt of emoji and Arabic drew "�∅��∅��∅�" wherever a token held part of a character, and
+    the speculative lane became a wall of struck chips. Each token that holds only some of a character's bytes
+    is drawn ⋯ (explained on hover and in the legend), the token that completes it draws the whole character."""
+    page.locator("#prompt textarea").fill(ANY_LANGUAGE_PROMPT)
+    set_number(page, "max-new-tokens", 24)
+    run_id = run_and_wait(page)
+    lanes = {name: page.locator(f'#lane-{name} .lane[data-run="{run_id}"] .lane-text').inner_text()
+             for name in ("baseline", "speculative")}
+    print(lanes)
+    for name, text in lanes.items():
+        assert "\ufffd" not in text and "∅" not in text, (name, text)
+    generated = lanes["baseline"].split("answer:", 1)[1]
+    assert any(ord(char) > 0x2000 for char in generated), generated  # the answer has characters made of bytes
+    parts = page.locator("#lane-speculative .tok .part")
+    assert parts.count() > 0  # this run's drafts split characters: their pieces are drawn ⋯ ...
+    title = parts.first.locator("xpath=..").get_attribute("title")
+    assert title.startswith("part of a character: this token holds some of its UTF-8 bytes"), title  # ... and said
+    assert "part of a character" in page.locator("#legend").inner_text()
+    inspector = page.locator("#inspector").inner_text()
+    assert "\ufffd" not in inspector and "∅" not in inspector, inspector
+
+    page.locator("#step-mode > button").first.click()
+    page.click("#step-start")
+    page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
+    for round_number in range(1, 4):
+        page.click("#step-next")
+        page.wait_for_selector(f'#step-status [data-round="{round_number}"]', timeout=60_000)
+    step_words = page.locator("#step-lane").inner_text() + page.locator("#step-stages").inner_text()
+    assert "\ufffd" not in step_words and "∅" not in step_words, step_words

@@ -10,9 +10,9 @@ from __future__ import annotations
 import html
 
 from specviz.app.palette import TOKEN_STYLES
+from specviz.app.render.pieces import PART_LABEL
 from specviz.app.wording import every
 
-CONTEXT_TOKENS = 4  # ids decoded before a token to get its text in context (merged bytes, leading spaces)
 
 STRUCK = ("rejected", "unexamined")
 # A strike-through hides a lone "-", "," or "." entirely: such tokens get bolder glyphs and room.
@@ -21,6 +21,9 @@ SYMBOL_EMPHASIS = "font-weight:700;padding:0 3px;"
 # labels) rather than "·", which sits exactly where a strike-through runs.
 WHITESPACE_MARKS = {"\t": "⇥"}
 SPACE_MARK = "␣"
+# A token holding only the first bytes of a character (an emoji, an Arabic or CJK letter): the character itself
+# is drawn on the token that completes it, right after this mark.
+PART_MARK = '<span class="part" style="color:#888;font-size:11px">⋯</span>'
 LEGEND_ITEMS = (
     ("accepted", "accepted draft", "the target agreed (r < min(1, p/q))"),
     ("rejected", "rejected draft", "struck through: r ≥ min(1, p/q), thrown away"),
@@ -46,8 +49,8 @@ def escape_text(text: str) -> str:
 
 def visible_text(text: str, keep_breaks: bool = True) -> str:
     """Escaped token text with newlines drawn as ↵ (and kept as line breaks only if keep_breaks)."""
-    if text == "":
-        return '<span style="color:#999">∅</span>'
+    if text == "":  # a token with no whole character of its own: bytes the next token completes (pieces.py)
+        return PART_MARK
     if is_blank(text):
         return mark_whitespace(text)
     parts = []
@@ -106,6 +109,10 @@ def legend_html() -> str:
     rivals_help = "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"
     items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{rivals_help}">'
               f'<sup style="color:#888;text-decoration:line-through">abc</sup> rival guesses</span>')
+    part_help = ("a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
+                 "the token after it completes the character and draws it")
+    items += (f'<span class="legend-part" style="white-space:nowrap;color:#555;margin-left:14px" title="{part_help}">'
+              f'{PART_MARK} part of a character</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
@@ -120,7 +127,10 @@ def r_text(token) -> str:
 
 
 def quoted(text: str) -> str:
-    """A token's text inside a sentence or a hover: quoted, its newlines and tabs drawn as marks."""
+    """A token's text inside a sentence or a hover: quoted, its newlines and tabs drawn as marks; a token of
+    bytes that make no whole character yet is named so."""
+    if text == "":
+        return PART_LABEL
     return "'" + text.replace("\n", "↵").replace("\t", "⇥") + "'"
 
 
