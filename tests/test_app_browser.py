@@ -510,3 +510,30 @@ def test_emoji_and_arabic_read_as_characters_in_both_lanes_the_inspector_and_ste
         page.wait_for_selector(f'#step-status [data-round="{round_number}"]', timeout=60_000)
     step_words = page.locator("#step-lane").inner_text() + page.locator("#step-stages").inner_text()
     assert "\ufffd" not in step_words and "∅" not in step_words, step_words
+
+
+def test_a_visitor_behind_another_run_is_told_their_run_is_queued(browser, app_url):
+    """Issue 34: a second visitor's page said "Ready: press Run." while gradio's queue line read "queue: 1/1"."""
+    first, second = (browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in range(2))
+    try:
+        for visitor in (first, second):
+            visitor.set_default_timeout(30_000)
+            visitor.goto(app_url)
+            visitor.wait_for_selector("#run")
+            choose(visitor, "pair", "tiny-code")
+            visitor.locator("#prompt textarea").fill("def fibonacci(n):\n")
+            set_number(visitor, "max-new-tokens", 64)
+        first.locator("#pace").get_by_text("1 round/s").click()  # a long run ahead of the second visitor's
+        click_run(first)
+        first.wait_for_selector("#lane-speculative .round", timeout=RUN_TIMEOUT_MS)
+        second.click("#run")
+        second.wait_for_function("document.querySelector('#status').innerText.includes('Queued')", timeout=10_000)
+        status = second.locator("#status").inner_text()
+        assert "Ready: press Run." not in status and "one at a time" in status, status
+        first.click("#stop")
+        second.wait_for_selector("#status .status-done, #status .status-info[data-run]:not([data-run='0'])",
+                                 timeout=RUN_TIMEOUT_MS)  # the queued run starts once the first is stopped
+        assert "Queued" not in second.locator("#status").inner_text()
+    finally:
+        first.close()
+        second.close()

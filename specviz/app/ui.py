@@ -27,8 +27,8 @@ from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay,
-    on_run, on_stop,
+    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_queued, on_release,
+    on_replay, on_run, on_stop,
 )
 from specviz.app.ui_sections import Page, build_page
 
@@ -118,7 +118,10 @@ def build_app(preload: bool = True) -> gr.Blocks:
 def wire_run(page: Page) -> None:
     """Run, Replay and Stop: a run or a replay streams into the page; Stop cancels either."""
     controls = page.controls
-    run_event = page.run_button.click(
+    # At once, before the queue: a visitor behind another's run saw "Ready: press Run." beside gradio's own
+    # "queue: 1/1" (issue 34); on_run's first word replaces this one when the run starts.
+    queued = page.run_button.click(on_queued, None, [page.status], **QUIET)
+    run_event = queued.then(
         on_gpu(MethodType(on_run, page)), [controls[name] for name in RUN_INPUTS], page.run_outputs,
         api_visibility="private", concurrency_id=MODEL_JOBS, show_progress="full", show_progress_on=[page.status],
     )

@@ -232,6 +232,15 @@ def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
 # --- the handlers ------------------------------------------------------------------------------------
 
 
+QUEUED_TEXT = ("Queued: runs take turns on the model, one at a time; yours starts as soon as the one ahead of it "
+               "ends (gradio's line here shows your place and the seconds waited).")
+
+
+def on_queued():
+    """Run was pressed: the status says the run is queued until on_run, its first word, takes over."""
+    return status_html(QUEUED_TEXT, "info")
+
+
 def on_run(page: Page, request: gr.Request, *values):
     """Run the page's settings: `values` are RUN_INPUTS' controls, in its order."""
     run_id = next(run_numbers)
