@@ -440,12 +440,22 @@ CHART_TITLES_JS = """
 """
 
 
+# Each drawn chart whose figure reaches past its box's edge (its box would clip or scroll it).
+CHARTS_CLIPPED_JS = """
+() => [...document.querySelectorAll('[id^=chart-] .js-plotly-plot')].filter(c => c.offsetParent !== null).map(c => {
+  const box = c.closest('[id^=chart-]').getBoundingClientRect(), svg = c.querySelector('.main-svg').getBoundingClientRect();
+  return svg.left < box.left - 1 || svg.right > box.right + 1 ? `${c.closest('[id^=chart-]').id}: ${svg.width} in ${box.width}` : null;
+}).filter(Boolean)
+"""
+
+
 @pytest.mark.parametrize("width", [400, 800, 1400])
 def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
     """Issue 26: at 1400 px the pair's name ran under its arrow; at 800 px the legend's "rival guesses" was cut;
     at 400 px the stats table, the inspector's min(1, p/q) column and the charts' titles (under their legends)
     were. After a short sampled run (the inspector's widest table), no text in them is cut, nothing pushes the
-    page sideways, and a chart wider than a phone scrolls in its own box."""
+    page sideways, and every chart is drawn whole inside its box (issue 34: at 400 px a chart scrolling in its box
+    showed rounds 1–4 of 6, the theory explorer no c–α panel)."""
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.set_default_timeout(30_000)
     try:
@@ -467,11 +477,15 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         run_and_wait(page)
         page.wait_for_selector("#inspector .inspector-table")
         page.wait_for_selector("#chart-time .plotly .trace", timeout=15_000)
+        page.locator("#theory-explorer > button").first.click()  # its two panels side by side: the widest chart
+        page.wait_for_selector("#chart-theory .js-plotly-plot .main-svg")
+        time.sleep(1)  # the chart is scaled once drawn
         for selector in ("#legend, #legend *", "#stats, #stats *", "#inspector, #inspector *"):
             assert page.evaluate(CUT_TEXT_JS, selector) == [], (width, selector)
         assert page.locator("#legend").inner_text().count("rival guesses") == 1
         assert "min(1, p/q)" in page.locator("#inspector .inspector-table").inner_text()
         assert page.evaluate(CHART_TITLES_JS) == [], width
+        assert page.evaluate(CHARTS_CLIPPED_JS) == [], width
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), width
     finally:
         page.close()
