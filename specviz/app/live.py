@@ -29,6 +29,7 @@ from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
+from specviz.analysis.prefill import recording_prefills
 from specviz.analysis.trace import first_divergence
 
 LANE_REFRESH_S = 0.25  # redraw the lanes at most this often (the first token is shown at once)
@@ -150,7 +151,7 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
         settings["exactness"] = pair.invariance.summary()
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
-    events = decode_lanes(pair, prompt_ids, request.config, request.lanes)
+    events = recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes))
     yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
     yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
 
@@ -168,7 +169,7 @@ def divergence_gap(run: RunView, pair: ModelPair) -> float | None:
 
 def run_to_end(request: Request) -> tuple[RunView, ModelPair]:
     pair = request.load()
-    prompt_ids = pair.encode(request.prompt_text, request.chat)
+    prompt_ids = request.encode(pair)
     progress = None
     for progress in stream_run(request, pair, prompt_ids):
         pass

@@ -44,7 +44,7 @@ def parse_controls(names: Sequence[str], values: Sequence) -> Request:
 
 def load_prompt(request: Request) -> tuple[ModelPair, list[int]]:
     pair = request.load()
-    return pair, pair.encode(request.prompt_text, request.chat)
+    return pair, request.encode(pair)
 
 
 def over_time(started: float) -> bool:

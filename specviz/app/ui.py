@@ -201,7 +201,7 @@ def generate(*values, **named):
     try:
         request = Request.parse(**settings.bind(settings.API_SIGNATURE, values, named))
         model_pair = request.load()
-        prompt_ids = model_pair.encode(request.prompt_text, request.chat)
+        prompt_ids = request.encode(model_pair)
         for progress in stream_run(request, model_pair, prompt_ids):
             run = progress.run
             if not progress.finished:

@@ -22,6 +22,7 @@ from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, 
 from specviz.models.presets import PRESETS, default_drafter_for, preset_name
 from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
+from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
 from specviz.app.wording import count
@@ -253,12 +254,14 @@ def on_run(page: Page, request: gr.Request, *values):
         pace_s = pace_seconds(pace_value)
         yield {page.status: status_html(loading_message(parsed), "info", run_id)}
         model_pair = parsed.load()
-        prompt_ids = model_pair.encode(parsed.prompt_text, parsed.chat)
+        prompt_ids = parsed.encode(model_pair)
+        # Said before the prefill starts: a long prompt's reading showed only "Generating…" for minutes (issue 34).
+        reading = reading_note_for(model_pair, prompt_ids, len(parsed.lanes))
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield show_error(page, error, run_id)
         return
     lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
-    yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
+    yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}… {reading}".strip())
     try:
         yield from page_updates(page, stream_run(parsed, model_pair, prompt_ids, run_id, pace_s), session, started)
     except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
