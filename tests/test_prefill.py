@@ -22,27 +22,36 @@ def no_measurements(monkeypatch):
     monkeypatch.setattr(prefill, "measured", {})
 
 
-def test_a_prompt_is_estimated_from_the_prefill_measured_nearest_its_length():
+def test_a_prompt_is_estimated_from_a_prefill_measured_near_its_length():
     pair = tiny_pair("llama", context_length=1024)
     key = prefill.pair_key(pair)
-    prefill.record_prefill(key, 100, 0.5)  # 200 tokens/s
-    prefill.record_prefill(key, 800, 2.0)  # 400 tokens/s
-    near_long = prefill.estimate_prefill(pair, list(range(900)))
-    assert near_long.measured_tokens == 800 and near_long.seconds == pytest.approx(900 * 2.0 / 800)
-    assert not near_long.at_least
-    far = prefill.estimate_prefill(pair, list(range(1000)))
-    assert far.measured_tokens == 800
-    prefill.record_prefill(key, 300, 0.6)
-    assert prefill.estimate_prefill(pair, list(range(280))).measured_tokens == 300
+    prefill.record_prefill(key, 100, 0.5)
+    prefill.record_prefill(key, 800, 2.0)
+    near = prefill.estimate_prefill(pair, list(range(900)))
+    assert near.measured_tokens == 800 and near.seconds == pytest.approx(900 * 2.0 / 800) and not near.extrapolated
+    assert prefill.estimate_prefill(pair, list(range(110))).measured_tokens == 100
 
 
-def test_before_any_run_one_probe_prefill_is_timed_and_kept():
+def test_a_prompt_far_longer_than_any_measured_is_extrapolated_by_the_square_of_its_length(monkeypatch):
+    """A 2,442-token prompt was estimated at 9 s from a 256-token probe, per token, and took 35 s: reading
+    slows as the prompt grows. A fit of a·n + b·n² through two probes follows the measured growth."""
+    pair = tiny_pair("llama", context_length=4096)
+    # what the default target measured here: 256 tokens 0.48 s, 512 about 1.5 s, 2,048 21 s
+    timings = {256: 0.48, 512: 1.5}
+    monkeypatch.setattr(prefill, "probe_prefill", lambda _pair, ids: (len(ids), timings[len(ids)]))
+    estimate = prefill.estimate_prefill(pair, [1] * 2048)
+    assert estimate.extrapolated and estimate.measured_tokens == 512
+    assert 14 < estimate.seconds < 30, estimate  # measured: 21 s; per token from 512 it said 6 s
+    assert sorted(prefill.measured[prefill.pair_key(pair)]) == [(256, 0.48), (512, 1.5)]  # probed once, kept
+    note = prefill.reading_note(estimate, 2)
+    assert "extrapolated from prefills measured here up to 512 tokens" in note
+
+
+def test_a_prompt_no_longer_than_the_probes_is_timed_itself():
     pair = tiny_pair("llama", context_length=1024)
-    estimate = prefill.estimate_prefill(pair, [1] * 700)
-    assert estimate.measured_tokens == prefill.PROBE_TOKENS and estimate.measured_tokens_per_s > 0
-    assert estimate.at_least  # 700 tokens from a 256-token probe: attention makes it a floor
-    assert prefill.measured[prefill.pair_key(pair)] == [(prefill.PROBE_TOKENS, pytest.approx(
-        prefill.PROBE_TOKENS / estimate.measured_tokens_per_s))]
+    estimate = prefill.estimate_prefill(pair, [1] * 300)
+    assert estimate.measured_tokens == 300 and not estimate.extrapolated and estimate.measured_tokens_per_s > 0
+    assert prefill.fit_seconds([(100, 1.0), (200, 2.0)], 400) == pytest.approx(4.0)  # linear data: a linear fit
 
 
 def test_a_live_runs_target_alone_prefill_is_recorded():
@@ -55,7 +64,7 @@ def test_a_live_runs_target_alone_prefill_is_recorded():
 def test_the_reading_note_is_said_above_its_threshold_only():
     slow = prefill.PrefillEstimate(8000, 96.0, 1000, 83.3)
     note = prefill.reading_note(slow, 2)
-    assert note.startswith("Reading the prompt first: 8,000 tokens take the target at least 96 s in each of the 2 lanes")
+    assert note.startswith("Reading the prompt first: 8,000 tokens take the target about 96 s in each of the 2 lanes")
     assert "83 tokens/s measured on a 1,000-token prompt here" in note
     assert prefill.reading_note(prefill.PrefillEstimate(400, 1.0, 400, 400.0), 2) == ""
 
