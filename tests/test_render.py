@@ -270,6 +270,8 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
+    # Issue 34: the lane about to run first reads the prompt, which takes long for a long one: it says so.
+    assert "reading the prompt…" in render.lanes_html(run, active="speculative")[1]
     # Issue 34: the stats' "why it stopped" row said "—" beside a lane saying "stopped".
     stats = render.stats_html(run, stopped=True)
     row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)

@@ -130,7 +130,7 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
             continue
         if paced or finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
             redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
-            yield Progress(run, None if finished_lane else event.lane, redraw_plots)
+            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots)
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes
@@ -138,6 +138,14 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
                 time.sleep(pace_s)
             elif settle_s > 0 and not finished_lane:
                 time.sleep(settle_s)
+
+
+def next_lane(run: RunView) -> str | None:
+    """The lane the engine runs next once one finishes (it reads the prompt before its first token), or None;
+    None too for a lane the page does not redraw while it runs (transformers' reference lane), which would
+    keep saying so to its end."""
+    name = next((name for name in run.lane_names if not run.lane(name).trace.done), None)
+    return name if name is not None and lane_info(name).redraws else None
 
 
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,

@@ -320,6 +320,8 @@ def lane_status(trace: Trace, running: bool, max_new_tokens: int | None = None, 
         return stop_text(trace, max_new_tokens)
     if stopped:
         return "stopped" if trace.prefill else "not run (stopped)"
+    if running and not trace.prefill:  # a long prompt's prefill takes a while: say what the lane is doing
+        return "reading the prompt…"
     return "generating…" if running else "waiting"
 
 
