@@ -99,18 +99,14 @@ class LaneView:
         self.trace.lane = self.lane
         self.committed_ids = list(self.prompt_ids)
 
-    def piece(self, decode: Decode, context_ids: Sequence[int], token_id: int) -> str:
-        """The whole characters a token adds after its context (specviz.app.render.pieces)."""
-        return token_piece(decode, context_ids, token_id).text
-
     def add(self, event: Event, decode: Decode) -> None:
         self.trace.add(event)
         if isinstance(event, PrefillEvent):
             first = token_piece(decode, self.committed_ids, event.next_id)
             self.first_text = first.text
             self.committed_ids.append(event.next_id)
-            title = "the target's first token (from the prompt's prefill)"
-            self.fragments.append(token_span(first.text, "target", f"{byte_note(first)}\n{title}".lstrip("\n")))
+            title = f"{byte_note(first)}\nthe target's first token (from the prompt's prefill)".lstrip("\n")
+            self.fragments.append(token_span(first.text, "target", title))
         elif isinstance(event, RoundEvent):
             self.fragments.append(self.round_html(event, decode))
             self.committed_ids.extend(event.emitted_ids)
@@ -128,12 +124,11 @@ class LaneView:
         texts = RoundTexts([])
         for shown in event.shown_tokens():
             piece = self.token_text(event, shown, len(texts.own), decode)
-            role = "drafted" if shown.draft_index is not None else "own"
-            pieces = texts.drafted if shown.draft_index is not None else texts.own
-            if byte_note(piece):
+            role, pieces = ("drafted", texts.drafted) if shown.draft_index is not None else ("own", texts.own)
+            if byte_note(piece):  # a token holding part of a character: its hover says how the pieces join
                 texts.byte_notes[(role, len(pieces))] = byte_note(piece)
             pieces.append(piece.text)
-        texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
+        texts.rivals = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.rivals]
         return texts
 
     def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:
