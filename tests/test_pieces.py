@@ -106,3 +106,4 @@ def test_a_speculative_round_joins_a_drafted_character_and_the_inspector_names_i
     assert texts.drafted[-1].endswith("🦊") or pieces.REPLACEMENT not in texts.drafted[-1]  # the rejected guess
     inspector = html_text.unescape(render.inspector_html(run, 0))
     assert pieces.REPLACEMENT not in re.sub(r"<[^>]+>", "", inspector) and "🦀" in inspector
+    assert "spells it in UTF-8 bytes over 2–4 tokens" in inspector  # "(part of a character)" explained once
