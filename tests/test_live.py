@@ -57,7 +57,8 @@ def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypat
 
     events = pulled(lane_events("baseline", 2) + lane_events("speculative", 2))
     for progress in live.stream_events(new_run(("baseline", "speculative")), events, decode, settle_s=0.05):
-        log.append(("drawn", progress.active))
+        active = progress.active  # a lane named before its prefill is the next to run, not yet running
+        log.append(("drawn", active if active and progress.run.lane(active).trace.prefill else None))
     drawn_running = [i for i, entry in enumerate(log) if entry[0] == "drawn" and entry[1] is not None]
     assert len(drawn_running) == 6  # each lane's prefill and two rounds
     for i in drawn_running:
@@ -96,3 +97,18 @@ def test_a_run_past_the_hosts_time_cap_stops_with_a_message():
 
     with pytest.raises(ValueError, match="this server stops runs after 1 s"):
         list(live.stream_events(new_run(), slow_events(), decode, max_run_s=1))
+
+
+def test_once_a_lane_finishes_the_next_lane_says_it_is_reading_the_prompt():
+    """Issue 34: during the speculative lane's prefill of a long prompt its box said "waiting"."""
+    run = new_run(("baseline", "speculative"))
+    events = lane_events("baseline", 1) + lane_events("speculative", 1)
+    for progress in live.stream_events(run, events, decode):
+        if run.baseline.trace.done and run.speculative.trace.prefill is None:
+            assert progress.active == "speculative"
+            assert "reading the prompt…" in render.lanes_html(run, progress.active)[1]
+            break
+    else:
+        pytest.fail("no redraw between the lanes")
+    assert live.next_lane(new_run(("baseline", "reference"))) == "baseline"
+    assert live.next_lane(new_run(("reference",))) is None  # not redrawn while it runs: never named

@@ -270,6 +270,14 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
+    # Issue 34: the lane about to run first reads the prompt, which takes long for a long one: it says so.
+    assert "reading the prompt…" in render.lanes_html(run, active="speculative")[1]
+    # Issue 34: the stats' "why it stopped" row said "—" beside a lane saying "stopped".
+    stats = render.stats_html(run, stopped=True)
+    row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
+    assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
+    going = re.search(r"why it stopped</td>(.*?)</tr>", render.stats_html(run)).group(1)
+    assert re.findall(r">([^<]*)</td>", going) == ["—", "—"]  # a run still going says nothing yet
 
 
 def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
@@ -403,9 +411,9 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     lane = render.lanes_html(run, names=("speculative",))[0]
     assert lane.count(render.tokens.STOP_MARK) == 1  # only the round that stopped early
     assert "drafting stopped after 2 tokens: the draft was only 34% sure of the last one" in lane
-    assert "(it was 91% sure)" in lane  # every draft's hover says how sure the draft was
+    assert "(the drafter was 91% sure)" in html_text.unescape(lane)  # every draft's hover says how sure the draft was
     # greedy: the one-hot q(x) = 1 beside "34% sure" read as a contradiction, and r decides nothing: neither is shown
-    assert "(it was 34% sure)" in html_text.unescape(lane) and "q(x)" not in lane and "r = " not in lane
+    assert "(the drafter was 34% sure)" in html_text.unescape(lane) and "q(x)" not in lane and "r = " not in lane
     inspector = render.inspector_html(run, 0)
     assert "Drafting stopped after 2 tokens" in inspector and "34%" in inspector and "q(x)" not in inspector
     assert "stopped" not in render.inspector_html(run, 1)
@@ -564,7 +572,7 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     (pick_class, pick_title, pick_shown), (taken_class, taken_title, taken_shown) = spans[:2]
     # the drafter's own first pick is the round's first draft, struck through as rejected by the target's own pick
     assert "tok-rejected" in pick_class and pick_title.startswith("rejected: the target's own top pick here was")
-    assert f"the drafter guessed '{first_text}' first (it was {first_pick.draft_confidence:.0%} sure)" in pick_title
+    assert f"the drafter guessed '{first_text}' first (the drafter was {first_pick.draft_confidence:.0%} sure)" in pick_title
     assert "draft 1/1, the drafter's first pick" in pick_title
     # the rival the target took follows it, kept, and says so, with the drafter's own probability for it
     assert "tok-accepted" in taken_class and "tok-rival-taken" in taken_class
@@ -605,20 +613,22 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     event = run.speculative.trace.rounds[0]
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (_, kept_title, _), (_, rejected_title, _), (own_class, own_title, _) = spans[:3]
-    assert kept_title.startswith("kept: ' f' was the target's own top pick here too (it was 81% sure)")
-    assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (it was 62% sure); "
-                                     "the drafter guessed ' <b>' (it was 43% sure)")
+    # Issue 34: the kept draft's "(it was 81% sure)" named the drafter's figure after "the target's own top pick".
+    assert kept_title.startswith("kept: ' f' was the target's own top pick here too (the target was 90% sure, the drafter 81%)")
+    assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (the target was 62% sure); "
+                                     "the drafter guessed ' <b>' (the drafter was 43% sure)")
+    assert "(it was" not in kept_title + rejected_title
     assert "tok-resample" in own_class and own_title.startswith("the target's own pick, in place of the rejected ' <b>'")
     for title in (kept_title, rejected_title, own_title):  # nothing that decides nothing at temperature 0
         assert "q(x)" not in title and "r = " not in title and "min(1, p/q)" not in title and "1.000" not in title
     inspector = html_text.unescape(render.inspector_html(run, 0))
     words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
-    assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (it was 62% sure)")
+    assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (the target was 62% sure)")
     assert "Where did ' x' come from? It is the target's own pick" in words
     assert "r ~ U(0,1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
     assert "43%" in words and "the target's own pick here" in words
     explained = html_text.unescape(visible_text(render.explain_html(run)))  # How it works tells it the same way
-    assert "its own top pick was" in explained and "(it was 62% sure)" in explained and "r = 0.768" not in explained
+    assert "its own top pick was" in explained and "(the target was 62% sure)" in explained and "r = 0.768" not in explained
 
 
 def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it_was_replaced_from():
@@ -676,3 +686,20 @@ def test_the_first_view_says_what_to_do_before_any_notation():
     assert "The target alone will write here, one token per forward pass" in baseline
     assert "Speculative decoding will write here" in speculative and "green: the target agreed" in speculative
     assert "tok-rejected" in speculative and "click a coloured token" in speculative
+
+
+def test_a_words_leading_space_sits_outside_its_coloured_box():
+    """Issue 34: where a line wrapped after the leading space of " Edinburgh", the space stayed on the first line
+    as an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
+    span = render.tokens.token_span(" Edinburgh", "accepted", "kept")
+    assert span.startswith(' <span class="tok tok-accepted"') and ">Edinburgh</span>" in span
+    assert re.sub(r"<[^>]+>", "", span) == " Edinburgh"  # the text itself is unchanged
+    # A token of spaces only keeps its visible marks inside its box, and a newline stays in the box.
+    assert "␣␣" in render.tokens.token_span("  ", "accepted", "kept").split("<span", 1)[1]
+    assert render.tokens.token_span("\n", "target", "t").startswith("<span")
+
+
+def test_a_punctuation_rival_is_drawn_large_enough_to_see():
+    """Issue 34: a rival "." was a nearly invisible struck superscript."""
+    assert 'class="rival-symbol"' in render.tokens.rival_text(".")
+    assert 'class="rival-symbol"' not in render.tokens.rival_text(" the")

@@ -102,8 +102,9 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     page.wait_for_function("document.querySelector('#prompt textarea').value.includes('if not')")
     example_note = page.locator("#lab-status").inner_text()  # it says what it changed on the page
     assert "The example set the page's controls" in example_note and "pair 'tiny-code'" in example_note
+    # The button's promise, a setting where the wrong rule is caught, includes ticking the wrong rule (issue 34).
+    page.wait_for_function("document.querySelector('#lab-wrong input[type=checkbox]').checked", timeout=15_000)
     set_number(page, "lab-n", 300)
-    page.locator("#lab-wrong input[type=checkbox]").check()
     page.click("#lab-run")
     page.wait_for_selector('#lab-status .lab-status[data-done="true"]', timeout=JOB_TIMEOUT_MS)
     p_values = {item.get_attribute("data-lane"): float(item.get_attribute("data-p"))
@@ -156,6 +157,24 @@ def test_theory_chart_redraws_when_a_slider_moves(page):
     after = chart_traces(page, "chart-theory")
     # A dearer verify lowers the whole curve.
     assert all(v < l for v, l in zip(after["with-verify"]["y"], after["leviathan"]["y"]))
+
+
+def test_the_theory_explorer_opened_after_a_run_draws_its_sliders_values(page):
+    """Issue 34: run with the explorer closed, then open it: the sliders read the run's α̂, c and v but the chart
+    and note said "Predicted at α = …, c = 0.10, v = 1.50 (the sliders)", the start values."""
+    choose_tiny_code(page, temperature=0.0, max_new_tokens=16)
+    page.click("#run")
+    page.wait_for_selector("#status .status-done", timeout=JOB_TIMEOUT_MS)
+    open_section(page, "theory-explorer")
+    page.wait_for_selector("#theory-note")
+    time.sleep(2)  # any redraw still on its way lands
+    sliders = [float(page.locator(f"#theory-{name} input[type=number]").first.input_value()) for name in ("alpha", "c", "v")]
+    assert sliders != [0.7, 0.1, 1.5], sliders  # the run moved them
+    expected = f"α = {sliders[0]:.2f}, c = {sliders[1]:.2f}, v = {sliders[2]:.2f} (the sliders)"
+    assert expected in page.locator("#theory-note").inner_text(), (expected, page.locator("#theory-note").inner_text())
+    page.click("#theory-from-run")  # the button agrees with itself too
+    time.sleep(1)
+    assert expected in page.locator("#theory-note").inner_text()
 
 
 def test_the_theory_explorer_says_plainly_when_nothing_pays(page):

@@ -63,6 +63,7 @@ def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
     by_id = {component.elem_id: value for component, value in zip(example_fn.outputs, values)}
     assert by_id["pair"] == "tiny-code" and by_id["prompt"] == teach_sections.LAB_EXAMPLE["prompt"]
     assert by_id["lab-n"] == teach_sections.LAB_EXAMPLE_DRAWS
+    assert by_id["lab-wrong"] is True  # issue 34: "a setting where the wrong rule is caught" ticks the wrong rule
     assert "The example set the page&#x27;s controls" in by_id["lab-status"]  # HTML-escaped
     assert "press Run the lab" in str(by_id["chart-exactness"].layout.annotations[0].text)
 
@@ -77,12 +78,31 @@ def test_the_theory_sliders_wait_for_a_run():
 def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
     """CI saw the note keep c = 0.10 after c was set to 0.9: with a listener per slider, α's reply (sent first)
     could land after c's and overwrite it. "always_last" only holds back the same listener's next call, so the
-    three sliders must share one listener for their redraws to stay in order."""
+    three sliders must share one listener for their redraws to stay in order. It listens to a visitor's own moves
+    (input): a run's values are drawn with the sliders they set, by one handler (issue 34: change events fired in a
+    closed accordion redrew with v still at 1.50)."""
     writers = [fn for fn in demo.fns.values() if any(getattr(out, "elem_id", None) == "theory-note" for out in fn.outputs)]
-    assert len(writers) == 1, [fn.name for fn in writers]
-    triggers = {(demo.blocks[block_id].elem_id, event) for block_id, event in writers[0].targets}
-    assert triggers == {("theory-alpha", "change"), ("theory-c", "change"), ("theory-v", "change")}
-    assert writers[0].trigger_mode == "always_last"
+    by_slider = [fn for fn in writers if fn.fn is teach_sections.theory_values]
+    assert len(by_slider) == 1, [fn.name for fn in writers]
+    triggers = {(demo.blocks[block_id].elem_id, event) for block_id, event in by_slider[0].targets}
+    assert triggers == {("theory-alpha", "input"), ("theory-c", "input"), ("theory-v", "input")}
+    assert by_slider[0].trigger_mode == "always_last"
+    others = [fn for fn in writers if fn not in by_slider]
+    assert others and all(fn.fn is teach_handlers.on_measured_run for fn in others)
+    for fn in others:  # the sliders and the note they are drawn for, in one reply
+        assert {out.elem_id for out in fn.outputs} == {"theory-alpha", "theory-c", "theory-v", "chart-theory", "theory-note"}
+
+
+def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
+    """Issue 34: the sliders read α 0.78, c 0.04, v 0.97 while the note said "c = 0.10, v = 1.50". The note is
+    drawn from the very values the sliders are set to."""
+    comparison = SimpleNamespace(acceptance_rate=0.781, cost_ratio=0.043, verify_cost=0.97, speedup=1.2,
+                                 predicted_speedup=2.1, predicted_with_verify=1.9)
+    for module in (teach_sections, teach_handlers):
+        monkeypatch.setattr(module, "measured_of", lambda _run: (comparison, 3))
+    alpha, cost, verify, _chart, note = teach_handlers.on_measured_run(object())
+    assert (alpha, cost, verify) == (0.78, 0.04, 0.97)
+    assert "α = 0.78, c = 0.04, v = 0.97" in note, note
 
 
 def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):

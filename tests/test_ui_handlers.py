@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -91,6 +92,8 @@ def test_after_stop_what_was_generated_stays_inspectable():
     assert by_id["State"] is not None and by_id["State"].speculative.trace.rounds
     assert "In this run" in by_id["explainer"]
     assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
+    why = re.search(r"why it stopped</td>(.*?)</tr>", by_id["stats"]).group(1)  # issue 34: it said "—"
+    assert "stopped" in why and "—" not in why, why
 
 
 def test_a_replay_puts_the_runs_settings_into_the_controls():

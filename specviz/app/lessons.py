@@ -106,7 +106,8 @@ def setting_text(value: object) -> str:
 def lab_example_html(settings: Mapping[str, object], num_draws: int) -> str:
     """What the lab's example button changed on the page, said once, with old results gone."""
     shown = ", ".join(f"{name.replace('_', '-')} {setting_text(value)}" for name, value in settings.items())
-    return message_html(f"The example set the page's controls above to: {shown}; and N = {num_draws} here. "
+    return message_html(f"The example set the page's controls above to: {shown}; and N = {num_draws} and the wrong rule on here "
+                        f"(untick it to see the real rule pass the same test). "
                         f"Earlier results are cleared: press Run the lab.")
 
 

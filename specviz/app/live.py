@@ -29,6 +29,7 @@ from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
+from specviz.analysis.prefill import recording_prefills
 from specviz.analysis.trace import first_divergence
 
 LANE_REFRESH_S = 0.25  # redraw the lanes at most this often (the first token is shown at once)
@@ -129,7 +130,7 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
             continue
         if paced or finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
             redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
-            yield Progress(run, None if finished_lane else event.lane, redraw_plots)
+            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots)
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes
@@ -137,6 +138,14 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
                 time.sleep(pace_s)
             elif settle_s > 0 and not finished_lane:
                 time.sleep(settle_s)
+
+
+def next_lane(run: RunView) -> str | None:
+    """The lane the engine runs next once one finishes (it reads the prompt before its first token), or None;
+    None too for a lane the page does not redraw while it runs (transformers' reference lane), which would
+    keep saying so to its end."""
+    name = next((name for name in run.lane_names if not run.lane(name).trace.done), None)
+    return name if name is not None and lane_info(name).redraws else None
 
 
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
@@ -150,7 +159,7 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
         settings["exactness"] = pair.invariance.summary()
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
-    events = decode_lanes(pair, prompt_ids, request.config, request.lanes)
+    events = recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes))
     yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
     yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
 
@@ -168,7 +177,7 @@ def divergence_gap(run: RunView, pair: ModelPair) -> float | None:
 
 def run_to_end(request: Request) -> tuple[RunView, ModelPair]:
     pair = request.load()
-    prompt_ids = pair.encode(request.prompt_text, request.chat)
+    prompt_ids = request.encode(pair)
     progress = None
     for progress in stream_run(request, pair, prompt_ids):
         pass

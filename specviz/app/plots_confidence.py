@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_drafts, confidence_sentence, judged_drafts
 from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
+from specviz.app.render.pieces import PART_LABEL
 from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, with_hint
 
 if TYPE_CHECKING:  # annotations only
@@ -80,7 +81,7 @@ def drafted_labels(lane: LaneView) -> dict[int, str]:
         texts = lane.round_texts.get(event.round_index)
         for index, token in enumerate(event.drafted):
             if texts is not None and index < len(texts.drafted):
-                labels[token.token_id] = texts.drafted[index]
+                labels[token.token_id] = texts.drafted[index] or labels.get(token.token_id, PART_LABEL)
     return labels
 
 

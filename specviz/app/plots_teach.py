@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: the figures stay free of torch and the mo
     from specviz.app.lab.sweep import SweepView
 
 TEACH_HEIGHT = 340
+THEORY_LEGEND_PX = 80  # the theory explorer's legend, under its panels: up to three rows
 EXACT_COLOR = "#222222"  # the exact distribution: ink, so both lanes' colours stay theirs
 PAYS_FILL = "rgba(0, 158, 115, 0.13)"  # COLORS["accepted"], faint: where speculation pays
 LOSES_FILL = "rgba(213, 94, 0, 0.08)"  # COLORS["rejected"], faint: slower than the target alone
@@ -68,9 +69,10 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     def best_text(best: int, speedups: Sequence[float]) -> str:  # "none" where no γ gains: one verdict
         return str(best) if speedups[best - 1] > 1.0 else "none"
 
-    title = (f"Predicted speedup, α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}: best γ = "
-             f"{best_text(view.best_gamma, view.speedups)} (v = 1), "
-             f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f})")
+    # Short enough for the 560 px a phone's chart is laid out at (the longer "Predicted speedup, α = …" ran past it).
+    title = (f"Predicted best γ = {best_text(view.best_gamma, view.speedups)} (v = 1), "
+             f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f}) "
+             f"at α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}")
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
     gammas = list(view.gammas)
     top = max([1.2, *view.speedups, *view.speedups_with_verify, view.measured_speedup or 0.0]) * 1.08
@@ -97,12 +99,15 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     figure.add_annotation(text="slower than the target alone", x=gammas[-1], y=0.04, xref="x", yref="y",
                           xanchor="right", yanchor="bottom", showarrow=False, font={"color": COLORS["rejected"], "size": 11})
     add_pays_plane(figure, view)
+    # The legend (five entries) sits under both panels: above them, it wrapped into more rows than its band on a
+    # phone and ran over the title (issue 34).
     figure.update_layout(
-        height=TEACH_HEIGHT,
+        height=TEACH_HEIGHT + THEORY_LEGEND_PX,
         xaxis={"domain": [0, 0.6], "dtick": 1 if len(gammas) <= 16 else 2, "range": [0.5, gammas[-1] + 0.5]},
         yaxis={"range": [0, top]},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0, "xanchor": "left", "x": 0.0},
+        margin={"t": 40, "b": 45 + THEORY_LEGEND_PX},
     )
-    separate_title_and_legend(figure)
     return figure
 
 

@@ -87,6 +87,10 @@ class Request:
     def lanes(self) -> tuple[str, ...]:
         return run_lanes(("reference",) if self.reference else ())
 
+    def encode(self, pair: ModelPair) -> list[int]:
+        """The prompt's ids for this pair, within the host's prompt cap (read at the call, like the token cap)."""
+        return pair.encode(self.prompt_text, self.chat, POLICY.max_prompt_tokens)
+
     def load(self) -> ModelPair:
         if self.pair_name == CUSTOM:
             return load_pair(target=self.target_id, draft=self.draft_id, precision=self.precision)

@@ -57,7 +57,8 @@ def wire_lab(section: LabSection, inputs: list, concurrency_id: str, on_gpu: Cal
     section.stop_button.click(on_lab_stop, [section.status], [section.status], cancels=[lab_event], queue=False,
                               api_visibility="private")
     section.example_button.click(MethodType(on_lab_example, section), None,
-                                 [*section.examples.values(), section.num_draws, section.status, section.chart],
+                                 [*section.examples.values(), section.num_draws, section.wrong_rule, section.status,
+                                  section.chart],
                                  queue=False, api_visibility="private")
 
 
@@ -67,11 +68,14 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
     # One listener for all three sliders, not one each: "always_last" holds back a redraw only while the same
     # listener's last one is in flight, so with three listeners an older slider's reply could land after a newer
     # one's and leave the note at values the sliders no longer show.
-    gr.on([slider.change for slider in sliders], theory_values, [*sliders, run_state], [section.chart, section.note],
+    # A visitor's own moves only (input, not change): a run's values come with their chart (on_measured_run), and
+    # change events for values set in a closed accordion redrew with some sliders old (issue 34).
+    gr.on([slider.input for slider in sliders], theory_values, [*sliders, run_state], [section.chart, section.note],
           api_visibility="private", queue=False, show_progress="hidden", trigger_mode="always_last")
-    run_state.change(on_measured_run, [run_state], sliders, api_visibility="private", queue=False,
+    measured = [*sliders, section.chart, section.note]
+    run_state.change(on_measured_run, [run_state], measured, api_visibility="private", queue=False,
                      show_progress="hidden")
-    section.from_run.click(on_measured_run, [run_state], sliders, api_visibility="private", queue=False,
+    section.from_run.click(on_measured_run, [run_state], measured, api_visibility="private", queue=False,
                            show_progress="hidden")
 
 

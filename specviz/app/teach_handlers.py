@@ -22,7 +22,7 @@ from specviz.app.live import record_stop, stop_presses
 from specviz.app.request import POLICY, Request, describe_error, whole_number
 from specviz.app.teach_sections import (
     LAB_EXAMPLE, LAB_EXAMPLE_DRAWS, LabSection, StepSection, SweepSection, close_step, empty_lab_chart,
-    empty_step_chart, measured_of,
+    empty_step_chart, measured_of, theory_values,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.wording import count
@@ -44,7 +44,7 @@ def parse_controls(names: Sequence[str], values: Sequence) -> Request:
 
 def load_prompt(request: Request) -> tuple[ModelPair, list[int]]:
     pair = request.load()
-    return pair, pair.encode(request.prompt_text, request.chat)
+    return pair, request.encode(pair)
 
 
 def over_time(started: float) -> bool:
@@ -216,9 +216,10 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
 
 
 def on_lab_example(section: LabSection) -> tuple:
-    """Set the example's controls, say which, and clear results that were for other settings."""
+    """Set the example's controls, tick the wrong rule (the button promises a setting where it is caught),
+    say which, and clear results that were for other settings."""
     example = {name: LAB_EXAMPLE[name] for name in section.examples}
-    return (*example.values(), LAB_EXAMPLE_DRAWS, lessons.lab_example_html(example, LAB_EXAMPLE_DRAWS),
+    return (*example.values(), LAB_EXAMPLE_DRAWS, True, lessons.lab_example_html(example, LAB_EXAMPLE_DRAWS),
             empty_lab_chart())
 
 
@@ -230,12 +231,16 @@ def on_lab_stop(previous_status, visitor: gr.Request) -> str:
 
 
 def on_measured_run(run) -> tuple:
-    """The sliders at the last run's α̂, c and v (each within its slider's range), or unchanged before one."""
+    """The sliders at the last run's α̂, c and v (each within its slider's range) with the chart and note drawn
+    for those same values, or all unchanged before a run. The chart is drawn here, not by the sliders' change
+    events: in a closed accordion those fired for some sliders and not others, and the chart said v = 1.50
+    beside a slider at 0.97 (issue 34)."""
     comparison, _ = measured_of(run)
     if comparison is None:
-        return gr.skip(), gr.skip(), gr.skip()
-    return (round(comparison.acceptance_rate, 2), round(min(comparison.cost_ratio, 2.0), 2),
-            round(min(max(comparison.verify_cost, 0.5), 4.0), 2))
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    values = (round(comparison.acceptance_rate, 2), round(min(comparison.cost_ratio, 2.0), 2),
+              round(min(max(comparison.verify_cost, 0.5), 4.0), 2))
+    return (*values, *theory_values(*values, run))
 
 
 # --- γ sweep -------------------------------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ def build_theory() -> TheorySection:
             alpha = gr.Slider(0, 1, value=start["alpha"], step=0.01, label="α: acceptance rate", elem_id="theory-alpha")
             cost_ratio = gr.Slider(0, 2, value=start["cost_ratio"], step=0.01, label="c: draft step / target step",
                                    elem_id="theory-c")
-            verify_cost = gr.Slider(0.5, 4, value=start["verify_cost"], step=0.05,
+            verify_cost = gr.Slider(0.5, 4, value=start["verify_cost"], step=0.01,  # a run's v to 2 decimals
                                     label="v: verify / target step (1 in the paper)", elem_id="theory-v")
         figure, note_html = theory_values(start["alpha"], start["cost_ratio"], start["verify_cost"], None)
         chart = gr.Plot(figure, show_label=False, elem_id="chart-theory")

@@ -27,8 +27,8 @@ from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_release, on_replay,
-    on_run, on_stop,
+    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_queued, on_release,
+    on_replay, on_run, on_stop,
 )
 from specviz.app.ui_sections import Page, build_page
 
@@ -66,8 +66,8 @@ CSS = """
 /* The legend's items wrap as whole items (they are joined without spaces, so the line never broke). */
 #legend .legend { display: flex; flex-wrap: wrap; }
 /* Phones: less padding around the tables; the inspector's rows put their verdict on a line of its own
-   under the numbers, so min(1, p/q) and r fit; a chart keeps a readable width and scrolls sideways in its
-   box, where squeezed to the screen its title ran past the edge and its legend over the title. */
+   under the numbers, so min(1, p/q) and r fit; a chart is laid out at 560 px (squeezed to the screen its title
+   ran past the edge and its legend over the title) and scaled down to its box whole (FIT_CHARTS_JS). */
 @media (max-width: 600px) {
   .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
   #inspector.block, #stats.block, #inspector-section.block { padding-left: 4px !important; padding-right: 4px !important; }
@@ -84,12 +84,27 @@ CSS = """
   #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
   #inspector .inspector-table td { overflow-wrap: anywhere; }
   #inspector .inspector-table th { font-size: 11px; }
-  .js-plotly-plot { min-width: 560px; }
-  [id^=chart-].block { overflow-x: auto !important; }
+  .js-plotly-plot { min-width: 560px; }  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
 }
 """
-# gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
-LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
+# Narrower than the 560 px a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
+# in its box, a chart showed rounds 1–4 of 6 and the theory explorer lost its c–α panel (issue 34).
+FIT_CHARTS_JS = """
+() => {
+  const LAID_OUT_PX = 560;
+  const fit = () => document.querySelectorAll('[id^=chart-] .js-plotly-plot').forEach((plot) => {
+    const box = plot.closest('[id^=chart-]'), style = getComputedStyle(box);
+    const room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const zoom = room > 0 && room < LAID_OUT_PX ? String(Math.floor(1000 * room / LAID_OUT_PX) / 1000) : '';
+    if (plot.style.zoom !== zoom) plot.style.zoom = zoom;
+  });
+  new MutationObserver(fit).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener('resize', fit);
+  fit();
+}
+"""
+# gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small
+LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "max_file_size": "20mb"}
 
 
 def on_gpu(fn):
@@ -118,7 +133,10 @@ def build_app(preload: bool = True) -> gr.Blocks:
 def wire_run(page: Page) -> None:
     """Run, Replay and Stop: a run or a replay streams into the page; Stop cancels either."""
     controls = page.controls
-    run_event = page.run_button.click(
+    # At once, before the queue: a visitor behind another's run saw "Ready: press Run." beside gradio's own
+    # "queue: 1/1" (issue 34); on_run's first word replaces this one when the run starts.
+    queued = page.run_button.click(on_queued, None, [page.status], **QUIET)
+    run_event = queued.then(
         on_gpu(MethodType(on_run, page)), [controls[name] for name in RUN_INPUTS], page.run_outputs,
         api_visibility="private", concurrency_id=MODEL_JOBS, show_progress="full", show_progress_on=[page.status],
     )
@@ -184,7 +202,7 @@ def generate(*values, **named):
     try:
         request = Request.parse(**settings.bind(settings.API_SIGNATURE, values, named))
         model_pair = request.load()
-        prompt_ids = model_pair.encode(request.prompt_text, request.chat)
+        prompt_ids = request.encode(model_pair)
         for progress in stream_run(request, model_pair, prompt_ids):
             run = progress.run
             if not progress.finished:

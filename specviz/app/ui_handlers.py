@@ -22,6 +22,7 @@ from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, 
 from specviz.models.presets import PRESETS, default_drafter_for, preset_name
 from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
+from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
 from specviz.app.wording import count
@@ -151,7 +152,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None) -> d
 def stopped_values(page: Page, run: render.RunView) -> dict:
     """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
     generated stays inspectable."""
-    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run),
+    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run, stopped=True),
             **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
 
 
@@ -232,6 +233,15 @@ def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
 # --- the handlers ------------------------------------------------------------------------------------
 
 
+QUEUED_TEXT = ("Queued: runs take turns on the model, one at a time; yours starts as soon as the one ahead of it "
+               "ends (gradio's line here shows your place and the seconds waited).")
+
+
+def on_queued():
+    """Run was pressed: the status says the run is queued until on_run, its first word, takes over."""
+    return status_html(QUEUED_TEXT, "info")
+
+
 def on_run(page: Page, request: gr.Request, *values):
     """Run the page's settings: `values` are RUN_INPUTS' controls, in its order."""
     run_id = next(run_numbers)
@@ -244,12 +254,14 @@ def on_run(page: Page, request: gr.Request, *values):
         pace_s = pace_seconds(pace_value)
         yield {page.status: status_html(loading_message(parsed), "info", run_id)}
         model_pair = parsed.load()
-        prompt_ids = model_pair.encode(parsed.prompt_text, parsed.chat)
+        prompt_ids = parsed.encode(model_pair)
+        # Said before the prefill starts: a long prompt's reading showed only "Generating…" for minutes (issue 34).
+        reading = reading_note_for(model_pair, prompt_ids, len(parsed.lanes))
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield show_error(page, error, run_id)
         return
     lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
-    yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}…")
+    yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}… {reading}".strip())
     try:
         yield from page_updates(page, stream_run(parsed, model_pair, prompt_ids, run_id, pace_s), session, started)
     except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened

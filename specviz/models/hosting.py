@@ -17,6 +17,9 @@ Environment variables (`HostingPolicy.from_env` reads them at each load):
   Default: 2.
 - ``SPECVIZ_MAX_NEW_TOKENS``: most new tokens a run may ask for. Default: 256 on a Space, 512
   elsewhere.
+- ``SPECVIZ_MAX_PROMPT_TOKENS``: most prompt tokens (chat template included) a run may have the
+  target read; 0 means the models' own context length. Default: 2048 on a Space (a 6,000-word
+  prompt kept a CPU busy for minutes: issue 34), 0 elsewhere.
 - ``SPECVIZ_MAX_RUN_S``: seconds of wall time after which the app stops a run (both lanes
   together) and says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
 - ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy.
@@ -37,6 +40,7 @@ from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundErro
 from specviz.models.errors import ModelLoadError
 
 SPACE_MAX_MODEL_BYTES = 2_000_000_000
+SPACE_MAX_PROMPT_TOKENS = 2048
 DEFAULT_MAX_PAIRS = 2
 MAX_ID_LENGTH = 1024  # any longer is no model id, hub or local
 MAX_PART_LENGTH = 96  # the hub's limit for an owner or a name
@@ -57,6 +61,7 @@ class HostingPolicy:
     max_model_bytes: int = 0  # per hub model; 0: no cap
     max_cached_pairs: int = DEFAULT_MAX_PAIRS
     max_new_tokens: int = 512  # per run
+    max_prompt_tokens: int = 0  # per run in the app, chat template included; 0: the models' context length
     max_run_s: int = 0  # wall time per run in the app; 0: no limit
     queue_size: int = 64  # visitors waiting for the model; more get "busy, try again"
 
@@ -69,6 +74,8 @@ class HostingPolicy:
             max_model_bytes=read_count(environ, "SPECVIZ_MAX_MODEL_BYTES", SPACE_MAX_MODEL_BYTES if on_space else 0, 0),
             max_cached_pairs=read_count(environ, "SPECVIZ_MAX_PAIRS", DEFAULT_MAX_PAIRS, 1),
             max_new_tokens=read_count(environ, "SPECVIZ_MAX_NEW_TOKENS", 256 if on_space else 512, 1),
+            max_prompt_tokens=read_count(environ, "SPECVIZ_MAX_PROMPT_TOKENS",
+                                         SPACE_MAX_PROMPT_TOKENS if on_space else 0, 0),
             max_run_s=read_count(environ, "SPECVIZ_MAX_RUN_S", 120 if on_space else 0, 0),
             queue_size=read_count(environ, "SPECVIZ_QUEUE_SIZE", 16 if on_space else 64, 1),
         )

@@ -75,8 +75,9 @@ class ModelPair:
         messages = [{"role": "user", "content": prompt_text}]
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
-    def encode(self, prompt_text: str, chat: bool | None = None) -> list[int]:
-        """Prompt text → ids, with the messages a user needs for empty or too-long prompts."""
+    def encode(self, prompt_text: str, chat: bool | None = None, max_tokens: int = 0) -> list[int]:
+        """Prompt text → ids, with the messages a user needs for empty or too-long prompts; `max_tokens` is a
+        host's cap (hosting.HostingPolicy.max_prompt_tokens; 0: the context length alone)."""
         if not prompt_text or not prompt_text.strip():
             raise ValueError("the prompt is empty: type some text to continue")
         ids = self.tokenizer(self.format_prompt(prompt_text, chat), add_special_tokens=False)["input_ids"]
@@ -87,6 +88,12 @@ class ModelPair:
             raise ValueError(
                 f"the prompt is {len(ids)} tokens long{templated}, but these models see at most {self.context_length} "
                 f"tokens: shorten it to at most {self.context_length - 1} tokens"
+            )
+        if max_tokens and len(ids) > max_tokens:
+            templated = " (with the chat template)" if self.uses_chat(chat) else ""
+            raise ValueError(
+                f"the prompt is {len(ids):,} tokens long{templated}, and this server reads at most {max_tokens:,} prompt "
+                f"tokens a run, so every visitor gets a turn: shorten it, or run specviz on your own machine"
             )
         return ids
 

@@ -14,6 +14,7 @@ from specviz.decoding.config import MAX_GAMMA, DecodeConfig
 from specviz.models.pairs import ModelPair
 from specviz.analysis.payoff import Measurement, Payoff
 from specviz.analysis.trace import Trace
+from specviz.app.render.pieces import label_text
 
 MAX_SWEEP_GAMMAS = 16
 MAX_SWEEP_REPEATS = 5
@@ -44,7 +45,7 @@ def remember_labels(pair: ModelPair, trace: Trace, labels: dict[int, str]) -> No
     for event in trace.rounds:
         for token in event.drafted:
             if token.token_id not in labels:
-                labels[token.token_id] = pair.decode([token.token_id])
+                labels[token.token_id] = label_text(pair.decode, [], token.token_id)  # a lone byte: named, not "\ufffd"
 
 
 def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) -> Iterator[SweepProgress]:

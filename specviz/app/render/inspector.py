@@ -161,6 +161,12 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 
 
+# Where a round's tokens are pieces of characters, "(part of a character)" needs its reason (issue 34).
+PARTS_NOTE = ("Some tokens here are (part of a character): the tokenizer has no token for that character, so it spells "
+              "it in UTF-8 bytes over 2–4 tokens; the lane draws the character on the token that completes it, and a "
+              "piece can be kept or rejected like any token.")
+
+
 def inspector_html(run: RunView | None, round_index) -> str:
     event = find_round(run, round_index) if run else None
     if event is None:
@@ -187,7 +193,8 @@ def inspector_html(run: RunView | None, round_index) -> str:
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
         f"and kept {event.num_accepted}. {timing}.{rule}"
         f"{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
-        f"{' ' + escape_text(rivals_text(event, texts.drafted[0], texts.rivals, sentence=True)) + '.' if event.rivals and texts.rivals else ''}</p>"
+        f"{' ' + escape_text(rivals_text(event, texts.drafted[0], texts.rivals, sentence=True)) + '.' if event.rivals and texts.rivals else ''}"
+        f"{' ' + escape_text(PARTS_NOTE) if '' in (*texts.drafted, *texts.own) else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )
 

@@ -16,9 +16,10 @@ from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_inf
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
-    CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
+    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
     first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
+from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.analysis.run import Run
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count
@@ -41,6 +42,14 @@ class RoundTexts:
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
     rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
+    # hover lines on how a token's bytes join its neighbours' into characters (pieces.byte_note), by
+    # ("drafted" | "own", index); absent for tokens of whole characters
+    byte_notes: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def titled(self, role: str, index: int, title: str) -> str:
+        """A token's hover with its byte note first, where it has one."""
+        note = self.byte_notes.get((role, index))
+        return f"{note}\n{title}" if note else title
 
     @property
     def next_text(self) -> str:
@@ -90,38 +99,36 @@ class LaneView:
         self.trace.lane = self.lane
         self.committed_ids = list(self.prompt_ids)
 
-    def piece(self, decode: Decode, context_ids: Sequence[int], token_id: int) -> str:
-        """The text a token adds after its context (decoding alone loses leading spaces, split bytes)."""
-        context = list(context_ids[-CONTEXT_TOKENS:])
-        before = decode(context)
-        after = decode(context + [token_id])
-        return after[len(before) :] if after.startswith(before) else decode([token_id])
-
     def add(self, event: Event, decode: Decode) -> None:
         self.trace.add(event)
         if isinstance(event, PrefillEvent):
-            self.first_text = self.piece(decode, self.committed_ids, event.next_id)
+            first = token_piece(decode, self.committed_ids, event.next_id)
+            self.first_text = first.text
             self.committed_ids.append(event.next_id)
-            self.fragments.append(token_span(self.first_text, "target", "the target's first token (from the prompt's prefill)"))
+            title = f"{byte_note(first)}\nthe target's first token (from the prompt's prefill)".lstrip("\n")
+            self.fragments.append(token_span(first.text, "target", title))
         elif isinstance(event, RoundEvent):
             self.fragments.append(self.round_html(event, decode))
             self.committed_ids.extend(event.emitted_ids)
 
-    def token_text(self, event: RoundEvent, shown: ShownToken, num_own_before: int, decode: Decode) -> str:
+    def token_text(self, event: RoundEvent, shown: ShownToken, num_own_before: int, decode: Decode) -> Piece:
         """A drafted token reads after the drafts before it; a target token after what was kept."""
         if shown.draft_index is not None:
             context = self.committed_ids + [token.token_id for token in event.drafted[: shown.draft_index]]
         else:
             context = self.committed_ids + list(event.emitted_ids[: event.num_accepted + num_own_before])
-        return self.piece(decode, context, shown.token_id)
+        return token_piece(decode, context, shown.token_id)
 
     def round_texts_of(self, event: RoundEvent, decode: Decode) -> RoundTexts:
         """The text of every token of the round (and of its rival guesses), as each reads in place."""
         texts = RoundTexts([])
         for shown in event.shown_tokens():
-            text = self.token_text(event, shown, len(texts.own), decode)
-            (texts.drafted if shown.draft_index is not None else texts.own).append(text)
-        texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
+            piece = self.token_text(event, shown, len(texts.own), decode)
+            role, pieces = ("drafted", texts.drafted) if shown.draft_index is not None else ("own", texts.own)
+            if byte_note(piece):  # a token holding part of a character: its hover says how the pieces join
+                texts.byte_notes[(role, len(pieces))] = byte_note(piece)
+            pieces.append(piece.text)
+        texts.rivals = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.rivals]
         return texts
 
     def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:
@@ -139,7 +146,7 @@ class LaneView:
             reason = draft_reason(event, index, self.greedy, text, target_pick_text(event, index, texts))
             title = drafted_title(index, event.gamma, event.drafted[index], draft_verdict_text(event, index), reason,
                                   self.greedy)
-            spans = [token_span(text, kind, title, keep_breaks=kind not in STRUCK)]
+            spans = [token_span(text, kind, texts.titled("drafted", index, title), keep_breaks=kind not in STRUCK)]
         if index == 0 and event.rivals:
             spans.append(rivals_marker(event, text, texts.rivals))
         if index == event.gamma - 1:
@@ -156,7 +163,7 @@ class LaneView:
             if shown.draft_index is not None:
                 spans += self.draft_spans(event, shown.draft_index, shown.kind, texts)
             else:
-                title = own_title(event, self.lane, self.greedy, rejected_text)
+                title = texts.titled("own", num_own, own_title(event, self.lane, self.greedy, rejected_text))
                 spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK))
                 num_own += 1
         if self.lane in PLAIN_LANES:
@@ -171,16 +178,20 @@ class LaneView:
         if not event.details or event.num_accepted >= len(event.details):
             return
         detail = event.details[event.num_accepted]
+        drafted_ids = [token.token_id for token in event.drafted]
+        # A byte of a character is named by the character it makes in its place (pieces.label_text), not "�".
+        deciding = self.committed_ids + drafted_ids[: event.num_accepted]
         for token_id, _ in (*detail.draft_top, *detail.target_top, *detail.residual_top):
             if token_id not in self.labels:
-                self.labels[token_id] = decode([token_id])
+                self.labels[token_id] = label_text(decode, deciding, token_id)
         after_drafts = event.details[event.gamma] if len(event.details) > event.gamma else None
         if after_drafts is not None and after_drafts.target_top:
             favourite_id = after_drafts.target_top[0][0]
-            self.labels.setdefault(favourite_id, decode([favourite_id]))
-        for token in event.drafted:
-            self.labels.setdefault(token.token_id, decode([token.token_id]))
-        self.labels.setdefault(event.next_id, decode([event.next_id]))
+            self.labels.setdefault(favourite_id, label_text(decode, self.committed_ids + drafted_ids, favourite_id))
+        for index, token_id in enumerate(drafted_ids):
+            self.labels.setdefault(token_id, label_text(decode, self.committed_ids + drafted_ids[:index], token_id))
+        self.labels.setdefault(event.next_id, label_text(decode, self.committed_ids + list(event.emitted_ids[:-1]),
+                                                         event.next_id))
 
     @property
     def text(self) -> str:
@@ -304,6 +315,8 @@ def lane_status(trace: Trace, running: bool, max_new_tokens: int | None = None, 
         return stop_text(trace, max_new_tokens)
     if stopped:
         return "stopped" if trace.prefill else "not run (stopped)"
+    if running and not trace.prefill:  # a long prompt's prefill takes a while: say what the lane is doing
+        return "reading the prompt…"
     return "generating…" if running else "waiting"
 
 

@@ -9,7 +9,7 @@ from specviz.analysis.expectations import expect_here
 from specviz.analysis.payoff import Payoff, judge_run
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
-from specviz.app.render.lanes import RunView, stop_text
+from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tokens import escape_text
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
@@ -77,7 +77,8 @@ def identical_tokens(run: RunView) -> dict:
     }
 
 
-def lane_rows(traces: list[Trace], limit: int | None) -> list[tuple[str, list, str]]:
+def lane_rows(traces: list[Trace], limit: int | None, stopped: bool = False) -> list[tuple[str, list, str]]:
+    """The lanes table's rows; `stopped`: the run was stopped, so lanes still open say so, as their boxes do."""
     def each(fn, needs="prefill"):
         return [fn(trace) if (trace.rounds if needs == "rounds" else trace.prefill) else None for trace in traces]
 
@@ -92,11 +93,12 @@ def lane_rows(traces: list[Trace], limit: int | None) -> list[tuple[str, list, s
         ("draft forward passes", drafting(lambda t: t.num_draft_forwards), "d"),
         ("tokens per target call", each(lambda t: t.num_tokens / t.num_target_forwards if t.num_target_forwards else 0.0), ".2f"),
         ("acceptance α̂", drafting(lambda t: t.acceptance_rate), ".3f"),
-        ("why it stopped", [stop_text(trace, limit) for trace in traces], "s"),
+        ("why it stopped", [lane_status(trace, False, limit, stopped) if trace.finish or stopped else None
+                            for trace in traces], "s"),
     ]
 
 
-def lanes_table(run: RunView) -> str:
+def lanes_table(run: RunView, stopped: bool = False) -> str:
     names = list(run.lane_names)
     traces = [run.lane(name).trace for name in names]
     cell = 'style="padding:3px 12px;border-bottom:1px solid #eee;text-align:right"'
@@ -109,7 +111,7 @@ def lanes_table(run: RunView) -> str:
         f'<tr><td style="padding:3px 12px;border-bottom:1px solid #eee">{name}</td>'
         + "".join(f"<td {cell}>{fmt(value, spec)}</td>" for value in values)
         + "</tr>"
-        for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"))
+        for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"), stopped)
     )
     columns = "".join(f'<th {head} data-lane="{name}">{lane_info(name).label}</th>' for name in names)
     return (
@@ -318,12 +320,12 @@ def expectation_html() -> str:
     return f'<div class="expect-here" style="color:#555;margin-top:4px">{escape_text(expectation.text())}</div>'
 
 
-def stats_html(run: RunView | None, divergence_gap: float | None = None) -> str:
+def stats_html(run: RunView | None, divergence_gap: float | None = None, stopped: bool = False) -> str:
     if run is None or not run.baseline.trace.prefill:
         return f'<div class="stats" style="color:#999">Statistics appear once a run starts.{expectation_html()}</div>'
     comparison = comparison_of(run)
     theory = theory_table(run, comparison) if comparison else ""
     return (
         f'<div class="stats">{headline_html(run, comparison, divergence_gap)}{agreement_html(run, divergence_gap)}'
-        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run)}{theory}</div></div>'
+        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run, stopped)}{theory}</div></div>'
     )

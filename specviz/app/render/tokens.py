@@ -10,9 +10,9 @@ from __future__ import annotations
 import html
 
 from specviz.app.palette import TOKEN_STYLES
+from specviz.app.render.pieces import PART_LABEL
 from specviz.app.wording import every
 
-CONTEXT_TOKENS = 4  # ids decoded before a token to get its text in context (merged bytes, leading spaces)
 
 STRUCK = ("rejected", "unexamined")
 # A strike-through hides a lone "-", "," or "." entirely: such tokens get bolder glyphs and room.
@@ -21,6 +21,9 @@ SYMBOL_EMPHASIS = "font-weight:700;padding:0 3px;"
 # labels) rather than "·", which sits exactly where a strike-through runs.
 WHITESPACE_MARKS = {"\t": "⇥"}
 SPACE_MARK = "␣"
+# A token holding only the first bytes of a character (an emoji, an Arabic or CJK letter): the character itself
+# is drawn on the token that completes it, right after this mark.
+PART_MARK = '<span class="part" style="color:#888;font-size:11px">⋯</span>'
 LEGEND_ITEMS = (
     ("accepted", "accepted draft", "the target agreed (r < min(1, p/q))"),
     ("rejected", "rejected draft", "struck through: r ≥ min(1, p/q), thrown away"),
@@ -46,8 +49,8 @@ def escape_text(text: str) -> str:
 
 def visible_text(text: str, keep_breaks: bool = True) -> str:
     """Escaped token text with newlines drawn as ↵ (and kept as line breaks only if keep_breaks)."""
-    if text == "":
-        return '<span style="color:#999">∅</span>'
+    if text == "":  # a token with no whole character of its own: bytes the next token completes (pieces.py)
+        return PART_MARK
     if is_blank(text):
         return mark_whitespace(text)
     parts = []
@@ -74,13 +77,23 @@ def is_symbolic(text: str) -> bool:
     return text != "" and not any(char.isalnum() for char in text)
 
 
+def split_leading_spaces(text: str) -> tuple[str, str]:
+    """(leading spaces, the rest) of a token with more than spaces in it; ("", text) otherwise."""
+    rest = text.lstrip(" ")
+    return (text[: len(text) - len(rest)], rest) if rest and not is_blank(rest) else ("", text)
+
+
 def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra_class: str = "") -> str:
-    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken)."""
+    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken).
+
+    A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
+    after them, and inside the box that left an empty coloured chip at the end of the line (issue 34)."""
+    lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
     return (
-        f'<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;{emphasis}" '
-        f'title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
+        f'{lead}<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
+        f'{emphasis}" title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
     )
 
 
@@ -96,6 +109,10 @@ def legend_html() -> str:
     rivals_help = "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"
     items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{rivals_help}">'
               f'<sup style="color:#888;text-decoration:line-through">abc</sup> rival guesses</span>')
+    part_help = ("a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
+                 "the token after it completes the character and draws it")
+    items += (f'<span class="legend-part" style="white-space:nowrap;color:#555;margin-left:14px" title="{part_help}">'
+              f'{PART_MARK} part of a character</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
@@ -110,7 +127,10 @@ def r_text(token) -> str:
 
 
 def quoted(text: str) -> str:
-    """A token's text inside a sentence or a hover: quoted, its newlines and tabs drawn as marks."""
+    """A token's text inside a sentence or a hover: quoted, its newlines and tabs drawn as marks; a token of
+    bytes that make no whole character yet is named so."""
+    if text == "":
+        return PART_LABEL
     return "'" + text.replace("\n", "↵").replace("\t", "⇥") + "'"
 
 
@@ -118,12 +138,22 @@ def sure_text(token) -> str:
     """How sure the drafter was of its guess: its own probability for it (its softmax at temperature 1,
     which at temperature 0 is the top guess's), never the one-hot q greedy decoding turns it into; ""
     for a drafter with no probabilities (prompt lookup copies)."""
-    return "" if token.draft_confidence is None else f" (it was {token.draft_confidence:.0%} sure)"
+    return "" if token.draft_confidence is None else f" (the drafter was {token.draft_confidence:.0%} sure)"
 
 
 def target_sure_text(token) -> str:
-    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1)."""
-    return "" if getattr(token, "target_confidence", None) is None else f" (it was {token.target_confidence:.0%} sure)"
+    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1). Each
+    figure names its model: a kept draft's hover said "(it was 38% sure)" after "the target's own top pick",
+    where 38% was the drafter's and the target was 98% sure (issue 34)."""
+    return "" if getattr(token, "target_confidence", None) is None else f" (the target was {token.target_confidence:.0%} sure)"
+
+
+def both_sure_text(token) -> str:
+    """A kept draft is both models' pick: how sure each was, each named."""
+    target = getattr(token, "target_confidence", None)
+    if target is None or token.draft_confidence is None:
+        return target_sure_text(token) or sure_text(token)
+    return f" (the target was {target:.0%} sure, the drafter {token.draft_confidence:.0%})"
 
 
 def two_numbers(a: float, b: float) -> tuple[str, str]:
@@ -149,7 +179,7 @@ def draft_reason(event, index: int, greedy: bool, draft_text: str, target_pick_t
     if not greedy:
         return coin_text(token, verdict)
     if verdict == "accepted":
-        return f"kept: {quoted(draft_text)} was the target's own top pick here too{sure_text(token)}"
+        return f"kept: {quoted(draft_text)} was the target's own top pick here too{both_sure_text(token)}"
     pick = quoted(target_pick_text) if target_pick_text is not None else "another token"
     pick += target_sure_text(token) if target_pick_text is not None else ""
     return f"rejected: the target's own top pick here was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
@@ -251,6 +281,13 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
             f"and itself, never the others): {outcome}")
 
 
+def rival_text(text: str) -> str:
+    """A rival's text in the small struck marker; punctuation bolder and larger, else a rival "." was a
+    nearly invisible dot under the strike (issue 34)."""
+    shown = visible_text(text, keep_breaks=False)
+    return f'<b class="rival-symbol" style="font-size:14px;padding:0 2px">{shown}</b>' if is_symbolic(text) else shown
+
+
 def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
     """The rivals the target did not take, small and struck through after the guess in the text,
     explained on hover (the drafter's first pick, where a rival won, is drawn as a draft instead)."""
@@ -258,7 +295,7 @@ def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
     others = [text for i, text in enumerate(rival_texts) if i != skipped]
     if not others:
         return ""
-    struck = " ".join(visible_text(text, keep_breaks=False) for text in others)
+    struck = " ".join(rival_text(text) for text in others)
     return (f'<span class="rivals" title="{escape_text(rivals_text(event, chosen_text, rival_texts))}" '
             f'style="font-size:11px;color:#888;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
