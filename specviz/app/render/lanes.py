@@ -19,6 +19,7 @@ from specviz.app.render.tokens import (
     CONTEXT_TOKENS, LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
     first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
+from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count
@@ -41,6 +42,7 @@ class RoundTexts:
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
     rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
+    nodes: list[str] = field(default_factory=list)  # a tree round's entries (RoundEvent.tree), each after its ancestors
 
     @property
     def next_text(self) -> str:
@@ -122,6 +124,7 @@ class LaneView:
             text = self.token_text(event, shown, len(texts.own), decode)
             (texts.drafted if shown.draft_index is not None else texts.own).append(text)
         texts.rivals = [self.piece(decode, self.committed_ids, token.token_id) for token in event.rivals]
+        texts.nodes = node_texts(event, self.committed_ids, lambda context, token_id: self.piece(decode, context, token_id))
         return texts
 
     def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:
@@ -159,6 +162,7 @@ class LaneView:
                 title = own_title(event, self.lane, self.greedy, rejected_text)
                 spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK))
                 num_own += 1
+        spans.append(tree_mark(event))  # "" unless the round checked more than a chain
         if self.lane in PLAIN_LANES:
             return "".join(spans)
         self.remember_labels(event, decode)

@@ -96,6 +96,10 @@ def legend_html() -> str:
     rivals_help = "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"
     items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{rivals_help}">'
               f'<sup style="color:#888;text-decoration:line-through">abc</sup> rival guesses</span>')
+    tree_help = ("a draft tree: the round guessed several branches and the target checked them all in one pass; "
+                 "the number counts the branches, the text shows the path it kept")
+    items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{tree_help}">'
+              f'<sup style="color:#777;font-weight:600">3</sup> branches of a draft tree</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
