@@ -184,6 +184,6 @@ def tree_figure(event: RoundEvent, texts: Sequence[str], lines: Sequence[str], r
     figure.update_yaxes(visible=False, range=[-depth - 0.7, 0.5], row=1, col=1)
     figure.update_layout(title={"text": title, "font": {"size": 14}}, template="plotly_white",
                          margin={"l": 10, "r": 10, "b": 60}, hoverlabel={"align": "left"}, showlegend=True)
-    separate_title_and_legend(figure, legend_rows=1)
+    separate_title_and_legend(figure, legend_rows=2)  # five kinds wrap to two rows beside the table
     figure.update_layout(height=figure.layout.height + max(0, ROW_PX * (depth + 1) - HEIGHT + 90))  # deep trees grow
     return figure
