@@ -133,3 +133,32 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
     for event in tree_rounds(run):  # the lane draws the judged chain only, not the tree's other branches
         body = lane.split(f'data-round="{event.round_index + 1}">')[1].split('class="round-sep"')[0]
         assert body.count('class="tok ') == len(event.shown_tokens())
+
+
+def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
+    """Step mode runs the page's tree: a round's stages grow, verify under the mask, walk (each tried node with
+    the inspector's own why), the kept path, the target's own token, the caches; its chart is the tree."""
+    from specviz.app import step_lessons
+    from specviz.app.lab.step_mode import StepRun
+
+    pair = load_pair("tiny-code")
+    prompt = load_prompts(PRESETS["tiny-code"].prompts_file)[0]
+    prompt_ids = pair.encode(prompt.text, False)
+    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=24, temperature=1.0, drafter="model", seed=0)
+    step = StepRun(pair, prompt_ids, config)
+    view = render.RunView(prompt.text, prompt_ids, config.gamma, {"temperature": 1.0, "tree": 8}, lanes=("speculative",))
+    for event in step.start():
+        view.add(event, pair.decode)
+    for _ in range(6):
+        for event in step.advance():
+            view.add(event, pair.decode)
+    step.close()
+    event = next(event for event in view.speculative.trace.rounds if any(n.verdict == "rejected" for n in event.tree))
+    texts = view.speculative.round_texts[event.round_index]
+    stages = step_lessons.round_html(event, texts, view.speculative.labels, 0, "model", None, greedy=False)
+    names = re.findall(r'data-stage="(\w+)"', stages)
+    assert names == ["draft", "verify", "accept", "verdict", "correction", "rollback"], names
+    assert "tree mask" in stages and "Walk down the tree" in stages
+    rejected = next(i for i, node in enumerate(event.tree) if node.verdict == "rejected")
+    why = node_lines(event, texts.nodes, greedy=False)[rejected].split("\n")[1]
+    assert render.escape_text(why) in stages

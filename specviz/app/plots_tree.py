@@ -11,6 +11,7 @@ its children; `sees_matrix` is the tree mask (forward.tree_layout's rule, withou
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -104,6 +105,7 @@ def short_label(text: str, limit: int = 12) -> str:
     """A token's text as a short quoted axis label, its whitespace drawn as marks."""
     shown = text.replace("\n", "↵").replace("\t", "⇥")
     shown = shown.replace(" ", "␣") if shown.strip() == "" else shown
+    shown = re.sub(r" {2,}", lambda run: f"␣×{len(run.group())}", shown)  # indentation would widen the label
     return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")
 
 
