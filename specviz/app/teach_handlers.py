@@ -179,7 +179,7 @@ def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, s
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
-                                     time.perf_counter() - started, note, outside, start)
+                                     time.perf_counter() - started, note, outside, start, tally.wrong_words)
     return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
 
 
