@@ -1,10 +1,12 @@
 """A tree round on the page (issue 32 item 4), in a real browser: the page's tree setting at 8 on the
 tiny-code pair, greedy; the lane marks the rounds that checked a tree, a round opened in the inspector
-draws the tree and its mask, and a rejected node's hover says why (the target's own pick there)."""
+draws the tree and its mask, and a rejected node's hover says why (the target's own pick there); step mode
+tells a tree round in its stages beside the same figure."""
 
 from __future__ import annotations
 
 from tests.test_app_browser import choose, run_and_wait, set_number
+from tests.test_teach_browser import KEPT, choose_tiny_code, open_section
 
 OPEN_ROUND_MS = 15_000
 REJECTED = "rejected (struck)"  # plots_tree.KIND_NAMES["rejected"]: the rejected nodes' trace
@@ -64,3 +66,31 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     page.wait_for_selector("#chart-inspector .hoverlayer .hovertext", timeout=OPEN_ROUND_MS)
     hover = chart.locator(".hoverlayer").text_content()  # SVG: its text, each line a tspan
     assert "rejected: the target's own pick here is '" in hover, hover
+
+
+def test_step_mode_tells_tree_rounds_and_writes_a_normal_tree_runs_text(page):
+    """Step mode on the page's tree: each round's six stages, the tree and its mask as the chart, and, with
+    the same seed, the text a normal tree run wrote."""
+    choose_tiny_code(page, temperature=1.0)
+    page.locator("#drafting-options").get_by_text("Drafting and precision").click()
+    page.wait_for_selector("#tree", state="visible")
+    set_number(page, "tree", 8)
+    run_and_wait(page)
+    normal_text = "".join(page.locator(f"#lane-speculative :is({KEPT})").all_inner_texts())
+    assert normal_text and page.locator("#lane-speculative .tree-mark").count() > 0
+
+    open_section(page, "step-mode")
+    page.click("#step-start")
+    page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
+    for round_number in range(1, 40):
+        page.click("#step-next")
+        page.wait_for_selector(f'#step-status [data-round="{round_number}"]', timeout=30_000)
+        stages = page.locator("#step-stages .step-stage").evaluate_all("items => items.map(i => i.dataset.stage)")
+        if round_number == 1:  # a tree round (the first has room for one): its stages and its tree
+            assert stages == ["draft", "verify", "accept", "verdict", "correction", "rollback"], stages
+            assert "Walk down the tree" in page.locator("#step-stages").inner_text()
+            page.wait_for_selector("#chart-step .heatmaplayer .hm", timeout=OPEN_ROUND_MS)
+        if page.locator('#step-status [data-done="true"]').count():
+            break
+    step_text = "".join(page.locator(f"#step-lane :is({KEPT})").all_inner_texts())
+    assert step_text == normal_text  # same seed, same engine, same tree: the same text, round by round
