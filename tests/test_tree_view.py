@@ -11,6 +11,7 @@ import torch
 
 from specviz.analysis.bench import load_prompts
 from specviz.app import plots_tree, render
+import specviz.app.render.tree_round  # noqa: F401  (render.tree_round in the tests below)
 from specviz.app.palette import COLORS
 from specviz.app.render.tree_round import figure_words, node_lines, num_branches
 from specviz.decoding.config import DecodeConfig
@@ -162,3 +163,21 @@ def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
     rejected = next(i for i, node in enumerate(event.tree) if node.verdict == "rejected")
     why = node_lines(event, texts.nodes, greedy=False)[rejected].split("\n")[1]
     assert render.escape_text(why) in stages
+
+
+def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_says_so():
+    """The engine leaves the target's own token out of the tree where an accepted end-of-text ended the text:
+    the words, the table, the figure and step mode's stages say the text ended, never name a missing token."""
+    from specviz.app import step_tree
+    from specviz.decoding.events import RoundEvent, TreeNode
+
+    tree = (TreeNode(7, -1, 1, 0.6, "accepted", 0.9, 0.9, 0.1), TreeNode(8, -1, 1, 0.2, "unexamined"),
+            TreeNode(9, 0, 2, 0.5, "unexamined"))
+    event = RoundEvent("speculative", 2, 5, 2, (), 1, 0, "resample", (7,), 0.01, 0.02, 2, 1, tree=tree)
+    texts = ["<eos>", " a", " b"]
+    html = render.tree_round.tree_inspector_html(event, texts, greedy=False)
+    assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3
+    figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
+    assert figure.layout.title.text.endswith("the text ended there")
+    stages = step_tree.tree_stages(event, texts, greedy=False)
+    assert [name for name, _, _ in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]

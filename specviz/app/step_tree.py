@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from specviz.app.render.tokens import escape_text, inline_token
-from specviz.app.render.tree_round import drafted_nodes, node_lines, num_branches, own_line
+from specviz.app.render.tree_round import (
+    END_OF_TEXT_WORDS, drafted_nodes, node_lines, num_branches, own_index, own_line,
+)
 from specviz.app.step_drafting import listing, plain_token
 from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent
@@ -62,20 +64,27 @@ def settle_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     num_kept = sum(node.verdict == "accepted" for node in event.tree)
     moved = (f"the {count(num_kept, 'kept guess', 'kept guesses')}' entries move right behind the text and the other "
              "branches' are dropped" if num_kept else "no guess was kept, so every guess's entries are dropped")
+    own = own_index(event)
+    new = ("" if own is None else f" The new {inline_token(texts[own], event.tree[own].verdict)} is in no cache yet: "
+           "the next round feeds it first.")
     return (f"Committed {count(len(event.emitted_ids), 'token')}. The verify wrote every guess into the target's "
-            f"KV cache: {moved}, and the drafter's own caches keep the same path. The new "
-            f"{inline_token(texts[-1], event.tree[-1].verdict)} is in no cache yet: the next round feeds it first.")
+            f"KV cache: {moved}, and the drafter's own caches keep the same path.{new}")
 
 
 def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[tuple[str, str, str]]:
     """A tree round's stages for step mode: (name, title, body HTML)."""
-    own = event.tree[-1]
+    own = own_index(event)
+    if own is None:  # an accepted end-of-text ended the text inside the round
+        correction = ("correction", "The end of the text", f"{END_OF_TEXT_WORDS[0].upper()}{END_OF_TEXT_WORDS[1:]}.")
+    else:
+        correction = ("correction", "Bonus" if event.tree[own].verdict == "bonus" else "The target's own token",
+                      f"{inline_token(texts[own], event.tree[own].verdict)}: "
+                      f"{escape_text(own_line(event, own, texts, greedy))}.")
     return [
         ("draft", "Draft a tree", grow_sentence(event, texts)),
         ("verify", "Verify every branch in one pass", verify_sentence(event)),
         ("accept", "Walk down the tree", walk_list(event, texts, greedy)),
         ("verdict", "Verdict", kept_sentence(event, texts)),
-        ("correction", "Bonus" if own.verdict == "bonus" else "The target's own token",
-         f"{inline_token(texts[-1], own.verdict)}: {escape_text(own_line(event, len(event.tree) - 1, texts, greedy))}."),
+        correction,
         ("rollback", "Settle the caches", settle_sentence(event, texts)),
     ]

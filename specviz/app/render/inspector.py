@@ -11,7 +11,7 @@ from specviz.app.render.tokens import (
     first_pick_index, first_pick_title, guess_rank, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
     sure_text, target_sure_text, token_span,
 )
-from specviz.app.render.tree_round import tree_inspector_html
+from specviz.app.render.tree_round import drafted_nodes, tree_inspector_html
 from specviz.app.wording import count, every
 
 
@@ -21,7 +21,7 @@ def round_label(event: RoundEvent, texts: RoundTexts | None) -> str:
     ending = "bonus" if event.next_kind == "bonus" else "resampled"
     shown = f" {short(texts.next_text)}" if texts else ""
     if event.tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
-        return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(event.tree) - 1}, {ending}{shown}"
+        return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(drafted_nodes(event))}, {ending}{shown}"
     return f"round {event.round_index + 1}: {event.num_accepted}/{event.gamma} accepted, {ending}{shown}"
 
 

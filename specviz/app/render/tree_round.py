@@ -39,6 +39,14 @@ def node_texts(event: RoundEvent, committed_ids: list[int], piece: Piece) -> lis
             for i, node in enumerate(nodes)]
 
 
+END_OF_TEXT_WORDS = "the text ended at an accepted end-of-text token, so the target's own token was not kept"
+
+
+def own_index(event: RoundEvent) -> int | None:
+    """The target's own token's entry (the tree's last); None where an accepted end-of-text ended the round."""
+    return len(event.tree) - 1 if event.tree and event.tree[-1].verdict in ("resample", "bonus") else None
+
+
 def drafted_nodes(event: RoundEvent) -> list[int]:
     return [i for i, node in enumerate(event.tree) if node.verdict not in ("resample", "bonus")]
 
@@ -160,10 +168,11 @@ def kept_text(event: RoundEvent, texts: Sequence[str]) -> str:
 
 
 def tree_title(event: RoundEvent, texts: Sequence[str]) -> str:
-    own = event.tree[-1]
-    how = "bonus" if own.verdict == "bonus" else "the target's own"
+    own = own_index(event)
+    ending = ("; the text ended there" if own is None else
+              f", then {'bonus' if event.tree[own].verdict == 'bonus' else 'the target' + chr(39) + 's own'} {quoted(texts[own])}")
     return (f"Round {event.round_index + 1}: {count(len(drafted_nodes(event)), 'guess', 'guesses')} on "
-            f"{num_branches(event)} branches; kept {kept_text(event, texts)}, then {how} {quoted(texts[-1])}")
+            f"{num_branches(event)} branches; kept {kept_text(event, texts)}{ending}")
 
 
 def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
@@ -181,7 +190,9 @@ def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
 
 def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     """Q1 and Q2 for the round's deciding node, before the table."""
-    own = len(event.tree) - 1
+    own = own_index(event)
+    if own is None:
+        return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."
     failed = [i for i in drafted_nodes(event) if event.tree[i].parent == event.tree[own].parent
               and event.tree[i].verdict == "rejected"]
     where = f"Where did {quoted(texts[own])} come from? It is {own_line(event, own, texts, greedy)}."
