@@ -55,6 +55,22 @@ def final_tally(pair: ModelPair, wrong_rule: bool) -> exactness.LabTally:
 # --- the exactness lab ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(180)
+def test_the_tree_rule_passes_and_typical_acceptance_is_caught(overconfident_pair):
+    """With a draft tree the lab runs the exact walk (sampling.accept_tree) and, as its wrong rule, Medusa's
+    typical acceptance, which keeps the drafter's first plausible guess with no coin: caught."""
+    config = DecodeConfig(gamma=2, tree=4, temperature=1.0, seed=0)
+    tallies = {}
+    for wrong in (False, True):
+        for tally in exactness.run_lab(overconfident_pair, LAB_PROMPT, config, LAB_DRAWS, wrong):
+            pass
+        tallies[wrong] = tally
+    assert tallies[True].wrong_words == "Medusa's typical acceptance on the tree"
+    assert tallies[False].p_value("speculative") > 0.01
+    assert tallies[True].p_value("baseline") == tallies[False].p_value("baseline")
+    assert tallies[True].p_value("speculative") < 0.01
+
+
 @pytest.mark.timeout(60)
 def test_real_rule_passes_and_wrong_rule_is_caught(overconfident_pair):
     real = final_tally(overconfident_pair, wrong_rule=False)

@@ -58,12 +58,12 @@ def lab_start_html(lead_text: str, skipped_text: str, skipped_prob: float) -> st
 
 def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, float | None], num_bins: int,
                     wrong_rule: bool, elapsed_s: float, note: str = "", outside: Mapping[str, int] | None = None,
-                    start: str = "") -> str:
+                    start: str = "", wrong_words: str = "resample from p") -> str:
     """Progress, then one verdict per lane against the threshold (with its bars outside their whiskers,
     `outside`), and where the lab tests (`start`, lab_start_html); data attributes carry the numbers."""
     done = num_done >= num_planned
     outside = outside or {}
-    speculative = "Speculative decoding, WRONG rule (resample from p)" if wrong_rule else "Speculative decoding"
+    speculative = f"Speculative decoding, WRONG rule ({wrong_words})" if wrong_rule else "Speculative decoding"
     items = "".join(
         f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}" '
         f'data-outside="{outside.get(lane, 0)}">{lane_verdict(name, p, outside.get(lane), num_bins)}</li>'

@@ -18,6 +18,7 @@ from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, pr
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
 from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
+from specviz.app.step_tree import tree_stages
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
     from specviz.app.lab.step_mode import DraftRoom
@@ -62,6 +63,8 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     heading = f"Round {event.round_index + 1}"
     if event.gamma == 0:
         return stages_html(plain_step_stages(event, texts, drafter), heading)
+    if event.tree and texts.nodes:  # a tree round: its own stages, each node's why as the inspector says it
+        return stages_html(tree_stages(event, texts.nodes, greedy), heading)
     rivals = [("rivals", "Rival guesses", rivals_sentence(event, texts))] if event.rivals and texts.rivals else []
     stages = [
         ("draft", "Draft", draft_sentence(event, texts, drafter, room)),

@@ -16,7 +16,8 @@ from typing import Iterator, Sequence
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_confidence, plots_teach, render, step_lessons
+from specviz.app import lessons, plots, plots_confidence, plots_teach, plots_tree, render, step_lessons
+from specviz.app.render.tree_round import figure_words
 from specviz.app.lab import exactness, step_mode, sweep
 from specviz.app.live import record_stop, stop_presses
 from specviz.app.request import POLICY, Request, describe_error, whole_number
@@ -114,6 +115,8 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
                                          session.run.draft_room(event), greedy=session.lane.greedy)
         chart = (plots.decision_distributions(event, session.lane.labels, greedy=session.lane.greedy) if event.gamma
                  else empty_step_chart())
+        if event.tree and texts.nodes:  # a tree round: the inspector's tree beside its mask
+            chart = plots_tree.tree_figure(event, **figure_words(event, texts.nodes, session.lane.greedy))
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
         stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
@@ -176,7 +179,7 @@ def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, s
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
-                                     time.perf_counter() - started, note, outside, start)
+                                     time.perf_counter() - started, note, outside, start, tally.wrong_words)
     return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
 
 

@@ -170,12 +170,14 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
             "settings above, and compares the first two new tokens of each lane with the target's exact "
             "distribution, computed from its logits. Token 1 is the target's own sample in both lanes; token 2 is "
             "the first token a speculative round decides. Switch on the **wrong rule** (resample from p instead of "
-            "norm(max(0, p − q))) and watch the speculative histogram drift and its p-value collapse."
+            "norm(max(0, p − q)); with a draft tree, Medusa's typical acceptance: keep the first guess the target "
+            "finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
         )
         with gr.Row():
             num_draws = gr.Slider(exactness.MIN_DRAWS, exactness.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
                                   label="N: draws per lane", elem_id="lab-n")
-            wrong_rule = gr.Checkbox(value=False, label="WRONG rule: resample from p at a rejection", elem_id="lab-wrong")
+            wrong_rule = gr.Checkbox(value=False, label="WRONG rule: resample from p at a rejection (with a draft "
+                                     "tree: Medusa's typical acceptance)", elem_id="lab-wrong")
         with gr.Row():
             example_button = gr.Button("Example: a setting where the wrong rule is caught", elem_id="lab-example",
                                        size="sm", scale=0)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, render
+from specviz.app import plots, plots_confidence, plots_tree, render
+from specviz.app.render.tree_round import figure_words
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
@@ -123,6 +124,10 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
     event = render.find_round(run, round_index) if run else None
     if event is None:
         return render.inspector_html(None, None), plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round")
+    texts = run.speculative.round_texts.get(event.round_index)
+    if event.tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
+        words = figure_words(event, texts.nodes, run.speculative.greedy)
+        return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words)
     return render.inspector_html(run, round_index), plots.decision_distributions(event, run.speculative.labels,
                                                                                  greedy=run.speculative.greedy)
 

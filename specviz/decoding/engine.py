@@ -33,8 +33,8 @@ from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions,
                                       row_confidences, target_forward)
-from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
-from specviz.decoding.tree import draft_tree, settle_tree, verify_tree
+from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
+from specviz.decoding.tree import TreeRule, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
@@ -200,11 +200,13 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
     return ids, new_ids
 
 
-def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule) -> tuple[Callable, Callable, Callable]:
+def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule,
+                tree_rule: TreeRule = accept_tree) -> tuple[Callable, Callable, Callable]:
     """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
     and the drafter grows trees, else a chain's (with rivals, a one-level tree, where it asks for them)."""
     if config.tree and hasattr(drafter, "propose_tree"):
-        return functools.partial(draft_tree, budget=config.tree), verify_tree, settle_tree
+        verify = functools.partial(verify_tree, tree_rule=tree_rule)
+        return functools.partial(draft_tree, budget=config.tree), verify, settle_tree
     return draft_round, functools.partial(verify_round, accept_rule=accept_rule), settle_round
 
 
@@ -247,12 +249,13 @@ def speculative_decode(
     drafter: DrafterFactory | None = None,
     accept_rule: AcceptRule = accept_or_resample,
     lane: str = "speculative",
+    tree_rule: TreeRule = accept_tree,
 ) -> Iterator[Event]:
     """Exact speculative decoding: output distributed exactly as the target's (greedy: identical).
 
     The drafter is config.drafter's from the registry unless a factory is given (tests record
-    with one). `accept_rule` is the verification step; only the exactness lab swaps it, for a
-    deliberately wrong rule the learner can watch fail.
+    with one). `accept_rule` is the verification step (`tree_rule` a tree round's); only the exactness lab
+    swaps them, for a deliberately wrong rule the learner can watch fail.
     """
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     if drafter is None:
@@ -272,7 +275,7 @@ def speculative_decode(
         yield FinishEvent(lane, "eos", 1)
         return
 
-    draft, verify, settle = round_steps(config, drafter, accept_rule)
+    draft, verify, settle = round_steps(config, drafter, accept_rule, tree_rule)
     round_index = 0
     planned_gamma = config.gamma
     while num_generated < budget:

@@ -48,6 +48,9 @@ class DraftTree:
 EMPTY_TREE = DraftTree(torch.empty(0, dtype=torch.long), (), (), (), 0)
 # The drafter's logits (K, vocab) for a frontier: its token ids and each one's parent slot (-1: the root).
 ExpandFn = Callable[[list[int], list[int]], torch.Tensor]
+# The walk down a verified tree: (node ids, parents, q per node or None, target probs (1+N, vocab), generator);
+# sampling.accept_tree, or in the exactness lab a deliberately wrong rule.
+TreeRule = Callable[..., TreeVerdict]
 
 
 def top_children(logits: torch.Tensor, width: int) -> list[list[tuple[int, float]]]:
@@ -190,13 +193,13 @@ class VerifiedTree:
 
 
 def verify_tree(pair: ModelPair, drafter, ids: torch.Tensor, tree: DraftTree, target_cache: DynamicCache,
-                to_probs: ProbsFn, generator: torch.Generator) -> VerifiedTree:
+                to_probs: ProbsFn, generator: torch.Generator, tree_rule: TreeRule = accept_tree) -> VerifiedTree:
     """One target forward over the last committed id and the tree's nodes, then the walk down it."""
     num_nodes = tree.node_ids.shape[0]
     verify_ids = torch.cat([ids, tree.node_ids.view(1, -1)], dim=1)  # (1, n+N)
     target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=tree.parents)[-1 - num_nodes :]
     target_probs = to_probs(target_logits.to(pair.device))  # (1+N, vocab)
-    verdict = accept_tree(tree.node_ids, tree.parents, None, target_probs, generator)
+    verdict = tree_rule(tree.node_ids, tree.parents, None, target_probs, generator)
     return VerifiedTree(tree, target_logits, target_probs, verdict)
 
 

@@ -8,7 +8,8 @@ probability p(t1)·p(t2 | t1) takes one batched target forward. Where the target
 that pair (a chat answer's "The capital"), the histogram would be one bar: the lab then adds the
 target's own greedy start to the prompt, up to where it is unsure (`unsure_lead`). `resample_from_target` is the
 classic mistake (resampling from p instead of norm(max(0, p − q))), for the learner to watch
-fail; it is the only lab-only code on the sampling path.
+fail; it and a tree's wrong rule (typical.typical_acceptance, Medusa's) are the only lab-only code on the
+sampling path.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import AcceptRule, autoregressive_decode, speculative_decode
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
-from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, sample
+from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
+from specviz.decoding.tree import TreeRule
+from specviz.app.lab.typical import WRONG_TREE_WORDS, typical_acceptance
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
@@ -70,6 +73,16 @@ def accept_rule_for(wrong_rule: bool) -> AcceptRule:
     return resample_from_target if wrong_rule else accept_or_resample
 
 
+def tree_rule_for(wrong_rule: bool) -> TreeRule:
+    """A tree round's rule: the exact walk, or its wrong counterpart (typical.typical_acceptance)."""
+    return typical_acceptance if wrong_rule else accept_tree
+
+
+def wrong_rule_words(config: DecodeConfig) -> str:
+    """What the wrong rule is in this run: a chain's resample from p, or a tree's typical acceptance."""
+    return WRONG_TREE_WORDS if config.tree else "resample from p"
+
+
 # --- drawing ----------------------------------------------------------------------------------------
 
 
@@ -78,11 +91,11 @@ def lab_config(config: DecodeConfig, seed: int) -> DecodeConfig:
 
     Token 2 is decided by the first round, so a draw stops there; 2 + γ new tokens let that
     round draft all γ (the engine drafts fewer near max_new_tokens). EOS does not stop a draw:
-    the pair (EOS, next) is as much the target's as any other. A chain (tree 0) whatever the page's tree
-    budget: the wrong rule swaps a chain's rule, and the tree's counterpart is still to come (issue 32).
+    the pair (EOS, next) is as much the target's as any other. The page's tree budget too: a tree's first
+    round decides token 2 by the tree's walk (and the wrong rule is then the tree's, typical acceptance).
     """
     return replace(config, max_new_tokens=2 + config.gamma, stop_at_eos=False, inspect=False,
-                   seed=seed % SEED_MODULUS, tree=0)
+                   seed=seed % SEED_MODULUS)
 
 
 def first_two_ids(events: Generator[Event, None, None]) -> Outcome:
@@ -100,11 +113,11 @@ def first_two_ids(events: Generator[Event, None, None]) -> Outcome:
 
 
 def draw_outcome(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str,
-                 accept_rule: AcceptRule = accept_or_resample) -> Outcome:
+                 accept_rule: AcceptRule = accept_or_resample, tree_rule: TreeRule = accept_tree) -> Outcome:
     """The first two tokens of one lane's run, with the config's seed."""
     if lane == "baseline":
         return first_two_ids(autoregressive_decode(pair, prompt_ids, config))
-    return first_two_ids(speculative_decode(pair, prompt_ids, config, accept_rule=accept_rule))
+    return first_two_ids(speculative_decode(pair, prompt_ids, config, accept_rule=accept_rule, tree_rule=tree_rule))
 
 
 # --- the exact distribution -------------------------------------------------------------------------
@@ -269,6 +282,7 @@ class LabTally:
     bins: Bins
     num_planned: int
     start: LabStart = field(default_factory=LabStart)
+    wrong_words: str = "resample from p"  # what the wrong rule is in this run (wrong_rule_words)
     counts: dict[str, list[int]] = field(default_factory=dict)
     outside: dict[str, int] = field(default_factory=dict)  # draws of probability 0 (must stay 0)
 
@@ -314,13 +328,13 @@ def run_lab(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, num_dr
     check_lab(config, num_draws)
     start, prompt_ids, (first_ids, joint) = choose_start(pair, prompt_ids, config,
                                                          exact_first_two(pair, prompt_ids, config))
-    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start)
-    accept_rule = accept_rule_for(wrong_rule)
+    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start, wrong_words=wrong_rule_words(config))
+    accept_rule, tree_rule = accept_rule_for(wrong_rule), tree_rule_for(wrong_rule)
     yield tally
     for index in range(num_draws):
         draw_config = lab_config(config, config.seed + index)
         for lane in LANES:
-            tally.add(lane, draw_outcome(pair, prompt_ids, draw_config, lane, accept_rule))
+            tally.add(lane, draw_outcome(pair, prompt_ids, draw_config, lane, accept_rule, tree_rule))
         yield tally
 
 

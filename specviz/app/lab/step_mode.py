@@ -3,7 +3,7 @@ round of the engine's own generator."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from specviz.decoding.config import DecodeConfig, next_gamma
 from specviz.decoding.engine import context_budget, speculative_decode
@@ -49,7 +49,6 @@ class StepRun:
     """
 
     def __init__(self, pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
-        config = replace(config, tree=0)  # its stages narrate a chain; drawing a round's tree is still to come (issue 32)
         self.events = speculative_decode(pair, prompt_ids, config)
         self.budget = context_budget(pair, len(prompt_ids), config)  # raises the prompt's message early
         self.config = config

@@ -11,6 +11,7 @@ from specviz.app.render.tokens import (
     first_pick_index, first_pick_title, guess_rank, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
     sure_text, target_sure_text, token_span,
 )
+from specviz.app.render.tree_round import drafted_nodes, tree_inspector_html
 from specviz.app.wording import count, every
 
 
@@ -19,6 +20,8 @@ def round_label(event: RoundEvent, texts: RoundTexts | None) -> str:
         return f"round {event.round_index + 1}: {event.num_kept_drafts}/{event.gamma} kept, {END_OF_TEXT}"
     ending = "bonus" if event.next_kind == "bonus" else "resampled"
     shown = f" {short(texts.next_text)}" if texts else ""
+    if event.tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
+        return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(drafted_nodes(event))}, {ending}{shown}"
     return f"round {event.round_index + 1}: {event.num_accepted}/{event.gamma} accepted, {ending}{shown}"
 
 
@@ -173,6 +176,8 @@ def inspector_html(run: RunView | None, round_index) -> str:
         return '<div class="inspector" style="color:#999">Pick a round after a run.</div>'
     texts = run.speculative.round_texts.get(event.round_index, RoundTexts([]))
     greedy = run.speculative.greedy
+    if event.tree and texts.nodes:
+        return tree_inspector_html(event, texts.nodes, greedy)
     rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
     rows = draft_rows(event, texts, greedy)
     if len(event.emitted_ids) > event.num_accepted:

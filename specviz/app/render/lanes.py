@@ -20,6 +20,7 @@ from specviz.app.render.tokens import (
     first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
+from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count
@@ -42,6 +43,7 @@ class RoundTexts:
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
     rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
+    nodes: list[str] = field(default_factory=list)  # a tree round's entries (RoundEvent.tree), each after its ancestors
     # hover lines on how a token's bytes join its neighbours' into characters (pieces.byte_note), by
     # ("drafted" | "own", index); absent for tokens of whole characters
     byte_notes: dict[tuple[str, int], str] = field(default_factory=dict)
@@ -129,6 +131,7 @@ class LaneView:
                 texts.byte_notes[(role, len(pieces))] = byte_note(piece)
             pieces.append(piece.text)
         texts.rivals = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.rivals]
+        texts.nodes = node_texts(event, self.committed_ids, lambda context, token_id: token_piece(decode, context, token_id).text)
         return texts
 
     def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:
@@ -166,6 +169,7 @@ class LaneView:
                 title = texts.titled("own", num_own, own_title(event, self.lane, self.greedy, rejected_text))
                 spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK))
                 num_own += 1
+        spans.append(tree_mark(event))  # "" unless the round checked more than a chain
         if self.lane in PLAIN_LANES:
             return "".join(spans)
         self.remember_labels(event, decode)

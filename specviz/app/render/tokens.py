@@ -113,6 +113,10 @@ def legend_html() -> str:
                  "the token after it completes the character and draws it")
     items += (f'<span class="legend-part" style="white-space:nowrap;color:#555;margin-left:14px" title="{part_help}">'
               f'{PART_MARK} part of a character</span>')
+    tree_help = ("a draft tree: the round guessed several branches and the target checked them all in one pass; "
+                 "the number counts the branches, the text shows the path it kept")
+    items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{tree_help}">'
+              f'<sup style="color:#777;font-weight:600">3</sup> branches of a draft tree</span>')
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 

@@ -1,0 +1,235 @@
+"""A tree round in words (issue 32): each node's plain line (why it was kept, rejected or never
+examined; where the target's own token came from), the inspector's summary and table of the tree,
+and the lane's small mark on a round that checked more than a chain. The figure
+(specviz.app.plots_tree) hovers with these same lines.
+
+A tree round's event (RoundEvent.tree) lists every drafted node with its parent, depth, the
+drafter's probability and its verdict, then the target's own token below the kept path.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from specviz.app.render.tokens import escape_text, prob, quoted, token_span
+from specviz.app.wording import count
+from specviz.decoding.events import RoundEvent, TreeNode
+
+ROOT = -1
+# (context ids, token id) → the token's text after that context (render.pieces.token_piece with its decode).
+Piece = Callable[[list[int], int], str]
+TREE_MARK_HELP = ("a draft tree: the round guessed several branches and the target checked every one in the same "
+                  "pass; the text shows the path it kept (open the round in the inspector to see the tree)")
+
+
+def ancestors(nodes: Sequence[TreeNode], index: int) -> list[int]:
+    """The entries above `index`, from depth 1 down (not the entry itself)."""
+    chain = []
+    parent = nodes[index].parent
+    while parent != ROOT:
+        chain.append(parent)
+        parent = nodes[parent].parent
+    return chain[::-1]
+
+
+def node_texts(event: RoundEvent, committed_ids: list[int], piece: Piece) -> list[str]:
+    """The text of each entry of event.tree, read after the text and its own ancestors."""
+    nodes = event.tree
+    return [piece(committed_ids + [nodes[a].token_id for a in ancestors(nodes, i)], node.token_id)
+            for i, node in enumerate(nodes)]
+
+
+END_OF_TEXT_WORDS = "the text ended at an accepted end-of-text token, so the target's own token was not kept"
+
+
+def own_index(event: RoundEvent) -> int | None:
+    """The target's own token's entry (the tree's last); None where an accepted end-of-text ended the round."""
+    return len(event.tree) - 1 if event.tree and event.tree[-1].verdict in ("resample", "bonus") else None
+
+
+def drafted_nodes(event: RoundEvent) -> list[int]:
+    return [i for i, node in enumerate(event.tree) if node.verdict not in ("resample", "bonus")]
+
+
+def num_branches(event: RoundEvent) -> int:
+    """Root-to-leaf paths among the drafted nodes: how many ways the round guessed on (a chain has one)."""
+    drafted = drafted_nodes(event)
+    parents = {event.tree[i].parent for i in drafted}
+    return sum(i not in parents for i in drafted)
+
+
+def tree_mark(event: RoundEvent) -> str:
+    """The lane's mark after a round that checked more than a chain: its branch count, small, explained on hover."""
+    if not event.tree or num_branches(event) < 2:
+        return ""
+    title = f"{count(len(drafted_nodes(event)), 'guess', 'guesses')} on {num_branches(event)} branches: {TREE_MARK_HELP}"
+    return (f'<sup class="tree-mark" title="{escape_text(title)}" style="font-size:10px;color:#777;'
+            f'font-weight:600;margin-left:1px">{num_branches(event)}</sup>')
+
+
+def taken_child(nodes: Sequence[TreeNode], parent: int) -> int | None:
+    """The entry the walk went on with below `parent`: its accepted child, else the target's own token there."""
+    for i, node in enumerate(nodes):
+        if node.parent == parent and node.verdict in ("accepted", "resample", "bonus"):
+            return i
+    return None
+
+
+def after_text(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> str:
+    parent = nodes[index].parent
+    return "right after the text" if parent == ROOT else f"after {quoted(texts[parent])}"
+
+
+def tried_before(nodes: Sequence[TreeNode], index: int) -> list[int]:
+    """The siblings the walk tried (and rejected) before this node."""
+    parent = nodes[index].parent
+    return [i for i in range(index) if nodes[i].parent == parent and nodes[i].verdict == "rejected"]
+
+
+def rejected_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str], greedy: bool) -> str:
+    node = nodes[index]
+    if greedy:
+        pick = taken_child(nodes, node.parent)
+        pick_text = quoted(texts[pick]) if pick is not None else "another token"
+        return (f"rejected: the target's own pick here is {pick_text}; the drafter guessed {quoted(texts[index])} "
+                f"(it gave it {node.draft_prob:.0%})")
+    earlier = tried_before(nodes, index)
+    renorm = (f", p′ being p with {', '.join(quoted(texts[i]) for i in earlier)} (rejected before it) set to 0 and "
+              "renormalised" if earlier else "")
+    return (f"rejected: tried with p′(x) = {prob(node.accept_prob)} (p(x) = {prob(node.target_prob)}{renorm}); "
+            f"the coin r = {node.r:.3f} was above it")
+
+
+def unexamined_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> str:
+    """Why the walk never tried a node: the deepest ancestor (or the node itself) that hung off the kept
+    path was rejected, or a sibling of it was taken first."""
+    branch = index
+    while nodes[branch].parent != ROOT and nodes[nodes[branch].parent].verdict != "accepted":
+        branch = nodes[branch].parent
+    if nodes[branch].verdict == "rejected":
+        return (f"not examined: {quoted(texts[branch])} above it was rejected, so the walk never came down this "
+                "branch (the target's pass computed it with the rest, and it was dropped)")
+    taken = taken_child(nodes, nodes[branch].parent)
+    taken_text = quoted(texts[taken]) if taken is not None else "an earlier guess"
+    if branch == index:
+        return (f"not examined: the target took {taken_text}, tried before it at this step, and the walk went on "
+                f"below {taken_text}; this guess was never tried and was dropped")
+    return (f"not examined: {quoted(texts[branch])} above it was never tried (the target took {taken_text} "
+            "before it), so the walk never came down this branch; it was dropped")
+
+
+def own_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
+    """Where the target's own token (the tree's last entry) came from."""
+    nodes = event.tree
+    node = nodes[index]
+    where = after_text(nodes, index, texts)
+    if node.verdict == "bonus":
+        source = "its own pick" if greedy else "sampled from p"
+        return (f"bonus {where}: the kept path ends at a leaf, every guess on it accepted, so the same target pass "
+                f"gives one more token for free: {source}")
+    failed = [i for i in drafted_nodes(event) if nodes[i].parent == node.parent and nodes[i].verdict == "rejected"]
+    guesses = ", ".join(quoted(texts[i]) for i in failed) or "none"
+    if greedy:
+        return (f"the target's own pick {where}: none of the guesses there ({guesses}) was its pick, so it wrote "
+                "its top token itself (at temperature 0 the target writes its own where every guess fails)")
+    return (f"resampled {where} from p′: the target's p there with each rejected guess ({guesses}) set to 0 and "
+            "renormalised, so the text stays exactly the target's")
+
+
+def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
+    """The plain line for one entry of event.tree, the same in the figure's hover and the inspector's table."""
+    nodes = event.tree
+    node = nodes[index]
+    if node.verdict in ("resample", "bonus"):
+        return f"{quoted(texts[index])}\n{own_line(event, index, texts, greedy)}"
+    head = f"{quoted(texts[index])} · depth {node.depth}, {after_text(nodes, index, texts)} · the drafter gave it {node.draft_prob:.0%}"
+    if node.verdict == "accepted":
+        why = (f"kept: {quoted(texts[index])} is the target's own pick here too" if greedy else
+               f"accepted: tried with p′(x) = {prob(node.accept_prob)}; the coin r = {node.r:.3f} fell below it")
+    elif node.verdict == "rejected":
+        why = rejected_line(nodes, index, texts, greedy)
+    else:
+        why = unexamined_line(nodes, index, texts)
+    return f"{head}\n{why}"
+
+
+def node_lines(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[str]:
+    return [node_line(event, i, texts, greedy) for i in range(len(event.tree))]
+
+
+def root_line(event: RoundEvent) -> str:
+    return (f"the text so far: every guess of depth 1 follows it; the target's one pass checked all "
+            f"{len(drafted_nodes(event))} guesses at once")
+
+
+def kept_text(event: RoundEvent, texts: Sequence[str]) -> str:
+    path = [i for i, node in enumerate(event.tree) if node.verdict == "accepted"]
+    return " ".join(quoted(texts[i]) for i in path) or "no guess"
+
+
+def tree_title(event: RoundEvent, texts: Sequence[str]) -> str:
+    own = own_index(event)
+    ending = ("; the text ended there" if own is None else
+              f", then {'bonus' if event.tree[own].verdict == 'bonus' else 'the target' + chr(39) + 's own'} {quoted(texts[own])}")
+    return (f"Round {event.round_index + 1}: {count(len(drafted_nodes(event)), 'guess', 'guesses')} on "
+            f"{num_branches(event)} branches; kept {kept_text(event, texts)}{ending}")
+
+
+def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
+    drafted = drafted_nodes(event)
+    depth = max(event.tree[i].depth for i in drafted)
+    num_kept = sum(event.tree[i].verdict == "accepted" for i in drafted)
+    return (f"Round {event.round_index + 1}: the drafter proposed a tree of {count(len(drafted), 'guess', 'guesses')} "
+            f"on {num_branches(event)} branches, up to {depth} deep; the target checked every one in one forward pass "
+            f"(the mask beside it: each guess sees the text, the guesses above it and itself, never another branch) and "
+            f"walked down from the top, trying each node's children in order: it kept {num_kept} "
+            f"({kept_text(event, texts)}). drafting {event.draft_s * 1000:.1f} ms "
+            f"({count(event.num_draft_forwards, 'draft pass', 'draft passes')}), verifying {event.verify_s * 1000:.1f} ms "
+            "(1 target pass).")
+
+
+def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
+    """Q1 and Q2 for the round's deciding node, before the table."""
+    own = own_index(event)
+    if own is None:
+        return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."
+    failed = [i for i in drafted_nodes(event) if event.tree[i].parent == event.tree[own].parent
+              and event.tree[i].verdict == "rejected"]
+    where = f"Where did {quoted(texts[own])} come from? It is {own_line(event, own, texts, greedy)}."
+    if not failed:
+        return where
+    why = rejected_line(event.tree, failed[0], texts, greedy)
+    return f"Why was {quoted(texts[failed[0]])} rejected? {why[0].upper()}{why[1:]}. {where}"
+
+
+CELL = 'style="padding:3px 8px;border-bottom:1px solid #eee;vertical-align:top"'
+COLUMNS = ("#", "token", "after", "the drafter gave it", "why")
+
+
+def tree_inspector_html(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
+    """The inspector for a tree round: the deciding node in words, the tree in one sentence, a row per node."""
+    lines = node_lines(event, texts, greedy)
+    rows = []
+    for i, node in enumerate(event.tree):
+        own = node.verdict in ("resample", "bonus")
+        parent = "the text" if node.parent == ROOT else escape_text(f"{node.parent + 1} {quoted(texts[node.parent])}")
+        why = lines[i].split("\n", 1)[1]
+        rows.append(
+            f'<tr class="inspect-row tree-row inspect-{node.verdict}" data-node="{i}">'
+            f"<td {CELL}>{'+' if own else i + 1}</td>"
+            f"<td {CELL}>{token_span(texts[i], node.verdict, lines[i], keep_breaks=False)}</td>"
+            f"<td {CELL}>{parent}</td><td {CELL}>{'—' if own else f'{node.draft_prob:.0%}'}</td>"
+            f"<td {CELL}>{escape_text(why)}</td></tr>")
+    header = "".join(f'<th style="padding:3px 8px;border-bottom:1px solid #ccc;text-align:left">{name}</th>'
+                     for name in COLUMNS)
+    return (f'<div class="inspector inspector-tree"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
+            f"{escape_text(answer_text(event, texts, greedy))}</p>"
+            f'<p style="margin:2px 0 6px">{escape_text(summary_text(event, texts))}</p>'
+            f'<table class="inspector-table tree-table" style="border-collapse:collapse;font-size:13px">'
+            f'<tr>{header}</tr>{"".join(rows)}</table></div>')
+
+
+def figure_words(event: RoundEvent, texts: Sequence[str], greedy: bool) -> dict:
+    """What the tree figure (plots_tree.tree_figure) writes: each entry's text and hover line, the root's, the title."""
+    return {"texts": texts, "lines": node_lines(event, texts, greedy), "root_line": root_line(event),
+            "title": tree_title(event, texts)}

@@ -1,0 +1,183 @@
+"""A tree round as the page shows it (issue 32 item 4), on real tree runs of the tiny-code pair (tree 8):
+the figure's layout (parents above children, the kept path marked, unexamined nodes grey), the mask it
+draws against the engine's own, each node's plain line, the inspector and the lane's mark."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from specviz.analysis.bench import load_prompts
+from specviz.app import plots_tree, render
+import specviz.app.render.tree_round  # noqa: F401  (render.tree_round in the tests below)
+from specviz.app.palette import COLORS
+from specviz.app.render.tree_round import figure_words, node_lines, num_branches
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import speculative_decode
+from specviz.decoding.forward import tree_layout
+from specviz.models.loading import load_pair
+from specviz.models.presets import PRESETS
+
+
+def tree_run(pair, temperature: float) -> render.RunView:
+    """A tree-8 run of the pair's first example prompt, as the page keeps it."""
+    prompt = load_prompts(PRESETS["tiny-code"].prompts_file)[0]
+    prompt_ids = pair.encode(prompt.text, False)
+    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=40, temperature=temperature, drafter="model", seed=0)
+    run = render.RunView(prompt.text, prompt_ids, config.gamma, {"temperature": temperature, "tree": 8})
+    for event in speculative_decode(pair, prompt_ids, config):
+        run.add(event, pair.decode)
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[float, render.RunView]:
+    pair = load_pair("tiny-code")
+    return {temperature: tree_run(pair, temperature) for temperature in (0.0, 1.0)}
+
+
+def tree_rounds(run: render.RunView):
+    rounds = [event for event in run.speculative.trace.rounds if event.tree]
+    assert rounds, "no tree round: the test checks nothing"
+    return rounds
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_layout_puts_each_parent_above_its_children_and_marks_the_kept_path(runs, temperature):
+    for event in tree_rounds(runs[temperature]):
+        placed = plots_tree.lay_out_tree(event.tree)
+        at = {entry.index: entry for entry in placed}
+        assert placed[0].index == plots_tree.ROOT and placed[0].y == 0
+        children = plots_tree.children_in_order(event.tree)
+        for entry in placed[1:]:
+            assert entry.y == at[entry.parent].y - 1  # one row below its parent
+            below = [at[child].x for child in children[entry.index]]
+            if below:  # a parent sits over its children, which never share a place
+                assert min(below) <= entry.x <= max(below) and len(set(below)) == len(below)
+        leaves = [entry.x for entry in placed if not children[entry.index]]
+        assert len(set(leaves)) == len(leaves)
+        # The kept path: the root, the accepted nodes, one per depth and each the child of the one before,
+        # then the target's own token; drawn in the accepted colour (its own token in its kind's colour).
+        path = [entry for entry in placed[1:] if entry.on_path]
+        assert [entry.parent for entry in path] == [plots_tree.ROOT] + [entry.index for entry in path[:-1]]
+        assert all(entry.kind == "accepted" and entry.color == COLORS["accepted"] for entry in path[:-1])
+        assert path[-1].kind in ("resample", "bonus") and path[-1].color == COLORS[path[-1].kind]
+        for entry in placed[1:]:  # grey below a node the walk did not keep, and never on the path
+            if entry.parent != plots_tree.ROOT and at[entry.parent].kind in ("rejected", "unexamined"):
+                assert entry.kind == "unexamined" and entry.color == COLORS["unexamined"] and not entry.on_path
+    kinds = {entry.kind for event in tree_rounds(runs[temperature]) for entry in plots_tree.lay_out_tree(event.tree)}
+    assert {"accepted", "unexamined"} <= kinds
+
+
+def test_the_drawn_mask_is_the_mask_the_target_saw(runs):
+    """sees_matrix against forward.tree_layout's 4D mask for each real tree (rows: nodes; text, then nodes)."""
+    for event in tree_rounds(runs[0.0]):
+        parents = [node.parent for node in event.tree[:-1]]
+        num_text = 5  # any text length: the text columns are all seen, and drawn as one
+        layout = tree_layout(num_text + len(parents), len(parents), parents, torch.device("cpu"), torch.float32)
+        engine_sees = (layout["attention_mask"][0, 0] == 0).tolist()  # (N, text + N)
+        drawn = plots_tree.sees_matrix(parents)
+        assert [row[num_text - 1:] for row in engine_sees] == drawn
+        assert all(row[:num_text] == [True] * num_text for row in engine_sees)
+    assert any(not all(row) for row in drawn)  # a tree, not a chain: some node does not see another
+
+
+def test_each_node_says_why_in_plain_words(runs):
+    """T = 0: a rejected node names the target's own pick there; T > 0: p′(x) and the coin r; an unexamined
+    node says why the walk never came; the target's own token says where it came from."""
+    seen = set()
+    for temperature, run in runs.items():
+        for event in tree_rounds(run):
+            texts = run.speculative.round_texts[event.round_index].nodes
+            assert len(texts) == len(event.tree)
+            lines = node_lines(event, texts, greedy=temperature == 0)
+            for i, node in enumerate(event.tree):
+                why = lines[i].split("\n")[-1]
+                if node.verdict == "rejected" and temperature == 0:
+                    pick = next(j for j, other in enumerate(event.tree) if other.parent == node.parent
+                                and other.verdict in ("accepted", "resample", "bonus"))
+                    assert why.startswith(f"rejected: the target's own pick here is '{texts[pick]}'"), why
+                elif node.verdict == "rejected":
+                    assert re.search(r"p′\(x\) = \S+ .*the coin r = [\d.]+ was above it", why), why
+                elif node.verdict == "unexamined":
+                    assert why.startswith("not examined: "), why
+                elif node.verdict == "resample":
+                    assert ("the target's own pick" if temperature == 0 else "resampled") in why, why
+                seen.add((temperature, node.verdict))
+    assert {(0.0, "rejected"), (0.0, "unexamined"), (1.0, "rejected"), (1.0, "resample")} <= seen, seen
+
+
+def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_rounds(runs):
+    from specviz.app.ui_sections import inspector_values
+
+    run = runs[0.0]
+    event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.tree))
+    html, figure = inspector_values(run, event.round_index)
+    assert "tree-table" in html and html.count('class="inspect-row tree-row') == len(event.tree)
+    assert "the target&#x27;s own pick here is" in html
+    by_name = {trace.name: trace for trace in figure.data if trace.name}
+    rejected = by_name[plots_tree.KIND_NAMES["rejected"]]
+    assert all("the target&#x27;s own pick here is" in text or "the target's own pick here is" in text
+               for text in rejected.hovertext)
+    assert all(text.startswith("<s>") for text in rejected.text)  # struck
+    heatmap = next(trace for trace in figure.data if trace.type == "heatmap")
+    assert len(heatmap.z) == len(event.tree) - 1 and len(heatmap.z[0]) == len(event.tree)
+    words = figure_words(event, run.speculative.round_texts[event.round_index].nodes, True)
+    assert words["title"].startswith(f"Round {event.round_index + 1}: ")
+    # The lane reads as text, the kept path only, with a branch count on each round that checked a tree.
+    lane = run.speculative.html("speculative")
+    marks = re.findall(r'<sup class="tree-mark"[^>]*>(\d+)</sup>', lane)
+    assert marks and [int(mark) for mark in marks] == [num_branches(event) for event in tree_rounds(run)
+                                                       if num_branches(event) > 1]
+    for event in tree_rounds(run):  # the lane draws the judged chain only, not the tree's other branches
+        body = lane.split(f'data-round="{event.round_index + 1}">')[1].split('class="round-sep"')[0]
+        assert body.count('class="tok ') == len(event.shown_tokens())
+
+
+def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
+    """Step mode runs the page's tree: a round's stages grow, verify under the mask, walk (each tried node with
+    the inspector's own why), the kept path, the target's own token, the caches; its chart is the tree."""
+    from specviz.app import step_lessons
+    from specviz.app.lab.step_mode import StepRun
+
+    pair = load_pair("tiny-code")
+    prompt = load_prompts(PRESETS["tiny-code"].prompts_file)[0]
+    prompt_ids = pair.encode(prompt.text, False)
+    config = DecodeConfig(gamma=4, tree=8, max_new_tokens=24, temperature=1.0, drafter="model", seed=0)
+    step = StepRun(pair, prompt_ids, config)
+    view = render.RunView(prompt.text, prompt_ids, config.gamma, {"temperature": 1.0, "tree": 8}, lanes=("speculative",))
+    for event in step.start():
+        view.add(event, pair.decode)
+    for _ in range(6):
+        for event in step.advance():
+            view.add(event, pair.decode)
+    step.close()
+    event = next(event for event in view.speculative.trace.rounds if any(n.verdict == "rejected" for n in event.tree))
+    texts = view.speculative.round_texts[event.round_index]
+    stages = step_lessons.round_html(event, texts, view.speculative.labels, 0, "model", None, greedy=False)
+    names = re.findall(r'data-stage="(\w+)"', stages)
+    assert names == ["draft", "verify", "accept", "verdict", "correction", "rollback"], names
+    assert "tree mask" in stages and "Walk down the tree" in stages
+    rejected = next(i for i, node in enumerate(event.tree) if node.verdict == "rejected")
+    why = node_lines(event, texts.nodes, greedy=False)[rejected].split("\n")[1]
+    assert render.escape_text(why) in stages
+
+
+def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_says_so():
+    """The engine leaves the target's own token out of the tree where an accepted end-of-text ended the text:
+    the words, the table, the figure and step mode's stages say the text ended, never name a missing token."""
+    from specviz.app import step_tree
+    from specviz.decoding.events import RoundEvent, TreeNode
+
+    tree = (TreeNode(7, -1, 1, 0.6, "accepted", 0.9, 0.9, 0.1), TreeNode(8, -1, 1, 0.2, "unexamined"),
+            TreeNode(9, 0, 2, 0.5, "unexamined"))
+    event = RoundEvent("speculative", 2, 5, 2, (), 1, 0, "resample", (7,), 0.01, 0.02, 2, 1, tree=tree)
+    texts = ["<eos>", " a", " b"]
+    html = render.tree_round.tree_inspector_html(event, texts, greedy=False)
+    assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3
+    figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
+    assert figure.layout.title.text.endswith("the text ended there")
+    stages = step_tree.tree_stages(event, texts, greedy=False)
+    assert [name for name, _, _ in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
