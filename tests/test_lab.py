@@ -227,7 +227,7 @@ def test_pays_region_is_alpha_above_c_when_verify_is_free():
 
 def bench_result(gamma: int, median: float, low: float, high: float) -> BenchResult:
     return BenchResult(gamma=gamma, temperature=0.0, median_speedup=median, min_speedup=low, max_speedup=high,
-                       acceptance_rate=0.7, mean_tokens_per_round=2.0, c=0.1, verify_cost=1.0 + 0.1 * gamma,
+                       acceptance_rate=0.7, tokens_per_target_forward=2.0, c=0.1, verify_cost=1.0 + 0.1 * gamma,
                        median_baseline_tokens_per_s=10.0, median_speculative_tokens_per_s=10.0 * median,
                        predicted_speedup=1.5, num_runs=3)
 

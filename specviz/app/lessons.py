@@ -195,6 +195,7 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
         beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
         parts.append(
             f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
+            f"{escape_text(sweep_tau_text(view))} "
             f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) "
             f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
             f"verify costs more. The measured medians decide; the curves explain.</p>"
@@ -203,3 +204,10 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
     return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
             f'data-gamma="{gamma}">{"".join(parts)}</div>')
+
+
+def sweep_tau_text(view) -> str:
+    """τ beside α̂ for each γ swept: α̂ barely moves with γ, τ grows with it (more drafts to keep per pass)."""
+    cells = ", ".join(f"γ = {r.gamma}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
+    return (f"Per γ ({cells}): α̂ is the share of examined drafts the target accepted, τ the tokens one target pass "
+            f"gave (its own correction or bonus included), so τ ≥ 1 and it rises with γ while α̂ need not.")

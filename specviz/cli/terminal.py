@@ -65,6 +65,7 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 def print_figures(view_run) -> None:
     from specviz.app.render.stats import comparison_of, lane_rows, payoff_of
+    from specviz.app.render.tau import tau_text
 
     names = list(view_run.lane_names)
     rows = [
@@ -82,6 +83,7 @@ def print_figures(view_run) -> None:
             f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
             f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
+        print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
         print(payoff_of(view_run, comparison).verdict_text())  # the page's verdict, in the same words
 
 

@@ -113,7 +113,8 @@ def explain_speed(run: RunView) -> str:
     verdict = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
                         comparison.speedup)
     return (
-        f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined and made "
+        f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "
+        f"its passes gave τ = {speculative.tokens_per_target_forward:.2f} tokens after the prefill, and it made "
         f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}; "
         f"each draft step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
         f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "

@@ -10,6 +10,7 @@ from specviz.analysis.payoff import Payoff, judge_run
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, stop_text
+from specviz.app.render.tau import tau_text
 from specviz.app.render.tokens import escape_text
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
@@ -90,7 +91,8 @@ def lane_rows(traces: list[Trace], limit: int | None) -> list[tuple[str, list, s
         ("tokens / s", each(lambda t: t.tokens_per_s), ".1f"),
         ("target forward passes", each(lambda t: t.num_target_forwards), "d"),
         ("draft forward passes", drafting(lambda t: t.num_draft_forwards), "d"),
-        ("tokens per target call", each(lambda t: t.num_tokens / t.num_target_forwards if t.num_target_forwards else 0.0), ".2f"),
+        # τ counts the rounds only, as the bench and the formula do (trace.tokens_per_target_forward)
+        ("tokens per target pass τ (after the prefill)", each(lambda t: t.tokens_per_target_forward, "rounds"), ".2f"),
         ("acceptance α̂", drafting(lambda t: t.acceptance_rate), ".3f"),
         ("why it stopped", [stop_text(trace, limit) for trace in traces], "s"),
     ]
@@ -124,6 +126,8 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
     payoff = payoff_of(run, comparison)
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
+        ("tokens per target pass τ (accepted drafts + the target's own token)",
+         f"{run.speculative.trace.tokens_per_target_forward:.2f}"),
         ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
         ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
@@ -145,21 +149,21 @@ def gap_text(run: RunView, comparison: Comparison) -> str:
     """Where prediction and measurement part, in target steps per round: the drafts (γ·c), the verify
     (v), tokens per round short of the formula's (rounds cut short), and what the formula leaves out."""
     speculative, baseline = run.speculative.trace, run.baseline.trace
-    rounds = [event for event in speculative.rounds if event.gamma]
+    rounds = speculative.rounds
     step_s = baseline.mean_target_step_s
     if not rounds or step_s <= 0:
         return ""
     gamma, alpha = run.gamma, comparison.acceptance_rate
     expected_tokens = theory.expected_tokens_per_round(alpha, gamma)
     drafts = sum(event.num_draft_forwards for event in rounds) / len(rounds)
-    measured_tokens = sum(len(event.emitted_ids) for event in rounds) / len(rounds)
+    measured_tokens = speculative.tokens_per_target_forward  # τ: the table's figure, counted the same way
     round_steps = sum(event.draft_s + event.verify_s for event in rounds) / len(rounds) / step_s
     in_rounds = measured_tokens / round_steps if round_steps > 0 else 0.0
     return (
         f"Where the prediction and the clock part, in target steps (one step = {step_s * 1000:.1f} ms here): the "
         f"formula expects {expected_tokens:.2f} tokens per round for γ·c + v = {gamma}×{comparison.cost_ratio:.2f} + "
         f"{comparison.verify_cost:.2f} = {gamma * comparison.cost_ratio + comparison.verify_cost:.2f} steps. "
-        f"The rounds made {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
+        f"The rounds made τ = {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
         f"short) for {drafts:.1f} draft steps and a verify, {round_steps:.2f} steps in all: {in_rounds:.2f}× inside the "
         f"rounds. The rest of the gap to the measured {comparison.speedup:.2f}× is outside them: both prefills (the "
         f"speculative one also fills the draft's cache) and the first token, which each lane takes from the target."
@@ -266,6 +270,9 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
         gap = gap_text(run, comparison)
         if gap:
             text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
+        tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace)
+        if tau:
+            text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
 
