@@ -121,9 +121,11 @@ def stopped_html(previous_html: str, what: str) -> str:
 
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
-                     gamma: int | None, paying_alpha: float | None) -> str:
+                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
     """The sliders' prediction, worded as one; then the last run's measured verdict (specviz.analysis.payoff) and
-    why prediction and measurement differ, in that run's own numbers."""
+    why prediction and measurement differ, in that run's own numbers. `verdict` is the run's one verdict
+    (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run
+    with no measured spread."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
@@ -141,10 +143,11 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
     lines = [f"<b>Predicted</b> at α = {alpha:.2f}, c = {cost_ratio:.2f}, v = {verify_cost:.2f} (the sliders): {free}; "
              f"{with_v}. The formula's best γ there: {best}."]
     if comparison is not None and gamma is not None:
-        payoff = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma,
-                           comparison.speedup)
+        payoff = verdict if verdict is not None else judge_run(
+            comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
+        pays, words = ("none", payoff) if isinstance(payoff, str) else (str(payoff.pays).lower(), payoff.verdict_text())
         lines.append(f'<b>Measured</b>, the last run (γ = {gamma}, the diamond): <span class="verdict" '
-                     f'data-pays="{str(payoff.pays).lower()}">{escape_text(payoff.verdict_text())}</span>')
+                     f'data-pays="{pays}">{escape_text(words)}</span>')
         lines.append(
             f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
             f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "

@@ -6,17 +6,19 @@ from __future__ import annotations
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here
-from specviz.analysis.payoff import Payoff, judge_run
+from specviz.analysis.payoff import Payoff
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, stop_text
 from specviz.app.render.tau import tau_text
+from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.app.render.tokens import escape_text
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
 NOISE_NOTE = (
     "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
-    "The γ sweep below gives medians and spread over repeated runs."
+    "“Runs on this page so far”, under the charts, shows how far it moves; the γ sweep below gives medians and "
+    "spread over repeated runs."
 )
 
 
@@ -27,10 +29,9 @@ def comparison_of(run: RunView) -> Comparison | None:
     return None
 
 
-def payoff_of(run: RunView, comparison: Comparison) -> Payoff:
-    """The one verdict on this run (payoff.judge_run): one noisy sample at the run's γ."""
-    return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                     comparison.speedup)
+def payoff_of(run: RunView, comparison: Comparison) -> Payoff | None:
+    """The one verdict on this run (render.verdict.run_payoff); None where the lanes wrote different texts."""
+    return run_payoff(run, comparison)
 
 
 def stats_dict(run: RunView) -> dict:
@@ -50,13 +51,12 @@ def stats_dict(run: RunView) -> dict:
             best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
             predicted_pays=comparison.pays,
         )
-        if greedy_parting(run) is None:
-            payoff = payoff_of(run, comparison)
+        payoff = payoff_of(run, comparison)
+        if payoff is not None:
             stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
                          verdict=payoff.verdict_text())
         else:  # never a verdict on unequal work
-            stats.update(speculation_pays=None, recommended_gamma=None,
-                         verdict="no verdict: the greedy lanes wrote different texts, so the speed compares unequal work")
+            stats.update(speculation_pays=None, recommended_gamma=None, verdict=no_verdict_text(run))
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
         stats["reference_speedup"] = speedup(run.baseline.trace, reference)
@@ -123,7 +123,8 @@ def lanes_table(run: RunView) -> str:
 def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
-    payoff = payoff_of(run, comparison)
+    payoff = payoff_of(run, comparison) if run.done else None
+    recommended = payoff.recommendation_with_prediction_text() if payoff else "— (no verdict: see above)"
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
         ("tokens per target pass τ (accepted drafts + the target's own token)",
@@ -135,14 +136,13 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
         # One answer to "which γ": the measured one; the formula's best stands beside it as a prediction.
         ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
-         escape_text(payoff.recommendation_with_prediction_text())),
+         escape_text(recommended)),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
-    return (
-        f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}'
-        f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" style="padding:3px 12px;color:#555">'
-        f"{escape_text(payoff.headline_text())}</td></tr></table>"
-    )
+    if payoff is not None:
+        body += (f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" '
+                 f'style="padding:3px 12px;color:#555">{escape_text(payoff.headline_text())}</td></tr>')
+    return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
 
 
 def gap_text(run: RunView, comparison: Comparison) -> str:
@@ -263,16 +263,19 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    if run.done and parting is None:  # never a verdict on unequal work
-        payoff = payoff_of(run, comparison)
+    payoff = payoff_of(run, comparison) if run.done else None
+    if run.done and payoff is None and parting is None:  # sampled lanes of different texts: no verdict either
+        text += f'<p class="verdict" data-pays="none" style="margin:4px 0"><b>{escape_text(no_verdict_text(run))}</b></p>'
+    if payoff is not None:  # never a verdict on unequal work
         text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
                  f"<b>{escape_text(payoff.verdict_text())}</b></p>")
         gap = gap_text(run, comparison)
         if gap:
             text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
-        tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace)
-        if tau:
-            text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
+    tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""
+    if tau:
+        text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
+    if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
 
