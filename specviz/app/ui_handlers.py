@@ -23,7 +23,9 @@ from specviz.models.presets import PRESETS, default_drafter_for, preset_name
 from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
-from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
+from specviz.app.history import repeats_of, run_history
+from specviz.app.render.verdict import spread_of
+from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, runs_values, status_html
 from specviz.app.wording import count
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
@@ -131,11 +133,21 @@ def inspect_values(page: Page, run: render.RunView) -> dict:
     }
 
 
-def page_values(page: Page, progress: Progress, session: str | None = None) -> dict:
+def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
+    """A finished live run joins the session's runs so far; its repeats there become its verdict's band."""
+    record = run_history.add(session, run)
+    runs = run_history.runs(session)
+    if record is not None:
+        run.repeats = repeats_of(runs, record)
+    return dict(zip(page.runs_so_far, runs_values(runs, spread_of(run))))
+
+
+def page_values(page: Page, progress: Progress, session: str | None = None, live: bool = True) -> dict:
     run = progress.run
     if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
         return {page.status: gr.skip()}
-    values = {**lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
+    kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
+    values = {**kept, **lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
     if progress.redraw_plots:
         values.update(zip(page.charts, chart_values(run)))
     if progress.finished:
@@ -276,7 +288,7 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
                                         f"{settings_note}."), **values}
     try:
         yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
-        finished = page_values(page, Progress(view, None, True, finished=True), session)
+        finished = page_values(page, Progress(view, None, True, finished=True), session, live=False)
         yield {**finished, page.status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
     except Exception as error:  # noqa: BLE001
         yield show_error(page, error, run_id, session)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, render
+from specviz.app import plots, plots_confidence, plots_runs, render
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
@@ -21,6 +21,7 @@ from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.render.lanes import FOLLOW_LANE_JS
+from specviz.app.render.runs_so_far import runs_table_html
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import Trace
@@ -79,6 +80,7 @@ class Page:
     replay: Replay
     inspector: Inspector
     explainer: gr.HTML
+    runs_so_far: list[gr.Component]  # this session's runs: the table with its sentence, then the dot chart
 
     @property
     def replayed(self) -> dict[str, gr.Component]:
@@ -88,7 +90,7 @@ class Page:
     @property
     def run_outputs(self) -> list[gr.Component]:
         """What a run or a replay updates, in one order for gradio."""
-        return [*self.stop_outputs, self.replay.download]
+        return [*self.stop_outputs, self.replay.download, *self.runs_so_far]
 
     @property
     def stop_outputs(self) -> list[gr.Component]:
@@ -117,6 +119,18 @@ def chart_values(run: render.RunView | None) -> list:
         plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {}, drafts),
         plots_confidence.confidence_note_html(drafts),
     ]
+
+
+def runs_values(runs: list, spread=None) -> list:
+    """The runs-so-far table (with how far one run moves here) and its dot chart (specviz.app.history)."""
+    return [runs_table_html(runs, spread), plots_runs.runs_chart(runs)]
+
+
+def build_runs_so_far() -> list[gr.Component]:
+    with gr.Accordion("Runs on this page so far: how much one run's speedup varies", open=True,
+                      elem_id="runs-so-far-section"):
+        table, chart = runs_values([])
+        return [gr.HTML(table, elem_id="runs-so-far"), gr.Plot(chart, show_label=False, elem_id="chart-runs")]
 
 
 def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object]:
@@ -316,6 +330,7 @@ def build_page() -> Page:
     lanes = build_lanes()
     stats = gr.HTML(render.stats_html(None), elem_id="stats")
     charts = build_charts()
+    runs_so_far = build_runs_so_far()
     replay = build_replay()
     inspector = build_inspector()
     with gr.Accordion("How it works", open=True):
@@ -324,4 +339,4 @@ def build_page() -> Page:
                       open=False, elem_id="drafters-about-section"):
         gr.HTML(drafters_about_html(), elem_id="drafters-about")
     return Page(controls, custom_row, run_button, stop_button, status, lanes, stats, charts, run_state, replay,
-                inspector, explainer)
+                inspector, explainer, runs_so_far)

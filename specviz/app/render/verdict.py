@@ -9,7 +9,7 @@ A run whose lanes wrote different texts gets no verdict: its tokens per second a
 from __future__ import annotations
 
 from specviz.analysis.expectations import spread_here
-from specviz.analysis.payoff import Payoff, judge_run, unequal_texts_text
+from specviz.analysis.payoff import Payoff, Spread, judge_run, unequal_texts_text
 from specviz.analysis.trace import Comparison
 from specviz.app.render.lanes import RunView
 
@@ -24,11 +24,15 @@ def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
     """The verdict on this run at its γ; None where the lanes wrote different texts (no_verdict_text says why)."""
     if not same_text(run):
         return None
-    settings = run.settings
-    spread = spread_here(str(settings.get("pair", "")), str(settings.get("precision", "")),
-                         float(settings.get("temperature", 0) or 0))
     return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                     comparison.speedup, spread, tuple(run.repeats))
+                     comparison.speedup, spread_of(run), tuple(run.repeats))
+
+
+def spread_of(run: RunView) -> Spread | None:
+    """How far one run of this pair, precision and temperature was measured to move on this machine's kind."""
+    settings = run.settings
+    return spread_here(str(settings.get("pair", "")), str(settings.get("precision", "")),
+                       float(settings.get("temperature", 0) or 0))
 
 
 def no_verdict_text(run: RunView) -> str:
