@@ -25,7 +25,8 @@ from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, l
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
-from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, runs_values, status_html
+from specviz.app.ui_measures import runs_values
+from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
 from specviz.app.wording import count
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_runs, render
+from specviz.app import plots, plots_confidence, plots_timeline, render, ui_measures
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
@@ -21,7 +21,6 @@ from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.render.lanes import FOLLOW_LANE_JS
-from specviz.app.render.runs_so_far import runs_table_html
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import Trace
@@ -118,19 +117,11 @@ def chart_values(run: render.RunView | None) -> list:
         plots.per_position_acceptance(speculative),
         plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {}, drafts),
         plots_confidence.confidence_note_html(drafts),
+        plots_timeline.timeline([baseline, speculative, *others]),
+        ui_measures.timeline_note_html(run),
     ]
 
 
-def runs_values(runs: list, spread=None) -> list:
-    """The runs-so-far table (with how far one run moves here) and its dot chart (specviz.app.history)."""
-    return [runs_table_html(runs, spread), plots_runs.runs_chart(runs)]
-
-
-def build_runs_so_far() -> list[gr.Component]:
-    with gr.Accordion("Runs on this page so far: how much one run's speedup varies", open=True,
-                      elem_id="runs-so-far-section"):
-        table, chart = runs_values([])
-        return [gr.HTML(table, elem_id="runs-so-far"), gr.Plot(chart, show_label=False, elem_id="chart-runs")]
 
 
 def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object]:
@@ -274,7 +265,8 @@ def build_lanes() -> dict[str, gr.HTML]:
 
 
 def build_charts() -> list[gr.Component]:
-    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence."""
+    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence, then
+    where the time went (every forward on one clock) with its sentence."""
     initial = iter(chart_values(None))
     charts = []
     for row in (("chart-time", "chart-accepted"), ("chart-alpha", "chart-position")):
@@ -282,6 +274,8 @@ def build_charts() -> list[gr.Component]:
             charts += [gr.Plot(next(initial), show_label=False, elem_id=elem_id) for elem_id in row]
     charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-confidence"))
     charts.append(gr.HTML(next(initial), elem_id="confidence-note"))
+    charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-timeline"))
+    charts.append(gr.HTML(next(initial), elem_id="timeline-note"))
     return charts
 
 
@@ -330,7 +324,7 @@ def build_page() -> Page:
     lanes = build_lanes()
     stats = gr.HTML(render.stats_html(None), elem_id="stats")
     charts = build_charts()
-    runs_so_far = build_runs_so_far()
+    runs_so_far = ui_measures.build_runs_so_far()
     replay = build_replay()
     inspector = build_inspector()
     with gr.Accordion("How it works", open=True):
