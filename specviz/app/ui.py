@@ -89,7 +89,8 @@ CSS = """
 }
 """
 # gradio 6 takes css (and theme) in launch(), not Blocks(); uploads are run files, small
-LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb"}
+# gradio keeps each visitor's page state (~0.25 MiB a session here) until this many newer sessions came
+LAUNCH_OPTIONS = {"css": CSS, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
 
 
 def on_gpu(fn):
