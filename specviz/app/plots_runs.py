@@ -28,7 +28,7 @@ def runs_chart(runs: Sequence) -> go.Figure:
     if len(repeats) >= 2:
         low, high = min(run.speedup for run in repeats), max(run.speedup for run in repeats)
         figure.add_hrect(y0=low, y1=high, fillcolor=COLORS["bonus"], opacity=0.12, line_width=0,
-                         annotation_text=f"repeats: {low:.2f}–{high:.2f}×", annotation_position="top left")
+                         annotation_text=f"repeats: {low:.2f}–{high:.2f}×", annotation_position="top right")
     figure.add_hline(y=1.0, line_dash="dot", line_color="#444")
     groups = (("the last run's setup", [run for run in runs if run.setup == last.setup], COLORS["bonus"]),
               ("other settings or prompts", [run for run in runs if run.setup != last.setup], OTHER_COLOUR))
