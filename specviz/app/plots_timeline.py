@@ -20,32 +20,36 @@ from specviz.app.plots import base_figure, with_hint
 from specviz.catalogue import lane_info
 
 TARGET_HEIGHT, DRAFT_HEIGHT = 0.6, 0.22  # in rows: a draft forward is a thin block under the target's row
-# name in the legend, colour, and whether it sits in the thin draft band
+# name in the legend (short: six of them wrap within a narrow chart's legend rows), colour, and whether it
+# sits in the thin draft band
 STYLES = {
-    "prefill": ("prefill (the prompt; both models for speculative)", "#bdbdbd", False),
-    "step": ("target step (one token)", "#7f7f7f", False),
-    "verify-kept": ("verify: all drafts kept (+ bonus)", COLORS["bonus"], False),
-    "verify-rejected": ("verify: a rejection (+ correction)", COLORS["resample"], False),
-    "draft-kept": ("draft forward: token kept", COLORS["accepted"], True),
-    "draft-thrown": ("draft forward: thrown away", COLORS["rejected"], True),
+    "prefill": ("prefill", "#bdbdbd", False),
+    "step": ("target step", "#7f7f7f", False),
+    "verify-kept": ("verify: all kept + bonus", COLORS["bonus"], False),
+    "verify-rejected": ("verify: rejection + correction", COLORS["resample"], False),
+    "draft-kept": ("draft: kept", COLORS["accepted"], True),
+    "draft-thrown": ("draft: thrown away", COLORS["rejected"], True),
 }
+LEGEND_ROWS = 3
 ROW_GAP = 1.0
 
 
 def hover_text(block: Block) -> str:
-    what = "prefill" if block.round_index is None else f"round {block.round_index + 1}"
+    what = (f"round {block.round_index + 1}" if block.round_index is not None
+            else "the prefill (the prompt; both models for speculative)")
     if block.is_draft:
-        return f"{what}: draft forward, {block.duration_s * 1000:.1f} ms ({STYLES[block.kind][0].split(': ')[1]})"
+        fate = "its token kept" if block.kind == "draft-kept" else "its token thrown away"
+        return f"{what}: a draft forward, {block.duration_s * 1000:.1f} ms, {fate}"
     forwards = f", {block.num_forwards} forwards" if block.num_forwards > 1 else ""
     tokens = "1 token" if block.num_tokens == 1 else f"{block.num_tokens} tokens"
-    return f"{what}: {STYLES[block.kind][0].split(' (')[0]}, {block.duration_s * 1000:.1f} ms{forwards}, {tokens}"
+    return f"{what}: {STYLES[block.kind][0]}, {block.duration_s * 1000:.1f} ms{forwards}, {tokens}"
 
 
 def timeline(traces: Sequence[Trace]) -> go.Figure:
     """Each lane's blocks in its own row, top to bottom in the order given (the target alone first)."""
     started = [trace for trace in traces if trace.prefill is not None]
     title = "Where the time went: each forward as a block on one clock"
-    figure = base_figure(title, "seconds of model work (each lane from its own start)", "", legend_rows=2)
+    figure = base_figure(title, "seconds of model work (each lane from its own start)", "", legend_rows=LEGEND_ROWS)
     if not started:
         return with_hint(figure, "press Run")
     rows = {trace.lane or "baseline": -index * ROW_GAP for index, trace in enumerate(started)}
