@@ -210,7 +210,8 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
 
 
 def sweep_tau_text(view) -> str:
-    """τ beside α̂ for each γ swept: α̂ barely moves with γ, τ grows with it (more drafts to keep per pass)."""
+    """τ beside α̂ for each γ swept: a share of drafts kept against the tokens one target pass gave."""
     cells = ", ".join(f"γ = {r.gamma}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
     return (f"Per γ ({cells}): α̂ is the share of examined drafts the target accepted, τ the tokens one target pass "
-            f"gave (its own correction or bonus included), so τ ≥ 1 and it rises with γ while α̂ need not.")
+            f"gave (its own correction or bonus included), so τ ≥ 1, and a larger γ raises τ only where the drafter "
+            "keeps drafting and its drafts keep being accepted.")
