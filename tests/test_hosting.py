@@ -22,7 +22,8 @@ from specviz.models.errors import ModelLoadError
 from specviz.models.loading import load_pair
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, tiny_pair
 
-ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000, max_new_tokens=256, max_run_s=120, queue_size=16)
+ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000, max_new_tokens=256, max_run_s=120, queue_size=16,
+                         max_sessions=500)
 HOSTING_VARIABLES = (
     "SPACE_ID", "SPECVIZ_ALLOW_LOCAL_MODELS", "SPECVIZ_MAX_MODEL_BYTES", "SPECVIZ_MAX_PAIRS",
     "SPECVIZ_MAX_NEW_TOKENS", "SPECVIZ_MAX_RUN_S", "SPECVIZ_QUEUE_SIZE", "SPECVIZ_MAX_SESSIONS",
@@ -92,7 +93,8 @@ def test_policy_defaults_follow_space_id_and_variables_override_them():
         "SPECVIZ_MAX_MODEL_BYTES": "500_000_000", "SPECVIZ_MAX_PAIRS": "3",
     })
     assert overridden == HostingPolicy(
-        allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3, max_new_tokens=256, max_run_s=120, queue_size=16
+        allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3, max_new_tokens=256, max_run_s=120, queue_size=16,
+        max_sessions=500,
     )
     assert not HostingPolicy.from_env({"SPECVIZ_ALLOW_LOCAL_MODELS": "off"}).allow_local_models
     for name, value in (("SPECVIZ_ALLOW_LOCAL_MODELS", "maybe"), ("SPECVIZ_MAX_PAIRS", "0"), ("SPECVIZ_MAX_MODEL_BYTES", "2GB")):
