@@ -34,6 +34,7 @@ def tau_text(speculative: Trace, gamma: int, baseline: Trace | None = None) -> s
         f"correction at a rejection, or the bonus when all were kept). α̂ = {alpha:.2f} counts something else: of the "
         f"{count(speculative.num_examined, 'draft')} the target examined it accepted {speculative.num_accepted}. So τ "
         f"is at least 1 even where α̂ is 0, and at most γ + 1 = {gamma + 1} where α̂ is 1; the formula turns α̂ into "
-        f"the τ to expect, (1 − α̂^(γ+1)) / (1 − α̂) = {formula:.2f} at γ = {gamma} (rounds cut short by the end of "
-        f"the text give fewer). τ is what divides the target's passes, and so what a speedup is made of."
+        f"the τ to expect, (1 − α̂^(γ+1)) / (1 − α̂) = {formula:.2f} at γ = {gamma} (rounds that drafted fewer than γ, "
+        f"because the drafter stopped while unsure or the text ended, give fewer). τ is what divides the target's "
+        f"passes, and so what a speedup is made of."
     )
