@@ -25,6 +25,8 @@ def test_lanes_of_different_texts_get_no_verdict_even_beside_a_measured_spread(m
     words = visible_text(render.stats_html(run))
     assert "beyond the noise" not in words and "Speculation pays" not in words
     assert "No verdict from this run" in visible_text(render.explain_html(run))
+    run.speculative.trace.finish = None  # a stopped run: no verdict either, and not for "different texts"
+    assert "No verdict: the run did not finish" in visible_text(render.explain_html(run))
 
 
 def test_one_run_without_a_measured_spread_is_not_called_beyond_the_noise():
