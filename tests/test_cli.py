@@ -112,7 +112,7 @@ def test_bench_json_on_the_tiny_code_pair(tmp_path):
         assert r["num_runs"] == 4  # 2 prompts × 2 repeats
         assert r["min_speedup"] <= r["median_speedup"] <= r["max_speedup"]
         assert 0 <= r["acceptance_rate"] <= 1 and r["c"] > 0
-        assert 1 <= r["mean_tokens_per_round"] <= r["gamma"] + 1
+        assert 1 <= r["tokens_per_target_forward"] <= r["gamma"] + 1
     assert set(report["recommended_gamma"]) == {"0.0", "1.0"}
 
 

@@ -144,7 +144,7 @@ def test_speculation_needs_fewer_target_forwards_when_the_draft_is_good():
     assert speculative.num_accepted > 0
     # every accepted draft saves one target forward
     assert speculative.num_target_forwards == baseline.num_target_forwards - speculative.num_accepted
-    assert speculative.mean_tokens_per_round == pytest.approx(1 + speculative.num_accepted / len(speculative.rounds))
+    assert speculative.tokens_per_target_forward == pytest.approx(1 + speculative.num_accepted / len(speculative.rounds))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ def test_trace_statistics_on_hand_built_events():
     assert trace.per_position_acceptance() == pytest.approx([3 / 4, 2 / 3, 1 / 2, 1 / 1])
     assert trace.per_position_counts() == [(3, 4), (2, 3), (1, 2), (1, 1)]
     assert trace.num_examined == 10 and [event.num_examined for event in trace.rounds] == [4, 1, 3, 2]
-    assert trace.mean_tokens_per_round == pytest.approx((5 + 1 + 3 + 2) / 4)
+    assert trace.tokens_per_target_forward == pytest.approx((5 + 1 + 3 + 2) / 4)
     assert trace.token_ids == [99, 10, 11, 12, 13, 50, 50, 10, 11, 50, 10, 50]
     assert trace.num_tokens == 12
     assert trace.num_target_forwards == 5 and trace.num_draft_forwards == 1 + 14
@@ -436,7 +436,7 @@ def test_trace_statistics_on_hand_built_events():
 def test_empty_and_partial_traces():
     trace = Trace()
     assert trace.token_ids == [] and trace.acceptance_rate == 0.0 and trace.timeline() == []
-    assert trace.per_position_acceptance() == [] and trace.mean_tokens_per_round == 0.0
+    assert trace.per_position_acceptance() == [] and trace.tokens_per_target_forward == 0.0
     assert trace.tokens_per_s == 0.0 and not trace.done
     with pytest.raises(TypeError):
         trace.add("not an event")

@@ -25,7 +25,7 @@ def a_record(kind: str = "cpu-native-bf16", precision: str = "bfloat16", prompt_
              median: float = 1.4, pair: str = DEFAULT_PRESET, threads: int = 1) -> dict:
     """A record as `bench --json` writes it, with one greedy and one sampled cell."""
     cell = dict(gamma=3, median_speedup=median, min_speedup=median - 0.3, max_speedup=median + 0.5, acceptance_rate=0.5,
-                mean_tokens_per_round=1.6, c=0.04, verify_cost=1.1, median_baseline_tokens_per_s=17.0,
+                tokens_per_target_forward=1.6, c=0.04, verify_cost=1.1, median_baseline_tokens_per_s=17.0,
                 median_speculative_tokens_per_s=24.0, predicted_speedup=1.7, num_runs=33)
     return {
         "pair": pair, "precision": precision, "num_prompts": 11,

@@ -23,10 +23,10 @@ from specviz.models.loading import load_pair
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, tiny_pair
 
 ON_SPACE = HostingPolicy(allow_local_models=False, max_model_bytes=2_000_000_000, max_new_tokens=256, max_prompt_tokens=2048,
-                         max_run_s=120, queue_size=16)
+                         max_run_s=120, queue_size=16, max_sessions=500)
 HOSTING_VARIABLES = (
     "SPACE_ID", "SPECVIZ_ALLOW_LOCAL_MODELS", "SPECVIZ_MAX_MODEL_BYTES", "SPECVIZ_MAX_PAIRS",
-    "SPECVIZ_MAX_NEW_TOKENS", "SPECVIZ_MAX_PROMPT_TOKENS", "SPECVIZ_MAX_RUN_S", "SPECVIZ_QUEUE_SIZE",
+    "SPECVIZ_MAX_NEW_TOKENS", "SPECVIZ_MAX_PROMPT_TOKENS", "SPECVIZ_MAX_RUN_S", "SPECVIZ_QUEUE_SIZE", "SPECVIZ_MAX_SESSIONS",
 )
 
 
@@ -94,7 +94,7 @@ def test_policy_defaults_follow_space_id_and_variables_override_them():
     })
     assert overridden == HostingPolicy(
         allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3, max_new_tokens=256, max_prompt_tokens=2048,
-        max_run_s=120, queue_size=16
+        max_run_s=120, queue_size=16, max_sessions=500,
     )
     # Issue 34: a host caps the prompt's tokens (a Space by default); elsewhere the models' context is the cap.
     assert HostingPolicy.from_env({}).max_prompt_tokens == 0
@@ -259,6 +259,8 @@ def test_limits_per_run_and_queue_follow_space_id_and_variables():
     assert (local.max_new_tokens, local.max_run_s, local.queue_size) == (512, 0, 64)
     custom = HostingPolicy.from_env({"SPECVIZ_MAX_NEW_TOKENS": "32", "SPECVIZ_MAX_RUN_S": "5", "SPECVIZ_QUEUE_SIZE": "3"})
     assert (custom.max_new_tokens, custom.max_run_s, custom.queue_size) == (32, 5, 3)
+    assert (space.max_sessions, local.max_sessions) == (500, 1000)
+    assert HostingPolicy.from_env({"SPECVIZ_MAX_SESSIONS": "16"}).max_sessions == 16
     with pytest.raises(ValueError, match="SPECVIZ_MAX_NEW_TOKENS must be an integer ≥ 1"):
         HostingPolicy.from_env({"SPECVIZ_MAX_NEW_TOKENS": "0"})
 

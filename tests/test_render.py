@@ -354,18 +354,23 @@ def test_a_measured_slowdown_never_says_pays_and_names_none_as_the_gamma():
     assert "one noisy sample" in html and "Where the prediction and the clock part" in html
 
 
-def test_a_measured_gain_beyond_one_runs_noise_pays_and_recommends_the_runs_gamma():
+def test_a_measured_gain_beyond_one_runs_measured_noise_pays_and_recommends_the_runs_gamma(monkeypatch):
+    spread = payoff.Spread(0.77, 1.31, "the bench's 33 greedy runs")
+    monkeypatch.setattr("specviz.app.render.verdict.spread_here", lambda *args: spread)
     run = timed_run(speculative_verify_s=0.02)  # 4 tokens in 0.034 s against 0.07 s: about 2×
     stats = render.stats_dict(run)
-    assert stats["speedup"] > 1 + payoff.SINGLE_RUN_NOISE
+    assert stats["speedup"] * spread.low_ratio > 1
     assert stats["speculation_pays"] is True and stats["recommended_gamma"] == 2
     assert "Speculation pays here: this run measured" in render.stats_html(run)
+    assert "one run moves from 77% to 131% of the median here (the bench&#x27;s 33 greedy runs)" in render.stats_html(run)
 
 
 def test_a_small_gain_inside_one_runs_noise_does_not_pay():
     verdict = payoff.judge_run(0.8, 0.1, 1.3, gamma=3, speedup=1.05)
     assert not verdict.pays and verdict.recommended_gamma is None
-    assert "within one run's noise" in verdict.verdict_text() and "pays" not in verdict.verdict_text()
+    assert "has not been measured" in verdict.verdict_text() and "pays" not in verdict.verdict_text()
+    inside = payoff.judge_run(0.8, 0.1, 1.3, gamma=3, speedup=1.18, spread=payoff.Spread(0.77, 1.31, "the bench"))
+    assert not inside.pays and "within the noise: one run moves from 77% to 131%" in inside.verdict_text()
 
 
 def test_the_one_rule_reads_a_sweeps_spread():
@@ -513,7 +518,7 @@ def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
     assert "compares different texts (4 and 4 tokens) and gives no verdict" in words
     assert 'class="verdict"' not in html and "pays" not in words.split("gives no verdict")[1].split("Why the text")[0]
     assert "parted because their arithmetic was not the same" in words
-    assert render.stats_dict(parted)["speculation_pays"] is None and "no verdict" in render.stats_dict(parted)["verdict"]
+    assert render.stats_dict(parted)["speculation_pays"] is None and "No verdict" in render.stats_dict(parted)["verdict"]
     same = render.stats_html(greedy_pair_of_lanes([3, 4, 5]))
     assert 'class="parted"' not in same and 'class="verdict"' in same
     assert "parted because" not in visible_text(same)

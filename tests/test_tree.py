@@ -270,9 +270,9 @@ def test_a_tree_rounds_event_tells_the_tree(temperature):
             assert node.depth == (1 if node.parent < 0 else drafted[node.parent].depth + 1)
         assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
     assert any(event.next_kind == "resample" for event in trace.rounds)
-    assert trace.tokens_per_target_pass == pytest.approx(
+    assert trace.tokens_per_target_forward == pytest.approx(
         sum(len(event.emitted_ids) for event in trace.rounds) / len(trace.rounds))
-    assert trace.tokens_per_target_pass > 1  # some tree rounds kept drafts
+    assert trace.tokens_per_target_forward > 1  # some tree rounds kept drafts
 
 
 @pytest.mark.parametrize("drafter", ["model", "head"])
@@ -310,7 +310,7 @@ def test_the_default_pair_writes_the_target_alones_text_with_trees():
         for drafter in ("head", "model"):
             trace = Trace.from_events(speculative_decode(pair, ids, dataclasses.replace(config, drafter=drafter, tree=8)))
             assert trace.token_ids == baseline, (prompt.text, drafter)
-            passes.append(trace.tokens_per_target_pass)
+            passes.append(trace.tokens_per_target_forward)
     assert min(passes) > 1, passes
 
 

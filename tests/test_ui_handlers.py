@@ -184,6 +184,9 @@ def test_a_refused_input_clears_the_last_runs_results():
         assert shown[lane] == html != finished[lane]
     assert shown["State"] is None and shown["round-picker"].choices == []
     assert "In this run" not in shown["explainer"]
-    charts = [component for component in run_fn.outputs if isinstance(component, ui.gr.Plot)]
+    # the run's charts are cleared; the runs so far (chart-runs) are the session's, not the last run's, and stay
+    charts = [component for component in run_fn.outputs
+              if isinstance(component, ui.gr.Plot) and component.elem_id != "chart-runs"]
     assert all(component in values[0] for component in charts)
+    assert not any(getattr(component, "elem_id", None) in ("chart-runs", "runs-so-far") for component in values[0])
     assert len(run_coroutine(demo.postprocess_data(run_fn, values[0], None))) == len(run_fn.outputs)

@@ -23,7 +23,7 @@ from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.bench_record import record_metadata
 from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff
 from specviz.analysis.theory import expected_speedup
-from specviz.analysis.trace import Trace, speedup
+from specviz.analysis.trace import Trace, speedup, tokens_per_target_forward
 
 DEFAULT_PROMPTS_FILE = ASSETS_DIR / "prompts.json"
 
@@ -89,7 +89,7 @@ class BenchResult:
     min_speedup: float
     max_speedup: float
     acceptance_rate: float  # α̂ pooled over all rounds
-    mean_tokens_per_round: float
+    tokens_per_target_forward: float  # τ pooled over all runs (trace.tokens_per_target_forward), bonus included
     c: float  # median draft step over median baseline target step
     verify_cost: float  # one (γ+1)-token verify over one baseline step; Leviathan's model assumes 1
     median_baseline_tokens_per_s: float
@@ -127,8 +127,6 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], 
     accepted = sum(spec.num_accepted for _, spec in pairs)
     examined = sum(spec.num_examined for _, spec in pairs)
     alpha = accepted / examined if examined else 0.0
-    rounds = [e for _, spec in pairs for e in spec.rounds]
-    tokens_per_round = sum(len(e.emitted_ids) for e in rounds) / len(rounds) if rounds else 0.0
     draft_step_s = statistics.median(spec.mean_draft_step_s for _, spec in pairs)
     target_step_s = statistics.median(base.mean_target_step_s for base, _ in pairs)
     cost_ratio = draft_step_s / target_step_s if target_step_s else 0.0
@@ -140,7 +138,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], 
         min_speedup=min(speedups),
         max_speedup=max(speedups),
         acceptance_rate=alpha,
-        mean_tokens_per_round=tokens_per_round,
+        tokens_per_target_forward=tokens_per_target_forward(spec for _, spec in pairs),
         c=cost_ratio,
         verify_cost=verify_s / target_step_s if target_step_s else 0.0,
         median_baseline_tokens_per_s=statistics.median(base.tokens_per_s for base, _ in pairs),
@@ -230,13 +228,13 @@ def recommendation_record(results: Iterable[BenchResult], temperature: float) ->
 
 def format_table(results: list[BenchResult]) -> str:
     """Plain-text table, one row per (temperature, γ), then the recommended γ per temperature."""
-    header = f"{'T':>4} {'γ':>3} {'tree':>4} {'speedup (min–max)':>22} {'α̂':>6} {'tok/round':>9} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
+    header = f"{'T':>4} {'γ':>3} {'tree':>4} {'speedup (min–max)':>22} {'α̂':>6} {'τ':>6} {'c':>6} {'verify':>6} {'predicted':>9} {'base tok/s':>10} {'spec tok/s':>10} {'diverged':>8}"
     lines = [header, "-" * len(header)]
     for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma)):
         spread = f"{r.median_speedup:.2f}× ({r.min_speedup:.2f}–{r.max_speedup:.2f})"
         diverged = "—" if r.num_diverged is None else f"{r.num_diverged}/{r.num_runs}"
         lines.append(
-            f"{r.temperature:>4g} {r.gamma:>3} {r.tree:>4} {spread:>22} {r.acceptance_rate:>6.3f} {r.mean_tokens_per_round:>9.2f} "
+            f"{r.temperature:>4g} {r.gamma:>3} {r.tree:>4} {spread:>22} {r.acceptance_rate:>6.3f} {r.tokens_per_target_forward:>6.2f} "
             f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
         )
     for temperature, tree in sorted({(r.temperature, r.tree) for r in results}):
@@ -249,6 +247,8 @@ def format_table(results: list[BenchResult]) -> str:
         lines.append(f"  beside it, {payoff.prediction_text()}.")
     if results:
         lines.append(f"(the rule: {TIE_RULE})")
+        lines.append("(α̂: the share of the drafts the target examined that it accepted; τ: tokens per target pass after "
+                     "the prefill, accepted drafts plus the target's own correction or bonus, so 1 ≤ τ ≤ γ + 1)")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ import torch
 from specviz.models.precision import default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.analysis.bench_record import machine_kind
+from specviz.analysis.payoff import Spread
 
 BENCH_DIR = ASSETS_DIR / "bench"
 # What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
@@ -191,6 +192,37 @@ def expect_here(device: str | None = None) -> Expectation | None:
     except ValueError:
         return None
     return expect(machine_kind(device), default_precision(device), records)
+
+
+def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
+    """How far one run moved in a record's cell at this temperature, as ratios to the cell's median: its
+    lowest and highest run over prompts × repeats (a prompt's own length and text move it too, so this is
+    wider than repeats of one prompt, never narrower). None where the record has no such cell."""
+    cell = next((cell for cell in record.cells if cell.temperature == temperature), None)
+    if cell is None or cell.median <= 0 or cell.num_runs < 2:
+        return None
+    kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
+    source = (f"the bench's {cell.num_runs} {kind} runs of {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)} "
+              f"on a {KIND_WORDS.get(record.kind, record.kind)} in {record.precision}, γ = {cell.gamma}, "
+              f"{cell.speedup_text()}, {record.date}")
+    return Spread(cell.low / cell.median, cell.high / cell.median, source)
+
+
+@lru_cache(maxsize=16)
+def spread_here(pair: str, precision: str, temperature: float, device: str | None = None) -> Spread | None:
+    """The spread one run of this pair shows on this host's kind at this precision and temperature, one thread
+    (the page's setup), from the first matching record (examples first); None where none matches, and the
+    verdict then has no band rather than an assumed one."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        records = load_records()
+    except ValueError:
+        return None
+    expectation = expect(machine_kind(device), precision, records, pair)
+    for record in expectation.records:
+        if (spread := run_spread(record, temperature)) is not None:
+            return spread
+    return None
 
 
 # --- the README's speed table ---------------------------------------------------------------------------

@@ -1,8 +1,12 @@
 """Does speculation pay here? One rule, asked by the run's stats, the theory explorer and the γ sweep.
 
 Measurement decides; the formula explains. A γ pays only when its measured speedup is above 1×
-beyond the noise: a sweep cell's whole min–max spread above 1, or one run (one noisy sample of
-the clock) more than SINGLE_RUN_NOISE above 1. Leviathan's formula at the setup's α̂, c and v is
+beyond the noise: a sweep cell's (or the page's repeats') whole min–max spread above 1, or one run
+(one noisy sample of the clock) whose band still clears 1 when it is widened by the spread one run
+was *measured* to have here (a `Spread`: the machine's bench record, specviz.analysis.expectations).
+Where no spread was measured, one run gives no verdict beyond the noise: the band is never assumed.
+A verdict compares like for like only: lanes that wrote different texts get none (UNEQUAL_TEXTS).
+Leviathan's formula at the setup's α̂, c and v is
 always worded as a prediction, and it supplies the reason when nothing pays. Without any
 measurement (the theory explorer's sliders) the prediction is all there is, and it says so.
 
@@ -21,12 +25,11 @@ from dataclasses import dataclass
 
 from specviz.analysis import theory
 
-# One greedy run of the default pair, repeated, moves by about ±10% on a shared CPU: a single run
-# within that of 1× is no evidence either way.
-SINGLE_RUN_NOISE = 0.10
 # Medians of a few repeats still move by several percent from one sweep to the next on a shared CPU
 # (±10% per run over √2–√5 repeats): two medians closer than this share of the best are not told apart.
 TIE_TOLERANCE = 0.05
+# Runs of one setup on the page before their own min–max is the band (fewer say too little of the spread).
+MIN_REPEATS = 3
 TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0%} of its median"
 TIE_RULE = f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ"
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
@@ -38,6 +41,25 @@ WHAT_WOULD_CHANGE_IT = (
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How far one run's speedup was measured to move here, as ratios to the median of many (never assumed)."""
+
+    low_ratio: float  # lowest over median
+    high_ratio: float  # highest over median
+    source: str  # where it was measured, in words: "the bench's 33 greedy runs on this machine (…)"
+
+
+def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: float) -> str:
+    """No verdict on one run whose lanes wrote different texts: their tokens per second are not like for like
+    (a short sample is mostly prefill, a long one mostly rounds), so 26 tokens against 8 says nothing of speed."""
+    why = (f"at temperature {temperature:g} each lane drew its own sample" if temperature
+           else "the greedy lanes parted")
+    return (f"No verdict from this run: {why}, so they wrote different texts ({num_baseline} and {num_speculative} "
+            f"tokens) and their speeds compare unequal work. Temperature 0 compares like for like; the bench's "
+            f"sampled figures pool many prompts and repeats.")
+
+
+@dataclass(frozen=True)
 class Measurement:
     """Measured speedup at one γ: a sweep cell's median and min–max, or one run (low = high = median)."""
 
@@ -46,22 +68,37 @@ class Measurement:
     low: float
     high: float
     num_runs: int = 1
+    spread: Spread | None = None  # one run: how far one run was measured to move here; None: not measured
 
     @classmethod
-    def one_run(cls, gamma: int, speedup: float) -> "Measurement":
-        return cls(gamma, speedup, speedup, speedup, 1)
+    def one_run(cls, gamma: int, speedup: float, spread: Spread | None = None) -> "Measurement":
+        return cls(gamma, speedup, speedup, speedup, 1, spread)
+
+    @classmethod
+    def repeats(cls, gamma: int, speedups: list[float]) -> "Measurement":
+        """Several runs of one setup: their median and their own min–max."""
+        ordered = sorted(speedups)
+        middle = len(ordered) // 2
+        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        return cls(gamma, median, ordered[0], ordered[-1], len(ordered))
+
+    @property
+    def has_spread(self) -> bool:
+        return self.num_runs > 1 or self.spread is not None
 
     @property
     def noise_band(self) -> tuple[float, float]:
-        """The spread over repeats; for one run, ±SINGLE_RUN_NOISE around it (one sample has no spread)."""
+        """The spread over repeats; for one run, the measured spread around it; without one, no band at all."""
         if self.num_runs > 1:
             return self.low, self.high
-        return self.median * (1 - SINGLE_RUN_NOISE), self.median * (1 + SINGLE_RUN_NOISE)
+        if self.spread is not None:
+            return self.median * self.spread.low_ratio, self.median * self.spread.high_ratio
+        return self.median, self.median
 
     @property
     def beats_target(self) -> bool:
-        """Faster than the target alone beyond the noise: the whole band lies above 1×."""
-        return self.median > 1.0 and self.noise_band[0] > 1.0
+        """Faster than the target alone beyond the noise: a measured band, all of it above 1×."""
+        return self.has_spread and self.median > 1.0 and self.noise_band[0] > 1.0
 
     def evidence_text(self) -> str:
         if self.num_runs > 1:
@@ -69,14 +106,24 @@ class Measurement:
                     f"({self.low:.2f}–{self.high:.2f}× over {self.num_runs} runs)")
         return f"this run measured {self.median:.2f}× at γ = {self.gamma} (one noisy sample of the clock)"
 
+    def band_text(self) -> str:
+        """One run's band in words: how far one run moves here, and where that was measured."""
+        low, high = self.noise_band
+        return (f"one run moves from {self.spread.low_ratio:.0%} to {self.spread.high_ratio:.0%} of the median here "
+                f"({self.spread.source}), so this one could as well read {low:.2f}–{high:.2f}×")
+
     def shortfall_text(self) -> str:
-        """Why this measurement is no gain: a slowdown, or a gain lost in the noise."""
+        """Why this measurement is no gain: a slowdown, a gain lost in the measured noise, or no noise measured."""
         if self.noise_band[1] < 1.0 or (self.median < 1.0 and self.num_runs == 1):
             return "slower than the target alone"
         if self.num_runs > 1:
             below = "below 1× at the median, and " if self.median < 1.0 else ""
             return f"{below}a spread that reaches 1×, so no faster than the target alone beyond the noise"
-        return f"within one run's noise (±{SINGLE_RUN_NOISE:.0%}) of the target alone's speed"
+        if self.spread is not None:
+            return f"within the noise: {self.band_text()}"
+        return ("but how far one run moves here has not been measured (no bench record for this machine and setup, "
+                "and too few repeats on this page), so one run cannot say it is beyond the noise: run it again, "
+                "and the runs-so-far table shows the spread")
 
 
 @dataclass(frozen=True)
@@ -158,6 +205,8 @@ class Payoff:
         if gamma is not None:
             return f"γ = {gamma}"
         best = self.best
+        if best is not None and best.median > 1.0 and not best.has_spread:
+            return f"none beyond the noise yet: one run at γ = {best.gamma} measured {best.median:.2f}×, with no spread measured"
         if best is not None and best.median > 1.0:  # faster at the median, yet not beyond the noise
             low = best.noise_band[0]
             return f"none beyond the noise: γ = {best.gamma}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
@@ -247,6 +296,8 @@ class Payoff:
                 return f"Predicted only: {self.prediction_text()}. Run it to measure."
             return f"Predicted: here speculation would not pay: {self.prediction_text()}."
         chosen = self.chosen
+        if chosen.beats_target and chosen.num_runs == 1:
+            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise: {chosen.band_text()}."
         if chosen.beats_target:
             return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
@@ -265,6 +316,10 @@ def listing(gammas: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float) -> Payoff:
-    """The verdict on one run: one noisy sample at its γ."""
-    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup),))
+def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float,
+              spread: Spread | None = None, repeats: tuple[float, ...] = ()) -> Payoff:
+    """The verdict on one run at its γ: over its repeats (this run's speedup among them) when there are
+    MIN_REPEATS, else one noisy sample read against the spread measured for one run here (none: no band)."""
+    if len(repeats) >= MIN_REPEATS:
+        return Payoff(alpha, cost_ratio, verify_cost, (Measurement.repeats(gamma, list(repeats)),))
+    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup, spread),))

@@ -128,19 +128,11 @@ class Trace:
         return self.num_accepted / self.num_examined if self.num_examined else 0.0
 
     @property
-    def mean_tokens_per_round(self) -> float:
-        """New tokens per target call in the rounds (accepted drafts + the target's own token)."""
-        if not self.rounds:
-            return 0.0
-        return sum(len(event.emitted_ids) for event in self.rounds) / len(self.rounds)
-
-    @property
-    def tokens_per_target_pass(self) -> float:
-        """τ: new tokens per target forward in the rounds, bonus included. A tree round checks many
-        branches in its one pass and keeps one path, so τ (not α̂, which counts judged drafts) is what
-        a tree raises."""
-        forwards = sum(event.num_target_forwards for event in self.rounds)
-        return sum(len(event.emitted_ids) for event in self.rounds) / forwards if forwards else 0.0
+    def tokens_per_target_forward(self) -> float:
+        """τ: new tokens per target forward after the prefill (tokens_per_target_forward, pooled over one trace).
+        A tree round checks many branches in its one pass and keeps one path, so τ (not α̂, which counts
+        judged drafts) is what a tree raises."""
+        return tokens_per_target_forward([self])
 
     def per_position_counts(self) -> list[tuple[int, int]]:
         """For draft position i: (accepted, examined); a draft is examined if all before it passed."""
@@ -166,7 +158,9 @@ class Trace:
             "target_forward_passes": self.num_target_forwards,
             "draft_forward_passes": self.num_draft_forwards,
             "num_rounds": len(self.rounds),
-            "mean_tokens_per_round": self.mean_tokens_per_round,
+            "tokens_per_target_forward": self.tokens_per_target_forward,
+            # the same τ under its first name, for readers of reports written before it had its own
+            "mean_tokens_per_round": self.tokens_per_target_forward,
             "acceptance_rate": self.acceptance_rate if self.num_drafted else None,
             "per_position_acceptance": self.per_position_acceptance(),
             "stop_reason": self.finish.stop_reason if self.finish else None,
@@ -184,6 +178,22 @@ class Trace:
         trace = cls.from_events(event_from_dict(event) for event in data["events"])
         trace.lane = data.get("lane", trace.lane)
         return trace
+
+
+def tokens_per_target_forward(traces: Iterable[Trace]) -> float:
+    """τ, pooled over runs: the tokens the target's forwards gave after the prefill, accepted drafts plus the
+    target's own token (a resample or a bonus), over those forwards.
+
+    The one count of it (the page's stats, the explainer, the bench, the sweep). The prefill is left out:
+    its forward reads the prompt and gives the first token in every lane alike, so counting it pulled a
+    14-token run's figure from 13 / 6 = 2.17 down to 14 / 7 = 2.00 and made it disagree with the formula's
+    (1 − α^(γ+1)) / (1 − α), which counts rounds. Without it the target alone has τ = 1 exactly.
+    """
+    tokens = forwards = 0
+    for trace in traces:
+        tokens += sum(len(event.emitted_ids) for event in trace.rounds)
+        forwards += sum(event.num_target_forwards for event in trace.rounds)
+    return tokens / forwards if forwards else 0.0
 
 
 @dataclass(frozen=True)

@@ -122,9 +122,11 @@ def stopped_html(previous_html: str, what: str) -> str:
 
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
-                     gamma: int | None, paying_alpha: float | None) -> str:
+                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
     """The sliders' prediction, worded as one; then the last run's measured verdict (specviz.analysis.payoff) and
-    why prediction and measurement differ, in that run's own numbers."""
+    why prediction and measurement differ, in that run's own numbers. `verdict` is the run's one verdict
+    (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run
+    with no measured spread."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
@@ -142,10 +144,11 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
     lines = [f"<b>Predicted</b> at α = {alpha:.2f}, c = {cost_ratio:.2f}, v = {verify_cost:.2f} (the sliders): {free}; "
              f"{with_v}. The formula's best γ there: {best}."]
     if comparison is not None and gamma is not None:
-        payoff = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma,
-                           comparison.speedup)
+        payoff = verdict if verdict is not None else judge_run(
+            comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
+        pays, words = ("none", payoff) if isinstance(payoff, str) else (str(payoff.pays).lower(), payoff.verdict_text())
         lines.append(f'<b>Measured</b>, the last run (γ = {gamma}, the diamond): <span class="verdict" '
-                     f'data-pays="{str(payoff.pays).lower()}">{escape_text(payoff.verdict_text())}</span>')
+                     f'data-pays="{pays}">{escape_text(words)}</span>')
         lines.append(
             f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
             f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
@@ -196,6 +199,7 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
         beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
         parts.append(
             f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
+            f"{escape_text(sweep_tau_text(view))} "
             f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) "
             f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
             f"verify costs more. The measured medians decide; the curves explain.</p>"
@@ -204,3 +208,11 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
     return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
             f'data-gamma="{gamma}">{"".join(parts)}</div>')
+
+
+def sweep_tau_text(view) -> str:
+    """τ beside α̂ for each γ swept: a share of drafts kept against the tokens one target pass gave."""
+    cells = ", ".join(f"γ = {r.gamma}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
+    return (f"Per γ ({cells}): α̂ is the share of examined drafts the target accepted, τ the tokens one target pass "
+            f"gave (its own correction or bonus included), so τ ≥ 1, and a larger γ raises τ only where the drafter "
+            "keeps drafting and its drafts keep being accepted.")

@@ -165,8 +165,10 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
         marker={"size": 10, "color": EXACT_COLOR},
         error_y={"type": "data", "symmetric": False, "array": [r.max_speedup - r.median_speedup for r in results],
                  "arrayminus": [r.median_speedup - r.min_speedup for r in results], "color": "#555", "thickness": 1.5, "width": 5},
-        customdata=[[r.min_speedup, r.max_speedup, r.num_runs] for r in results],
-        hovertemplate="γ = %{x}: median %{y:.2f}× (%{customdata[0]:.2f}–%{customdata[1]:.2f}, %{customdata[2]} runs)<extra></extra>",
+        customdata=[[r.min_speedup, r.max_speedup, r.num_runs, r.acceptance_rate, r.tokens_per_target_forward]
+                    for r in results],
+        hovertemplate=("γ = %{x}: median %{y:.2f}× (%{customdata[0]:.2f}–%{customdata[1]:.2f}, %{customdata[2]} runs); "
+                       "α̂ = %{customdata[3]:.2f}, τ = %{customdata[4]:.2f} tokens per target pass<extra></extra>"),
     )
     if best is not None:
         figure.add_scatter(x=[best.gamma], y=[best.max_speedup], mode="markers+text", text=["recommended"],

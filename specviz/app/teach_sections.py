@@ -16,6 +16,7 @@ from specviz.app import lessons, plots, plots_teach, step_lessons
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.render.lanes import FOLLOW_LANE_JS
+from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.analysis.trace import Comparison, compare
 from specviz.app.settings import NAMES
 from specviz.catalogue import DEFAULT_DRAFTER
@@ -138,7 +139,10 @@ def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     comparison, gamma = measured_of(run)
     view = explorer.theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                                 comparison.speedup if comparison else None)
-    note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha)
+    # the run's one verdict, as its stats give it, once both lanes are done
+    verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
+    note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha,
+                                    verdict)
     return plots_teach.theory_explorer(view), note
 
 

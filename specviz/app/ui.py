@@ -104,7 +104,8 @@ FIT_CHARTS_JS = """
 }
 """
 # gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small
-LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "max_file_size": "20mb"}
+# gradio keeps each visitor's page state (~0.25 MiB a session here) until this many newer sessions came
+LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
 
 
 def on_gpu(fn):

@@ -24,6 +24,9 @@ from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
+from specviz.app.history import repeats_of, run_history
+from specviz.app.render.verdict import spread_of
+from specviz.app.ui_measures import runs_values
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
 from specviz.app.wording import count
 
@@ -132,11 +135,21 @@ def inspect_values(page: Page, run: render.RunView) -> dict:
     }
 
 
-def page_values(page: Page, progress: Progress, session: str | None = None) -> dict:
+def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
+    """A finished live run joins the session's runs so far; its repeats there become its verdict's band."""
+    record = run_history.add(session, run)
+    runs = run_history.runs(session)
+    if record is not None:
+        run.repeats = repeats_of(runs, record)
+    return dict(zip(page.runs_so_far, runs_values(runs, spread_of(run))))
+
+
+def page_values(page: Page, progress: Progress, session: str | None = None, live: bool = True) -> dict:
     run = progress.run
     if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
         return {page.status: gr.skip()}
-    values = {**lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
+    kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
+    values = {**kept, **lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
     if progress.redraw_plots:
         values.update(zip(page.charts, chart_values(run)))
     if progress.finished:
@@ -288,7 +301,7 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
                                         f"{settings_note}."), **values}
     try:
         yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
-        finished = page_values(page, Progress(view, None, True, finished=True), session)
+        finished = page_values(page, Progress(view, None, True, finished=True), session, live=False)
         yield {**finished, page.status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
     except Exception as error:  # noqa: BLE001
         yield show_error(page, error, run_id, session)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_tree, render
+from specviz.app import plots, plots_confidence, plots_timeline, plots_tree, render, ui_measures
 from specviz.app.render.tree_round import figure_words
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
@@ -80,6 +80,7 @@ class Page:
     replay: Replay
     inspector: Inspector
     explainer: gr.HTML
+    runs_so_far: list[gr.Component]  # this session's runs: the table with its sentence, then the dot chart
 
     @property
     def replayed(self) -> dict[str, gr.Component]:
@@ -89,7 +90,7 @@ class Page:
     @property
     def run_outputs(self) -> list[gr.Component]:
         """What a run or a replay updates, in one order for gradio."""
-        return [*self.stop_outputs, self.replay.download]
+        return [*self.stop_outputs, self.replay.download, *self.runs_so_far]
 
     @property
     def stop_outputs(self) -> list[gr.Component]:
@@ -117,7 +118,11 @@ def chart_values(run: render.RunView | None) -> list:
         plots.per_position_acceptance(speculative),
         plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {}, drafts),
         plots_confidence.confidence_note_html(drafts),
+        plots_timeline.timeline([baseline, speculative, *others]),
+        ui_measures.timeline_note_html(run),
     ]
+
+
 
 
 def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object]:
@@ -265,7 +270,8 @@ def build_lanes() -> dict[str, gr.HTML]:
 
 
 def build_charts() -> list[gr.Component]:
-    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence."""
+    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence, then
+    where the time went (every forward on one clock) with its sentence."""
     initial = iter(chart_values(None))
     charts = []
     for row in (("chart-time", "chart-accepted"), ("chart-alpha", "chart-position")):
@@ -273,6 +279,8 @@ def build_charts() -> list[gr.Component]:
             charts += [gr.Plot(next(initial), show_label=False, elem_id=elem_id) for elem_id in row]
     charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-confidence"))
     charts.append(gr.HTML(next(initial), elem_id="confidence-note"))
+    charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-timeline"))
+    charts.append(gr.HTML(next(initial), elem_id="timeline-note"))
     return charts
 
 
@@ -321,6 +329,7 @@ def build_page() -> Page:
     lanes = build_lanes()
     stats = gr.HTML(render.stats_html(None), elem_id="stats")
     charts = build_charts()
+    runs_so_far = ui_measures.build_runs_so_far()
     replay = build_replay()
     inspector = build_inspector()
     with gr.Accordion("How it works", open=True):
@@ -329,4 +338,4 @@ def build_page() -> Page:
                       open=False, elem_id="drafters-about-section"):
         gr.HTML(drafters_about_html(), elem_id="drafters-about")
     return Page(controls, custom_row, run_button, stop_button, status, lanes, stats, charts, run_state, replay,
-                inspector, explainer)
+                inspector, explainer, runs_so_far)

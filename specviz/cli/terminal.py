@@ -65,6 +65,8 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 def print_figures(view_run) -> None:
     from specviz.app.render.stats import comparison_of, lane_rows, payoff_of
+    from specviz.app.render.tau import tau_text
+    from specviz.app.render.verdict import no_verdict_text
 
     names = list(view_run.lane_names)
     rows = [
@@ -82,7 +84,9 @@ def print_figures(view_run) -> None:
             f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
             f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
-        print(payoff_of(view_run, comparison).verdict_text())  # the page's verdict, in the same words
+        print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
+        payoff = payoff_of(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
+        print(payoff.verdict_text() if payoff is not None else no_verdict_text(view_run))
 
 
 def run_report(view_run, extra_config: dict) -> dict:

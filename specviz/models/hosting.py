@@ -24,6 +24,11 @@ Environment variables (`HostingPolicy.from_env` reads them at each load):
   together) and says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
 - ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy.
   Default: 16 on a Space, 64 elsewhere.
+- ``SPECVIZ_MAX_SESSIONS``: most visitors' sessions whose page state gradio keeps in memory; the
+  oldest is dropped beyond it (its page then needs a new run before the inspector answers). Each
+  session costs ~0.25 MiB even for one API call (gradio copies the page's config into it), and
+  gradio's own default of 10,000 would let a stream of visitors take ~2.5 GB (tests/test_soak.py).
+  Default: 500 on a Space, 1000 elsewhere.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class HostingPolicy:
     max_prompt_tokens: int = 0  # per run in the app, chat template included; 0: the models' context length
     max_run_s: int = 0  # wall time per run in the app; 0: no limit
     queue_size: int = 64  # visitors waiting for the model; more get "busy, try again"
+    max_sessions: int = 1000  # visitors' page states gradio keeps; the oldest dropped beyond it
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "HostingPolicy":
@@ -78,6 +84,7 @@ class HostingPolicy:
                                          SPACE_MAX_PROMPT_TOKENS if on_space else 0, 0),
             max_run_s=read_count(environ, "SPECVIZ_MAX_RUN_S", 120 if on_space else 0, 0),
             queue_size=read_count(environ, "SPECVIZ_QUEUE_SIZE", 16 if on_space else 64, 1),
+            max_sessions=read_count(environ, "SPECVIZ_MAX_SESSIONS", 500 if on_space else 1000, 1),
         )
 
 

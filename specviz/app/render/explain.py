@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
-from specviz.analysis.payoff import judge_run
 from specviz.app.render.lanes import LaneView, RunView
+from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.app.render.tokens import (
     END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
 )
@@ -110,17 +110,18 @@ def explain_speed(run: RunView) -> str:
     comparison = compare(baseline, speculative, run.gamma)
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
-    verdict = judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                        comparison.speedup)
+    verdict = run_payoff(run, comparison)
+    judged = (f"{escape_text(verdict.headline_text())} Recommended γ: {escape_text(verdict.recommendation_text())}."
+              if verdict is not None else escape_text(no_verdict_text(run)))
     return (
-        f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined and made "
+        f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "
+        f"its passes gave τ = {speculative.tokens_per_target_forward:.2f} tokens after the prefill, and it made "
         f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}; "
         f"each draft step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
         f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "
         f"{comparison.predicted_speedup:.2f}× at γ = {run.gamma}; here a verify cost v = {comparison.verify_cost:.2f} "
         f"steps, and with that in the denominator (γc + v) it predicts {comparison.predicted_with_verify:.2f}×. "
-        f"The clock measured {speedup(baseline, speculative):.2f}×. {escape_text(verdict.headline_text())} "
-        f"Recommended γ: {escape_text(verdict.recommendation_text())}."
+        f"The clock measured {speedup(baseline, speculative):.2f}×. {judged}"
     )
 
 

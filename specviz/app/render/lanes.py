@@ -247,6 +247,9 @@ class RunView:
         self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
         self.lane_names = tuple(lanes)  # the lanes this run will have, in order
         self.views: dict[str, LaneView] = {}
+        # Speedups of this page's runs of the same setup, this one's included (specviz.app.history): with
+        # enough of them their own min–max is the verdict's band. Empty for the API, the CLI and replays.
+        self.repeats: tuple[float, ...] = ()
 
     @classmethod
     def replaying(cls, saved: Run, run_id: int = 0) -> "RunView":

@@ -6,16 +6,19 @@ from __future__ import annotations
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here
-from specviz.analysis.payoff import Payoff, judge_run
+from specviz.analysis.payoff import Payoff
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
+from specviz.app.render.tau import tau_text
+from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.app.render.tokens import escape_text
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
 NOISE_NOTE = (
     "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
-    "The γ sweep below gives medians and spread over repeated runs."
+    "“Runs on this page so far”, under the charts, shows how far it moves; the γ sweep below gives medians and "
+    "spread over repeated runs."
 )
 
 
@@ -26,10 +29,9 @@ def comparison_of(run: RunView) -> Comparison | None:
     return None
 
 
-def payoff_of(run: RunView, comparison: Comparison) -> Payoff:
-    """The one verdict on this run (payoff.judge_run): one noisy sample at the run's γ."""
-    return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                     comparison.speedup)
+def payoff_of(run: RunView, comparison: Comparison) -> Payoff | None:
+    """The one verdict on this run (render.verdict.run_payoff); None where the lanes wrote different texts."""
+    return run_payoff(run, comparison)
 
 
 def stats_dict(run: RunView) -> dict:
@@ -49,13 +51,12 @@ def stats_dict(run: RunView) -> dict:
             best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
             predicted_pays=comparison.pays,
         )
-        if greedy_parting(run) is None:
-            payoff = payoff_of(run, comparison)
+        payoff = payoff_of(run, comparison)
+        if payoff is not None:
             stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
                          verdict=payoff.verdict_text())
         else:  # never a verdict on unequal work
-            stats.update(speculation_pays=None, recommended_gamma=None,
-                         verdict="no verdict: the greedy lanes wrote different texts, so the speed compares unequal work")
+            stats.update(speculation_pays=None, recommended_gamma=None, verdict=no_verdict_text(run))
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
         stats["reference_speedup"] = speedup(run.baseline.trace, reference)
@@ -91,7 +92,8 @@ def lane_rows(traces: list[Trace], limit: int | None, stopped: bool = False) -> 
         ("tokens / s", each(lambda t: t.tokens_per_s), ".1f"),
         ("target forward passes", each(lambda t: t.num_target_forwards), "d"),
         ("draft forward passes", drafting(lambda t: t.num_draft_forwards), "d"),
-        ("tokens per target call", each(lambda t: t.num_tokens / t.num_target_forwards if t.num_target_forwards else 0.0), ".2f"),
+        # τ counts the rounds only, as the bench and the formula do (trace.tokens_per_target_forward)
+        ("tokens per target pass τ (after the prefill)", each(lambda t: t.tokens_per_target_forward, "rounds"), ".2f"),
         ("acceptance α̂", drafting(lambda t: t.acceptance_rate), ".3f"),
         ("why it stopped", [lane_status(trace, False, limit, stopped) if trace.finish or stopped else None
                             for trace in traces], "s"),
@@ -123,9 +125,12 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
 def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
-    payoff = payoff_of(run, comparison)
+    payoff = payoff_of(run, comparison) if run.done else None
+    recommended = payoff.recommendation_with_prediction_text() if payoff else "— (no verdict: see above)"
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
+        ("tokens per target pass τ (accepted drafts + the target's own token)",
+         f"{run.speculative.trace.tokens_per_target_forward:.2f}"),
         ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
         ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
@@ -133,35 +138,34 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
         # One answer to "which γ": the measured one; the formula's best stands beside it as a prediction.
         ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
-         escape_text(payoff.recommendation_with_prediction_text())),
+         escape_text(recommended)),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
-    return (
-        f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}'
-        f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" style="padding:3px 12px;color:#555">'
-        f"{escape_text(payoff.headline_text())}</td></tr></table>"
-    )
+    if payoff is not None:
+        body += (f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" '
+                 f'style="padding:3px 12px;color:#555">{escape_text(payoff.headline_text())}</td></tr>')
+    return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
 
 
 def gap_text(run: RunView, comparison: Comparison) -> str:
     """Where prediction and measurement part, in target steps per round: the drafts (γ·c), the verify
     (v), tokens per round short of the formula's (rounds cut short), and what the formula leaves out."""
     speculative, baseline = run.speculative.trace, run.baseline.trace
-    rounds = [event for event in speculative.rounds if event.gamma]
+    rounds = speculative.rounds
     step_s = baseline.mean_target_step_s
     if not rounds or step_s <= 0:
         return ""
     gamma, alpha = run.gamma, comparison.acceptance_rate
     expected_tokens = theory.expected_tokens_per_round(alpha, gamma)
     drafts = sum(event.num_draft_forwards for event in rounds) / len(rounds)
-    measured_tokens = sum(len(event.emitted_ids) for event in rounds) / len(rounds)
+    measured_tokens = speculative.tokens_per_target_forward  # τ: the table's figure, counted the same way
     round_steps = sum(event.draft_s + event.verify_s for event in rounds) / len(rounds) / step_s
     in_rounds = measured_tokens / round_steps if round_steps > 0 else 0.0
     return (
         f"Where the prediction and the clock part, in target steps (one step = {step_s * 1000:.1f} ms here): the "
         f"formula expects {expected_tokens:.2f} tokens per round for γ·c + v = {gamma}×{comparison.cost_ratio:.2f} + "
         f"{comparison.verify_cost:.2f} = {gamma * comparison.cost_ratio + comparison.verify_cost:.2f} steps. "
-        f"The rounds made {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
+        f"The rounds made τ = {measured_tokens:.2f} tokens each (fewer when the end of text or the token limit cut a round "
         f"short) for {drafts:.1f} draft steps and a verify, {round_steps:.2f} steps in all: {in_rounds:.2f}× inside the "
         f"rounds. The rest of the gap to the measured {comparison.speedup:.2f}× is outside them: both prefills (the "
         f"speculative one also fills the draft's cache) and the first token, which each lane takes from the target."
@@ -261,13 +265,19 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    if run.done and parting is None:  # never a verdict on unequal work
-        payoff = payoff_of(run, comparison)
+    payoff = payoff_of(run, comparison) if run.done else None
+    if run.done and payoff is None and parting is None:  # sampled lanes of different texts: no verdict either
+        text += f'<p class="verdict" data-pays="none" style="margin:4px 0"><b>{escape_text(no_verdict_text(run))}</b></p>'
+    if payoff is not None:  # never a verdict on unequal work
         text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
                  f"<b>{escape_text(payoff.verdict_text())}</b></p>")
         gap = gap_text(run, comparison)
         if gap:
             text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
+    tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""
+    if tau:
+        text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
+    if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
 

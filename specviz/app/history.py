@@ -1,0 +1,104 @@
+"""The runs a visitor has made on the page so far, so the spread of one run's speedup is in plain sight.
+
+No gradio here. Each finished live run leaves one small `RunRecord` (its speedup, γ, drafter, token
+counts, whether the lanes wrote the same text, and a key naming its setup); runs of one setup are
+repeats, and their speedups are the verdict's band once there are enough (payoff.MIN_REPEATS).
+Kept per browser session on the server, bounded both ways (sessions and runs), since a visitor who
+closes the tab never says so. Replays are not kept: they repeat a recorded clock, not a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from specviz.app.render.lanes import RunView
+from specviz.app.render.verdict import same_text
+from specviz.analysis.trace import speedup
+
+SESSIONS_KEPT = 256
+RUNS_KEPT = 40  # per session: the table and the chart stay readable, and memory stays bounded
+# Settings that do not change what a run measures: the seed only picks the sample (and greedy runs need none
+# to repeat); the others are the machine's own, the same for every run on it.
+NOT_SETUP = ("seed", "device", "exactness", "bitwise_verify", "int8_drafters")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run as the table and the dot chart show it."""
+
+    number: int  # 1, 2, … in this session
+    speedup: float  # speculative tokens/s over the target alone's
+    gamma: int
+    drafter: str
+    temperature: float
+    num_baseline_tokens: int
+    num_speculative_tokens: int
+    same_text: bool  # both lanes wrote the same tokens: the speed compares like for like
+    prompt_text: str
+    setup: str  # what makes two runs repeats of each other: prompt, pair and settings but the seed
+
+    @property
+    def tokens_text(self) -> str:
+        if self.same_text:
+            return str(self.num_baseline_tokens)
+        return f"{self.num_baseline_tokens} / {self.num_speculative_tokens}"
+
+
+def setup_key(run: RunView) -> str:
+    greedy = not run.settings.get("temperature")
+    settings = {name: value for name, value in run.settings.items()
+                if name not in NOT_SETUP or (name == "seed" and not greedy)}
+    return json.dumps([run.prompt_text, run.chat, settings], sort_keys=True, default=str)
+
+
+def record_of(run: RunView, number: int) -> RunRecord | None:
+    """The run's record, or None for a run without both lanes finished."""
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    if not (run.has_lane("speculative") and baseline.done and speculative.done and baseline.rounds):
+        return None
+    return RunRecord(number, speedup(baseline, speculative), run.gamma, str(run.settings.get("drafter", "")),
+                     float(run.settings.get("temperature", 0) or 0), baseline.num_tokens, speculative.num_tokens,
+                     same_text(run), run.prompt_text, setup_key(run))
+
+
+class RunHistory:
+    """Session → its runs, oldest first; gradio runs handlers of different visitors in different threads."""
+
+    def __init__(self) -> None:
+        self.sessions: OrderedDict[str | None, list[RunRecord]] = OrderedDict()
+        self.numbers: dict[str | None, int] = {}
+        self.lock = threading.Lock()
+
+    def add(self, session: str | None, run: RunView) -> RunRecord | None:
+        """Keep a finished run; returns its record (None when it had no speed to keep)."""
+        with self.lock:
+            number = self.numbers.get(session, 0) + 1
+            record = record_of(run, number)
+            if record is None:
+                return None
+            self.numbers[session] = number
+            runs = self.sessions.setdefault(session, [])
+            runs.append(record)
+            del runs[:-RUNS_KEPT]
+            self.sessions.move_to_end(session)
+            while len(self.sessions) > SESSIONS_KEPT:
+                gone, _ = self.sessions.popitem(last=False)
+                self.numbers.pop(gone, None)
+            return record
+
+    def runs(self, session: str | None) -> list[RunRecord]:
+        with self.lock:
+            return list(self.sessions.get(session, ()))
+
+
+def repeats_of(runs: list[RunRecord], record: RunRecord) -> tuple[float, ...]:
+    """Speedups of the runs of the record's setup that wrote the same text in both lanes, the record's own too."""
+    if not record.same_text:
+        return ()
+    return tuple(run.speedup for run in runs if run.setup == record.setup and run.same_text)
+
+
+run_history = RunHistory()

@@ -1,0 +1,43 @@
+"""The one verdict on a run, as every part of the page asks for it (stats, explainer, theory explorer, CLI).
+
+payoff.py holds the rule; this reads what a run gives it: the run's own α̂, c, v and speedup, how far one
+run was measured to move on this machine (the bench's record, specviz.analysis.expectations), and the
+speedups of this page's earlier runs of the same setup (`RunView.repeats`, kept by specviz.app.history).
+A run whose lanes wrote different texts gets no verdict: its tokens per second are not like for like.
+"""
+
+from __future__ import annotations
+
+from specviz.analysis.expectations import spread_here
+from specviz.analysis.payoff import Payoff, Spread, judge_run, unequal_texts_text
+from specviz.analysis.trace import Comparison
+from specviz.app.render.lanes import RunView
+
+
+def same_text(run: RunView) -> bool:
+    """Both lanes finished with the same tokens: the only runs whose speeds compare like for like."""
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    return baseline.done and speculative.done and baseline.token_ids == speculative.token_ids
+
+
+def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
+    """The verdict on this run at its γ; None where the lanes wrote different texts (no_verdict_text says why)."""
+    if not same_text(run):
+        return None
+    return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
+                     comparison.speedup, spread_of(run), tuple(run.repeats))
+
+
+def spread_of(run: RunView) -> Spread | None:
+    """How far one run of this pair, precision and temperature was measured to move on this machine's kind."""
+    settings = run.settings
+    return spread_here(str(settings.get("pair", "")), str(settings.get("precision", "")),
+                       float(settings.get("temperature", 0) or 0))
+
+
+def no_verdict_text(run: RunView) -> str:
+    """Why this run has no verdict: it has not finished (stopped, or still running), or its texts differ."""
+    if not (run.baseline.trace.done and run.speculative.trace.done):
+        return "No verdict: the run did not finish, so its lanes did unequal work."
+    return unequal_texts_text(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens,
+                              float(run.settings.get("temperature", 0) or 0))

@@ -1,0 +1,84 @@
+"""The noise in plain sight (issue 34, defect 7 and item 6): the page keeps its runs, the verdict's band is
+measured (the bench's record or the page's own repeats), never assumed, and unequal texts get no verdict."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from specviz.analysis import payoff
+from specviz.app import history, plots_runs, render, ui
+from specviz.app.render.runs_so_far import runs_table_html
+from tests.test_render import make_run, timed_run, visible_text
+from tests.test_ui_handlers import page_handler
+
+NO_SPREAD = "has not been measured"
+
+
+def test_lanes_of_different_texts_get_no_verdict_even_beside_a_measured_spread(monkeypatch):
+    # the issue's case: T = 1, lanes of different lengths, a speedup a single-run band would call a gain
+    monkeypatch.setattr("specviz.app.render.verdict.spread_here", lambda *args: payoff.Spread(0.9, 1.1, "the bench"))
+    run = make_run()  # T = 1: 6 tokens alone, 7 speculative
+    stats = render.stats_dict(run)
+    assert stats["speculation_pays"] is None and stats["recommended_gamma"] is None
+    assert stats["verdict"].startswith("No verdict from this run: at temperature 1 each lane drew its own sample, "
+                                       "so they wrote different texts (6 and 7 tokens)")
+    words = visible_text(render.stats_html(run))
+    assert "beyond the noise" not in words and "Speculation pays" not in words
+    assert "No verdict from this run" in visible_text(render.explain_html(run))
+    run.speculative.trace.finish = None  # a stopped run: no verdict either, and not for "different texts"
+    assert "No verdict: the run did not finish" in visible_text(render.explain_html(run))
+
+
+def test_one_run_without_a_measured_spread_is_not_called_beyond_the_noise():
+    run = timed_run(speculative_verify_s=0.02)  # about 2×, but no record for this made-up setup and no repeats
+    stats = render.stats_dict(run)
+    assert stats["speedup"] > 1.8 and stats["speculation_pays"] is False and NO_SPREAD in stats["verdict"]
+
+
+def test_the_pages_repeats_become_the_band():
+    run = timed_run(speculative_verify_s=0.02)
+    run.repeats = (1.05, 2.0, 1.9)  # three runs of the setup: their min reaches down to 1.05×
+    stats = render.stats_dict(run)
+    assert stats["speculation_pays"] is True and "median 1.90× (1.05–2.00× over 3 runs)" in stats["verdict"]
+    run.repeats = (0.95, 2.0, 1.9)
+    assert render.stats_dict(run)["speculation_pays"] is False
+
+
+def test_history_keeps_repeats_of_one_setup_bounded_per_session():
+    store = history.RunHistory()
+    greedy = timed_run(speculative_verify_s=0.02)
+    first = store.add("a", greedy)
+    again = store.add("a", timed_run(speculative_verify_s=0.03))
+    other = timed_run(speculative_verify_s=0.02)
+    other.run.settings["gamma"] = 5
+    store.add("a", other)
+    store.add("a", make_run())  # sampled, different texts: kept, but no repeat of anything
+    runs = store.runs("a")
+    assert [run.number for run in runs] == [1, 2, 3, 4] and store.runs("b") == []
+    assert history.repeats_of(runs, again) == (first.speedup, again.speedup) and first.speedup > again.speedup
+    assert history.repeats_of(runs, runs[-1]) == ()
+    html = runs_table_html(runs)
+    assert html.count("<tr") == 5 and "6 / 7" in html and ">no<" in html
+    assert "wrote different texts (6 / 7 tokens)" in html
+    for _ in range(history.RUNS_KEPT + 5):
+        store.add("a", greedy)
+    assert len(store.runs("a")) == history.RUNS_KEPT
+    figure = plots_runs.runs_chart(runs[:2])
+    assert [list(trace.y) for trace in figure.data if trace.type == "scatter"] == [[first.speedup, again.speedup]]
+
+
+def test_the_page_lists_its_runs_and_judges_the_third_repeat_by_their_spread():
+    demo = ui.build_app(preload=False)
+    block_fn = page_handler(demo, "on_run", reads="pace")
+    settings = {"prompt": "def add(a, b):\n", "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
+                "temperature": 0.0, "max-new-tokens": 16}
+    arguments = [settings.get(component.elem_id, component.value) for component in block_fn.inputs]
+    request = SimpleNamespace(session_hash="runs-so-far-test")
+    for _ in range(3):
+        values = list(block_fn.fn(request, *arguments))
+    final = {getattr(component, "elem_id", None): value for component, value in values[-1].items()}
+    assert 'data-runs="3"' in final["runs-so-far"]
+    assert "Your 3 runs of this setup (same prompt and settings) measured" in final["runs-so-far"]
+    assert "their own spread is now the verdict's band" in final["runs-so-far"]
+    assert "over 3 runs)" in final["stats"]  # the verdict read the three repeats
+    assert len([trace for trace in final["chart-runs"].data if trace.type == "scatter"]) == 1
