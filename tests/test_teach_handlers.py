@@ -100,7 +100,8 @@ def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
                                  predicted_speedup=2.1, predicted_with_verify=1.9)
     for module in (teach_sections, teach_handlers):
         monkeypatch.setattr(module, "measured_of", lambda _run: (comparison, 3))
-    alpha, cost, verify, _chart, note = teach_handlers.on_measured_run(object())
+    run = SimpleNamespace(done=False)  # a run still under way: no verdict yet, only the sliders' values
+    alpha, cost, verify, _chart, note = teach_handlers.on_measured_run(run)
     assert (alpha, cost, verify) == (0.78, 0.04, 0.97)
     assert "α = 0.78, c = 0.04, v = 0.97" in note, note
 

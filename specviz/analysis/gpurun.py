@@ -61,6 +61,9 @@ class GpuRunConfig:
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
     bench_gammas: tuple[int, ...] = (2, 3, 4, 6)
+    # tree budgets (0 = a chain): on a GPU a verify of a few dozen rows should cost about one step, so
+    # the tree that pays there is measured beside the chain (issue 32: the default per machine kind)
+    bench_trees: tuple[int, ...] = (0, 8, 16)
     temperatures: tuple[float, ...] = (0.0, 0.7)
     max_new_tokens: int = 64
     num_prompts: int | None = None  # per prompt set; None: all of them, as far as the time goes
@@ -134,18 +137,18 @@ def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, dea
         share = (deadline - time.monotonic()) / (len(config.temperatures) - number)
         stop_at = time.monotonic() + share
         one = replace(config, temperatures=(temperature,))
-        runs: dict[int, list] = {}
+        runs: dict[tuple[int, int], list] = {}  # (γ, tree budget) → (baseline, speculative) pairs
         num_baselines = 0  # one per prompt (a single repeat)
-        for gamma, _, baseline, speculative in timed_runs(pair, encode_prompts(pair, prompts, config.chat), one):
+        for gamma, tree, _, baseline, speculative in timed_runs(pair, encode_prompts(pair, prompts, config.chat), one):
             if speculative is None:
                 num_baselines += 1
                 reached = max(reached, num_baselines)
             else:
-                runs.setdefault(gamma, []).append((baseline, speculative))
+                runs.setdefault((gamma, tree), []).append((baseline, speculative))
             if time.monotonic() > stop_at:
                 cut = True
                 break
-        results += [summarise(gamma, temperature, pairs) for gamma, pairs in runs.items()]
+        results += [summarise(gamma, temperature, pairs, tree) for (gamma, tree), pairs in runs.items()]
     return results, reached, cut
 
 
@@ -159,7 +162,7 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
         budget_s = (deadline - time.monotonic()) / (len(runnable) - number)
         stop_at = time.monotonic() + budget_s
         bench = BenchConfig(gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
-                            max_new_tokens=config.max_new_tokens, drafter=info.name)
+                            max_new_tokens=config.max_new_tokens, drafter=info.name, trees=config.bench_trees)
         results, reached, cut = bench_until(pair, chosen, bench, stop_at)
         if not results:
             continue

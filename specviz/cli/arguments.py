@@ -163,6 +163,7 @@ def add_gpurun_parser(commands) -> None:
     measure.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
     measure.add_argument("--gammas", default="1,3,6", help="greedy identity at each")
     measure.add_argument("--bench-gammas", default="2,3,4,6")
+    measure.add_argument("--bench-trees", default="0,8,16", help="tree budgets the bench runs at every γ (0 = a chain)")
     measure.add_argument("--temperatures", default="0,0.7")
     measure.add_argument("--max-new-tokens", type=int, default=64)
     measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")

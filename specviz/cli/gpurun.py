@@ -92,6 +92,7 @@ def run_measure(args: argparse.Namespace) -> int:
     config = GpuRunConfig(
         pair=args.pair, device=args.device, minutes=args.minutes, gammas=parse_numbers(args.gammas, int, "gammas"),
         bench_gammas=parse_numbers(args.bench_gammas, int, "bench-gammas"),
+        bench_trees=parse_numbers(args.bench_trees, int, "bench-trees"),
         temperatures=parse_numbers(args.temperatures, float, "temperatures"), max_new_tokens=args.max_new_tokens,
         num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
         profile_repeats=args.profile_repeats, **optional)
