@@ -295,7 +295,7 @@ def test_a_sweep_where_nothing_beats_the_target_recommends_none():
     html = lessons.sweep_status_html(9, 9, 12.0, view)
     # γ = 2 is faster at the median but its runs reach 0.96×: no gain beyond the noise, said with its figures
     assert 'data-gamma="none"' in html and "none beyond the noise: γ = 2&#x27;s median is 1.04×, but it reaches down to 0.96×" in html
-    assert "Here speculation does not pay: γ = 2 measured a median 1.04×" in html
+    assert "Not shown to pay here: γ = 2 measured a median 1.04×" in html
     assert "What would change it" in html
     assert "Recommended γ = " not in html
     assert html.count("The formula predicts") + html.count("the formula predicts") == 1  # said once, as the reason

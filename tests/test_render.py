@@ -341,6 +341,17 @@ def visible_text(html: str) -> str:
     return re.sub(r"<[^>]+>", " ", html)
 
 
+def test_a_gain_inside_the_noise_is_not_shown_rather_than_refuted():
+    """The walk of 2026-11-26: one run of 1.27× read "Here speculation does not pay … within the noise" beside
+    a status of 1.27×. Faster on the clock but not beyond the noise is unproven, not disproved."""
+    spread = payoff.Spread(low_ratio=0.77, high_ratio=1.31, source="the bench's 33 greedy runs")
+    inside = payoff.judge_run(0.78, 0.06, 1.32, 3, 1.27, spread).verdict_text()
+    assert inside.startswith("Not shown to pay here: this run measured 1.27×") and "does not pay" not in inside
+    assert "within the noise" in inside
+    slower = payoff.judge_run(0.78, 0.06, 1.32, 3, 0.93, spread).verdict_text()
+    assert slower.startswith("Here speculation does not pay: this run measured 0.93×")
+
+
 def test_a_measured_slowdown_never_says_pays_and_names_none_as_the_gamma():
     run = timed_run(speculative_verify_s=0.2)  # a verify of 10 target steps: far slower than the target alone
     stats = render.stats_dict(run)

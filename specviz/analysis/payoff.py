@@ -300,6 +300,8 @@ class Payoff:
             return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise: {chosen.band_text()}."
         if chosen.beats_target:
             return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
+        if best.median > 1.0:  # faster on the clock, but not beyond the noise: unproven, not disproved
+            return f"Not shown to pay here: {best.evidence_text()}, {best.shortfall_text()}."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
 
     def verdict_text(self) -> str:
