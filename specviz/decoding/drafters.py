@@ -210,19 +210,13 @@ def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[i
     most recent match wins: it is most likely what the text is copying now) and return up to
     num_tokens ids that followed it; [] when no n-gram recurs.
     """
-    length = len(ids)
-    for n in range(min(max_ngram, length - 1), 0, -1):
-        tail = ids[length - n :]
-        for start in range(length - n - 1, -1, -1):  # latest earlier occurrence first
-            if ids[start : start + n] == tail:
-                return ids[start + n : start + n + num_tokens]
-    return []
+    found = find_continuations(ids, max_ngram, num_tokens)
+    return found[0] if found else []
 
 
 def find_continuations(ids: list[int], max_ngram: int, num_tokens: int) -> list[list[int]]:
     """Every earlier occurrence's continuation of the text's trailing n-gram, for the longest n that
-    recurs, the latest occurrence first: the branches of a copying tree (find_continuation's first pick
-    leads)."""
+    recurs, the latest occurrence first: the branches of a copying tree (the first is a chain's pick)."""
     length = len(ids)
     for n in range(min(max_ngram, length - 1), 0, -1):
         tail = ids[length - n :]

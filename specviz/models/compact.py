@@ -127,8 +127,3 @@ def load_compact(folder: str | Path, dtype: torch.dtype) -> torch.nn.Module:
         model.generation_config = GenerationConfig.from_pretrained(folder, local_files_only=True)
     return model.eval()
 
-
-def stored_bytes(folder: str | Path) -> int:
-    """The bytes a folder's weights take on disk (either file)."""
-    folder = Path(folder)
-    return sum((folder / name).stat().st_size for name in (COMPACT_FILE, "model.safetensors") if (folder / name).is_file())
