@@ -11,13 +11,13 @@ through the measurements, two short probes timed once per pair to start it.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import torch
 from transformers import DynamicCache
 
+from specviz.decoding.engine import clock
 from specviz.decoding.events import Event, PrefillEvent
 from specviz.decoding.forward import forward_new_ids
 
@@ -74,11 +74,9 @@ def probe_prefill(pair, prompt_ids: list[int]) -> tuple[int, float]:
     """Time one target prefill of these ids (a fresh cache, thrown away), as the engine's prefill runs it."""
     ids = torch.tensor([prompt_ids], device=pair.device)  # (1, n)
     with torch.inference_mode():
-        started = time.perf_counter()
+        started = clock(pair.device)
         forward_new_ids(pair.target, ids, DynamicCache(), pair.vocab_size, last_only=True)
-        if ids.is_cuda:
-            torch.cuda.synchronize()
-        return ids.shape[1], time.perf_counter() - started
+        return ids.shape[1], clock(pair.device) - started
 
 
 def fit_seconds(samples: list[tuple[int, float]], num_tokens: int) -> float:

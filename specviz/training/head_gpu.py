@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.decoding.engine import clock
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import PHASE_SHARES, REQUESTS_FILE, HeadGpuConfig
 from specviz.training.head_gpu_train import train
@@ -32,13 +33,6 @@ from specviz.training.head_train import write_instructions
 from specviz.training.teacher import load_target, write_answers
 
 PROGRESS_FILE = "progress.json"  # data sizes and minutes per phase, summed over every command so far
-
-
-def clock(device: torch.device) -> float:
-    """time.perf_counter() once the device has done what it was given (CUDA runs ahead of Python)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
 
 
 def deadlines(config: HeadGpuConfig, started: float) -> dict[str, float | None]:
