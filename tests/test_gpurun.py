@@ -19,6 +19,9 @@ import torch
 
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
+from specviz.analysis.gpurun import RECORDED_RUN
+from specviz.analysis.run import Run
+from specviz.app.settings import SETTING
 from specviz.cli.gpurun import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
 from tests.test_layers import imports_of
@@ -98,6 +101,9 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
     assert [result["precision"] for result in exactness] == ["bfloat16", "float32"]
     assert all(result["num_checked"] > 0 and not result["partings"] for result in exactness)
     assert json.loads((out / "checks.json").read_text())["baseline_vs_generate"]["ours_over_generate"]["median"] > 0
+    recorded = Run.load(out / RECORDED_RUN)  # the first example, for assets/runs: it names where it ran
+    assert recorded.done and recorded.settings["recorded_on"].endswith(f"torch {torch.__version__}")
+    assert recorded.settings["device"] == "cpu" and recorded.settings["gamma"] == SETTING["gamma"].default
     records = json.loads((out / "records.json").read_text())
     assert any(name == record_name(record) for name, record in records.items())  # the default drafter's, as kept
     for name, record in records.items():

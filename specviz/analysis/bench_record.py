@@ -79,6 +79,26 @@ def describe_machine(device: torch.device | str = "cpu") -> dict:
     }
 
 
+def device_label(device: torch.device | str = "cpu") -> str:
+    """The machine in a few words, for a saved run ("NVIDIA H200, CUDA 13.0, torch 2.11.0"): a replay says
+    where its pace was measured."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, torch {torch.__version__}"
+    return f"{cpu_model()} ({machine_kind(device)}, {torch.get_num_threads()} threads), torch {torch.__version__}"
+
+
+def loaded_settings(pair) -> dict:
+    """What loaded and where, not what was asked: a run's settings beside the request's (the page and
+    `generate --save` alike), so a replay says where and how its pace was measured."""
+    settings = {"precision": pair.precision, "device": str(pair.device),
+                "recorded_on": device_label(pair.device), "int8_drafters": pair.int8_drafters}
+    if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
+        settings["bitwise_verify"] = pair.invariance.bitwise
+        settings["exactness"] = pair.invariance.summary()
+    return settings
+
+
 def invocation(argv: list[str] | None = None) -> str:
     """The command line that made this process, as one would type it again: the recorded host settings
     first, and `python -m specviz …` rather than the machine's path to it."""

@@ -9,8 +9,8 @@ draft step spend their time (torch.profiler, CUDA activity on a GPU); the bench 
 Each phase gets a share of the time left by its weight and stops between two runs once its share is
 spent, saying so; what it finished is kept. Everything goes to --out as it is made: machine.json,
 checks.json (exactness per precision; the target alone against generate()), records.json (`bench --json`
-records, by the file name each would have in assets/bench/), profile.txt, log.txt and table.txt, the
-short table, printed last.
+records, by the file name each would have in assets/bench/), first-example.json.gz (the page's first
+example saved as a run, for assets/runs/), profile.txt, log.txt and table.txt, the short table, printed last.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
 # Each phase's share of the time left: exactness per precision, then the default precision's bench (every
 # drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
-WEIGHTS = {"exactness": 1.5, "bench": 3.5, "against generate": 0.5, "profile": 0.7, "bench, other precision": 0.6}
+WEIGHTS = {"exactness": 1.5, "bench": 3.5, "record": 0.15, "against generate": 0.5, "profile": 0.7,
+           "bench, other precision": 0.6}
+RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,29 @@ class GpuRun:
         self.out.write("records.json", self.records)
         return any(record["gpurun"]["cut"] for record in found.values())
 
+    def record(self, deadline: float) -> bool:
+        """The page's first example with every default, saved as `generate --save` saves it (the machine in
+        its settings), so a page with no GPU replays a GPU run at its real pace."""
+        import io
+        from contextlib import redirect_stdout
+
+        from specviz.cli.commands import main as cli_main
+
+        example = load_prompts(self.preset.prompts_file)[0]
+        argv = ["generate", "--pair", self.preset.name, "--prompt", example.text,
+                "--chat" if example.chat is not False else "--no-chat", "--device", str(self.device),
+                "--dtype", self.precisions[0], "--threads", "0", "--save", str(self.out.folder / RECORDED_RUN), "--json"]
+        printed = io.StringIO()
+        with redirect_stdout(printed):  # the report, of which the log keeps the speedup
+            try:
+                code = cli_main(argv)
+            except SystemExit as exit_:  # argparse's way out must not end the whole run
+                code = exit_.code
+        report = json.loads(printed.getvalue()) if code == 0 else {}
+        self.out.say(f"recorded the first example ({self.precisions[0]}): {RECORDED_RUN}, exit {code}, "
+                     f"speedup {report.get('speedup')}, identical {report.get('identical_outputs')}")
+        return time.monotonic() > deadline
+
     def against_generate(self, deadline: float) -> bool:
         result = baseline_against_generate(self.pair_in(self.precisions[0]), self.bench_set[1], self.config, deadline)
         self.checks["baseline_vs_generate"] = result
@@ -285,6 +310,7 @@ class GpuRun:
         first, others = self.precisions[0], self.precisions[1:]
         return ([(f"exactness {p}", partial(self.exactness, p), WEIGHTS["exactness"]) for p in self.precisions]
                 + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
+                   ("record the first example", self.record, WEIGHTS["record"]),
                    (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
                    (f"profile {first}", self.profile, WEIGHTS["profile"])]
                 + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])

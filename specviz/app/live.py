@@ -29,6 +29,7 @@ from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
+from specviz.analysis.bench_record import loaded_settings
 from specviz.analysis.prefill import recording_prefills
 from specviz.analysis.trace import first_divergence
 
@@ -151,12 +152,7 @@ def next_lane(run: RunView) -> str | None:
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
                pace_s: float = 0.0) -> Iterator[Progress]:
     """Decode the request's lanes live; the last Progress is marked finished."""
-    # what loaded and where, not what was asked
-    settings = {**request.settings, "precision": pair.precision, "device": str(pair.device),
-                "int8_drafters": pair.int8_drafters}
-    if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
-        settings["bitwise_verify"] = pair.invariance.bitwise
-        settings["exactness"] = pair.invariance.summary()
+    settings = {**request.settings, **loaded_settings(pair)}
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes))

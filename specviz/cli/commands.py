@@ -39,6 +39,7 @@ def run_generate(args) -> int:
     from dataclasses import asdict
 
     from specviz.analysis.bench import draft_head_variant
+    from specviz.analysis.bench_record import loaded_settings
     from specviz.catalogue import run_lanes
     from specviz.decoding.config import DecodeConfig
     from specviz.decoding.engine import decode_lanes
@@ -53,7 +54,7 @@ def run_generate(args) -> int:
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
     lanes = run_lanes(("reference",) if args.reference else ())
-    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), "precision": pair.precision}
+    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), **loaded_settings(pair)}
     view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
     play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
     if args.save:

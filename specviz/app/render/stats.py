@@ -198,7 +198,7 @@ def setup_html(run: RunView) -> str:
     if "device" not in settings:  # runs saved before the device was recorded
         return ""
     return (f'<p class="setup" style="margin:2px 0;color:#555">Measured with the {escape_text(str(settings.get("pair")))} '
-            f'pair on {escape_text(str(settings["device"]))} in {escape_text(str(settings.get("precision")))}'
+            f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
             "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
