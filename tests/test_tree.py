@@ -26,7 +26,7 @@ from specviz.decoding.drafters import copying_tree, find_continuations
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.events import RoundEvent, event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
-from specviz.decoding.tree import grow_tree
+from specviz.decoding.tree import draft_tree, grow_tree
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
@@ -349,3 +349,10 @@ def test_the_exactness_lab_and_step_mode_run_the_pages_tree():
     step = StepRun(tiny_pair("llama"), [5, 6, 7], config)
     events = step.start() + step.advance()
     assert any(getattr(event, "tree", ()) for event in events)
+
+
+def test_a_round_with_no_room_drafts_an_empty_tree_on_the_texts_device():
+    """The one tree the engine makes itself: on a GPU a CPU tensor here broke every tree run's last round."""
+    ids = torch.zeros(1, 5, dtype=torch.long, device="meta")  # (1, n): any device other than the CPU
+    tree = draft_tree(None, ids, 0, 0, 8)
+    assert tree.node_ids.device == ids.device and tree.node_ids.numel() == 0

@@ -37,7 +37,7 @@ from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
 from specviz.analysis.trace import Trace
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import autoregressive_decode, clock
+from specviz.decoding.engine import autoregressive_decode, clock, speculative_decode
 from specviz.decoding.reference import time_generate
 from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
@@ -71,6 +71,8 @@ class GpuRunConfig:
     num_prompts: int | None = None  # per prompt set; None: all of them, as far as the time goes
     profile_tokens: tuple[int, ...] = (1, 3, 4, 5, 7)  # a step, then verifies of γ + 1
     profile_repeats: int = 12
+    drafters: tuple[str, ...] | None = None  # None: every drafter the pair runs, its own first
+    skip: tuple[str, ...] = ()  # phases left out, by the start of their name ("against generate")
 
 
 class Phases:
@@ -155,8 +157,9 @@ def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, dea
 
 
 def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: GpuRunConfig, deadline: float,
-                   drafters: list[str]) -> dict[str, dict]:
-    """One `bench --json` record per drafter the pair can run, each with its share of the time."""
+                   drafters: list[str], keep: Callable[[str, dict], None] = lambda name, record: None) -> dict[str, dict]:
+    """One `bench --json` record per drafter the pair can run, each with its share of the time; `keep`
+    hears each as it is made (a later drafter's failure must not lose it)."""
     set_name, chosen = prompts
     records = {}
     runnable = [info for name in drafters for info in DRAFTER_CATALOGUE if info.name == name and not pair.lacks_for(info)]
@@ -173,7 +176,9 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
         record["prompts"] = {**record["prompts"], "set": set_name, "first": reached, "of": len(chosen)}
         record["gpurun"] = {"cut": cut, "budget_s": round(budget_s, 1)}
         name = record_name(record)
-        records[name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")] = record
+        name = name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")
+        records[name] = record
+        keep(name, record)
     return records
 
 
@@ -212,6 +217,29 @@ def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
     return text, line
 
 
+def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tuple[str, str]:
+    """One speculative run of the page's defaults under torch's profiler, every op (CPU and GPU): where
+    a round spends what the forward profile does not see (Python, syncs, sampling, the drafter's work).
+    The table (top ops by their own CPU time), and one line: the run's wall time against its GPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = encode_prompts(pair, [prompt], None)[0]
+    decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
+    Trace.from_events(speculative_decode(pair, ids, decode))  # warm-up: kernels chosen, caches made
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if pair.device.type == "cuda" else [])
+    started = clock(pair.device)
+    with profile(activities=activities) as profiler:
+        trace = Trace.from_events(speculative_decode(pair, ids, decode))
+    wall_s = clock(pair.device) - started
+    averages = profiler.key_averages()
+    gpu_s = sum(getattr(event, "self_device_time_total", 0.0) for event in averages) / 1e6
+    sort_by = "self_cpu_time_total"
+    text = averages.table(sort_by=sort_by, row_limit=30, max_name_column_width=60)
+    line = (f"one speculative run ({trace.num_tokens} tokens, {len(trace.rounds)} rounds) under the profiler: "
+            f"{wall_s * 1e3:.0f} ms wall, {gpu_s * 1e3:.0f} ms of GPU kernels")
+    return text, line
+
+
 class Output:
     """--out: every file rewritten as its content grows, so a killed run still leaves what it made."""
 
@@ -243,7 +271,7 @@ class GpuRun:
         self.device, self.preset = torch.device(config.device), resolve_pair(config.pair)
         self.precisions = precisions_for(self.device, config.precisions)
         own = self.preset.unnamed_drafter()
-        self.drafters = [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own]
+        self.drafters = list(config.drafters or [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own])
         self.sets = prompt_sets(self.preset, config.num_prompts)
         bench_on = "held-out" if "held-out" in self.sets else "examples"  # the issue's figures are held-out ones
         self.bench_set = (bench_on, self.sets[bench_on])
@@ -264,10 +292,13 @@ class GpuRun:
         return result["cut"]
 
     def bench(self, precision: str, deadline: float) -> bool:
-        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline, self.drafters)
-        self.records.update(found)
-        self.out.write("records.json", self.records)
+        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline, self.drafters,
+                               keep=self.keep_record)
         return any(record["gpurun"]["cut"] for record in found.values())
+
+    def keep_record(self, name: str, record: dict) -> None:
+        self.records[name] = record
+        self.out.write("records.json", self.records)
 
     def record(self, deadline: float) -> bool:
         """The page's first example with every default, saved as `generate --save` saves it (the machine in
@@ -300,14 +331,21 @@ class GpuRun:
         return result["cut"]
 
     def profile(self, deadline: float) -> bool:
-        text, self.profile_line = profile_pair(self.pair_in(self.precisions[0]), self.config)
+        pair = self.pair_in(self.precisions[0])
+        text, self.profile_line = profile_pair(pair, self.config)
         self.out.write("profile.txt", text + "\n")
         self.out.say(self.profile_line)
+        rounds_text, rounds_line = profile_rounds(pair, self.sets["examples"][0], self.config)
+        self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n")
+        self.out.say(rounds_line)
         return time.monotonic() > deadline
 
     def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
         """(phase, its work given its deadline, its weight), in order of what matters."""
         first, others = self.precisions[0], self.precisions[1:]
+        return [phase for phase in self.phases_in_order(first, others) if not phase[0].startswith(self.config.skip or "\0")]
+
+    def phases_in_order(self, first: str, others: list[str]) -> list[tuple[str, Callable[[float], bool], float]]:
         return ([(f"exactness {p}", partial(self.exactness, p), WEIGHTS["exactness"]) for p in self.precisions]
                 + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
                    ("record the first example", self.record, WEIGHTS["record"]),

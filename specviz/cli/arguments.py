@@ -168,6 +168,8 @@ def add_gpurun_parser(commands) -> None:
     measure.add_argument("--max-new-tokens", type=int, default=64)
     measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
     measure.add_argument("--profile-tokens", default="1,3,4,5,7")
+    measure.add_argument("--drafters", default=None, help="comma-separated (default: every one, the pair's own first)")
+    measure.add_argument("--skip", default=None, help="comma-separated phases to leave out, by their first words")
     measure.add_argument("--profile-repeats", type=int, default=12)
     measure.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (a dry run); a GPU run keeps all")
 

@@ -95,7 +95,8 @@ def run_measure(args: argparse.Namespace) -> int:
         bench_trees=parse_numbers(args.bench_trees, int, "bench-trees"),
         temperatures=parse_numbers(args.temperatures, float, "temperatures"), max_new_tokens=args.max_new_tokens,
         num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
-        profile_repeats=args.profile_repeats, **optional)
+        profile_repeats=args.profile_repeats, drafters=tuple(args.drafters.split(",")) if args.drafters else None,
+        skip=tuple(args.skip.split(",")) if args.skip else (), **optional)
     return 0 if run_gpurun(config, args.out) else 1
 
 

@@ -45,7 +45,11 @@ class DraftTree:
         return max(node_depths(self.parents), default=0)
 
 
-EMPTY_TREE = DraftTree(torch.empty(0, dtype=torch.long), (), (), (), 0)
+def empty_tree(device: torch.device) -> DraftTree:
+    """No nodes, on the text's device (the verify joins node ids to the text: a CUDA run failed on a CPU one)."""
+    return DraftTree(torch.empty(0, dtype=torch.long, device=device), (), (), (), 0)
+
+
 # The drafter's logits (K, vocab) for a frontier: its token ids and each one's parent slot (-1: the root).
 ExpandFn = Callable[[list[int], list[int]], torch.Tensor]
 # The walk down a verified tree: (node ids, parents, q per node or None, target probs (1+N, vocab), generator);
@@ -132,7 +136,7 @@ def keep_fed_path(cache: DynamicCache, start: int, tree: DraftTree, path: tuple[
 
 def draft_tree(drafter, ids: torch.Tensor, gamma: int, room: int, budget: int) -> DraftTree:
     """A tree of at most `budget` nodes and depth γ after the committed ids (1, n); none without room."""
-    return drafter.propose_tree(ids, gamma, budget) if gamma > 0 else EMPTY_TREE
+    return drafter.propose_tree(ids, gamma, budget) if gamma > 0 else empty_tree(ids.device)
 
 
 @dataclass(frozen=True)
