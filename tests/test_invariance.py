@@ -225,6 +225,45 @@ def test_padded_layers_compute_every_row_at_the_same_row_count():
     assert torch.equal(padded(inputs), layer(inputs))  # a prompt's own pass: the plain kernel
 
 
+class RoundsDifferentlyAbove(torch.nn.Linear):
+    """A linear layer whose kernel changes past some row count, as cuBLAS's did for a 17-row tree verify."""
+
+    def __init__(self, above: int):
+        super().__init__(64, 32)
+        self.above = above
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        out = inputs[..., :32] * 2  # exact at any row count, unlike a real kernel (MKL's float32 varies)
+        return out * (1 + 2**-20) if inputs.shape[:-1].numel() > self.above else out
+
+
+def test_the_row_probe_covers_every_row_count_a_verify_may_run():
+    """A tree verify runs up to MAX_PADDED_ROWS rows through the layers: a kernel switch anywhere below that is
+    found (and padded away), one only a prompt's own pass reaches is not."""
+    assert invariance.rows_depend_on_neighbours(RoundsDifferentlyAbove(PADDED_ROWS))
+    assert invariance.rows_depend_on_neighbours(RoundsDifferentlyAbove(invariance.MAX_PADDED_ROWS - 1))
+    assert not invariance.rows_depend_on_neighbours(RoundsDifferentlyAbove(invariance.MAX_PADDED_ROWS))
+
+
+def test_on_cuda_the_attention_is_the_one_exact_by_construction(monkeypatch):
+    """GROUPED passed the load probe on an H200 in bfloat16 and still parted greedy runs: CUDA gets FIXED
+    without being offered the cheaper layout (a parameter that says cuda stands in for a GPU here)."""
+    target = make_model("qwen2", seed=3).to(torch.bfloat16)
+    tried = []
+    monkeypatch.setattr(invariance, "measure", lambda model, *_: tried.append(model.config._attn_implementation)
+                        or invariance.Invariance(True, 0.0, 0, "bfloat16", model.config._attn_implementation))
+
+    class OnCuda:
+        dtype, device = torch.bfloat16, torch.device("cuda")
+
+    monkeypatch.setattr(target, "parameters", lambda: iter([OnCuda()]))
+    monkeypatch.setattr(invariance, "pad_varying_layers", lambda *_, **__: [])
+    monkeypatch.setattr(target, "set_attn_implementation",
+                        lambda layout: setattr(target.config, "_attn_implementation", layout))
+    report = invariance.make_batch_invariant(target, 128, 128)
+    assert tried == [FIXED] and report.attention == FIXED
+
+
 def test_float32_linear_layers_run_packed_for_onednn_and_compute_as_before():
     """A float32 CPU target's linear layers run oneDNN's packed kernel (a cheap verify): the same
     products up to rounding, and the switch off leaves the target as transformers loads it."""

@@ -92,14 +92,16 @@ def num_inputs(layer: torch.nn.Module) -> int:
 @torch.inference_mode()
 def rows_depend_on_neighbours(layer: torch.nn.Module, trials: int = 4) -> bool:
     """Whether some row of this layer's output changes with the number of rows computed beside
-    it (1 … PADDED_ROWS), on random inputs. Kernels are chosen by shape, not by data, but a changed
-    summation order shows in a 16-bit output only where the rounding tips, so several trials."""
+    it (1 … MAX_PADDED_ROWS: every count a verify may run, a draft tree's included), on random inputs.
+    Kernels are chosen by shape, not by data, but a changed summation order shows in a 16-bit output
+    only where the rounding tips, so several trials. (Probing only up to PADDED_ROWS missed cuBLAS's
+    kernel for a 17-row tree verify: tree runs parted 2 of 7 on an H200 while chains parted none.)"""
     weight = layer.weight
     generator = torch.Generator().manual_seed(0)
     for _ in range(trials):
-        inputs = torch.randn(PADDED_ROWS, num_inputs(layer), generator=generator).to(weight.device, weight.dtype)
-        alone = torch.cat([layer(inputs[i : i + 1]) for i in range(PADDED_ROWS)])  # (P, out)
-        if any(not torch.equal(layer(inputs[:rows]), alone[:rows]) for rows in range(2, PADDED_ROWS + 1)):
+        inputs = torch.randn(MAX_PADDED_ROWS, num_inputs(layer), generator=generator).to(weight.device, weight.dtype)
+        alone = torch.cat([layer(inputs[i : i + 1]) for i in range(MAX_PADDED_ROWS)])  # (R, out)
+        if any(not torch.equal(layer(inputs[:rows]), alone[:rows]) for rows in range(2, MAX_PADDED_ROWS + 1)):
             return True
     return False
 
