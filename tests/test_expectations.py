@@ -88,7 +88,7 @@ def test_the_kept_records_are_named_by_what_they_measured():
         report = json.loads(path.read_text(encoding="utf-8"))
         assert path.name == record_name(report)
         record = read_record(path)
-        assert "python -m specviz bench " in record.command, record.command
+        assert re.search(r"python -m specviz (bench|gpurun measure) ", record.command), record.command
         assert record.cells and all(c.low <= c.median <= c.high for c in record.cells)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", record.date)
     bench_page = (BENCH_DIR / "README.md").read_text(encoding="utf-8")
@@ -130,6 +130,33 @@ def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_p
     assert "Measured elsewhere" in text and "1.39×" in text and "1.25×" in text
     assert "1.46×" not in text  # only each machine's default precision is quoted
     assert expect("cuda", "bfloat16", []).text().startswith("No bench record yet for this machine")
+
+
+def a_gpu_record(median: float = 1.13) -> dict:
+    report = a_record("cuda", "bfloat16", "held-out", median=median, threads=16)
+    report["machine"] = {**report["machine"], "gpu": "NVIDIA H200", "cuda": "13.0"}
+    report["prompts"] = {**report["prompts"], "first": 8, "of": 24}
+    return report
+
+
+def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_its_threads(tmp_path):
+    records = write_records(tmp_path, a_gpu_record(), a_record(median=1.39))
+    assert [r.file for r in records if r.kind == "cuda"] == ["cuda-h200--bfloat16--held-out.json"]
+    text = expect("cuda", "bfloat16", records).text()
+    assert text.startswith("What to expect here (a CUDA GPU, in bfloat16): the bench measured 1.13× (0.83–1.63)")
+    assert "waits on kernel launches" in text and "1.39×" not in text
+    gpu_row = speed_table_cells(next(r for r in records if r.kind == "cuda"))
+    assert gpu_row["prompts × repeats"] == "held-out (first 11 of 24) × 3"  # a cut run says how far it got
+
+
+def test_a_cpu_page_also_says_what_the_pair_measured_on_a_gpu(tmp_path):
+    """People come with GPU claims: the CPU visitor reads the GPU's own figure beside this machine's."""
+    records = write_records(tmp_path, a_gpu_record(), a_record(median=1.39))
+    text = expect("cpu-native-bf16", "bfloat16", records).text()
+    assert "1.39×" in text and "On a GPU the bench measured 1.13× (0.83–1.63) on held-out prompts on an NVIDIA H200" in text
+    (tmp_path / "no-gpu").mkdir()
+    without = write_records(tmp_path / "no-gpu", a_record(median=1.39))
+    assert "On a GPU" not in expect("cpu-native-bf16", "bfloat16", without).text()
 
 
 def test_another_pairs_records_are_not_the_default_pairs(tmp_path):

@@ -126,6 +126,23 @@ def test_the_recorded_runs_in_assets_load_and_replay():
         assert num_judged > 0 and len(judged_drafts(trace)) == num_judged, name
 
 
+def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
+    """Issue 31: a CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
+    from specviz.app.render.stats import setup_html
+
+    [(name, path)] = [(name, path) for name, path in recorded_runs().items() if "gpu" in name]
+    saved = Run.load(path)
+    assert saved.settings["device"].startswith("cuda") and saved.settings["recorded_on"].startswith("NVIDIA H200")
+    assert saved.settings["bitwise_verify"] is True
+    assert saved.lanes["speculative"].token_ids == saved.lanes["baseline"].token_ids  # greedy: the target's own text
+    view = render.RunView.replaying(saved)
+    for event in replay(saved, speed=float("inf")):
+        view.add(event, saved.replayed_decode)
+    assert "on NVIDIA H200, CUDA 13.0" in setup_html(view)
+    model_seconds = sum(event_seconds(event) for event in saved.events())
+    assert 0 < model_seconds < 5  # the GPU's own pace, replayed as measured
+
+
 def test_cli_saves_and_replays_a_run(tmp_path, capsys):
     path = tmp_path / "run.json"
     code = main(["generate", "--pair", "tiny-code", "--prompt", "def add(a, b):\n", "--max-new-tokens", "12",

@@ -84,6 +84,7 @@ class BenchRecord:
     date: str
     command: str
     cells: tuple[Cell, ...]
+    prompts_of: int | None = None  # the set's size where the run was cut before its end (a GPU lease's minutes)
 
     def best_cell(self, temperature: float) -> Cell | None:
         """The cell with the highest median at this temperature (a record usually has one γ)."""
@@ -116,6 +117,7 @@ def read_record(path: Path) -> BenchRecord:
             date=report["date"][:10],
             command=report["command"],
             cells=cells,
+            prompts_of=report["prompts"].get("of"),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
@@ -143,6 +145,7 @@ class Expectation:
     precision: str
     records: tuple[BenchRecord, ...]  # those measured on this kind at this precision, examples first
     others: tuple[BenchRecord, ...]  # the default pair's records from other machines, when none matches
+    gpus: tuple[BenchRecord, ...] = ()  # on a host without one: what the pair measured on a GPU
 
     def text(self) -> str:
         """One or two sentences for the page, figures first, honest about where they came from."""
@@ -150,8 +153,9 @@ class Expectation:
         if self.records:
             first = self.records[0]
             figures = " and ".join(filter(None, (greedy_words(record) for record in self.records)))
-            return (f"What to expect here ({where}, {thread_words(first.threads)}): the bench measured {figures}, "
-                    f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample.")
+            return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
+                    f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample."
+                    + (f" Why so little: {GPU_WORDS}." if self.kind == "cuda" else gpu_words_for(self.gpus)))
         if not self.others:
             return f"No bench record yet for this machine ({where}); python -m specviz bench measures it."
         measured = "; ".join(f"a {KIND_WORDS.get(r.kind, r.kind)} in {r.precision}: {greedy_words(r)}" for r in self.others)
@@ -159,24 +163,40 @@ class Expectation:
                 f"elsewhere, greedy: {measured}. python -m specviz bench measures this one.")
 
 
+# Why the default pair gains little on a GPU (assets/bench/README.md, "What the H200 run measured").
+GPU_WORDS = ("a 135 M target on a GPU waits on kernel launches, not arithmetic, so speculation gains far less "
+             "there than the 2–3× papers report for big models")
+
+
+def gpu_words_for(records: tuple[BenchRecord, ...]) -> str:
+    """People come with GPU claims: what this pair measured on one, said beside a CPU's figures."""
+    measured = "; ".join(f"{greedy_words(r)} on an {r.machine} ({r.date})" for r in records if greedy_words(r))
+    return f" On a GPU the bench measured {measured}, greedy: {GPU_WORDS}." if measured else ""
+
+
 def greedy_words(record: BenchRecord) -> str:
     cell = record.best_cell(0.0)
     return f"{cell.speedup_text()} on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}" if cell else ""
 
 
-def thread_words(threads: int) -> str:
-    return "one thread" if threads == 1 else f"{threads} threads"
+def thread_words(threads: int, kind: str = "") -> str:
+    """", one thread": how many CPU threads ran it; nothing on a GPU, where the host's threads do not set the pace."""
+    if kind == "cuda":
+        return ""
+    return ", one thread" if threads == 1 else f", {threads} threads"
 
 
 def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET,
            threads: int = 1) -> Expectation:
     """The default pair's records that match this machine kind, precision and thread count; when none
     do, the default pair's records of other machines at that thread count, named as such."""
-    of_pair = [r for r in records if r.pair == preset_name(pair) and r.threads == threads]
+    of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == threads or r.kind == "cuda")]
     ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
     matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
+    gpus = () if kind == "cuda" else tuple(r for r in ordered if r.kind == "cuda"
+                                           and r.precision == DEFAULT_PRECISION_OF_KIND["cuda"])
     if matching:
-        return Expectation(kind, precision, matching, ())
+        return Expectation(kind, precision, matching, (), gpus)
     elsewhere = [r for r in sorted(of_pair, key=table_order)
                  if r.prompt_set == "examples" and r.precision == DEFAULT_PRECISION_OF_KIND.get(r.kind, "float32")]
     return Expectation(kind, precision, (), tuple(elsewhere))
@@ -238,9 +258,11 @@ def speed_table_cells(record: BenchRecord) -> dict[str, str]:
     """The figures of one README row, by column; the test compares the README's row with these."""
     greedy, sampled = record.best_cell(0.0), record.best_cell(0.7)
     base = greedy or sampled
-    repeats = base.num_runs // record.num_prompts if base and record.num_prompts else record.repeats
+    repeats = max(1, base.num_runs // record.num_prompts) if base and record.num_prompts else record.repeats
+    cut = record.prompts_of is not None and record.prompts_of > record.num_prompts
+    prompts = f"{record.prompt_set} (first {record.num_prompts} of {record.prompts_of})" if cut else record.prompt_set
     return {
-        "prompts × repeats": f"{record.prompt_set} × {repeats}",
+        "prompts × repeats": f"{prompts} × {repeats}",
         "greedy (T = 0)": greedy.speedup_text() if greedy else "—",
         "sampled (T = 0.7)": sampled.speedup_text() if sampled else "—",
         "target alone": f"{base.baseline_tokens_per_s:.1f} tok/s" if base else "—",
@@ -251,7 +273,7 @@ def speed_table_cells(record: BenchRecord) -> dict[str, str]:
 
 def speed_table_row(record: BenchRecord) -> str:
     cells = speed_table_cells(record)
-    machine = f"{KIND_WORDS.get(record.kind, record.kind)}: {record.machine}, {thread_words(record.threads)}"
+    machine = f"{KIND_WORDS.get(record.kind, record.kind)}: {record.machine}{thread_words(record.threads, record.kind)}"
     default = record.precision == DEFAULT_PRECISION_OF_KIND.get(record.kind, "float32")
     precision = f"**{record.precision}** (default)" if default else record.precision
     return "| " + " | ".join([machine, precision, *cells.values()]) + " |"

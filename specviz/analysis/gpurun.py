@@ -232,7 +232,8 @@ def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tup
         trace = Trace.from_events(speculative_decode(pair, ids, decode))
     wall_s = clock(pair.device) - started
     averages = profiler.key_averages()
-    gpu_s = sum(getattr(event, "self_device_time_total", 0.0) for event in averages) / 1e6
+    # the kernels' own time, as the table's "Self CUDA time total" counts it (CPU ops carry their kernels' too)
+    gpu_s = sum(event.self_device_time_total for event in averages if event.device_type.name == "CUDA") / 1e6
     sort_by = "self_cpu_time_total"
     text = averages.table(sort_by=sort_by, row_limit=30, max_name_column_width=60)
     line = (f"one speculative run ({trace.num_tokens} tokens, {len(trace.rounds)} rounds) under the profiler: "
