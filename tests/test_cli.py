@@ -131,6 +131,27 @@ def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
     assert recommend_gamma(fast, 0.0) == 2 and "recommended γ = 2" in format_table(fast)
 
 
+def test_the_rule_picks_the_tree_budget_as_it_picks_gamma():
+    """Issue 32: one rule over every (γ, tree budget) cell; a tie within the noise goes to the cheaper setup,
+    a chain before a tree, and a tree only where it beats the chains beyond the noise."""
+    from dataclasses import replace
+
+    from specviz.analysis.bench import BenchResult, format_table, payoff_of, recommendation_record
+
+    def cell(gamma, tree, median, low, high):
+        return replace(BenchResult(gamma, 0.0, median, low, high, 0.5, 1.8, 0.05, 1.2, 15.0, 15.0 * median, 1.5, 24, 0),
+                       tree=tree)
+
+    tied = [cell(3, 0, 1.35, 1.2, 1.5), cell(3, 8, 1.40, 1.25, 1.55)]  # the tree's median inside the chain's noise
+    assert (payoff_of(tied, 0.0).recommended_gamma, payoff_of(tied, 0.0).recommended_tree) == (3, 0)
+    assert "recommended γ = 3: the best median is γ = 3, tree 8's 1.40×" in format_table(tied)
+    assert "a chain before a tree" in format_table(tied)
+    better = [cell(3, 0, 1.20, 1.1, 1.3), cell(3, 8, 1.60, 1.45, 1.8), cell(3, 16, 1.62, 1.5, 1.8)]
+    record = recommendation_record(better, 0.0)
+    assert (record["gamma"], record["tree"]) == (3, 8)  # 16 ties with 8, and the smaller tree wins the tie
+    assert record["tied"] == ["γ = 3, tree 8", "γ = 3, tree 16"]
+
+
 def test_generate_prints_the_pages_verdict(local_pair):
     target, draft = local_pair
     result = run_cli("generate", "--prompt", "w1 w2 w3", "--target", target, "--draft", draft, "--max-new-tokens", "12")

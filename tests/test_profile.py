@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from specviz.models.invariant_attention import PROFILE_LABEL
-from specviz.analysis.profile import PARTS, ProfileConfig, classify_op, format_profile, profile_target, split_profile
+from specviz.analysis.profile import (PARTS, ProfileConfig, classify_op, format_profile, profile_target, sample_tree,
+                                      split_profile)
 from tests.test_cli import run_cli
 from tests.tiny_models import tiny_pair
 
@@ -42,6 +44,19 @@ def test_a_profile_splits_the_measured_forward_into_its_parts(arch):
             assert forward.part_s[part] > 0, part
     table = format_profile(profiles, "heading")
     assert table.splitlines()[0] == "heading" and "output head" in table and len(table.splitlines()) == 4
+
+
+def test_a_profile_times_tree_verifies_per_budget():
+    """Issue 32: the verify's cost per tree budget, its rows under a tree mask (each reads its own path's keys)."""
+    pair = tiny_pair("llama", vocab_size=4096)
+    profiles = profile_target(pair, replace(SMALL, trees=(4, 8)))
+    assert [(p.num_tokens, p.tree) for p in profiles] == [(1, 0), (4, 0), (5, 4), (9, 8)]
+    assert all(p.part_s["attention"] > 0 for p in profiles)
+    table = format_profile(profiles, "heading")
+    assert "5 (tree 4)" in table and "9 (tree 8)" in table and "its own path's keys" in table
+    assert sample_tree(6) == (-1, -1, 0, 0, 1, 1)  # two children a node, level by level
+    with pytest.raises(ValueError, match="tree budgets"):
+        profile_target(pair, replace(SMALL, trees=(0,)))
 
 
 def test_a_profile_refuses_a_context_the_target_cannot_hold():

@@ -193,32 +193,34 @@ def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progr
 
 
 def payoff_of(results: Iterable[BenchResult], temperature: float, tree: int | None = None) -> Payoff:
-    """The one verdict (specviz.analysis.payoff) on this temperature's cells of one tree budget (None: the
-    smallest measured, a chain where one ran): measured medians and spreads first, at the α̂, c and v of the
-    best cell. (Choosing the budget itself by the rule is still to come, issue 32.)"""
-    results = [r for r in results if r.temperature == temperature]
-    tree = min(r.tree for r in results) if tree is None else tree
-    cells = [r for r in results if r.tree == tree]
+    """The one verdict (specviz.analysis.payoff) on this temperature's cells: of one tree budget, or of every
+    budget measured (None), so the rule picks the budget as it picks γ (a tie goes to the cheaper setup: a
+    chain before a tree). Measured medians and spreads first, at the α̂, c and v of the best cell."""
+    cells = [r for r in results if r.temperature == temperature and (tree is None or r.tree == tree)]
     best = max(cells, key=lambda r: r.median_speedup)
-    measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs) for r in cells)
+    measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs, tree=r.tree)
+                     for r in cells)
     return Payoff(best.acceptance_rate, best.c, best.verify_cost, measured)
 
 
 def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:
-    """The one rule's γ at this temperature (payoff.TIE_RULE: a tie within the noise goes to the smaller γ),
-    or None when no γ beats the target alone beyond the noise."""
+    """The one rule's γ at this temperature (payoff.TIE_RULE: a tie within the noise goes to the cheaper
+    setup), or None when nothing beats the target alone beyond the noise."""
     return payoff_of(results, temperature).recommended_gamma
 
 
 def recommendation_record(results: Iterable[BenchResult], temperature: float) -> dict:
-    """The recommendation as the JSON keeps it: the γ, why, the ties, the range's edge, and the formula's
-    best γ as a prediction beside it."""
+    """The recommendation as the JSON keeps it: the γ and tree budget, why, the ties, the range's edge, and
+    the formula's best γ as a prediction beside it."""
     payoff = payoff_of(results, temperature)
     return {
         "gamma": payoff.recommended_gamma,
+        "tree": payoff.recommended_tree,
         "text": payoff.choice_text() or payoff.recommendation_text(),
         "rule": TIE_RULE,
         "best_median_gamma": payoff.best.gamma,
+        "best_median_tree": payoff.best.tree,
+        "tied": [m.label for m in payoff.ties],
         "tied_gammas": [m.gamma for m in payoff.ties],
         "at_range_edge": payoff.at_range_edge,
         "formula_predicts_gamma": payoff.predicted_gamma,
@@ -237,13 +239,12 @@ def format_table(results: list[BenchResult]) -> str:
             f"{r.temperature:>4g} {r.gamma:>3} {r.tree:>4} {spread:>22} {r.acceptance_rate:>6.3f} {r.tokens_per_target_forward:>6.2f} "
             f"{r.c:>6.3f} {r.verify_cost:>6.2f} {r.predicted_speedup:>8.2f}× {r.median_baseline_tokens_per_s:>10.1f} {r.median_speculative_tokens_per_s:>10.1f} {diverged:>8}"
         )
-    for temperature, tree in sorted({(r.temperature, r.tree) for r in results}):
-        payoff = payoff_of(results, temperature, tree)
+    for temperature in sorted({r.temperature for r in results}):  # the rule over every γ and tree budget
+        payoff = payoff_of(results, temperature)
         best = payoff.best
         why = payoff.choice_text() or (f"best measured median {best.median:.2f}× ({best.low:.2f}–{best.high:.2f}) at "
-                                       f"γ = {best.gamma}.")
-        cell = f"T={temperature:g}" + (f", tree {tree}" if tree else "")
-        lines.append(f"{cell}: recommended {payoff.recommendation_text()}: {why}")
+                                       f"{best.label}.")
+        lines.append(f"T={temperature:g}: recommended {payoff.recommendation_text()}: {why}")
         lines.append(f"  beside it, {payoff.prediction_text()}.")
     if results:
         lines.append(f"(the rule: {TIE_RULE})")
@@ -265,6 +266,7 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma))],
         "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
+        "recommended_tree": {str(t): payoff_of(results, t).recommended_tree for t in config.temperatures},
         "recommendation": {str(t): recommendation_record(results, t) for t in config.temperatures},
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }

@@ -202,16 +202,18 @@ def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: Gp
 def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
     """The target's step against verifies, then one step of the draft model (full head, as loaded):
     the tables, and one line for the run's table."""
-    profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats)
+    profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats,
+                            trees=tuple(budget for budget in config.bench_trees if budget))  # a verify's cost per budget
     where = f"{pair.name} on {pair.device} in {pair.precision}"
     target = profile_target(pair, profile)
     step_s = next((p.wall_s for p in target if p.num_tokens == 1), target[0].wall_s)
     text = format_profile(target, f"target, {where}")
     line = f"target step {step_s * 1e3:.2f} ms; " + ", ".join(
-        f"{p.num_tokens} tokens {p.wall_s / step_s:.2f}" for p in target if p.num_tokens > 1) + " steps"
+        f"{f'tree {p.tree}' if p.tree else f'{p.num_tokens} tokens'} {p.wall_s / step_s:.2f}"
+        for p in target if p.num_tokens > 1) + " steps"
     if pair.draft is not None:
         draft_only = replace(pair, target=pair.draft, invariance=None)
-        draft = profile_target(draft_only, replace(profile, token_counts=(1,)))
+        draft = profile_target(draft_only, replace(profile, token_counts=(1,), trees=()))
         text += "\n\n" + format_profile(draft, f"draft model step, {where}{' (int8)' if pair.int8_drafters else ''}")
         line += f"; draft model step {draft[0].wall_s * 1e3:.2f} ms (c {draft[0].wall_s / step_s:.3f})"
     return text, line

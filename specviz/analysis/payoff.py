@@ -31,7 +31,8 @@ TIE_TOLERANCE = 0.05
 # Runs of one setup on the page before their own min–max is the band (fewer say too little of the spread).
 MIN_REPEATS = 3
 TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0%} of its median"
-TIE_RULE = f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ"
+TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
+            "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
 WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
@@ -61,7 +62,7 @@ def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: flo
 
 @dataclass(frozen=True)
 class Measurement:
-    """Measured speedup at one γ: a sweep cell's median and min–max, or one run (low = high = median)."""
+    """Measured speedup at one γ (and tree budget): a sweep cell's median and min–max, or one run (low = high = median)."""
 
     gamma: int
     median: float  # tokens/s of speculative decoding over the target alone's
@@ -69,6 +70,18 @@ class Measurement:
     high: float
     num_runs: int = 1
     spread: Spread | None = None  # one run: how far one run was measured to move here; None: not measured
+    tree: int = 0  # the tree budget it ran with (0 = a chain)
+
+    @property
+    def label(self) -> str:
+        """"γ = 3", or "γ = 3, tree 8" (a draft tree of at most 8 nodes)."""
+        return f"γ = {self.gamma}" + (f", tree {self.tree}" if self.tree else "")
+
+    @property
+    def cost_order(self) -> tuple[int, int]:
+        """Cheaper first: a chain before any tree, a smaller tree before a bigger, then the smaller γ: a tie
+        goes to the setup that drafts less and wastes less when a draft misses."""
+        return self.tree, self.gamma
 
     @classmethod
     def one_run(cls, gamma: int, speedup: float, spread: Spread | None = None) -> "Measurement":
@@ -102,9 +115,9 @@ class Measurement:
 
     def evidence_text(self) -> str:
         if self.num_runs > 1:
-            return (f"γ = {self.gamma} measured a median {self.median:.2f}× "
+            return (f"{self.label} measured a median {self.median:.2f}× "
                     f"({self.low:.2f}–{self.high:.2f}× over {self.num_runs} runs)")
-        return f"this run measured {self.median:.2f}× at γ = {self.gamma} (one noisy sample of the clock)"
+        return f"this run measured {self.median:.2f}× at {self.label} (one noisy sample of the clock)"
 
     def band_text(self) -> str:
         """One run's band in words: how far one run moves here, and where that was measured."""
@@ -142,17 +155,17 @@ class Payoff:
 
     @property
     def best(self) -> Measurement | None:
-        """The measured γ with the highest median (the smaller γ where two medians are equal)."""
-        return max(sorted(self.measured, key=lambda m: m.gamma), key=lambda m: m.median) if self.measured else None
+        """The measured setup with the highest median (the cheaper one where two medians are equal)."""
+        return max(sorted(self.measured, key=lambda m: m.cost_order), key=lambda m: m.median) if self.measured else None
 
     @property
     def ties(self) -> tuple[Measurement, ...]:
-        """The measured γ whose medians are within the noise of the best's (TIE_RULE), smallest γ first."""
+        """The measured setups whose medians are within the noise of the best's (TIE_RULE), cheapest first."""
         best = self.best
         if best is None:
             return ()
         floor = min(best.noise_band[0], best.median * (1 - TIE_TOLERANCE))
-        return tuple(sorted((m for m in self.measured if m.median >= floor), key=lambda m: m.gamma))
+        return tuple(sorted((m for m in self.measured if m.median >= floor), key=lambda m: m.cost_order))
 
     @property
     def chosen(self) -> Measurement | None:
@@ -166,7 +179,7 @@ class Payoff:
         """"largest" or "smallest" when the γ chosen from several measured is the edge of their range
         and the range could be widened there; None otherwise (one γ measured is no range)."""
         chosen = self.chosen
-        gammas = sorted(m.gamma for m in self.measured)
+        gammas = sorted(m.gamma for m in self.measured if m.tree == getattr(chosen, "tree", 0))
         if chosen is None or len(gammas) < 2 or not self.pays:
             return None
         if chosen.gamma == gammas[-1] and chosen.gamma < self.max_gamma:
@@ -200,16 +213,23 @@ class Payoff:
             return None
         return self.chosen.gamma if self.chosen is not None else self.predicted_gamma
 
+    @property
+    def recommended_tree(self) -> int | None:
+        """The tree budget to use with it (0: a chain); None when the target alone is faster here."""
+        if not self.pays:
+            return None
+        return self.chosen.tree if self.chosen is not None else 0
+
     def recommendation_text(self) -> str:
         gamma = self.recommended_gamma
         if gamma is not None:
-            return f"γ = {gamma}"
+            return self.chosen.label if self.chosen is not None else f"γ = {gamma}"
         best = self.best
         if best is not None and best.median > 1.0 and not best.has_spread:
-            return f"none beyond the noise yet: one run at γ = {best.gamma} measured {best.median:.2f}×, with no spread measured"
+            return f"none beyond the noise yet: one run at {best.label} measured {best.median:.2f}×, with no spread measured"
         if best is not None and best.median > 1.0:  # faster at the median, yet not beyond the noise
             low = best.noise_band[0]
-            return f"none beyond the noise: γ = {best.gamma}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
+            return f"none beyond the noise: {best.label}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
         return NOTHING_PAYS_GAMMA
 
     def formula_text(self) -> str:
@@ -228,21 +248,27 @@ class Payoff:
         chosen, best = self.chosen, self.best
         if chosen is None or len(self.measured) < 2 or not self.pays:
             return ""
-        others = [m.gamma for m in self.ties if m.gamma != chosen.gamma]
-        if chosen.gamma == best.gamma:
-            text = f"γ = {chosen.gamma} has the best median, {chosen.median:.2f}×"
+        others = [m for m in self.ties if m is not chosen]
+        smaller = "the smaller γ" if self.is_chains else "the cheaper setup (a chain before a tree, then the smaller γ)"
+        if chosen is best:
+            text = f"{chosen.label} has the best median, {chosen.median:.2f}×"
             if others:
-                text += f"; γ = {listing(others)} measured within the noise of it, and a tie goes to the smaller γ"
-            elif best.gamma != min(m.gamma for m in self.measured):
-                text += ", beyond the noise of every smaller γ"
+                text += f"; {setups(others)} measured within the noise of it, and a tie goes to {smaller}"
+            elif best.cost_order != min(m.cost_order for m in self.measured):
+                text += f", beyond the noise of every {'smaller γ' if self.is_chains else 'cheaper setup'}"
         else:
-            text = (f"the best median is γ = {best.gamma}'s {best.median:.2f}×, but γ = {listing(self.tie_gammas(best))} "
-                    f"measured within the noise of it ({TIE_NOISE}), and a tie goes to the smaller γ: γ = {chosen.gamma}")
+            text = (f"the best median is {best.label}'s {best.median:.2f}×, but {setups(self.tie_setups(best))} "
+                    f"measured within the noise of it ({TIE_NOISE}), and a tie goes to {smaller}: {chosen.label}")
         notes = " ".join(note for note in (self.edge_text(), self.noise_text()) if note)
         return f"{text}. {notes}" if notes else f"{text}."
 
-    def tie_gammas(self, best: Measurement) -> list[int]:
-        return [m.gamma for m in self.ties if m.gamma != best.gamma]
+    def tie_setups(self, best: Measurement) -> list[Measurement]:
+        return [m for m in self.ties if m is not best]
+
+    @property
+    def is_chains(self) -> bool:
+        """Only chains measured: the words stay about γ alone."""
+        return all(m.tree == 0 for m in self.measured)
 
     def edge_text(self) -> str:
         """A choice at the edge of the measured range says so, and how to widen it."""
@@ -312,7 +338,14 @@ class Payoff:
         return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT}"
 
 
-def listing(gammas: list[int]) -> str:
+def setups(measured: list[Measurement]) -> str:
+    """"γ = 2 and 3" for chains; each setup's own label where trees are among them."""
+    if all(m.tree == 0 for m in measured):
+        return f"γ = {listing([m.gamma for m in measured])}"
+    return listing([m.label for m in measured])
+
+
+def listing(gammas: list) -> str:
     """1, 2 and 3"""
     words = [str(gamma) for gamma in gammas]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

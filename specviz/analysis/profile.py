@@ -44,6 +44,7 @@ class ProfileConfig:
     context_length: int = 100  # tokens already in the cache before each forward
     repeats: int = 12  # plain timed forwards per count (the median is reported)
     profiled_repeats: int = 3  # forwards under the profiler per count (their parts are averaged)
+    trees: tuple[int, ...] = ()  # tree budgets: a verify of the last id and that many nodes under a tree mask
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class ForwardProfile:
     wall_s: float  # median of the plain forwards
     spread_s: tuple[float, float]  # their min and max
     part_s: dict[str, float]  # PARTS → seconds, summing to wall_s
+    tree: int = 0  # a tree verify's budget (its rows gather their own keys); 0: a causal forward
 
     def share(self, part: str) -> float:
         return self.part_s[part] / self.wall_s
@@ -105,19 +107,29 @@ def context_ids(pair: ModelPair, config: ProfileConfig) -> torch.Tensor:
     return torch.tensor([ids], device=pair.device)  # (1, needed)
 
 
-def time_forward(pair: ModelPair, all_ids: torch.Tensor, cache: DynamicCache, context_length: int) -> float:
-    """One forward of the ids past the context, the cache cropped back first: seconds."""
+def sample_tree(budget: int) -> tuple[int, ...]:
+    """A tree of `budget` nodes to time a tree verify with: two children per node, level by level (each
+    node's parent, -1 for the text's last id). A verify's cost follows its rows and their key widths more
+    than its shape."""
+    return tuple(-1 if node < 2 else (node - 2) // 2 for node in range(budget))
+
+
+def time_forward(pair: ModelPair, all_ids: torch.Tensor, cache: DynamicCache, context_length: int,
+                 parents: tuple[int, ...] = ()) -> float:
+    """One forward of the ids past the context (the trailing ones tree nodes with these parents), the
+    cache cropped back first: seconds."""
     crop_cache(cache, context_length)
     start = clock(pair.device)
-    forward_new_ids(pair.target, all_ids, cache, pair.vocab_size)
+    forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, parents=parents)
     return clock(pair.device) - start
 
 
 def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_tokens: int,
-                  config: ProfileConfig) -> ForwardProfile:
+                  config: ProfileConfig, tree: int = 0) -> ForwardProfile:
+    parents = sample_tree(tree) if tree else ()
     all_ids = ids[:, : config.context_length + num_tokens]  # (1, context + n)
     head_shape = output_shape(pair.target)  # (rows, hidden)
-    walls = [time_forward(pair, all_ids, cache, config.context_length) for _ in range(config.repeats)]
+    walls = [time_forward(pair, all_ids, cache, config.context_length, parents) for _ in range(config.repeats)]
     on_gpu = pair.device.type == "cuda"
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
     profiled = []
@@ -125,7 +137,7 @@ def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_t
         crop_cache(cache, config.context_length)
         with profile(activities=activities, record_shapes=True) as profiler:
             start = clock(pair.device)
-            forward_new_ids(pair.target, all_ids, cache, pair.vocab_size)
+            forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, parents=parents)
             profiled_wall = clock(pair.device) - start
         parts, ops_s = split_profile(profiler.events(), head_shape, on_gpu)
         parts["Python & framework"] = max(0.0, profiled_wall - ops_s)
@@ -134,7 +146,7 @@ def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_t
     mean_parts = {part: statistics.fmean(p[part] for p in profiled) for part in PARTS}
     scale = wall / sum(mean_parts.values())
     return ForwardProfile(num_tokens, wall, (min(walls), max(walls)),
-                          {part: seconds * scale for part, seconds in mean_parts.items()})
+                          {part: seconds * scale for part, seconds in mean_parts.items()}, tree)
 
 
 def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> list[ForwardProfile]:
@@ -143,7 +155,10 @@ def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> 
         raise ValueError(f"the profile reads CPU or CUDA time, not {pair.device.type}'s")
     if min(config.token_counts) < 1 or config.repeats < 1 or config.profiled_repeats < 1:
         raise ValueError("token counts and repeats must be at least 1")
-    if config.context_length < 1 or config.context_length + max(config.token_counts) > pair.context_length:
+    longest = max(config.token_counts + tuple(1 + budget for budget in config.trees))
+    if min(config.trees, default=1) < 1:
+        raise ValueError("tree budgets must be at least 1 node")
+    if config.context_length < 1 or config.context_length + longest > pair.context_length:
         raise ValueError(f"context plus new tokens must fit the target's {pair.context_length} positions")
     ids = context_ids(pair, config)
     cache = DynamicCache()
@@ -151,16 +166,24 @@ def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> 
         forward_new_ids(pair.target, ids[:, : config.context_length], cache, pair.vocab_size)
         for num_tokens in config.token_counts:  # warm every shape once: first calls allocate
             time_forward(pair, ids[:, : config.context_length + num_tokens], cache, config.context_length)
-        return [profile_count(pair, ids, cache, n, config) for n in config.token_counts]
+        for budget in config.trees:
+            time_forward(pair, ids[:, : config.context_length + 1 + budget], cache, config.context_length,
+                         sample_tree(budget))
+        return ([profile_count(pair, ids, cache, n, config) for n in config.token_counts]
+                + [profile_count(pair, ids, cache, 1 + budget, config, budget) for budget in config.trees])
 
 
 def format_profile(profiles: list[ForwardProfile], heading: str) -> str:
     """A table: per token count, wall time, cost in steps (v) and the time of each part."""
     step_s = next((p.wall_s for p in profiles if p.num_tokens == 1), profiles[0].wall_s)
     lines = [heading,
-             f"{'tokens':>6} {'ms (min–max)':>18} {'steps':>6}  " + "  ".join(f"{part:>18}" for part in PARTS)]
+             f"{'tokens':>12} {'ms (min–max)':>18} {'steps':>6}  " + "  ".join(f"{part:>18}" for part in PARTS)]
     for p in profiles:
         spread = f"{p.wall_s * 1e3:.1f} ({p.spread_s[0] * 1e3:.1f}–{p.spread_s[1] * 1e3:.1f})"
         cells = "  ".join(f"{p.part_s[part] * 1e3:9.1f} ms {p.share(part):4.0%}" for part in PARTS)
-        lines.append(f"{p.num_tokens:>6} {spread:>18} {p.wall_s / step_s:>6.2f}  {cells}")
+        tokens = f"{p.num_tokens} (tree {p.tree})" if p.tree else str(p.num_tokens)
+        lines.append(f"{tokens:>12} {spread:>18} {p.wall_s / step_s:>6.2f}  {cells}")
+    if any(p.tree for p in profiles):
+        lines.append("(tree N: a verify of the last id and N draft-tree nodes, two children a node, each row reading "
+                     "only its own path's keys)")
     return "\n".join(lines)

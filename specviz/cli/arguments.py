@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--tokens", default="1,2,4,5,7", help="comma-separated new tokens per forward (1 = a step)")
     profile.add_argument("--context", type=int, default=100, help="tokens already in the cache")
     profile.add_argument("--repeats", type=int, default=12, help="plain timed forwards per token count")
+    profile.add_argument("--tree", default=None, help="comma-separated tree budgets: a verify of the last id and N "
+                                                       "draft-tree nodes under a tree mask, per budget")
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
     # type: the default pair's old name (embedded) is still taken, as its current one

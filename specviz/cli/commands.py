@@ -144,7 +144,7 @@ def run_profile(args) -> int:
     from specviz.models.precision import PRECISIONS
 
     config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
-                           repeats=args.repeats)
+                           repeats=args.repeats, trees=parse_numbers(args.tree, int, "tree") if args.tree else ())
     # Both precisions unless one is named: v in each is what decides whether a verify is nearly free.
     for precision in (args.dtype,) if args.dtype else tuple(PRECISIONS):
         pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
