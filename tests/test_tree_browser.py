@@ -66,6 +66,14 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     page.wait_for_selector("#chart-inspector .hoverlayer .hovertext", timeout=OPEN_ROUND_MS)
     hover = chart.locator(".hoverlayer").text_content()  # SVG: its text, each line a tspan
     assert "rejected: the target's own pick here is '" in hover, hover
+    # Click it: its row in the table below is marked, and its line is written above the table.
+    assert "Click a node" in page.locator("#inspector .tree-picked").inner_text()
+    chart.locator(".scatterlayer .trace").nth(scatter_index).locator(".point").first.click(force=True)
+    page.wait_for_selector("#inspector tr.tree-row-picked", timeout=OPEN_ROUND_MS)
+    picked = page.locator("#inspector tr.tree-row-picked")
+    assert picked.count() == 1 and "inspect-rejected" in picked.get_attribute("class")
+    said = page.locator("#inspector .tree-picked").inner_text()
+    assert "rejected: the target's own pick here is '" in said and "(node " in said, said
 
 
 def test_step_mode_tells_tree_rounds_and_writes_a_normal_tree_runs_text(page):

@@ -15,11 +15,13 @@ example saved as a run, for assets/runs/), profile.txt, log.txt and table.txt, t
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 import sys
 import time
 import traceback
+from contextlib import redirect_stdout
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Callable, Iterator
 
 import torch
 import transformers
+from torch.profiler import ProfilerActivity, profile
 
 from specviz.analysis.bench import (BenchConfig, Prompt, encode_prompts, load_prompts, results_to_json, summarise,
                                     timed_runs)
@@ -223,8 +226,6 @@ def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tup
     """One speculative run of the page's defaults under torch's profiler, every op (CPU and GPU): where
     a round spends what the forward profile does not see (Python, syncs, sampling, the drafter's work).
     The table (top ops by their own CPU time), and one line: the run's wall time against its GPU time."""
-    from torch.profiler import ProfilerActivity, profile
-
     ids = encode_prompts(pair, [prompt], None)[0]
     decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
     Trace.from_events(speculative_decode(pair, ids, decode))  # warm-up: kernels chosen, caches made
@@ -267,10 +268,12 @@ class Output:
 
 
 class GpuRun:
-    """One run: its settings, what it has found so far, and the files it keeps up to date."""
+    """One run: its settings, what it has found so far, and the files it keeps up to date. `cli_main` is the
+    command line's entry (`generate --save` records the first example as the page would), handed down by
+    the command that started the run: analysis never imports the command line above it."""
 
-    def __init__(self, config: GpuRunConfig, out: Output):
-        self.config, self.out, self.started = config, out, time.monotonic()
+    def __init__(self, config: GpuRunConfig, out: Output, cli_main: Callable[[list[str]], int] | None = None):
+        self.config, self.out, self.started, self.cli_main = config, out, time.monotonic(), cli_main
         self.device, self.preset = torch.device(config.device), resolve_pair(config.pair)
         self.precisions = precisions_for(self.device, config.precisions)
         own = self.preset.unnamed_drafter()
@@ -306,11 +309,9 @@ class GpuRun:
     def record(self, deadline: float) -> bool:
         """The page's first example with every default, saved as `generate --save` saves it (the machine in
         its settings), so a page with no GPU replays a GPU run at its real pace."""
-        import io
-        from contextlib import redirect_stdout
-
-        from specviz.cli.commands import main as cli_main
-
+        if self.cli_main is None:
+            self.out.say("record the first example: no command line was given to this run")
+            return False
         example = load_prompts(self.preset.prompts_file)[0]
         argv = ["generate", "--pair", self.preset.name, "--prompt", example.text,
                 "--chat" if example.chat is not False else "--no-chat", "--device", str(self.device),
@@ -318,7 +319,7 @@ class GpuRun:
         printed = io.StringIO()
         with redirect_stdout(printed):  # the report, of which the log keeps the speedup
             try:
-                code = cli_main(argv)
+                code = self.cli_main(argv)
             except SystemExit as exit_:  # argparse's way out must not end the whole run
                 code = exit_.code
         report = json.loads(printed.getvalue()) if code == 0 else {}
@@ -394,7 +395,8 @@ class GpuRun:
         return self.exact
 
 
-def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print) -> bool:
+def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print,
+               cli_main: Callable[[list[str]], int] | None = None) -> bool:
     """The whole run (see the module's note); True when no lane parted where lanes must be identical."""
     transformers.utils.logging.disable_progress_bar()  # the reply shows the output's tail: keep it for the table
-    return GpuRun(config, Output(out_dir, print_line)).run()
+    return GpuRun(config, Output(out_dir, print_line), cli_main).run()

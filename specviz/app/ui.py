@@ -84,7 +84,8 @@ CSS = """
   #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
   #inspector .inspector-table td { overflow-wrap: anywhere; }
   #inspector .inspector-table th { font-size: 11px; }
-  .js-plotly-plot { min-width: 560px; }  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
+  .js-plotly-plot { min-width: 560px; }
+  #inspector tr.tree-row-picked td { background: #fff3c4; }  /* the node clicked in the tree */  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
 }
 """
 # Narrower than the 560 px a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
@@ -98,9 +99,30 @@ FIT_CHARTS_JS = """
     const zoom = room > 0 && room < LAID_OUT_PX ? String(Math.floor(1000 * room / LAID_OUT_PX) / 1000) : '';
     if (plot.style.zoom !== zoom) plot.style.zoom = zoom;
   });
-  new MutationObserver(fit).observe(document.body, { childList: true, subtree: true });
+  // A click on a node of the inspector's tree (issue 32) picks that node's row: highlighted, scrolled to,
+  // and its line (why kept, rejected or never examined) written above the table.
+  const pick = (index) => {
+    const rows = document.querySelectorAll('#inspector tr.tree-row');
+    rows.forEach((row) => row.classList.toggle('tree-row-picked', row.dataset.node === String(index)));
+    const row = document.querySelector(`#inspector tr.tree-row[data-node="${index}"]`);
+    const said = document.querySelector('#inspector .tree-picked');
+    if (!row || !said) return;
+    const cells = row.querySelectorAll('td');
+    said.textContent = `${cells[1].innerText.trim()} (node ${cells[0].innerText.trim()}): ${cells[cells.length - 1].innerText.trim()}`;
+    row.scrollIntoView({ block: 'nearest' });
+  };
+  const listen = () => document.querySelectorAll('#chart-inspector .js-plotly-plot').forEach((plot) => {
+    if (plot.dataset.treeClicks || typeof plot.on !== 'function') return;
+    plot.dataset.treeClicks = '1';
+    plot.on('plotly_click', (event) => {
+      const point = (event.points || [])[0];
+      if (point && point.customdata !== undefined && point.customdata !== null) pick(point.customdata);
+    });
+  });
+  new MutationObserver(() => { fit(); listen(); }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener('resize', fit);
   fit();
+  listen();
 }
 """
 # gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small

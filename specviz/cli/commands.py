@@ -237,7 +237,7 @@ def run_setup(args) -> int:
 def run_gpurun(args) -> int:
     from specviz.cli.gpurun import run_gpurun as run_step
 
-    return run_step(args)
+    return run_step(args, main)  # the measure records the first example through `generate --save`
 
 
 def main(argv: list[str] | None = None) -> int:

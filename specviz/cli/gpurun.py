@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from specviz.cli.arguments import parse_numbers
 from specviz.gpu.parts import MIB, pack, part_bytes_for, travelling_bytes
@@ -79,7 +80,7 @@ def run_pack(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_measure(args: argparse.Namespace) -> int:
+def run_measure(args: argparse.Namespace, cli_main: Callable[[list[str]], int] | None = None) -> int:
     import torch  # only once the carried wheels are on the path
 
     from specviz.analysis.gpurun import GpuRunConfig, run_gpurun
@@ -97,8 +98,10 @@ def run_measure(args: argparse.Namespace) -> int:
         num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
         profile_repeats=args.profile_repeats, drafters=tuple(args.drafters.split(",")) if args.drafters else None,
         skip=tuple(args.skip.split(",")) if args.skip else (), **optional)
-    return 0 if run_gpurun(config, args.out) else 1
+    return 0 if run_gpurun(config, args.out, cli_main=cli_main) else 1
 
 
-def run_gpurun(args: argparse.Namespace) -> int:
-    return run_pack(args) if args.step == "pack" else run_measure(args)
+def run_gpurun(args: argparse.Namespace, cli_main: Callable[[list[str]], int] | None = None) -> int:
+    """`cli_main`: the command line's entry, with which the measure records the first example as
+    `generate --save` does (handed in: this module never imports the commands that import it)."""
+    return run_pack(args) if args.step == "pack" else run_measure(args, cli_main)

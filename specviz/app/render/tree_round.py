@@ -203,6 +203,7 @@ def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
 
 
 CELL = 'style="padding:3px 8px;border-bottom:1px solid #eee;vertical-align:top"'
+PICK_HINT = "Click a node in the tree to read its line here (its row below is marked)."
 COLUMNS = ("#", "token", "after", "the drafter gave it", "why")
 
 
@@ -225,6 +226,7 @@ def tree_inspector_html(event: RoundEvent, texts: Sequence[str], greedy: bool) -
     return (f'<div class="inspector inspector-tree"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
             f"{escape_text(answer_text(event, texts, greedy))}</p>"
             f'<p style="margin:2px 0 6px">{escape_text(summary_text(event, texts))}</p>'
+            f'<p class="tree-picked" style="margin:2px 0 6px;color:#555">{PICK_HINT}</p>'
             f'<table class="inspector-table tree-table" style="border-collapse:collapse;font-size:13px">'
             f'<tr>{header}</tr>{"".join(rows)}</table></div>')
 
