@@ -100,7 +100,8 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
     exactness = json.loads((out / "checks.json").read_text())["exactness"]
     assert [result["precision"] for result in exactness] == ["bfloat16", "float32"]
     assert all(result["num_checked"] > 0 and not result["partings"] for result in exactness)
-    assert json.loads((out / "checks.json").read_text())["baseline_vs_generate"]["ours_over_generate"]["median"] > 0
+    against = json.loads((out / "checks.json").read_text())["baseline_vs_generate"]
+    assert against["ours_over_generate"]["median"] > 0 and against["ours_over_plain_generate"]["median"] > 0
     recorded = Run.load(out / RECORDED_RUN)  # the first example, for assets/runs: it names where it ran
     assert recorded.done and recorded.settings["recorded_on"].endswith(f"torch {torch.__version__}")
     assert recorded.settings["device"] == "cpu" and recorded.settings["gamma"] == SETTING["gamma"].default

@@ -33,10 +33,12 @@ def exactness_row(result: dict) -> str:
 def generate_line(result: dict | None) -> str:
     if not result or not result["ours_over_generate"]:
         return "target alone vs transformers' generate(): not measured"
-    spread = result["ours_over_generate"]
-    return (f"target alone vs transformers' generate() ({result['precision']}, greedy, whole calls): "
-            f"{spread['median']:.2f}× ({spread['min']:.2f}–{spread['max']:.2f}) over {result['num_prompts']} prompts"
-            f"{' (cut)' if result['cut'] else ''}")
+    spread, plain = result["ours_over_generate"], result.get("ours_over_plain_generate") or {}
+    line = (f"target alone vs transformers' generate() ({result['precision']}, greedy, whole calls): "
+            f"{spread['median']:.2f}× ({spread['min']:.2f}–{spread['max']:.2f}) on the same target")
+    if plain:
+        line += f", {plain['median']:.2f}× ({plain['min']:.2f}–{plain['max']:.2f}) on the target as transformers loads it"
+    return line + f" over {result['num_prompts']} prompts{' (cut)' if result['cut'] else ''}"
 
 
 def format_table(header: str, checks: dict, records: dict[str, dict], profile_line: str, phases: list[dict]) -> str:
