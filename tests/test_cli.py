@@ -68,6 +68,12 @@ def test_generate_with_a_tree_writes_the_target_alones_text(local_pair):
     baseline, speculative = report["baseline"], report["speculative"]
     assert baseline["token_ids"] == speculative["token_ids"] and report["config"]["tree"] == 6
     assert speculative["target_forward_passes"] == 1 + len(speculative["rounds"]) < 24
+    # each round's tree in the JSON: the nodes a round drafted, its kept path among them
+    trees = [r["tree"] for r in speculative["rounds"] if r["tree"]]
+    assert trees and all(node["parent"] < index for tree in trees for index, node in enumerate(tree))
+    for tree, r in ((r["tree"], r) for r in speculative["rounds"] if r["tree"]):
+        kept = [node["id"] for node in tree if node["verdict"] == "accepted"]
+        assert kept == r["emitted_ids"][: len(kept)]
 
 
 def test_bench_takes_a_list_of_tree_budgets(tmp_path):

@@ -136,6 +136,18 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
         assert body.count('class="tok ') == len(event.shown_tokens())
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_how_it_works_tells_one_tree_round_in_the_inspectors_words(runs, temperature):
+    """The explainer names a tree round: what it proposed, the one pass, which path won and, where a branch
+    lost, why; the same sentences the inspector opens with."""
+    run = runs[temperature]
+    html = render.explain_html(run)
+    widest = max((e for e in tree_rounds(run) if num_branches(e) > 1), key=num_branches)
+    assert f"Round {widest.round_index + 1}: the drafter proposed a tree of" in html
+    assert "in one forward pass" in html and "Open that round in the inspector" in html
+    assert ("Where did" in html) or ("the text ended there" in html) or ("end of text" in html)
+
+
 def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
     """Step mode runs the page's tree: a round's stages grow, verify under the mask, walk (each tried node with
     the inspector's own why), the kept path, the target's own token, the caches; its chart is the tree."""

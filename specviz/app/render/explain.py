@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
+from specviz.app.render.tree_round import answer_text, num_branches, summary_text
 from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.app.render.tokens import (
     END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
@@ -39,9 +40,11 @@ def explain_html(run: RunView | None) -> str:
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
     bonus = next((e for e in rounds if e.next_kind == "bonus" and not e.took_rival), None)
     rival = next((e for e in rounds if e.took_rival and len(e.emitted_ids) == 2), None)
-    # One example of each ending (and of a rival the target took), cited in the order the rounds ran.
+    # a draft tree's round (issue 32): the one with the most branches, so the tree is worth a sentence
+    tree = max((e for e in rounds if e.tree and num_branches(e) > 1), key=num_branches, default=None)
+    # One example of each ending (and of a rival the target took, and of a tree), cited in the order the rounds ran.
     explained = [(e, explain) for e, explain in ((rejected, explain_rejection), (bonus, explain_bonus),
-                                                 (rival, explain_rival)) if e is not None]
+                                                 (rival, explain_rival), (tree, explain_tree)) if e is not None]
     points = [explain(lane, e) for e, explain in sorted(explained, key=lambda pair: pair[0].round_index)]
     baseline, speculative = run.baseline.trace, lane.trace
     if baseline.rounds and speculative.rounds:
@@ -87,6 +90,14 @@ def explain_rival(lane: LaneView, event: RoundEvent) -> str:
         f"so the round kept it and the bonus {inline_token(texts.next_text, 'bonus')}: "
         f"{count(len(event.emitted_ids), 'token')} for one target pass, where its first guess alone would have given 1."
     )
+
+
+def explain_tree(lane: LaneView, event: RoundEvent) -> str:
+    """A round that drafted a tree: what it proposed, what the one pass checked, which path won and why the
+    first losing branch lost (the inspector's own sentences, so the two never disagree)."""
+    texts = lane.round_texts[event.round_index].nodes
+    return (f"{escape_text(summary_text(event, texts))} {escape_text(answer_text(event, texts, lane.greedy))} "
+            "Open that round in the inspector (click one of its tokens) to see the tree and its mask.")
 
 
 def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
