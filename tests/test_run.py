@@ -128,7 +128,7 @@ def test_the_recorded_runs_in_assets_load_and_replay():
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     """Issue 31: a CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
-    from specviz.app.render.stats import setup_html
+    from specviz.app.render.stats import setup_html, stats_dict
 
     [(name, path)] = [(name, path) for name, path in recorded_runs().items() if "gpu" in name]
     saved = Run.load(path)
@@ -138,7 +138,11 @@ def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     view = render.RunView.replaying(saved)
     for event in replay(saved, speed=float("inf")):
         view.add(event, saved.replayed_decode)
-    assert "on NVIDIA H200, CUDA 13.0" in setup_html(view)
+    assert "on NVIDIA H200, CUDA 13.0" in setup_html(view) and "a small one on a GPU is hard too" in setup_html(view)
+    # Its verdict reads the GPU's record for how far one run moves, never this CPU's, and never says "use a GPU".
+    verdict = stats_dict(view)["verdict"]
+    assert "on a CUDA GPU in bfloat16" in verdict and "CPU" not in verdict, verdict
+    assert "or one on a GPU" not in verdict
     model_seconds = sum(event_seconds(event) for event in saved.events())
     assert 0 < model_seconds < 5  # the GPU's own pace, replayed as measured
 

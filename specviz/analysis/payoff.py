@@ -34,6 +34,13 @@ TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0
 TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
             "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
+# Measured on an H200 (assets/bench/README.md): a small target there is bound by kernel launches, not arithmetic.
+WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
+    "What would change it: a bigger target (on a GPU a 135 M one waits on kernel launches and Python, so a draft "
+    "pass costs nearly what a target step does and a verify about a step: c and v stay high); fewer launches per "
+    "forward (CUDA graphs, torch.compile); a better drafter (higher α̂); or prompt lookup on prompts whose answer "
+    "copies from them (no draft model, so c is near 0)."
+)
 WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
     "(lower c) and a (γ+1)-token verify costs about one step (v near 1); a better drafter (higher α̂); or "
@@ -148,6 +155,7 @@ class Payoff:
     verify_cost: float  # v (Leviathan takes 1)
     measured: tuple[Measurement, ...] = ()  # one per γ measured; empty: prediction only
     max_gamma: int = 16
+    on_gpu: bool = False  # measured on a GPU: "what would change it" cannot be "run it on a GPU"
 
     @property
     def is_measured(self) -> bool:
@@ -335,7 +343,7 @@ class Payoff:
         if self.pays:
             return self.headline_text()
         reason = f" {self.reason_text()}" if self.is_measured else ""
-        return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT}"
+        return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT_ON_A_GPU if self.on_gpu else WHAT_WOULD_CHANGE_IT}"
 
 
 def setups(measured: list[Measurement]) -> str:
@@ -352,9 +360,9 @@ def listing(gammas: list) -> str:
 
 
 def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float,
-              spread: Spread | None = None, repeats: tuple[float, ...] = ()) -> Payoff:
+              spread: Spread | None = None, repeats: tuple[float, ...] = (), on_gpu: bool = False) -> Payoff:
     """The verdict on one run at its γ: over its repeats (this run's speedup among them) when there are
     MIN_REPEATS, else one noisy sample read against the spread measured for one run here (none: no band)."""
     if len(repeats) >= MIN_REPEATS:
-        return Payoff(alpha, cost_ratio, verify_cost, (Measurement.repeats(gamma, list(repeats)),))
-    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup, spread),))
+        return Payoff(alpha, cost_ratio, verify_cost, (Measurement.repeats(gamma, list(repeats)),), on_gpu=on_gpu)
+    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup, spread),), on_gpu=on_gpu)

@@ -11,7 +11,7 @@ from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, run_payoff
+from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, run_payoff
 from specviz.app.render.tokens import escape_text
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
 
@@ -192,6 +192,11 @@ INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on m
                        "halve it; only the guesses can change, never the output: the target verifies as loaded)")
 
 
+HARD_CASE_ON_A_CPU = "a big target on a GPU is the easy case, a small target on a CPU the hard one."
+HARD_CASE_ON_A_GPU = ("a big target is the easy case; a small one on a GPU is hard too, since it waits on kernel "
+                      "launches: a verify costs about a step there, but a draft pass costs nearly as much.")
+
+
 def setup_html(run: RunView) -> str:
     """Where the figures were measured: the answer to "why faster, or not" starts with the machine."""
     settings = run.settings
@@ -201,7 +206,7 @@ def setup_html(run: RunView) -> str:
             f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
-            "step (a big target, a GPU), the more speculation gains; a small target on a CPU is the hard case.</p>")
+            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if ran_on_gpu(run) else HARD_CASE_ON_A_CPU}</p>")
 
 
 def greedy_parting(run: RunView) -> int | None:

@@ -25,14 +25,20 @@ def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
     if not same_text(run):
         return None
     return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                     comparison.speedup, spread_of(run), tuple(run.repeats))
+                     comparison.speedup, spread_of(run), tuple(run.repeats), on_gpu=ran_on_gpu(run))
+
+
+def ran_on_gpu(run: RunView) -> bool:
+    """Whether the run was measured on a CUDA GPU (a replay of a GPU run on a CPU page too)."""
+    return str(run.settings.get("device", "")).startswith("cuda")
 
 
 def spread_of(run: RunView) -> Spread | None:
-    """How far one run of this pair, precision and temperature was measured to move on this machine's kind."""
+    """How far one run of this pair, precision and temperature was measured to move on the kind of machine the
+    run was measured on: this one's, or a GPU's for a run recorded on one (a replay keeps its device)."""
     settings = run.settings
     return spread_here(str(settings.get("pair", "")), str(settings.get("precision", "")),
-                       float(settings.get("temperature", 0) or 0))
+                       float(settings.get("temperature", 0) or 0), "cuda" if ran_on_gpu(run) else None)
 
 
 def no_verdict_text(run: RunView) -> str:
