@@ -183,7 +183,13 @@ def test_the_theory_explorer_says_plainly_when_nothing_pays(page):
     open_section(page, "theory-explorer")
     set_number(page, "theory-alpha", 0.1)
     set_number(page, "theory-c", 0.9)
-    page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('α = 0.10, c = 0.90')")
+    try:
+        page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('α = 0.10, c = 0.90')")
+    except Exception as error:  # flaky twice in full runs, never alone: say what the page showed instead
+        boxes = {name: page.locator(f"#{name} input[type=number]").first.input_value()
+                 for name in ("theory-alpha", "theory-c", "theory-v")}
+        raise AssertionError(f"the note never showed α = 0.10, c = 0.90; sliders {boxes}, note: "
+                             f"{page.locator('#theory-note').inner_text()[:400]!r}") from error
     note = page.locator("#theory-note").inner_text()
     assert "none: the target alone is faster here" in note and "predicts no gain" in note, note
     assert "pays here" not in note
