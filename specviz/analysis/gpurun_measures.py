@@ -1,0 +1,188 @@
+"""What the prepared GPU run measures, each given its pair and a deadline (specviz.analysis.gpurun runs
+them in turn and keeps what they find): greedy identity per precision, the bench per drafter, the target
+alone against transformers' generate(), and where the time goes (a forward's parts, then a whole
+speculative run op by op). GpuRunConfig says how much of each.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Iterator
+
+from torch.profiler import ProfilerActivity, profile
+
+from specviz.analysis.bench import BenchConfig, Prompt, encode_prompts, results_to_json, summarise, timed_runs
+from specviz.analysis.bench_record import record_name
+from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
+from specviz.analysis.trace import Trace
+from specviz.catalogue import DRAFTER_CATALOGUE
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, clock, speculative_decode
+from specviz.decoding.reference import time_generate
+from specviz.models.invariance import plain_copy
+from specviz.models.pairs import ModelPair
+
+
+@dataclass(frozen=True)
+class GpuRunConfig:
+    """What the run measures; its minutes cut whatever the sizes ask for."""
+
+    pair: str | None = None  # a preset; None: the default pair
+    device: str = "cuda"
+    minutes: float = 7.0  # the whole run, the target's rebuild included
+    precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
+    gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
+    bench_gammas: tuple[int, ...] = (3, 5)  # on an H200, 3 and 5 (γ = 5 best); more cells reach fewer prompts
+    # tree budgets (0 = a chain): on a GPU a verify of a few dozen rows should cost about one step, so
+    # the tree that pays there is measured beside the chain (issue 32: the default per machine kind)
+    bench_trees: tuple[int, ...] = (0, 16)
+    temperatures: tuple[float, ...] = (0.0, 0.7)
+    max_new_tokens: int = 64
+    num_prompts: int | None = None  # per prompt set; None: all of them, as far as the time goes
+    profile_tokens: tuple[int, ...] = (1, 3, 4, 5, 7)  # a step, then verifies of γ + 1
+    profile_repeats: int = 12
+    drafters: tuple[str, ...] | None = None  # None: every drafter the pair runs, its own first
+    skip: tuple[str, ...] = ()  # phases left out, by the start of their name ("against generate")
+
+
+def taken_in_turn(sets: dict[str, list[Prompt]]) -> Iterator[tuple[str, int, Prompt]]:
+    """(set, index, prompt), one from each set in turn, so a cut leaves every set checked a little."""
+    for index in range(max(map(len, sets.values()))):
+        for name, prompts in sets.items():
+            if index < len(prompts):
+                yield name, index, prompts[index]
+
+
+def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: GpuRunConfig, deadline: float) -> dict:
+    """The verify's measured invariance and greedy identity, prompt by prompt until the deadline."""
+    check = SelfCheckConfig(gammas=config.gammas, max_new_tokens=config.max_new_tokens)
+    done = dict.fromkeys(sets, 0)
+    partings, num_checked, cut = [], 0, False
+    for name, index, prompt in taken_in_turn(sets):
+        if time.monotonic() > deadline:
+            cut = True
+            break
+        found, checked = greedy_partings(pair, encode_prompts(pair, [prompt], None), check)
+        partings += [{**asdict(parting), "prompt_set": name, "prompt_index": index} for parting in found]
+        num_checked, done[name] = num_checked + checked, done[name] + 1
+    invariance = asdict(pair.invariance) if pair.invariance else None
+    return {"precision": pair.precision, "invariance": invariance, "num_checked": num_checked,
+            "num_identical": num_checked - len(partings), "partings": partings, "prompts_done": done,
+            "prompts_total": {name: len(prompts) for name, prompts in sets.items()}, "cut": cut}
+
+
+def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, deadline: float) -> tuple[list, int, bool]:
+    """The bench's timed runs until the deadline, each temperature with its share: (results, prompts reached, cut)."""
+    results, reached, cut = [], 0, False
+    for number, temperature in enumerate(config.temperatures):
+        share = (deadline - time.monotonic()) / (len(config.temperatures) - number)
+        stop_at = time.monotonic() + share
+        one = replace(config, temperatures=(temperature,))
+        runs: dict[tuple[int, int], list] = {}  # (γ, tree budget) → (baseline, speculative) pairs
+        num_baselines = 0  # one per prompt (a single repeat)
+        for gamma, tree, _, baseline, speculative in timed_runs(pair, encode_prompts(pair, prompts, config.chat), one):
+            if speculative is None:
+                num_baselines += 1
+                reached = max(reached, num_baselines)
+            else:
+                runs.setdefault((gamma, tree), []).append((baseline, speculative))
+            if time.monotonic() > stop_at:
+                cut = True
+                break
+        results += [summarise(gamma, temperature, pairs, tree) for (gamma, tree), pairs in runs.items()]
+    return results, reached, cut
+
+
+def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: GpuRunConfig, deadline: float,
+                   drafters: list[str], keep: Callable[[str, dict], None] = lambda name, record: None) -> dict[str, dict]:
+    """One `bench --json` record per drafter the pair can run, each with its share of the time; `keep`
+    hears each as it is made (a later drafter's failure must not lose it)."""
+    set_name, chosen = prompts
+    records = {}
+    runnable = [info for name in drafters for info in DRAFTER_CATALOGUE if info.name == name and not pair.lacks_for(info)]
+    for number, info in enumerate(runnable):  # the pair's own drafter first
+        budget_s = (deadline - time.monotonic()) / (len(runnable) - number)
+        stop_at = time.monotonic() + budget_s
+        bench = BenchConfig(gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
+                            max_new_tokens=config.max_new_tokens, drafter=info.name, trees=config.bench_trees)
+        results, reached, cut = bench_until(pair, chosen, bench, stop_at)
+        if not results:
+            continue
+        measured = replace(bench, temperatures=tuple(sorted({r.temperature for r in results})))
+        record = results_to_json(pair, chosen[:reached], measured, results)
+        record["prompts"] = {**record["prompts"], "set": set_name, "first": reached, "of": len(chosen)}
+        record["gpurun"] = {"cut": cut, "budget_s": round(budget_s, 1)}
+        name = record_name(record)
+        name = name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")
+        records[name] = record
+        keep(name, record)
+    return records
+
+
+def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: GpuRunConfig, deadline: float) -> dict:
+    """Is the baseline fair (not slowed)? The target alone in the engine against transformers' own
+    generate(), greedy, each a whole call timed alike (after the GPU's queued work): ours over theirs in
+    tokens per second, prompt by prompt until the deadline. Twice: against generate() on the same target
+    (the engine's loop against transformers', the same batch-invariant forward), and against generate() on
+    the target as transformers loads it (SDPA, plain layers): what the exactness itself costs the baseline."""
+    decode, cut = DecodeConfig(max_new_tokens=config.max_new_tokens), False
+    plain = replace(pair, target=plain_copy(pair.target), invariance=None)
+    ratios: dict[str, list[float]] = {"ours_over_generate": [], "ours_over_plain_generate": []}
+    for ids in encode_prompts(pair, prompts, None):
+        if time.monotonic() > deadline:
+            cut = True
+            break
+        started = clock(pair.device)
+        ours = Trace.from_events(autoregressive_decode(pair, ids, decode))
+        ours_rate = ours.num_tokens / (clock(pair.device) - started)
+        for name, against in (("ours_over_generate", pair), ("ours_over_plain_generate", plain)):
+            theirs_s, theirs_n = time_generate(against, ids, decode, assisted=False)
+            ratios[name].append(ours_rate / (theirs_n / theirs_s))
+    spread = {name: {"median": statistics.median(r), "min": min(r), "max": max(r)} if r else {}
+              for name, r in ratios.items()}
+    return {"precision": pair.precision, **spread, "num_prompts": len(ratios["ours_over_generate"]), "cut": cut}
+
+
+def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
+    """The target's step against verifies, then one step of the draft model (full head, as loaded):
+    the tables, and one line for the run's table."""
+    profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats,
+                            trees=tuple(budget for budget in config.bench_trees if budget))  # a verify's cost per budget
+    where = f"{pair.name} on {pair.device} in {pair.precision}"
+    target = profile_target(pair, profile)
+    step_s = next((p.wall_s for p in target if p.num_tokens == 1), target[0].wall_s)
+    text = format_profile(target, f"target, {where}")
+    line = f"target step {step_s * 1e3:.2f} ms; " + ", ".join(
+        f"{f'tree {p.tree}' if p.tree else f'{p.num_tokens} tokens'} {p.wall_s / step_s:.2f}"
+        for p in target if p.num_tokens > 1) + " steps"
+    if pair.draft is not None:
+        draft_only = replace(pair, target=pair.draft, invariance=None)
+        draft = profile_target(draft_only, replace(profile, token_counts=(1,), trees=()))
+        text += "\n\n" + format_profile(draft, f"draft model step, {where}{' (int8)' if pair.int8_drafters else ''}")
+        line += f"; draft model step {draft[0].wall_s * 1e3:.2f} ms (c {draft[0].wall_s / step_s:.3f})"
+    return text, line
+
+
+def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tuple[str, str]:
+    """One speculative run of the page's defaults under torch's profiler, every op (CPU and GPU): where
+    a round spends what the forward profile does not see (Python, syncs, sampling, the drafter's work).
+    The table (top ops by their own CPU time), and one line: the run's wall time against its GPU time."""
+    ids = encode_prompts(pair, [prompt], None)[0]
+    decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
+    Trace.from_events(speculative_decode(pair, ids, decode))  # warm-up: kernels chosen, caches made
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if pair.device.type == "cuda" else [])
+    started = clock(pair.device)
+    with profile(activities=activities) as profiler:
+        trace = Trace.from_events(speculative_decode(pair, ids, decode))
+    wall_s = clock(pair.device) - started
+    averages = profiler.key_averages()
+    # the kernels' own time, as the table's "Self CUDA time total" counts it (CPU ops carry their kernels' too)
+    gpu_s = sum(event.self_device_time_total for event in averages if event.device_type.name == "CUDA") / 1e6
+    sort_by = "self_cpu_time_total"
+    text = averages.table(sort_by=sort_by, row_limit=30, max_name_column_width=60)
+    line = (f"one speculative run ({trace.num_tokens} tokens, {len(trace.rounds)} rounds) under the profiler: "
+            f"{wall_s * 1e3:.0f} ms wall, {gpu_s * 1e3:.0f} ms of GPU kernels")
+    return text, line
