@@ -181,8 +181,7 @@ def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tup
     averages = profiler.key_averages()
     # the kernels' own time, as the table's "Self CUDA time total" counts it (CPU ops carry their kernels' too)
     gpu_s = sum(event.self_device_time_total for event in averages if event.device_type.name == "CUDA") / 1e6
-    sort_by = "self_cpu_time_total"
-    text = averages.table(sort_by=sort_by, row_limit=30, max_name_column_width=60)
+    text = averages.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
     line = (f"one speculative run ({trace.num_tokens} tokens, {len(trace.rounds)} rounds) under the profiler: "
             f"{wall_s * 1e3:.0f} ms wall, {gpu_s * 1e3:.0f} ms of GPU kernels")
     return text, line

@@ -84,8 +84,8 @@ CSS = """
   #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
   #inspector .inspector-table td { overflow-wrap: anywhere; }
   #inspector .inspector-table th { font-size: 11px; }
-  .js-plotly-plot { min-width: 560px; }
-  #inspector tr.tree-row-picked td { background: #fff3c4; }  /* the node clicked in the tree */  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
+  .js-plotly-plot { min-width: 560px; }  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
+  #inspector tr.tree-row-picked td { background: #fff3c4; }  /* the node clicked in the tree */
 }
 """
 # Narrower than the 560 px a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
