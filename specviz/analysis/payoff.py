@@ -34,17 +34,18 @@ TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0
 TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
             "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
+# The levers that do not depend on the machine, ending both "what would change it" sentences.
+OTHER_LEVERS = ("a better drafter (higher α̂); or prompt lookup on prompts whose answer copies from them (no draft "
+                "model, so c is near 0).")
+WHAT_WOULD_CHANGE_IT = (
+    "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
+    f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
+)
 # Measured on an H200 (assets/bench/README.md): a small target there is bound by kernel launches, not arithmetic.
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
     "What would change it: a bigger target (on a GPU a 135 M one waits on kernel launches and Python, so a draft "
     "pass costs nearly what a target step does and a verify about a step: c and v stay high); fewer launches per "
-    "forward (CUDA graphs, torch.compile); a better drafter (higher α̂); or prompt lookup on prompts whose answer "
-    "copies from them (no draft model, so c is near 0)."
-)
-WHAT_WOULD_CHANGE_IT = (
-    "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
-    "(lower c) and a (γ+1)-token verify costs about one step (v near 1); a better drafter (higher α̂); or "
-    "prompt lookup on prompts whose answer copies from them (no draft model, so c is near 0)."
+    f"forward (CUDA graphs, torch.compile); {OTHER_LEVERS}"
 )
 
 
