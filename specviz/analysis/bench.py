@@ -256,6 +256,7 @@ def format_table(results: list[BenchResult]) -> str:
 def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, results: list[BenchResult]) -> dict:
     """The bench's record: the figures, and which machine, prompts, date and command gave them, so a
     record kept in assets/bench/ (specviz.analysis.expectations) says where it came from."""
+    recommendations = {str(t): recommendation_record(results, t) for t in config.temperatures}  # one rule, asked once
     return {
         "pair": pair.name,
         "draft_head": draft_head_variant(pair, config.full_draft_head),
@@ -265,9 +266,9 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "num_prompts": len(prompts),
         "config": asdict(config),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma))],
-        "recommended_gamma": {str(t): recommend_gamma(results, t) for t in config.temperatures},
-        "recommended_tree": {str(t): payoff_of(results, t).recommended_tree for t in config.temperatures},
-        "recommendation": {str(t): recommendation_record(results, t) for t in config.temperatures},
+        "recommended_gamma": {t: recommendation["gamma"] for t, recommendation in recommendations.items()},
+        "recommended_tree": {t: recommendation["tree"] for t, recommendation in recommendations.items()},
+        "recommendation": recommendations,
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
 
