@@ -135,7 +135,7 @@ def record_metadata(device: torch.device | str, prompt_texts: list[str], invaria
     }
 
 
-def gpu_words(name: str) -> str:
+def gpu_slug(name: str) -> str:
     """A GPU's name for a file name: "NVIDIA H200" → "h200", "NVIDIA H100 80GB HBM3" → "h100-80gb-hbm3"."""
     words = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
     return words or "gpu"
@@ -145,5 +145,5 @@ def record_name(report: dict) -> str:
     """The file name a record is kept under in assets/bench/: machine kind (with the GPU's name on a GPU),
     precision, prompt set."""
     machine, prompt_set = report["machine"], report.get("prompts", {}).get("set", "custom")
-    kind = f"{machine['kind']}-{gpu_words(machine['gpu'])}" if machine.get("gpu") else machine["kind"]
+    kind = f"{machine['kind']}-{gpu_slug(machine['gpu'])}" if machine.get("gpu") else machine["kind"]
     return f"{kind}--{report['precision']}--{prompt_set}.json"
