@@ -22,11 +22,11 @@ from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.drafters import copying_tree, find_continuations
-from specviz.decoding.engine import autoregressive_decode, speculative_decode
+from specviz.decoding.drafters import Proposal, copying_tree, find_continuations
+from specviz.decoding.engine import autoregressive_decode, draft_round, speculative_decode
 from specviz.decoding.events import RoundEvent, event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
-from specviz.decoding.tree import draft_tree, grow_tree
+from specviz.decoding.tree import DraftTree, draft_tree, grow_tree
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
@@ -356,3 +356,46 @@ def test_a_round_with_no_room_drafts_an_empty_tree_on_the_texts_device():
     ids = torch.zeros(1, 5, dtype=torch.long, device="meta")  # (1, n): any device other than the CPU
     tree = draft_tree(None, ids, 0, 0, 8)
     assert tree.node_ids.device == ids.device and tree.node_ids.numel() == 0
+
+
+class RivalsDrafter:
+    """Proposes one unsure draft with three rival guesses, as drafters.draft_tokens does when greedy."""
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        draft_ids = committed_ids.new_tensor([7])  # (1,)
+        return Proposal(draft_ids, torch.nn.functional.one_hot(draft_ids, 10).float(), 1, (0.4,), True,
+                        ((3, 0.3), (5, 0.2), (9, 0.1)))
+
+
+def test_rival_guesses_are_the_one_level_tree_the_trees_walk_judges():
+    """One mechanism (issue 32): an unsure first draft and its rivals are a tree of siblings, the drafter's
+    own pick first; they are cut to the room a round has, and with no room left for one it is a plain chain."""
+    ids = torch.zeros(1, 4, dtype=torch.long)  # (1, n)
+    tree = draft_round(RivalsDrafter(), ids, 3, room=8)
+    assert isinstance(tree, DraftTree) and tree.rivals and tree.stopped_unsure
+    assert tree.node_ids.tolist() == [7, 3, 5, 9] and tree.parents == (-1, -1, -1, -1)
+    assert tree.draft_probs == (0.4, 0.3, 0.2, 0.1) and tree.num_forwards == 1
+    assert draft_round(RivalsDrafter(), ids, 3, room=2).node_ids.tolist() == [7, 3]
+    chain = draft_round(RivalsDrafter(), ids, 3, room=1)
+    assert isinstance(chain, Proposal) and chain.draft_ids.tolist() == [7] and chain.rivals == ()
+
+
+@pytest.mark.parametrize("tree, rivals", [(4, 0), (0, 3)])
+def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree, rivals):
+    """Step inspector details for tree rounds and rival rounds alike: one position per judged node and one
+    after the last, q one-hot on each node, and (greedy) the target's top token where the round decided is
+    its own token; the rival round keeps its guesses as rivals, not drawn as a tree."""
+    pair = tiny_pair("llama")
+    prompt = random_prompts(1, pair.vocab_size, seed=2)[0]
+    config = DecodeConfig(gamma=4, tree=tree, rivals=rivals, draft_confidence=0.9 if rivals else 0.0,
+                          max_new_tokens=30, stop_at_eos=False, drafter="model", inspect=True)
+    trace = Trace.from_events(speculative_decode(pair, prompt, config))
+    judged = [event for event in trace.rounds if event.tree or event.rivals]
+    assert judged, "no round drafted a tree or rivals: the test checks nothing"
+    for event in judged:
+        assert len(event.details) == event.gamma + 1
+        for token, detail in zip(event.drafted, event.details):
+            assert detail.draft_top[0] == (token.token_id, 1.0)
+        assert event.details[event.num_accepted].target_top[0][0] == event.next_id
+        assert bool(event.details[event.num_accepted].residual_top) == (event.next_kind == "resample")
+        assert bool(event.rivals) == (not event.tree) == bool(rivals)

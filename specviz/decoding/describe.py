@@ -5,11 +5,15 @@ round from the tensors the engine computed, so every consumer of the stream read
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 import torch
 
-from specviz.decoding.drafters import Proposal
 from specviz.decoding.events import DraftedToken, PositionDetail
 from specviz.decoding.sampling import Verdict
+
+if TYPE_CHECKING:  # drafters import the tree module, which describes its rounds here
+    from specviz.decoding.drafters import Proposal
 
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
@@ -37,6 +41,25 @@ def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: 
         )
         details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
     return tuple(details)
+
+
+def describe_path_positions(node_ids: Sequence[int], rows: Sequence[int], target_probs: torch.Tensor,
+                            num_accepted: int, next_id: int, residual: torch.Tensor | None) -> tuple[PositionDetail, ...]:
+    """describe_positions for the chain a tree round's walk judged: `node_ids` its nodes, `rows` the
+    verify's row at each of its positions and after its last (len(node_ids) + 1). A node was picked,
+    not sampled, so q is one-hot on it; the residual is p′ where the correction was drawn."""
+    details = []
+    for i, row in enumerate(rows):
+        keep = tuple(node_ids[i : i + 1]) + ((next_id,) if i == num_accepted else ())
+        draft_top = top_pairs(one_hot(node_ids[i], target_probs), keep=keep) if i < len(node_ids) else ()
+        residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
+        details.append(PositionDetail(draft_top, top_pairs(target_probs[row], keep=keep), residual_top))
+    return tuple(details)
+
+
+def one_hot(token_id: int, like: torch.Tensor) -> torch.Tensor:
+    """q of a picked token: 1 on it, 0 elsewhere, over like's vocabulary (…, vocab) → (vocab,)."""
+    return torch.nn.functional.one_hot(torch.tensor(token_id), like.shape[-1]).to(like.dtype)  # (vocab,)
 
 
 def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,

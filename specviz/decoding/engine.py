@@ -11,7 +11,7 @@ One speculative round, with committed ids c and lookahead γ (Leviathan et al. 2
   decide  accept while r < min(1, p/q); resample or bonus   (sampling.accept_or_resample)
   rollback both KV caches to the new committed length
 A tree round (DecodeConfig.tree > 0) drafts a tree instead and checks every branch in the same one
-forward (specviz.decoding.tree); rival guesses are its one-level case, laid out the same way.
+forward (specviz.decoding.tree); a chain round's rival guesses are its one-level case, judged the same way.
 Invariant between rounds: each KV cache holds at most committed[:-1]; whatever it lacks is fed
 on the next forward, so a fully accepted round needs no extra draft pass.
 """
@@ -28,13 +28,12 @@ from transformers import DynamicCache
 
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
 from specviz.decoding.config import DecodeConfig, next_gamma
-from specviz.decoding.describe import describe_drafts, describe_positions, describe_rivals
+from specviz.decoding.describe import describe_drafts, describe_positions
 from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
-from specviz.decoding.events import DraftedToken, Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, move_cache_positions,
-                                      row_confidences, target_forward)
+from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences, target_forward
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
-from specviz.decoding.tree import TreeRule, draft_tree, settle_tree, verify_tree
+from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
@@ -90,48 +89,33 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     return budget, generator, to_probs, ids
 
 
-def first_guesses(proposal: Proposal) -> list[tuple[int, float]]:
-    """A rival round's guesses for its first position, the drafter's own pick first: (id, its probability)."""
-    return [(int(proposal.draft_ids[0]), proposal.confidences[0]), *proposal.rivals]
-
-
-def take_rival(proposal: Proposal, guesses: list[tuple[int, float]],
-               target_probs: torch.Tensor) -> tuple[int, Proposal, torch.Tensor]:
-    """Greedy: of the first draft and its rivals, the one that is the target's own choice at that
-    position (its argmax) becomes the round's one draft, with the verify's rows for it: (its index
-    among first_guesses, the proposal of it alone, rows (2, vocab)). Where none is, the first draft
-    stays, and the rule rejects it as ever."""
-    guessed_ids = [token_id for token_id, _ in guesses]
-    choice = int(target_probs[0].argmax())
-    taken = guessed_ids.index(choice) if choice in guessed_ids else 0
-    if taken == 0:
-        return 0, proposal, target_probs[:2]  # (2, vocab)
-    token_id, confidence = guesses[taken]
-    draft_ids = proposal.draft_ids.new_tensor([token_id])  # (1,)
-    draft_probs = torch.nn.functional.one_hot(draft_ids, target_probs.shape[-1]).float()  # (1, vocab)
-    chosen = proposal._replace(draft_ids=draft_ids, draft_probs=draft_probs, confidences=(confidence,))
-    return taken, chosen, target_probs[[0, 1 + taken]]  # (2, vocab)
+def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> DraftTree:
+    """A chain round's unsure first draft and its rival guesses as the one-level tree they are: the drafter's
+    own pick first, then its rivals, all children of the text's last id, each with the drafter's probability.
+    The tree's verify and walk judge them (greedy: the one that is the target's own pick wins)."""
+    guesses = [(int(proposal.draft_ids[0]), proposal.confidences[0]), *rivals]
+    node_ids = proposal.draft_ids.new_tensor([token_id for token_id, _ in guesses])  # (1+k,)
+    return DraftTree(node_ids, (-1,) * len(guesses), tuple(prob for _, prob in guesses), (-1,) * len(guesses),
+                     proposal.num_forwards, rivals=True, stopped_unsure=proposal.stopped_unsure)
 
 
 @dataclass(frozen=True)
 class VerifiedRound:
     """One round once the target has judged it: what was drafted, the verify's rows, the verdict."""
 
-    proposal: Proposal  # the chain judged: the drafts, or the one first guess the target took among rivals
+    proposal: Proposal  # the drafts judged
     num_drafted: int  # γ' drafted this round (a copying drafter may find fewer than asked, or none)
-    target_logits: torch.Tensor  # (γ'+1+k, vocab): the verify's rows, any k rivals last
-    target_probs: torch.Tensor  # (γ'+1, vocab): p of the chain judged (2 rows where rivals rode along)
+    target_logits: torch.Tensor  # (γ'+1, vocab): the verify's rows
+    target_probs: torch.Tensor  # (γ'+1, vocab): p at each
     verdict: Verdict
-    taken: int = 0  # which first guess the target took (0: the drafter's own pick)
-    rivals: tuple[DraftedToken, ...] = ()  # the first guesses it did not take
 
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         gamma, proposal, verdict = self.num_drafted, self.proposal, self.verdict
         details = describe_positions(proposal, self.target_probs, verdict) if inspect and gamma > 0 else None
-        # The target's own certainty at each drafted position (rows 0..γ−1 of the verify; rivals sit at
-        # row 0's position), for the chart of acceptance against it.
+        # The target's own certainty at each drafted position (rows 0..γ−1 of the verify), for the chart of
+        # acceptance against it.
         target_confidences = row_confidences(self.target_logits[:gamma]).tolist() if gamma > 0 else None
         return RoundEvent(
             lane=lane,
@@ -149,51 +133,48 @@ class VerifiedRound:
             num_target_forwards=1,
             details=details,
             stopped_unsure=proposal.stopped_unsure,
-            rivals=self.rivals,
         )
 
 
-def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> Proposal:
-    """Up to γ drafts after the committed ids (1, n); rivals, which take cache slots as drafts do, are
-    cut to the `room` a round's drafts have."""
+def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> Proposal | DraftTree:
+    """Up to γ drafts after the committed ids (1, n); an unsure first draft with rival guesses becomes their
+    one-level tree, its rivals cut to the `room` a round's drafts have (they take cache slots as drafts do)."""
     proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
-    if proposal.rivals:
-        proposal = proposal._replace(rivals=proposal.rivals[: max(0, room - proposal.draft_ids.shape[0])])
-    return proposal
+    rivals = proposal.rivals[: max(0, room - proposal.draft_ids.shape[0])]
+    return rivals_tree(proposal, rivals) if rivals else proposal._replace(rivals=())
 
 
 def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
                  to_probs: ProbsFn, generator: torch.Generator, accept_rule: AcceptRule = accept_or_resample) -> VerifiedRound:
-    """One target forward over the drafts, then the accept rule left to right. Rivals of the first
-    draft ride along at its position (a one-level tree, forward.tree_layout), so the same verify judges them all."""
+    """One target forward over the drafts, then the accept rule left to right."""
     num_drafted = proposal.draft_ids.shape[0]
-    guesses = first_guesses(proposal) if proposal.rivals else []
-    rival_ids = ids.new_tensor([[token_id for token_id, _ in guesses[1:]]])  # (1, k)
-    verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1), rival_ids], dim=1)  # (1, n+γ+k)
-    target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=(-1,) * len(guesses))  # (γ+1+k, vocab)
-    target_probs = to_probs(target_logits.to(pair.device))  # (γ+1+k, vocab)
-    taken, rivals = 0, ()
-    if guesses:  # from here on the round is the one guess the target took (or the first draft), as a chain
-        taken, chosen, chosen_probs = take_rival(proposal, guesses, target_probs)
-        rivals = describe_rivals(guesses, taken, target_probs)
-        proposal, target_probs = chosen, chosen_probs  # target_probs: (2, vocab)
+    verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1)], dim=1)  # (1, n+γ)
+    target_logits = target_forward(pair, drafter, verify_ids, target_cache)  # (γ+1, vocab)
+    target_probs = to_probs(target_logits.to(pair.device))  # (γ+1, vocab)
     if num_drafted > 0:
         verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
     else:  # nothing drafted (no room, or no match): a plain target step, the bonus rule with γ = 0
         empty = target_probs.new_empty(0)
         verdict = Verdict(0, int(sample(target_probs, generator)), True, empty, empty, empty, empty, None)
-    return VerifiedRound(proposal, num_drafted, target_logits, target_probs, verdict, taken, rivals)
+    return VerifiedRound(proposal, num_drafted, target_logits, target_probs, verdict)
 
 
-def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: DynamicCache,
+def verify_drafts(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, drafted: Proposal | DraftTree,
+                  target_cache: DynamicCache, to_probs: ProbsFn, generator: torch.Generator,
+                  accept_rule: AcceptRule = accept_or_resample, tree_rule: TreeRule = accept_tree) -> VerifiedRound | VerifiedTree:
+    """A chain's verify, or the tree's where the round drafted rival guesses (a one-level tree)."""
+    if isinstance(drafted, DraftTree):
+        return verify_tree(pair, drafter, ids, drafted, target_cache, to_probs, generator, tree_rule)
+    return verify_round(pair, drafter, ids, drafted, target_cache, to_probs, generator, accept_rule)
+
+
+def settle_round(ids: torch.Tensor, verified: VerifiedRound | VerifiedTree, target_cache: DynamicCache,
                  drafter: Drafter) -> tuple[torch.Tensor, list[int]]:
     """Commit the accepted drafts and the next token; roll both caches back to the committed length.
-    Returns (committed ids (1, n'), the round's new ids)."""
+    Returns (committed ids (1, n'), the round's new ids). A one-level tree of rival guesses settles as a tree."""
+    if isinstance(verified, VerifiedTree):
+        return settle_tree(ids, verified, target_cache, drafter)
     new_ids = verified.proposal.draft_ids.tolist()[: verified.verdict.num_accepted] + [verified.verdict.next_id]
-    if verified.taken:  # the rival the target took keeps what the verify computed for it, at its place in the text
-        move_cache_positions(target_cache, [ids.shape[1] + verified.taken], ids.shape[1])
-        if getattr(drafter, "reads_target", False):
-            drafter.take_positions([ids.shape[1] + verified.taken], ids.shape[1])
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])
@@ -203,11 +184,11 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
 def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule,
                 tree_rule: TreeRule = accept_tree) -> tuple[Callable, Callable, Callable]:
     """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
-    and the drafter grows trees, else a chain's (with rivals, a one-level tree, where it asks for them)."""
+    and the drafter grows trees, else a chain's (whose rival guesses are a one-level tree, judged as one)."""
     if config.tree and hasattr(drafter, "propose_tree"):
         verify = functools.partial(verify_tree, tree_rule=tree_rule)
         return functools.partial(draft_tree, budget=config.tree), verify, settle_tree
-    return draft_round, functools.partial(verify_round, accept_rule=accept_rule), settle_round
+    return draft_round, functools.partial(verify_drafts, accept_rule=accept_rule, tree_rule=tree_rule), settle_round
 
 
 @torch.inference_mode()

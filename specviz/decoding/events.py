@@ -108,7 +108,8 @@ class RoundEvent:
     details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
     stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
     # Greedy rounds whose unsure first draft had rivals (DecodeConfig.rivals): the first guesses the
-    # target judged in the same verify and did not take. `drafted` holds the one it followed.
+    # target judged in the same verify and did not take. `drafted` holds the one it followed. (The engine
+    # drafts and judges them as a one-level tree, specviz.decoding.tree; the stream tells them this way.)
     rivals: tuple[DraftedToken, ...] = ()
     # Tree rounds (DecodeConfig.tree > 0): every node the one verify checked, then the target's own token;
     # `drafted` holds the chain the walk judged (the accepted path, then the child rejected below it).

@@ -22,7 +22,8 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from specviz.decoding.events import DraftedToken, RoundEvent, TreeNode
+from specviz.decoding.describe import describe_path_positions, describe_rivals
+from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent, TreeNode
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, row_confidences, target_forward
 from specviz.decoding.sampling import ProbsFn, TreeVerdict, accept_tree
 from specviz.models.pairs import ModelPair
@@ -39,6 +40,10 @@ class DraftTree:
     draft_probs: tuple[float, ...]  # the drafter's probability of each node after its parent (temperature 1)
     slots: tuple[int, ...]  # where the drafter fed each node in its own cache, after the text (-1: never fed)
     num_forwards: int  # drafter forwards spent
+    # A chain round's unsure first draft with its rival guesses (DecodeConfig.rivals) is this tree's one-level
+    # shape, judged by the same verify and walk; its event tells it as a chain with rivals, not drawn as a tree.
+    rivals: bool = False
+    stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
 
     @property
     def depth(self) -> int:
@@ -155,8 +160,8 @@ class VerifiedTree:
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it: `drafted` is the chain the walk judged (the accepted path,
-        then the first child it rejected below it, if any), `tree` every node with its verdict. (The step
-        inspector's top-k details are not recorded for trees yet: `inspect` is read by chains only.)"""
+        then the first child it rejected below it, if any), `tree` every node with its verdict, or for rival
+        guesses `rivals` the first guesses the walk did not take."""
         path, verdict = self.verdict.path, self.verdict
         judged = list(path) + self.children_of(path[-1] if path else -1)[:1]
         confidences = row_confidences(self.target_logits).tolist()  # (1+N,)
@@ -165,8 +170,23 @@ class VerifiedTree:
             lane=lane, round_index=round_index, position=position, gamma=len(drafted), drafted=drafted,
             num_accepted=len(path), next_id=verdict.next_id, next_kind="bonus" if verdict.is_bonus else "resample",
             emitted_ids=tuple(emitted), draft_s=draft_s, verify_s=verify_s, num_draft_forwards=self.tree.num_forwards,
-            num_target_forwards=1, tree=self.nodes(len(emitted) > len(path)),
+            num_target_forwards=1, details=self.positions(judged) if inspect and judged else None,
+            stopped_unsure=self.tree.stopped_unsure, rivals=self.rivals() if self.tree.rivals else (),
+            tree=() if self.tree.rivals else self.nodes(len(emitted) > len(path)),
         )
+
+    def positions(self, judged: list[int]) -> tuple[PositionDetail, ...]:
+        """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
+        after the last node (where the bonus or the correction came from)."""
+        rows = [self.tree.parents[node] + 1 for node in judged] + [judged[-1] + 1]
+        node_ids = self.tree.node_ids[judged].tolist()
+        return describe_path_positions(node_ids, rows, self.target_probs, len(self.verdict.path), self.verdict.next_id,
+                                       self.verdict.residual)
+
+    def rivals(self) -> tuple[DraftedToken, ...]:
+        """A rival round's first guesses the walk did not take, judged against the first row."""
+        guesses = list(zip(self.tree.node_ids.tolist(), self.tree.draft_probs))
+        return describe_rivals(guesses, self.verdict.path[0] if self.verdict.path else 0, self.target_probs)
 
     def children_of(self, node: int) -> list[int]:
         return [child for child, parent in enumerate(self.tree.parents) if parent == node]
@@ -217,7 +237,7 @@ def settle_tree(ids: torch.Tensor, verified: VerifiedTree, target_cache: Dynamic
     move_cache_positions(target_cache, sources, ids.shape[1])
     if getattr(drafter, "reads_target", False):
         drafter.take_positions(sources, ids.shape[1])
-    if path:  # else the rollback below drops the tree's entries (and a round with no room drafted none)
+    if fed_path_slots(tree, path):  # else the rollback below drops the tree's entries (rival guesses feed none)
         drafter.keep_tree_path(tree, path)
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
