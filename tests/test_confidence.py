@@ -115,7 +115,7 @@ def test_the_page_draws_it_with_the_runs_other_charts():
 
 
 def test_the_sweeps_chart_pools_its_runs_and_names_each_points_gamma():
-    progress = sweep.SweepProgress(2, 2, {2: [(Trace(), confidence_trace())], 4: [(Trace(), confidence_trace())]})
+    progress = sweep.SweepProgress(2, 2, {(2, 0): [(Trace(), confidence_trace())], (4, 0): [(Trace(), confidence_trace())]})
     drafts = progress.judged_drafts()
     assert len(drafts) == 10 and {d.gamma for d in drafts} == {2, 4}
     figure = plots_teach.sweep_confidence(drafts, {})

@@ -272,6 +272,72 @@ def test_sweep_runs_the_bench_loop_with_progress():
         sweep.sweep_config(DecodeConfig(), (1,), repeats=9)
 
 
+def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma():
+    """Issue 32: the page's tree budget was dropped, so the sweep timed chains only and its pick ignored trees."""
+    pair = tiny_pair("gpt2")
+    config = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8, tree=4), (1, 2), repeats=1)
+    assert config.trees == (0, 4)
+    for progress in sweep.sweep_gammas(pair, [5, 6, 7], config):
+        pass
+    assert progress.num_done == progress.num_total == 1 + 2 * 2  # a baseline, then each γ as a chain and as tree 4
+    results = progress.results(0.0)
+    assert [(r.gamma, r.tree) for r in results] == [(1, 0), (2, 0), (1, 4), (2, 4)]
+    view = sweep.sweep_view(results)
+    assert view.trees == (0, 4) and [(m.gamma, m.tree) for m in view.payoff.measured] == [(1, 0), (2, 0), (1, 4), (2, 4)]
+    assert len(view.predicted_with_verify) == len(view.chain_results) == 2  # the formula is a chain's
+    assert 'data-tree="' in lessons.sweep_status_html(progress.num_done, progress.num_total, 3.0, view)
+    chain_only = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
+    assert chain_only.trees == (0,) and sweep.count_runs(chain_only) == 2 * (1 + 2)  # a chain only, as before trees
+
+
+def test_the_sweep_times_what_the_page_runs():
+    page = DecodeConfig(tree=6, rivals=1, draft_confidence=0.3, gamma_schedule="heuristic", drafter="ngram", ngram=2)
+    config = sweep.sweep_config(page, (2, 3), repeats=1)
+    assert config.trees == (0, 6) and config.rivals == 1 and config.draft_confidence == 0.3
+    assert config.gamma_schedule == "heuristic" and config.drafter == "ngram" and config.ngram == 2
+
+
+def tree_cell(gamma: int, tree: int, median: float, low: float, high: float, tau: float, verify: float) -> BenchResult:
+    return dataclasses.replace(bench_result(gamma, median, low, high), tree=tree, tokens_per_target_forward=tau,
+                               verify_cost=verify)
+
+
+def test_the_rule_picks_the_tree_budget_as_it_picks_gamma_and_says_what_a_tree_trades():
+    chains = [tree_cell(1, 0, 1.10, 1.05, 1.15, 1.6, 1.05), tree_cell(2, 0, 1.25, 1.20, 1.30, 2.1, 1.12),
+              tree_cell(3, 0, 1.15, 1.10, 1.20, 2.3, 1.20)]
+    trees = [tree_cell(1, 8, 1.20, 1.15, 1.25, 1.9, 1.30), tree_cell(2, 8, 1.60, 1.55, 1.65, 2.8, 1.45),
+             tree_cell(3, 8, 1.40, 1.35, 1.45, 3.0, 1.60)]
+    view = sweep.sweep_view(trees + chains)
+    assert (view.recommended_gamma, view.recommended_tree) == (2, 8) and view.best_gamma == 2
+    assert view.alpha == 0.7 and view.predicted_with_verify[1] == pytest.approx(theory.expected_speedup(0.7, 2, 0.1, 1.12))
+    html = lessons.sweep_status_html(7, 7, 30.0, view)
+    assert 'data-gamma="2" data-tree="8"' in html and "<b>Recommended: γ = 2, tree 8</b>: median 1.60×" in html
+    assert "Why this setup:" in html
+    assert ("A tree trades more tokens per target pass (τ) for a costlier verify (v, in target steps), since one pass "
+            "checks every node: here the chain&#x27;s pick, γ = 2, gave τ = 2.10 at v = 1.12, and tree 8&#x27;s, "
+            "γ = 2, τ = 2.80 at v = 1.45.") in html
+    assert "Both curves are a chain's" in html and "γ = 2, tree 8: α̂ 0.70, τ 2.80" in html
+    figure = plots_teach.gamma_sweep(view)
+    measured = {trace.meta: trace for trace in figure.data if str(trace.meta).startswith("measured")}
+    assert set(measured) == {"measured", "measured-tree-8"}
+    assert list(measured["measured"].x) == [1, 2, 3] and measured["measured-tree-8"].x[1] > 2  # nudged apart
+    assert measured["measured"].name.startswith("chain") and measured["measured-tree-8"].name.startswith("tree 8")
+    assert measured["measured"].marker.symbol != measured["measured-tree-8"].marker.symbol
+    assert list(measured["measured-tree-8"].error_y.array) == pytest.approx([0.05, 0.05, 0.05])
+    assert "recommended γ = 2, tree 8" in figure.layout.title.text
+    # A tree within the noise of the chain's best: the tie goes to the chain, which verifies less.
+    tied = sweep.sweep_view(chains + [tree_cell(2, 8, 1.27, 1.22, 1.32, 2.8, 1.45)])
+    assert (tied.recommended_gamma, tied.recommended_tree) == (2, 0)
+    tied_html = lessons.sweep_status_html(7, 7, 30.0, tied)
+    assert 'data-tree="0"' in tied_html and "<b>Recommended: γ = 2, a chain</b>" in tied_html
+    # Chains alone read as before: no tree named, no trade, one measured series.
+    alone = sweep.sweep_view(chains)
+    alone_html = lessons.sweep_status_html(4, 4, 9.0, alone)
+    assert "<b>Recommended γ = 2</b>" in alone_html and 'data-tree="0"' in alone_html and alone.recommended_tree == 0
+    assert not any(words in alone_html for words in ("tree ", "a chain", "A tree trades", "Why this setup"))
+    assert [t.meta for t in plots_teach.gamma_sweep(alone).data if str(t.meta).startswith("measured")] == ["measured"]
+
+
 def test_a_stop_press_ends_only_the_jobs_it_came_after():
     presses = StopPresses()
     started = 100.0

@@ -207,11 +207,16 @@ def test_sweep_plots_one_point_per_gamma(page):
     set_number(page, "sweep-from", 2)
     set_number(page, "sweep-to", 5)
     set_number(page, "sweep-repeats", 1)
+    open_section(page, "drafting-options")
+    set_number(page, "tree", 4)  # the page drafts a tree: the sweep times it beside a chain (issue 32)
     page.click("#sweep-run")
     page.wait_for_selector('#sweep-status .sweep-status[data-done="true"]', timeout=JOB_TIMEOUT_MS)
-    measured = chart_traces(page, "chart-sweep")["measured"]
-    assert measured["x"] == [2, 3, 4, 5]  # one point per γ
-    assert all(speedup > 0 for speedup in measured["y"])
+    traces = chart_traces(page, "chart-sweep")
+    measured, tree = traces["measured"], traces["measured-tree-4"]
+    assert measured["x"] == [2, 3, 4, 5] and len(tree["x"]) == 4  # one point per γ for each budget
+    assert all(speedup > 0 for speedup in measured["y"] + tree["y"])
+    assert "tree 4" in tree["name"] and "9 of 9 timed runs" in page.locator("#sweep-status").inner_text()
+    assert page.locator("#sweep-recommended").get_attribute("data-tree") in ("0", "4", "none")
     # One verdict (specviz.analysis.payoff): a γ from the range when one beats the target alone beyond the noise,
     # else "none", said plainly in the status and the chart; one repeat on a fast pair can go either way.
     recommended = page.locator("#sweep-recommended").get_attribute("data-gamma")
@@ -221,7 +226,7 @@ def test_sweep_plots_one_point_per_gamma(page):
         assert any(words in status for words in ("Recommended γ: none: the target alone is faster here",
                                                  "Recommended γ: none beyond the noise: γ = ",
                                                  "Recommended γ: none beyond the noise yet: one run at γ = ")), status
-        assert "no γ beats the target alone beyond the noise" in page.locator("#chart-sweep").inner_text()
+        assert "no γ or tree beats the target alone beyond the noise" in page.locator("#chart-sweep").inner_text()
     else:
         assert int(recommended) in (2, 3, 4, 5)
         assert f"recommended γ = {recommended}" in page.locator("#chart-sweep").inner_text()

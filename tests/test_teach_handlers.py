@@ -106,6 +106,20 @@ def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
     assert "α = 0.78, c = 0.04, v = 0.97" in note, note
 
 
+def test_the_sweep_times_the_pages_tree_budget_beside_a_chain(demo):
+    """Issue 32: the sweep ignored the page's tree budget. Through the page's own handler, with tree 4 set."""
+    sweep_fn = handler(demo, "on_sweep_run")
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False,
+                "temperature": 0.0, "max-new-tokens": 8, "tree": 4, "sweep-from": 1, "sweep-to": 2, "sweep-repeats": 1}
+    arguments = [settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    *_, values = sweep_fn.fn(None, *arguments)  # no visitor: the handler's gr.Request, injected by gradio, is None here
+    status, chart = values[0], values[1]
+    assert 'data-done="true"' in status and "5 of 5 timed runs" in status, status  # a baseline, γ 1–2 × (chain, tree 4)
+    assert re.search(r'id="sweep-recommended" data-gamma="\w+" data-tree="(0|4|none)"', status), status
+    measured = {trace.meta: list(trace.x) for trace in chart.data if str(trace.meta).startswith("measured")}
+    assert set(measured) == {"measured", "measured-tree-4"} and measured["measured"] == [1, 2]
+
+
 def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):
     """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the confidence stop had
     ended the round. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""

@@ -295,7 +295,8 @@ class Payoff:
         narrows the spread (two sweeps of a 14-token answer picked γ = 2 and γ = 5)."""
         if len(self.measured) < 3 or 2 * len(self.ties) <= len(self.measured):
             return ""
-        return (f"{len(self.ties)} of the {len(self.measured)} γ measured are within the noise of the best, so another "
+        measured = "γ" if self.is_chains else "setups"
+        return (f"{len(self.ties)} of the {len(self.measured)} {measured} measured are within the noise of the best, so another "
                 f"sweep may well pick another of them: more repeats, or a longer answer, narrow the spread.")
 
     def setup_text(self) -> str:

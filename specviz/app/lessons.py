@@ -166,53 +166,76 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
 
 
 def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
-    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ by the one rule (medians
-    within the noise tie, and a tie goes to the smaller γ), why that γ, whether it is the range's edge, and the
-    formula's best γ beside it as a prediction; or, when no γ beats the target alone beyond the noise, "none" and why."""
+    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget, where
+    the page drafts a tree and the sweep timed it beside a chain) by the one rule (medians within the noise tie,
+    and a tie goes to the cheaper setup), why that one, whether it is the range's edge, what a tree trades, and the
+    formula's best γ beside it as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
              f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
              f"</div>"]
-    gamma = ""
-    so_far = "" if done else " so far"
+    gamma = tree = ""
     if view is not None and view.payoff is not None:
-        payoff = view.payoff
-        if payoff.pays:
-            chosen, why = payoff.chosen, payoff.choice_text()
-            gamma = str(chosen.gamma)
-            parts.append(
-                f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-edge="{payoff.at_range_edge or ""}" '
-                f'style="margin:6px 0"><b>Recommended γ = {chosen.gamma}</b>{so_far}: median '
-                f"{chosen.median:.2f}× ({chosen.low:.2f}–{chosen.high:.2f}× over {count(chosen.num_runs, 'run')}), above "
-                f"1× beyond the noise.</p>"
-            )
-            if why:  # one γ measured is no choice among several
-                parts.append(f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this γ: {escape_text(why)}</p>")
-        else:
-            gamma = "none"
-            parts.append(
-                f'<p id="sweep-recommended" data-gamma="none" style="margin:6px 0"><b>Recommended γ{so_far}: '
-                f"{escape_text(payoff.recommendation_text())}.</b></p>"
-                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>'
-            )
-        # Beside a recommendation, the formula's best γ as a prediction (a verdict of "none" already gives it, as the reason).
-        beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
-        parts.append(
-            f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
-            f"{escape_text(sweep_tau_text(view))} "
-            f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over the sweep) "
-            f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
-            f"verify costs more. The measured medians decide; the curves explain.</p>"
-        )
+        chosen = view.recommended_result
+        gamma, tree = (str(chosen.gamma), str(chosen.tree)) if chosen is not None else ("none", "none")
+        parts.append(sweep_recommended_html(view, "" if done else " so far"))
+        parts.append(sweep_prediction_html(view))
     if note:
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
     return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
-            f'data-gamma="{gamma}">{"".join(parts)}</div>')
+            f'data-gamma="{gamma}" data-tree="{tree}">{"".join(parts)}</div>')
+
+
+def sweep_recommended_html(view, so_far: str) -> str:
+    """The recommendation (#sweep-recommended, its γ and tree budget as data), and why that one; or "none" and why."""
+    payoff, chosen = view.payoff, view.recommended_result
+    if chosen is None:
+        return (f'<p id="sweep-recommended" data-gamma="none" data-tree="none" style="margin:6px 0"><b>Recommended '
+                f"γ{so_far}: {escape_text(payoff.recommendation_text())}.</b></p>"
+                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>')
+    named = f": {view.label_of(chosen)}" if view.has_trees else f" {view.label_of(chosen)}"  # "Recommended: γ = 3, tree 8"
+    html = (f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-tree="{chosen.tree}" '
+            f'data-edge="{payoff.at_range_edge or ""}" style="margin:6px 0"><b>Recommended{named}</b>{so_far}: median '
+            f"{chosen.median_speedup:.2f}× ({chosen.min_speedup:.2f}–{chosen.max_speedup:.2f}× over "
+            f"{count(chosen.num_runs, 'run')}), above 1× beyond the noise.</p>")
+    why = payoff.choice_text()
+    if why:  # one γ measured is no choice among several
+        html += (f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this {'setup' if view.has_trees else 'γ'}: "
+                 f"{escape_text(why)}</p>")
+    return html
+
+
+def sweep_prediction_html(view) -> str:
+    """Beside a recommendation, the formula's best γ as a prediction (a verdict of "none" already gives it, as the
+    reason); τ and α̂ per cell; what a tree trades, where one was timed; and what the two curves are."""
+    payoff = view.payoff
+    beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
+    trade = f"{escape_text(tree_trade_text(view))} " if view.has_trees else ""
+    cells = "the chain's γ cells" if view.has_trees else "the sweep"
+    curves = (" Both curves are a chain's: the formula has no term for a tree, so the tree's points are measured only."
+              if view.has_trees else "")
+    return (f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
+            f"{escape_text(sweep_tau_text(view))} {trade}"
+            f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over {cells}) "
+            f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
+            f"verify costs more.{curves} The measured medians decide; the curves explain.</p>")
+
+
+def tree_trade_text(view) -> str:
+    """What a draft tree trades, in the τ and v of the cells the rule picks among the chain's γ and the tree's."""
+    chain, tree = view.pick_of(0), view.pick_of(view.trees[-1])
+    if chain is None or tree is None:
+        return ""
+    return (f"A tree trades more tokens per target pass (τ) for a costlier verify (v, in target steps), since one "
+            f"pass checks every node: here the chain's pick, γ = {chain.gamma}, gave τ = "
+            f"{chain.tokens_per_target_forward:.2f} at v = {chain.verify_cost:.2f}, and tree {tree.tree}'s, "
+            f"γ = {tree.gamma}, τ = {tree.tokens_per_target_forward:.2f} at v = {tree.verify_cost:.2f}.")
 
 
 def sweep_tau_text(view) -> str:
-    """τ beside α̂ for each γ swept: a share of drafts kept against the tokens one target pass gave."""
-    cells = ", ".join(f"γ = {r.gamma}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
-    return (f"Per γ ({cells}): α̂ is the share of examined drafts the target accepted, τ the tokens one target pass "
-            f"gave (its own correction or bonus included), so τ ≥ 1, and a larger γ raises τ only where the drafter "
-            "keeps drafting and its drafts keep being accepted.")
+    """τ beside α̂ for each γ swept (and tree budget): a share of drafts kept against the tokens one target pass gave."""
+    cells = ("; " if view.has_trees else ", ").join(
+        f"{view.label_of(r)}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
+    return (f"Per {'setup' if view.has_trees else 'γ'} ({cells}): α̂ is the share of examined drafts the target "
+            "accepted, τ the tokens one target pass gave (its own correction or bonus included), so τ ≥ 1, and a "
+            "larger γ raises τ only where the drafter keeps drafting and its drafts keep being accepted.")

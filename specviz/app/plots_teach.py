@@ -134,50 +134,80 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
     )
 
 
+# Each tree budget's measured points: its own colour and marker, nudged right of the chain's so their min–max
+# whiskers at one γ stay apart (the hover still says the γ).
+TREE_STYLES = ((COLORS["draft"], "diamond"), (COLORS["accepted"], "square"), (COLORS["resample"], "triangle-up"))
+TREE_NUDGE = 0.18
+
+
 def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
-    """Measured median speedup per γ with its min–max spread, over the theory's curves."""
+    """Measured median speedup per γ with its min–max spread, one series per tree budget (the chain, and
+    "tree N" where the page drafts one), over the theory's curves for a chain."""
     if not view.results:
         figure = base_figure("γ sweep", "γ (tokens drafted per round)", "× the target alone's speed")
         return with_hint(figure, "press Run sweep")
     results = list(view.results)
-    best = next((r for r in results if r.gamma == view.recommended_gamma), None)
-    title = "γ sweep"
-    if best is not None:
-        title += f": recommended γ = {best.gamma} (median {best.median_speedup:.2f}×"
-        title += "; a tie within the noise goes to the smaller γ)" if len(view.tied_gammas) > 1 else ")"
-    elif view.payoff is not None:  # the one verdict: no γ beat the target alone beyond the noise
-        title += ": no γ beats the target alone beyond the noise"
-    figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
+    figure = base_figure(sweep_title(view), "γ (tokens drafted per round)", "× the target alone's speed")
     last_gamma = max_gamma or max(r.gamma for r in results)
     gammas = [g for g in view.theory_gammas if g <= last_gamma]
+    chain = " for a chain" if view.has_trees else ""  # Leviathan's formula has no term for a tree
     figure.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=1, y1=1, line={"color": "#444", "dash": "dot", "width": 1})
     figure.add_scatter(x=gammas, y=list(view.theory_speedups[: len(gammas)]), mode="lines", meta="theory",
-                       name=f"theory, v = 1 (α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f})",
+                       name=f"theory{chain}, v = 1 (α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f})",
                        line={"color": COLORS["bonus"], "width": 2}, hovertemplate="γ = %{x}: %{y:.2f}× predicted<extra></extra>")
-    figure.add_scatter(x=[r.gamma for r in results], y=list(view.predicted_with_verify), mode="lines+markers",
-                       meta="theory-with-verify", name="theory with each γ's measured verify cost v",
+    chains = view.chain_results
+    figure.add_scatter(x=[r.gamma for r in chains], y=list(view.predicted_with_verify), mode="lines+markers",
+                       meta="theory-with-verify", name=f"theory{chain} with each γ's measured verify cost v",
                        line={"color": COLORS["resample"], "dash": "dash", "width": 2}, marker={"size": 6},
-                       customdata=[r.verify_cost for r in results],
+                       customdata=[r.verify_cost for r in chains],
                        hovertemplate="γ = %{x}: %{y:.2f}× predicted (v = %{customdata:.2f})<extra></extra>")
-    figure.add_scatter(
-        x=[r.gamma for r in results], y=[r.median_speedup for r in results], mode="markers", meta="measured",
-        name="measured median (min–max)",
-        marker={"size": 10, "color": EXACT_COLOR},
-        error_y={"type": "data", "symmetric": False, "array": [r.max_speedup - r.median_speedup for r in results],
-                 "arrayminus": [r.median_speedup - r.min_speedup for r in results], "color": "#555", "thickness": 1.5, "width": 5},
-        customdata=[[r.min_speedup, r.max_speedup, r.num_runs, r.acceptance_rate, r.tokens_per_target_forward]
-                    for r in results],
-        hovertemplate=("γ = %{x}: median %{y:.2f}× (%{customdata[0]:.2f}–%{customdata[1]:.2f}, %{customdata[2]} runs); "
-                       "α̂ = %{customdata[3]:.2f}, τ = %{customdata[4]:.2f} tokens per target pass<extra></extra>"),
-    )
+    for tree in view.trees:
+        add_measured(figure, view, tree)
+    best = view.recommended_result
     if best is not None:
-        figure.add_scatter(x=[best.gamma], y=[best.max_speedup], mode="markers+text", text=["recommended"],
-                           textposition="top center", showlegend=False, hoverinfo="skip",
+        figure.add_scatter(x=[best.gamma + nudge_of(view, best.tree)], y=[best.max_speedup], mode="markers+text",
+                           text=["recommended"], textposition="top center", showlegend=False, hoverinfo="skip",
                            marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted"]})
     top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
     figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
     separate_title_and_legend(figure)
     return figure
+
+
+def sweep_title(view: SweepView) -> str:
+    """The chart's verdict: the recommended setup, or that none beats the target alone."""
+    best = view.recommended_result
+    if best is not None:
+        cheaper = "cheaper setup" if view.has_trees else "smaller γ"
+        tie = f"; a tie within the noise goes to the {cheaper})" if len(view.payoff.ties) > 1 else ")"
+        return f"γ sweep: recommended {view.label_of(best)} (median {best.median_speedup:.2f}×{tie}"
+    if view.payoff is not None:  # the one verdict: nothing beat the target alone beyond the noise
+        return f"γ sweep: no {'γ or tree' if view.has_trees else 'γ'} beats the target alone beyond the noise"
+    return "γ sweep"
+
+
+def nudge_of(view: SweepView, tree: int) -> float:
+    return TREE_NUDGE * view.trees.index(tree) if tree in view.trees else 0.0
+
+
+def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
+    """One budget's measured medians with their min–max whiskers; the chain keeps the meta "measured"."""
+    results = view.results_of(tree)
+    index = view.trees.index(tree)
+    colour, symbol = (EXACT_COLOR, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
+    budget = (f"tree {tree}" if tree else "chain") + ": " if view.has_trees else ""
+    figure.add_scatter(
+        x=[r.gamma + nudge_of(view, tree) for r in results], y=[r.median_speedup for r in results], mode="markers",
+        meta=f"measured-tree-{tree}" if tree else "measured", name=f"{budget}measured median (min–max)",
+        marker={"size": 10, "color": colour, "symbol": symbol},
+        error_y={"type": "data", "symmetric": False, "array": [r.max_speedup - r.median_speedup for r in results],
+                 "arrayminus": [r.median_speedup - r.min_speedup for r in results], "color": "#555", "thickness": 1.5, "width": 5},
+        customdata=[[r.min_speedup, r.max_speedup, r.num_runs, r.acceptance_rate, r.tokens_per_target_forward,
+                     r.gamma, r.verify_cost] for r in results],
+        hovertemplate=(f"γ = %{{customdata[5]}}{', tree ' + str(tree) if tree else ''}: median %{{y:.2f}}× "
+                       "(%{customdata[0]:.2f}–%{customdata[1]:.2f}, %{customdata[2]} runs); α̂ = %{customdata[3]:.2f}, "
+                       "τ = %{customdata[4]:.2f} tokens per target pass, v = %{customdata[6]:.2f}<extra></extra>"),
+    )
 
 
 def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -> go.Figure:

@@ -220,7 +220,8 @@ def build_sweep(names: list[str]) -> SweepSection:
             "Times the target alone and speculative decoding at every γ in the range, with the prompt and settings "
             "above, repeated (each repeat with its own seed); plots the median speedup with its min–max spread over "
             f"the theory's curves, and names one γ: {TIE_RULE}, which drafts less for the same speed. "
-            "Below it, easy and hard tokens over all the sweep's runs."
+            "When the page drafts a tree (a tree budget above 0), every γ is timed both as a chain and as that "
+            "tree, and the same rule picks between them. Below it, easy and hard tokens over all the sweep's runs."
         )
         with gr.Row():
             smallest = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="smallest γ", elem_id="sweep-from")

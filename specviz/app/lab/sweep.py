@@ -1,5 +1,9 @@
 """The γ sweep: the bench's loop (specviz.analysis.bench) for one prompt, yielding after every timed run so a
-page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`)."""
+page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`).
+
+Where the page drafts a tree (a tree budget N > 0), every γ is timed twice, as a chain and as tree N, so the
+one rule (specviz.analysis.payoff) picks the budget as it picks γ: a tie goes to the chain, which verifies less.
+"""
 
 from __future__ import annotations
 
@@ -19,22 +23,28 @@ from specviz.app.render.pieces import label_text
 MAX_SWEEP_GAMMAS = 16
 MAX_SWEEP_REPEATS = 5
 
+Cell = tuple[int, int]  # (γ, tree budget; 0 = a chain)
+
 
 @dataclass
 class SweepProgress:
-    """Where a sweep stands: runs done, and one BenchResult per γ with at least one run."""
+    """Where a sweep stands: runs done, and one BenchResult per (γ, tree budget) with at least one run."""
 
     num_done: int
     num_total: int
-    runs: dict[int, list[tuple[Trace, Trace]]] = field(default_factory=dict)  # γ → (baseline, speculative)
+    runs: dict[Cell, list[tuple[Trace, Trace]]] = field(default_factory=dict)  # (γ, tree) → (baseline, speculative)
     labels: dict[int, str] = field(default_factory=dict)  # token id → its text: the confidence chart's hover labels
 
+    def cells(self) -> list[tuple[Cell, list[tuple[Trace, Trace]]]]:
+        """The runs per (γ, tree), chains first, then each γ ascending."""
+        return sorted(self.runs.items(), key=lambda item: item[0][::-1])
+
     def results(self, temperature: float) -> list[BenchResult]:
-        return [summarise(gamma, temperature, pairs) for gamma, pairs in sorted(self.runs.items())]
+        return [summarise(gamma, temperature, pairs, tree=tree) for (gamma, tree), pairs in self.cells()]
 
     def judged_drafts(self) -> list[JudgedDraft]:
         """Every judged draft of every speculative run so far, tagged with its run's γ."""
-        return [draft for gamma, pairs in sorted(self.runs.items()) for _, speculative in pairs
+        return [draft for (gamma, _), pairs in self.cells() for _, speculative in pairs
                 for draft in judged_drafts(speculative, gamma)]
 
 
@@ -48,13 +58,18 @@ def remember_labels(pair: ModelPair, trace: Trace, labels: dict[int, str]) -> No
                 labels[token.token_id] = label_text(pair.decode, [], token.token_id)  # a lone byte: named, not "\ufffd"
 
 
+def count_runs(config: BenchConfig) -> int:
+    """Timed runs of a one-prompt, one-temperature sweep: per repeat, a baseline and every (γ, tree)."""
+    return config.repeats * (1 + len(config.gammas) * len(config.trees))
+
+
 def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) -> Iterator[SweepProgress]:
     """bench.timed_runs for one prompt and one temperature, yielding after every timed run."""
-    progress = SweepProgress(0, config.repeats * (1 + len(config.gammas)))
+    progress = SweepProgress(0, count_runs(config))
     yield progress
-    for gamma, _, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
+    for gamma, tree, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
         if speculative is not None:
-            progress.runs.setdefault(gamma, []).append((baseline, speculative))
+            progress.runs.setdefault((gamma, tree), []).append((baseline, speculative))
             remember_labels(pair, speculative, progress.labels)
         progress.num_done += 1
         yield progress
@@ -69,26 +84,31 @@ def sweep_gamma_range(smallest: int, largest: int) -> tuple[int, ...]:
 
 
 def sweep_config(config: DecodeConfig, gammas: tuple[int, ...], repeats: int) -> BenchConfig:
-    """The bench's settings from the page's: same sampling, drafter, token budget and seed."""
+    """The bench's settings from the page's, so the sweep times what the page runs: the same sampling, drafter,
+    token budget, seed, confidence stop, rivals and γ schedule; and with a tree budget, that tree beside a chain."""
     if not 1 <= repeats <= MAX_SWEEP_REPEATS:
         raise ValueError(f"repeats must be from 1 to {MAX_SWEEP_REPEATS}, got {repeats}")
     return BenchConfig(
         gammas=gammas, temperatures=(config.temperature,), repeats=repeats, max_new_tokens=config.max_new_tokens,
         top_k=config.top_k, top_p=config.top_p, seed=config.seed, stop_at_eos=config.stop_at_eos,
         full_draft_head=config.full_draft_head, drafter=config.drafter, ngram=config.ngram,
+        draft_confidence=config.draft_confidence, rivals=config.rivals, gamma_schedule=config.gamma_schedule,
+        trees=(0, config.tree) if config.tree else (0,),
     )
 
 
 @dataclass(frozen=True)
 class SweepView:
-    """What the sweep chart draws: measured speedups per γ over the theory's curves, and the verdict."""
+    """What the sweep chart draws: measured speedups per (γ, tree budget) over the theory's curves, and the verdict.
 
-    results: tuple[BenchResult, ...]  # one per γ, ascending
-    alpha: float  # α̂ over the whole sweep (median of the γ cells)
-    cost_ratio: float  # c, median of the γ cells
+    The curves are a chain's (Leviathan's formula has no term for a tree), drawn at the chain cells' α̂ and c."""
+
+    results: tuple[BenchResult, ...]  # one per (γ, tree): the chain's first, then each tree budget's; γ ascending
+    alpha: float  # α̂ of the chain (median of its γ cells)
+    cost_ratio: float  # c, median of the chain's γ cells
     theory_gammas: tuple[int, ...]
     theory_speedups: tuple[float, ...]  # Leviathan's curve at (α̂, c) with v = 1
-    predicted_with_verify: tuple[float, ...]  # per result: the formula with that γ's measured v
+    predicted_with_verify: tuple[float, ...]  # per chain result: the formula with that γ's measured v
     best_gamma: int | None  # the highest measured median, paying or not
     tied_gammas: tuple[int, ...]  # γ whose medians are within the noise of the best's (payoff.TIE_RULE), the best's too
     payoff: Payoff | None = None  # the one verdict (specviz.analysis.payoff) on these measurements
@@ -99,19 +119,64 @@ class SweepView:
         the target alone beyond the noise; None: the target alone."""
         return self.payoff.recommended_gamma if self.payoff is not None else None
 
+    @property
+    def recommended_tree(self) -> int | None:
+        """The tree budget that goes with recommended_gamma (0: a chain); None: the target alone."""
+        return self.payoff.recommended_tree if self.payoff is not None else None
+
+    @property
+    def trees(self) -> tuple[int, ...]:
+        """The tree budgets measured, ascending (0: the chain)."""
+        return tuple(sorted({r.tree for r in self.results}))
+
+    @property
+    def has_trees(self) -> bool:
+        """A tree budget was timed beside the chain: the words and the chart name each setup's budget."""
+        return len(self.trees) > 1
+
+    @property
+    def chain_results(self) -> tuple[BenchResult, ...]:
+        return tuple(r for r in self.results if r.tree == 0)
+
+    @property
+    def recommended_result(self) -> BenchResult | None:
+        """The cell behind the recommendation; None where the target alone is faster."""
+        gamma, tree = self.recommended_gamma, self.recommended_tree
+        return next((r for r in self.results if (r.gamma, r.tree) == (gamma, tree)), None)
+
+    def label_of(self, result: BenchResult) -> str:
+        """"γ = 3" where only chains were timed; beside a tree, "γ = 3, a chain" or "γ = 3, tree 8"."""
+        if result.tree:
+            return f"γ = {result.gamma}, tree {result.tree}"
+        return f"γ = {result.gamma}" + (", a chain" if self.has_trees else "")
+
+    def results_of(self, tree: int) -> tuple[BenchResult, ...]:
+        return tuple(r for r in self.results if r.tree == tree)
+
+    def pick_of(self, tree: int) -> BenchResult | None:
+        """The cell the one rule picks among one budget's γ (the best median where none pays)."""
+        cells = self.results_of(tree)
+        if not cells or self.payoff is None:
+            return None
+        chosen = replace(self.payoff, measured=tuple(measurement_of(r) for r in cells)).chosen
+        return next(r for r in cells if r.gamma == chosen.gamma)
+
 
 def measurement_of(result: BenchResult) -> Measurement:
-    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs)
+    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
+                       tree=result.tree)
 
 
 def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> SweepView:
-    results = tuple(sorted(results, key=lambda r: r.gamma))
+    results = tuple(sorted(results, key=lambda r: (r.tree, r.gamma)))
     if not results:
         return SweepView((), 0.0, 0.0, (), (), (), None, ())
-    alpha = statistics.median([r.acceptance_rate for r in results])
-    cost_ratio = statistics.median([r.c for r in results])
-    gammas = tuple(range(1, max(max_gamma, results[-1].gamma) + 1))
-    cell = max(results, key=lambda r: r.median_speedup)
+    chains = tuple(r for r in results if r.tree == 0)
+    basis = chains or results  # the formula is a chain's: read α̂, c and v from the chain's cells
+    alpha = statistics.median([r.acceptance_rate for r in basis])
+    cost_ratio = statistics.median([r.c for r in basis])
+    gammas = tuple(range(1, max(max_gamma, max(r.gamma for r in results)) + 1))
+    cell = max(basis, key=lambda r: r.median_speedup)
     payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r) for r in results), max(gammas))
     return SweepView(
         results=results,
@@ -119,7 +184,7 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> Sw
         cost_ratio=cost_ratio,
         theory_gammas=gammas,
         theory_speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
-        predicted_with_verify=tuple(theory.expected_speedup(alpha, r.gamma, cost_ratio, r.verify_cost) for r in results),
+        predicted_with_verify=tuple(theory.expected_speedup(alpha, r.gamma, cost_ratio, r.verify_cost) for r in chains),
         best_gamma=payoff.best.gamma,
         tied_gammas=tuple(m.gamma for m in payoff.ties),
         payoff=payoff,
