@@ -51,6 +51,24 @@ def test_on_cuda_the_drafters_stay_in_the_targets_16_bit_type(monkeypatch):
         assert {parameter.dtype for parameter in module.parameters()} == {torch.bfloat16}, type(module).__name__
 
 
+def test_on_cuda_attention_never_waits_for_a_cudnn_plan_per_shape(monkeypatch):
+    """A pair loaded for CUDA turns cuDNN's SDPA off (a plan per new key count cost the H200 head c = 0.87 on
+    lengths it met first, 0.094 on the same lengths again); a CPU load leaves the flag as it found it."""
+    real_load_model = loading.load_model
+    monkeypatch.setattr(loading, "load_model", lambda model_id, device, dtype, spread=False:
+                        real_load_model(model_id, torch.device("cpu"), dtype))
+    monkeypatch.setattr(loading, "_cache", OrderedDict())
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        loading.avoid_per_shape_attention_plans(torch.device("cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        loading.load_pair("tiny-code", device="cuda")
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
+
+
 def test_a_record_made_on_cuda_names_the_gpu_its_cuda_and_capability(monkeypatch):
     card(monkeypatch, native_bf16=True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")

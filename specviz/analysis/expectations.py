@@ -24,7 +24,7 @@ import torch
 from specviz.models.precision import default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.analysis.bench_record import machine_kind
-from specviz.analysis.payoff import Spread
+from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
 
 BENCH_DIR = ASSETS_DIR / "bench"
 # What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
@@ -164,8 +164,7 @@ class Expectation:
 
 
 # Why the default pair gains little on a GPU (assets/bench/README.md, "What the H200 run measured").
-GPU_WORDS = ("a 135 M target on a GPU waits on kernel launches, not arithmetic, so speculation gains far less "
-             "there than the 2–3× papers report for big models")
+GPU_WORDS = f"{LAUNCH_BOUND_GPU}, so speculation gains far less there than the 2–3× papers report for big models"
 
 
 def gpu_words_for(records: tuple[BenchRecord, ...]) -> str:

@@ -197,7 +197,20 @@ def evict_pairs(keep: int) -> None:
         torch.cuda.empty_cache()
 
 
+def avoid_per_shape_attention_plans(device: torch.device) -> None:
+    """On CUDA, keep PyTorch's SDPA off cuDNN's attention: cuDNN builds an execution plan for each new shape
+    (tens to hundreds of ms; sglang and flashinfer measured it), and decoding meets a new key count at every
+    step of the head and the draft model, and every KEY_BLOCK keys of the target. On the H200 the head's c was
+    0.87 in the first cell each prompt met (γ = 3) and 0.094 in the next (γ = 5, the same lengths again), with
+    aten::_cudnn_attention_forward in the profile (assets/bench/README.md). FlashAttention and the memory-
+    efficient kernels plan in well under a millisecond; SDPA picks among them as before. Process-wide, as
+    the flag is: every lane (transformers' generate() too) runs under the same choice."""
+    if device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_drafters: bool = False) -> ModelPair:
+    avoid_per_shape_attention_plans(device)
     target_id = spec.resolved_target_id()
     check_hub_access([target_id, spec.draft_id])
     target_tokenizer = load_tokenizer(target_id)

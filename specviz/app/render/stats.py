@@ -6,7 +6,7 @@ from __future__ import annotations
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here
-from specviz.analysis.payoff import Payoff
+from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Payoff
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
@@ -193,8 +193,8 @@ INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on m
 
 
 HARD_CASE_ON_A_CPU = "a big target on a GPU is the easy case, a small target on a CPU the hard one."
-HARD_CASE_ON_A_GPU = ("a big target is the easy case; a small one on a GPU is hard too, since it waits on kernel "
-                      "launches: a verify costs about a step there, but a draft pass costs nearly as much.")
+HARD_CASE_ON_A_GPU = (f"a big target is the easy case; a small one on a GPU is hard too: {LAUNCH_BOUND_GPU}, so a "
+                      "round's verify costs more than one step there.")
 
 
 def setup_html(run: RunView) -> str:
