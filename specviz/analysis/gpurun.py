@@ -213,6 +213,9 @@ class GpuRun:
         """After every phase, so a run killed at its limit still leaves its table."""
         machine = self.machine
         machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
+        # Which SDPA kernels the run allowed (loading turns cuDNN's off on CUDA); the profile names the one used.
+        machine["sdpa_backends"] = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")()
+                                    for name in ("flash", "mem_efficient", "math", "cudnn")}
         machine["phases"] = self.phases.log
         self.out.write("machine.json", machine)
         cuda = f"CUDA {machine['cuda']}, " if machine.get("cuda") else ""
