@@ -202,9 +202,9 @@ def avoid_per_shape_attention_plans(device: torch.device) -> None:
     (tens to hundreds of ms; sglang and flashinfer measured it), and decoding meets a new key count at every
     step of the head and the draft model, and every KEY_BLOCK keys of the target. On the H200 the head's c was
     0.87 in the first cell each prompt met (γ = 3) and 0.094 in the next (γ = 5, the same lengths again), with
-    aten::_cudnn_attention_forward in the profile (assets/bench/README.md). FlashAttention and the memory-
-    efficient kernels plan in well under a millisecond; SDPA picks among them as before. Process-wide, as
-    the flag is: every lane (transformers' generate() too) runs under the same choice."""
+    aten::_cudnn_attention_forward in the profile (assets/bench/README.md). SDPA then picks FlashAttention,
+    the memory-efficient kernel or its math path, none of which builds a plan. Process-wide, as the flag is:
+    every lane (transformers' generate() too) runs under the same choice."""
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)
 
