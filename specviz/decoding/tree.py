@@ -233,10 +233,13 @@ def settle_tree(ids: torch.Tensor, verified: VerifiedTree, target_cache: Dynamic
     Returns (committed ids (1, n'), the round's new ids)."""
     path, tree = verified.verdict.path, verified.tree
     new_ids = tree.node_ids[list(path)].tolist() + [verified.verdict.next_id]
-    sources = [ids.shape[1] + node for node in path]  # the verify fed the nodes right after the committed ids
-    move_cache_positions(target_cache, sources, ids.shape[1])
-    if getattr(drafter, "reads_target", False):
-        drafter.take_positions(sources, ids.shape[1])
+    # The verify fed node k at position n+k: a path that starts down the first children (node i at depth i+1,
+    # often the whole path, always where a rival round kept the drafter's own pick) is already in place.
+    in_place = next((depth for depth, node in enumerate(path) if node != depth), len(path))
+    sources = [ids.shape[1] + node for node in path[in_place:]]
+    move_cache_positions(target_cache, sources, ids.shape[1] + in_place)
+    if getattr(drafter, "reads_target", False) and sources:
+        drafter.take_positions(sources, ids.shape[1] + in_place)
     if fed_path_slots(tree, path):  # else the rollback below drops the tree's entries (rival guesses feed none)
         drafter.keep_tree_path(tree, path)
     ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
