@@ -5,15 +5,12 @@ round from the tensors the engine computed, so every consumer of the stream read
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import torch
 
 from specviz.decoding.events import DraftedToken, PositionDetail
 from specviz.decoding.sampling import Verdict
-
-if TYPE_CHECKING:  # drafters import the tree module, which describes its rounds here
-    from specviz.decoding.drafters import Proposal
 
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
@@ -28,14 +25,16 @@ def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...]
     return tuple(pairs)
 
 
-def describe_positions(proposal: Proposal, target_probs: torch.Tensor, verdict: Verdict) -> tuple[PositionDetail, ...]:
-    """Top-k of q, p (and the residual where the correction was drawn) for the step inspector,
-    always with the drafted token and the target's own token at their positions."""
-    draft_ids = proposal.draft_ids.tolist()
+def describe_positions(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                       verdict: Verdict) -> tuple[PositionDetail, ...]:
+    """Top-k of q (draft_probs (γ, vocab)), p (target_probs (γ+1, vocab)) and the residual where the
+    correction was drawn, for the step inspector, always with the drafted token (draft_ids (γ,)) and the
+    target's own token at their positions."""
+    draft_ids = draft_ids.tolist()
     details = []
     for i in range(target_probs.shape[0]):
         keep = tuple(draft_ids[i : i + 1]) + ((verdict.next_id,) if i == verdict.num_accepted else ())
-        draft_top = top_pairs(proposal.draft_probs[i], keep=keep) if i < proposal.draft_probs.shape[0] else ()
+        draft_top = top_pairs(draft_probs[i], keep=keep) if i < draft_probs.shape[0] else ()
         residual_top = (
             top_pairs(verdict.residual, keep=keep) if (verdict.residual is not None and i == verdict.num_accepted) else ()
         )

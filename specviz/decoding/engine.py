@@ -113,7 +113,8 @@ class VerifiedRound:
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         gamma, proposal, verdict = self.num_drafted, self.proposal, self.verdict
-        details = describe_positions(proposal, self.target_probs, verdict) if inspect and gamma > 0 else None
+        details = (describe_positions(proposal.draft_ids, proposal.draft_probs, self.target_probs, verdict)
+                   if inspect and gamma > 0 else None)
         # The target's own certainty at each drafted position (rows 0..γ−1 of the verify), for the chart of
         # acceptance against it.
         target_confidences = row_confidences(self.target_logits[:gamma]).tolist() if gamma > 0 else None
