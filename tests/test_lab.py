@@ -284,7 +284,7 @@ def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma()
     assert [(r.gamma, r.tree) for r in results] == [(1, 0), (2, 0), (1, 4), (2, 4)]
     view = sweep.sweep_view(results)
     assert view.trees == (0, 4) and [(m.gamma, m.tree) for m in view.payoff.measured] == [(1, 0), (2, 0), (1, 4), (2, 4)]
-    assert len(view.predicted_with_verify) == len(view.chain_results) == 2  # the formula is a chain's
+    assert len(view.predicted_with_verify) == len(view.results_of(0)) == 2  # the formula is a chain's
     assert 'data-tree="' in lessons.sweep_status_html(progress.num_done, progress.num_total, 3.0, view)
     chain_only = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
     assert chain_only.trees == (0,) and sweep.count_runs(chain_only) == 2 * (1 + 2)  # a chain only, as before trees

@@ -297,7 +297,7 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     residual /= residual.sum()
     tail_id = 33  # not in the residual's top 8 (ids 1..9 are likelier)
     verdict = Verdict(0, tail_id, False, *(torch.zeros(1) for _ in range(4)), residual)
-    details = describe_positions(torch.tensor([0]), draft, target, verdict)
+    details = describe_positions([0], draft, target, verdict.num_accepted, verdict.next_id, verdict.residual)
     assert tail_id in dict(details[0].residual_top) and tail_id in dict(details[0].target_top)
     assert dict(details[0].residual_top)[tail_id] == pytest.approx(float(residual[tail_id]))
     event = RoundEvent("speculative", 0, 1, 1, (drafted(0, 1.0, 0.05, 0.9, False),), 0, tail_id, "resample",

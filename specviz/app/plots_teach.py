@@ -155,7 +155,7 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
     figure.add_scatter(x=gammas, y=list(view.theory_speedups[: len(gammas)]), mode="lines", meta="theory",
                        name=f"theory{chain}, v = 1 (α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f})",
                        line={"color": COLORS["bonus"], "width": 2}, hovertemplate="γ = %{x}: %{y:.2f}× predicted<extra></extra>")
-    chains = view.chain_results
+    chains = view.results_of(0)
     figure.add_scatter(x=[r.gamma for r in chains], y=list(view.predicted_with_verify), mode="lines+markers",
                        meta="theory-with-verify", name=f"theory{chain} with each γ's measured verify cost v",
                        line={"color": COLORS["resample"], "dash": "dash", "width": 2}, marker={"size": 6},

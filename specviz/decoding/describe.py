@@ -25,40 +25,19 @@ def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...]
     return tuple(pairs)
 
 
-def describe_positions(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
-                       verdict: Verdict) -> tuple[PositionDetail, ...]:
-    """Top-k of q (draft_probs (γ, vocab)), p (target_probs (γ+1, vocab)) and the residual where the
-    correction was drawn, for the step inspector, always with the drafted token (draft_ids (γ,)) and the
-    target's own token at their positions."""
-    draft_ids = draft_ids.tolist()
+def describe_positions(draft_ids: Sequence[int], draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                       num_accepted: int, next_id: int, residual: torch.Tensor | None) -> tuple[PositionDetail, ...]:
+    """Top-k of q (draft_probs (γ, vocab)), p (target_probs (γ+1, vocab): at each drafted position, then
+    after the last) and the residual where the correction was drawn, for the step inspector, always with
+    the drafted token and the target's own token (next_id) at their positions. A chain passes its drafts
+    as verified; a tree round the chain its walk judged, each node picked (q one-hot on it)."""
     details = []
     for i in range(target_probs.shape[0]):
-        keep = tuple(draft_ids[i : i + 1]) + ((verdict.next_id,) if i == verdict.num_accepted else ())
+        keep = tuple(draft_ids[i : i + 1]) + ((next_id,) if i == num_accepted else ())
         draft_top = top_pairs(draft_probs[i], keep=keep) if i < draft_probs.shape[0] else ()
-        residual_top = (
-            top_pairs(verdict.residual, keep=keep) if (verdict.residual is not None and i == verdict.num_accepted) else ()
-        )
+        residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
         details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
     return tuple(details)
-
-
-def describe_path_positions(node_ids: Sequence[int], rows: Sequence[int], target_probs: torch.Tensor,
-                            num_accepted: int, next_id: int, residual: torch.Tensor | None) -> tuple[PositionDetail, ...]:
-    """describe_positions for the chain a tree round's walk judged: `node_ids` its nodes, `rows` the
-    verify's row at each of its positions and after its last (len(node_ids) + 1). A node was picked,
-    not sampled, so q is one-hot on it; the residual is p′ where the correction was drawn."""
-    details = []
-    for i, row in enumerate(rows):
-        keep = tuple(node_ids[i : i + 1]) + ((next_id,) if i == num_accepted else ())
-        draft_top = top_pairs(one_hot(node_ids[i], target_probs), keep=keep) if i < len(node_ids) else ()
-        residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
-        details.append(PositionDetail(draft_top, top_pairs(target_probs[row], keep=keep), residual_top))
-    return tuple(details)
-
-
-def one_hot(token_id: int, like: torch.Tensor) -> torch.Tensor:
-    """q of a picked token: 1 on it, 0 elsewhere, over like's vocabulary (…, vocab) → (vocab,)."""
-    return torch.nn.functional.one_hot(torch.tensor(token_id), like.shape[-1]).to(like.dtype)  # (vocab,)
 
 
 def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,

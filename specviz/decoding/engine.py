@@ -113,7 +113,8 @@ class VerifiedRound:
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         gamma, proposal, verdict = self.num_drafted, self.proposal, self.verdict
-        details = (describe_positions(proposal.draft_ids, proposal.draft_probs, self.target_probs, verdict)
+        details = (describe_positions(proposal.draft_ids.tolist(), proposal.draft_probs, self.target_probs,
+                                      verdict.num_accepted, verdict.next_id, verdict.residual)
                    if inspect and gamma > 0 else None)
         # The target's own certainty at each drafted position (rows 0..γ−1 of the verify), for the chart of
         # acceptance against it.

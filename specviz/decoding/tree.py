@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from specviz.decoding.describe import describe_path_positions, describe_rivals
+from specviz.decoding.describe import describe_positions, describe_rivals
 from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent, TreeNode
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, row_confidences, target_forward
 from specviz.decoding.sampling import ProbsFn, TreeVerdict, accept_tree
@@ -179,9 +179,10 @@ class VerifiedTree:
         """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
         after the last node (where the bonus or the correction came from)."""
         rows = [self.tree.parents[node] + 1 for node in judged] + [judged[-1] + 1]
-        node_ids = self.tree.node_ids[judged].tolist()
-        return describe_path_positions(node_ids, rows, self.target_probs, len(self.verdict.path), self.verdict.next_id,
-                                       self.verdict.residual)
+        node_ids = self.tree.node_ids[judged]  # (γ',)
+        picked = torch.nn.functional.one_hot(node_ids, self.target_probs.shape[-1]).to(self.target_probs.dtype)  # (γ', vocab)
+        return describe_positions(node_ids.tolist(), picked, self.target_probs[rows], len(self.verdict.path),
+                                  self.verdict.next_id, self.verdict.residual)
 
     def rivals(self) -> tuple[DraftedToken, ...]:
         """A rival round's first guesses the walk did not take, judged against the first row."""

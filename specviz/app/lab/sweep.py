@@ -135,10 +135,6 @@ class SweepView:
         return len(self.trees) > 1
 
     @property
-    def chain_results(self) -> tuple[BenchResult, ...]:
-        return tuple(r for r in self.results if r.tree == 0)
-
-    @property
     def recommended_result(self) -> BenchResult | None:
         """The cell behind the recommendation; None where the target alone is faster."""
         gamma, tree = self.recommended_gamma, self.recommended_tree
@@ -146,9 +142,7 @@ class SweepView:
 
     def label_of(self, result: BenchResult) -> str:
         """"γ = 3" where only chains were timed; beside a tree, "γ = 3, a chain" or "γ = 3, tree 8"."""
-        if result.tree:
-            return f"γ = {result.gamma}, tree {result.tree}"
-        return f"γ = {result.gamma}" + (", a chain" if self.has_trees else "")
+        return measurement_of(result).label + (", a chain" if self.has_trees and not result.tree else "")
 
     def results_of(self, tree: int) -> tuple[BenchResult, ...]:
         return tuple(r for r in self.results if r.tree == tree)
