@@ -287,7 +287,7 @@ def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma()
     assert len(view.predicted_with_verify) == len(view.results_of(0)) == 2  # the formula is a chain's
     assert 'data-tree="' in lessons.sweep_status_html(progress.num_done, progress.num_total, 3.0, view)
     chain_only = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
-    assert chain_only.trees == (0,) and sweep.count_runs(chain_only) == 2 * (1 + 2)  # a chain only, as before trees
+    assert chain_only.trees == (0,) and chain_only.num_timed_runs(1) == 2 * (1 + 2)  # a chain only, as before trees
 
 
 def test_the_sweep_times_what_the_page_runs():

@@ -58,6 +58,10 @@ class BenchConfig:
     gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
     trees: tuple[int, ...] = (DecodeConfig.tree,)  # tree budgets (0 = a chain), each run at every γ
 
+    def num_timed_runs(self, num_prompts: int) -> int:
+        """What timed_runs yields: per repeat, temperature and prompt, a baseline and every (γ, tree)."""
+        return self.repeats * num_prompts * len(self.temperatures) * (1 + len(self.gammas) * len(self.trees))
+
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma,
                       tree: int = DecodeConfig.tree) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""
@@ -182,7 +186,7 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
 def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
     """Measure every cell; returns one BenchResult per (γ, tree budget, temperature)."""
     prompt_ids = encode_prompts(pair, prompts, config.chat)
-    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + len(config.gammas) * len(config.trees))
+    total = config.num_timed_runs(len(prompts))
     runs: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
     with tqdm(total=total, desc="bench", disable=not progress, unit="run") as bar:
         for gamma, tree, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
@@ -198,9 +202,13 @@ def payoff_of(results: Iterable[BenchResult], temperature: float, tree: int | No
     chain before a tree). Measured medians and spreads first, at the α̂, c and v of the best cell."""
     cells = [r for r in results if r.temperature == temperature and (tree is None or r.tree == tree)]
     best = max(cells, key=lambda r: r.median_speedup)
-    measured = tuple(Measurement(r.gamma, r.median_speedup, r.min_speedup, r.max_speedup, r.num_runs, tree=r.tree)
-                     for r in cells)
-    return Payoff(best.acceptance_rate, best.c, best.verify_cost, measured)
+    return Payoff(best.acceptance_rate, best.c, best.verify_cost, tuple(measurement_of(r) for r in cells))
+
+
+def measurement_of(result: BenchResult) -> Measurement:
+    """A cell as the one rule (specviz.analysis.payoff) reads it: its γ, tree budget, median and spread."""
+    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
+                       tree=result.tree)
 
 
 def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:

@@ -13,10 +13,10 @@ from typing import Iterator, Sequence
 
 from specviz.analysis import theory
 from specviz.analysis.confidence import JudgedDraft, judged_drafts
-from specviz.analysis.bench import BenchConfig, BenchResult, summarise, timed_runs
+from specviz.analysis.bench import BenchConfig, BenchResult, measurement_of, summarise, timed_runs
 from specviz.decoding.config import MAX_GAMMA, DecodeConfig
 from specviz.models.pairs import ModelPair
-from specviz.analysis.payoff import Measurement, Payoff
+from specviz.analysis.payoff import Payoff
 from specviz.analysis.trace import Trace
 from specviz.app.render.pieces import label_text
 
@@ -58,16 +58,12 @@ def remember_labels(pair: ModelPair, trace: Trace, labels: dict[int, str]) -> No
                 labels[token.token_id] = label_text(pair.decode, [], token.token_id)  # a lone byte: named, not "\ufffd"
 
 
-def count_runs(config: BenchConfig) -> int:
-    """Timed runs of a one-prompt, one-temperature sweep: per repeat, a baseline and every (γ, tree)."""
-    return config.repeats * (1 + len(config.gammas) * len(config.trees))
-
-
 def sweep_gammas(pair: ModelPair, prompt_ids: list[int], config: BenchConfig) -> Iterator[SweepProgress]:
     """bench.timed_runs for one prompt and one temperature, yielding after every timed run."""
-    progress = SweepProgress(0, count_runs(config))
+    config = replace(config, temperatures=config.temperatures[:1])
+    progress = SweepProgress(0, config.num_timed_runs(1))
     yield progress
-    for gamma, tree, _, baseline, speculative in timed_runs(pair, [prompt_ids], replace(config, temperatures=config.temperatures[:1])):
+    for gamma, tree, _, baseline, speculative in timed_runs(pair, [prompt_ids], config):
         if speculative is not None:
             progress.runs.setdefault((gamma, tree), []).append((baseline, speculative))
             remember_labels(pair, speculative, progress.labels)
@@ -154,11 +150,6 @@ class SweepView:
             return None
         chosen = replace(self.payoff, measured=tuple(measurement_of(r) for r in cells)).chosen
         return next(r for r in cells if r.gamma == chosen.gamma)
-
-
-def measurement_of(result: BenchResult) -> Measurement:
-    return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
-                       tree=result.tree)
 
 
 def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> SweepView:
