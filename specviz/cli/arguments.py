@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specviz.analysis.bench import BenchConfig
+from specviz.analysis.gpurun_measures import GpuRunConfig
 from specviz.app.settings import SETTING, SETTINGS
 from specviz.models.presets import preset_name
 
@@ -151,29 +152,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_gpurun_parser(commands) -> None:
+    run = GpuRunConfig()  # the measure's defaults have one home; the flags spell them
     gpurun = commands.add_parser("gpurun", help="the prepared GPU run: pack its parts here, measure there")
     steps = gpurun.add_subparsers(dest="step", required=True)
     pack_step = steps.add_parser("pack", help="the GGUF and the wheels as parts, one transfer each, and the calls")
     pack_step.add_argument("--dest", type=Path, default=Path(".gpu"), help="an ignored folder (default .gpu)")
     pack_step.add_argument("--part-mib", type=int, default=None, help="part size (default: what the tree leaves)")
-    pack_step.add_argument("--minutes", type=float, default=7.0, help="the last call's measure budget")
+    pack_step.add_argument("--minutes", type=float, default=run.minutes, help="the last call's measure budget")
     measure = steps.add_parser("measure", help="exactness, bench and profile under a time budget (specviz.gpu runs it)")
     measure.add_argument("--out", type=Path, required=True)
     measure.add_argument("--device", default="cuda")
     measure.add_argument("--pair", default=None)
-    measure.add_argument("--minutes", type=float, default=7.0)
+    measure.add_argument("--minutes", type=float, default=run.minutes)
     measure.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
-    measure.add_argument("--gammas", default="1,3,6", help="greedy identity at each")
-    measure.add_argument("--bench-gammas", default="3,5")
-    measure.add_argument("--bench-trees", default="0,16", help="tree budgets the bench runs at every γ (0 = a chain)")
-    measure.add_argument("--temperatures", default="0,0.7")
-    measure.add_argument("--max-new-tokens", type=int, default=64)
+    measure.add_argument("--gammas", default=listed(run.gammas), help="greedy identity at each")
+    measure.add_argument("--bench-gammas", default=listed(run.bench_gammas))
+    measure.add_argument("--bench-trees", default=listed(run.bench_trees),
+                         help="tree budgets the bench runs at every γ (0 = a chain)")
+    measure.add_argument("--temperatures", default=listed(run.temperatures))
+    measure.add_argument("--max-new-tokens", type=int, default=run.max_new_tokens)
     measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
-    measure.add_argument("--profile-tokens", default="1,3,4,5,7")
+    measure.add_argument("--profile-tokens", default=listed(run.profile_tokens))
     measure.add_argument("--drafters", default=None, help="comma-separated (default: every one, the pair's own first)")
     measure.add_argument("--skip", default=None, help="comma-separated phases to leave out, by their first words")
-    measure.add_argument("--profile-repeats", type=int, default=12)
+    measure.add_argument("--profile-repeats", type=int, default=run.profile_repeats)
     measure.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (a dry run); a GPU run keeps all")
+
+
+def listed(values: tuple) -> str:
+    """A default tuple as its flag spells it: (0, 0.7) → "0,0.7"."""
+    return ",".join(f"{value:g}" if isinstance(value, float) else str(value) for value in values)
 
 
 def parse_numbers(text: str, kind, name: str) -> tuple:
