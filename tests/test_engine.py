@@ -15,6 +15,7 @@ import torch
 
 import specviz.decoding.drafters
 import specviz.decoding.engine
+import specviz.decoding.forward
 from specviz.analysis import theory
 from specviz.decoding.drafters import ModelDrafter
 from specviz.decoding.config import DecodeConfig
@@ -151,7 +152,7 @@ def test_speculation_needs_fewer_target_forwards_when_the_draft_is_good():
 # KV caches
 
 
-class RecordingCache(specviz.decoding.engine.DynamicCache):
+class RecordingCache(specviz.decoding.forward.DynamicCache):
     instances: list = []
 
     def __init__(self, *args, **kwargs):
@@ -178,7 +179,7 @@ class RecordingDrafter(ModelDrafter):
 def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperature, gamma):
     # The caches are recorded by patching the class both modules build them from; the drafter
     # is passed in, as any drafter is.
-    monkeypatch.setattr(specviz.decoding.engine, "DynamicCache", RecordingCache)
+    monkeypatch.setattr(specviz.decoding.forward, "DynamicCache", RecordingCache)  # the target's (target_cache_for)
     monkeypatch.setattr(specviz.decoding.drafters, "DynamicCache", RecordingCache)
     pair = tiny_pair("qwen2")
     for seed, prompt_ids in enumerate(random_prompts(3, pair.vocab_size, seed=8)):
@@ -214,7 +215,7 @@ def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperat
 
 
 def test_baseline_cache_grows_one_per_token(monkeypatch):
-    monkeypatch.setattr(specviz.decoding.engine, "DynamicCache", RecordingCache)
+    monkeypatch.setattr(specviz.decoding.forward, "DynamicCache", RecordingCache)
     RecordingCache.instances = []
     pair = tiny_pair("gpt2")
     prompt_ids = [5, 6, 7, 8]

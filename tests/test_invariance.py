@@ -21,7 +21,8 @@ from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_positions
-from specviz.models import invariance, invariant_attention
+from specviz.models import invariance, invariant_attention, slots
+from specviz.models.slots import SLOTS_LAYOUT
 from specviz.models.invariant_attention import FIXED, GROUPED, LAYOUTS, PADDED_ROWS
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
@@ -31,13 +32,13 @@ COUNTS = (2, 4, 8)
 
 
 def verify_and_steps(model, vocab_size: int, context_ids: torch.Tensor, new_ids: torch.Tensor,
-                     num_rivals: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                     num_rivals: int = 0, new_cache=DynamicCache) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits of one forward over new_ids (its last `num_rivals` ids rival guesses for one position,
     as the engine sends them) and the same rows from 1-token forwards: each text id stepped in turn,
     each rival stepped alone at its position after the text."""
     context, num_text = context_ids.shape[1], new_ids.shape[1] - num_rivals
     all_ids = torch.cat([context_ids, new_ids], dim=1)  # (1, n + k)
-    cache = DynamicCache()
+    cache = new_cache()
     forward_new_ids(model, context_ids, cache, vocab_size)
     verify = forward_new_ids(model, all_ids, cache, vocab_size, parents=(-1,) * num_rivals)  # (k, vocab)
     crop_cache(cache, context)
@@ -56,12 +57,12 @@ def random_parents(num_nodes: int, generator: torch.Generator) -> tuple[int, ...
 
 
 def tree_and_steps(model, vocab_size: int, text_ids: torch.Tensor, node_ids: torch.Tensor,
-                   parents: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+                   parents: tuple[int, ...], new_cache=DynamicCache) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits of one forward over the text's last id and a tree of nodes (1 + N rows, as the engine
     verifies a tree: the cache holds the text but its last id) and the same rows from 1-token steps:
     the text's last id, then for each node the steps along its own path from the text."""
     num_text = text_ids.shape[1]
-    cache = DynamicCache()
+    cache = new_cache()
     forward_new_ids(model, text_ids[:, :-1], cache, vocab_size)
     verify = forward_new_ids(model, torch.cat([text_ids, node_ids], dim=1), cache, vocab_size, parents=parents)
     crop_cache(cache, num_text - 1)
@@ -83,24 +84,26 @@ def path_to(parents: tuple[int, ...], node: int) -> list[int]:
     return path
 
 
-def assert_tree_rows_match(model, vocab_size: int, generator: torch.Generator, context: int, num_nodes: int) -> None:
+def assert_tree_rows_match(model, vocab_size: int, generator: torch.Generator, context: int, num_nodes: int,
+                           new_cache=DynamicCache) -> None:
     ids = torch.randint(0, vocab_size, (1, context + num_nodes), generator=generator)
     parents = random_parents(num_nodes, generator)
-    verify, steps = tree_and_steps(model, vocab_size, ids[:, :context], ids[:, context:], parents)
+    verify, steps = tree_and_steps(model, vocab_size, ids[:, :context], ids[:, context:], parents, new_cache)
     assert torch.equal(verify, steps), (
         f"context {context}, tree {parents}: rows differ by {(verify - steps).abs().max().item():.3g}")
 
 
 def assert_rows_match(model, vocab_size: int, seed: int, context_lengths=(5, 40), counts=COUNTS,
-                      tree_sizes=(6, 12)) -> None:
+                      tree_sizes=(6, 12), new_cache=DynamicCache) -> None:
     generator = torch.Generator().manual_seed(seed)
     for context in context_lengths:
         for num_nodes in tree_sizes:
-            assert_tree_rows_match(model, vocab_size, generator, context, num_nodes)
+            assert_tree_rows_match(model, vocab_size, generator, context, num_nodes, new_cache)
         for count in counts:
             for num_rivals in (0, 3) if count >= 4 else (0,):
                 ids = torch.randint(0, vocab_size, (1, context + count), generator=generator)
-                verify, steps = verify_and_steps(model, vocab_size, ids[:, :context], ids[:, context:], num_rivals)
+                verify, steps = verify_and_steps(model, vocab_size, ids[:, :context], ids[:, context:], num_rivals,
+                                                 new_cache)
                 assert torch.equal(verify, steps), (
                     f"context {context}, {count} tokens, {num_rivals} rivals: rows differ by "
                     f"{(verify - steps).abs().max().item():.3g}")
@@ -245,9 +248,15 @@ def test_the_row_probe_covers_every_row_count_a_verify_may_run():
     assert not invariance.rows_depend_on_neighbours(RoundsDifferentlyAbove(invariance.MAX_PADDED_ROWS))
 
 
-def test_on_cuda_the_attention_is_the_one_exact_by_construction(monkeypatch):
-    """GROUPED passed the load probe on an H200 in bfloat16 and still parted greedy runs: CUDA gets FIXED
-    without being offered the cheaper layout (a parameter that says cuda stands in for a GPU here)."""
+@pytest.mark.parametrize("switch, expected", [(None, SLOTS_LAYOUT), ("0", FIXED)], ids=["slots", "slots-off"])
+def test_on_cuda_the_attention_is_one_exact_by_construction(monkeypatch, switch, expected):
+    """GROUPED passed the load probe on an H200 in bfloat16 and still parted greedy runs: CUDA gets slots
+    (specviz.models.slots: every decoding call one shape, graphed), or with slots switched off FIXED, without
+    being offered the cheaper layout (a parameter that says cuda stands in for a GPU here)."""
+    if switch is None:
+        monkeypatch.delenv(slots.SWITCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(slots.SWITCH_ENV, switch)
     target = make_model("qwen2", seed=3).to(torch.bfloat16)
     tried = []
     monkeypatch.setattr(invariance, "measure", lambda model, *_: tried.append(model.config._attn_implementation)
@@ -261,7 +270,7 @@ def test_on_cuda_the_attention_is_the_one_exact_by_construction(monkeypatch):
     monkeypatch.setattr(target, "set_attn_implementation",
                         lambda layout: setattr(target.config, "_attn_implementation", layout))
     report = invariance.make_batch_invariant(target, 128, 128)
-    assert tried == [FIXED] and report.attention == FIXED
+    assert tried == [expected] and report.attention == expected
 
 
 def test_float32_linear_layers_run_packed_for_onednn_and_compute_as_before():

@@ -169,7 +169,8 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
     Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ and tree,
     so every speedup compares runs made seconds apart. A consumer may stop between any two.
     """
-    warm_up(pair)
+    longest = max(map(len, prompt_ids), default=0) + config.max_new_tokens + max((*config.trees, *config.gammas)) + 1
+    warm_up(pair, longest)
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):

@@ -31,10 +31,12 @@ from specviz.decoding.config import DecodeConfig, next_gamma
 from specviz.decoding.describe import describe_drafts, describe_positions
 from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences, target_forward
+from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences,
+                                      target_cache_for, target_forward)
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
 from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
+from specviz.models.slots import prepare_graphs, uses_slots
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 
@@ -54,6 +56,11 @@ def context_budget(pair: ModelPair, num_prompt_tokens: int, config: DecodeConfig
             f"{pair.context_length} tokens: shorten the prompt to at most {pair.context_length - 1} tokens"
         )
     return min(config.max_new_tokens, room)
+
+
+def longest_text(pair: ModelPair, num_prompt_tokens: int, config: DecodeConfig) -> int:
+    """The most positions a run's caches hold: its prompt, its new tokens, a last round's tree or drafts."""
+    return num_prompt_tokens + context_budget(pair, num_prompt_tokens, config) + max(config.tree, config.gamma) + 1
 
 
 def check_prompt(prompt_ids: list[int], pair: ModelPair) -> None:
@@ -199,29 +206,29 @@ def autoregressive_decode(
 ) -> Iterator[Event]:
     """The fair baseline: the target alone, one token per forward, KV cache on, same sampling."""
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
-    cache = DynamicCache()
-    started = clock(pair.device)
-    logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
-    next_id = int(sample(to_probs(logits.to(pair.device)), generator))
-    yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
-    generated = [next_id]
-    if truncate_at_eos(generated, pair.eos_id, config.stop_at_eos)[1]:
-        yield FinishEvent(lane, "eos", 1)
-        return
-    for round_index in range(budget - 1):
+    with target_cache_for(pair) as cache:
         started = clock(pair.device)
-        ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
-        logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size)  # (1, vocab)
+        logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
         next_id = int(sample(to_probs(logits.to(pair.device)), generator))
-        step_s = clock(pair.device) - started
-        generated.append(next_id)
-        yield RoundEvent(
-            lane, round_index, len(generated) - 1, 0, (), 0, next_id, "target", (next_id,), 0.0, step_s, 0, 1
-        )
-        if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
-            yield FinishEvent(lane, "eos", len(generated))
+        yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
+        generated = [next_id]
+        if truncate_at_eos(generated, pair.eos_id, config.stop_at_eos)[1]:
+            yield FinishEvent(lane, "eos", 1)
             return
-    yield FinishEvent(lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", len(generated))
+        for round_index in range(budget - 1):
+            started = clock(pair.device)
+            ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
+            logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size)  # (1, vocab)
+            next_id = int(sample(to_probs(logits.to(pair.device)), generator))
+            step_s = clock(pair.device) - started
+            generated.append(next_id)
+            yield RoundEvent(
+                lane, round_index, len(generated) - 1, 0, (), 0, next_id, "target", (next_id,), 0.0, step_s, 0, 1
+            )
+            if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
+                yield FinishEvent(lane, "eos", len(generated))
+                return
+        yield FinishEvent(lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", len(generated))
 
 
 @torch.inference_mode()
@@ -245,43 +252,42 @@ def speculative_decode(
         check_drafter(pair, config)
         drafter = resolve(drafter_info(config.drafter).factory)
     drafter = drafter(pair, config, to_probs, generator)
-    target_cache = DynamicCache()
-
-    started = clock(pair.device)
-    logits = target_forward(pair, drafter, ids, target_cache, last_only=True)  # (1, vocab)
-    next_id = int(sample(to_probs(logits.to(pair.device)), generator))
-    num_draft_forwards = drafter.prefill(ids)
-    yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
-    ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1): committed ids
-    num_generated = 1
-    if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
-        yield FinishEvent(lane, "eos", 1)
-        return
-
-    draft, verify, settle = round_steps(config, drafter, accept_rule, tree_rule)
-    round_index = 0
-    planned_gamma = config.gamma
-    while num_generated < budget:
-        room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
+    with target_cache_for(pair) as target_cache:
         started = clock(pair.device)
-        proposal = draft(drafter, ids, min(planned_gamma, room), room)
-        drafted_at = clock(pair.device)
-        verified = verify(pair, drafter, ids, proposal, target_cache, to_probs, generator)
-        ids, new_ids = settle(ids, verified, target_cache, drafter)
-        verified_at = clock(pair.device)
-
-        planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)
-        emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
-        yield verified.event(lane, round_index, num_generated, emitted, drafted_at - started, verified_at - drafted_at,
-                             config.inspect)
-        num_generated += len(emitted)
-        round_index += 1
-        if hit_eos:
-            yield FinishEvent(lane, "eos", num_generated)
+        logits = target_forward(pair, drafter, ids, target_cache, last_only=True)  # (1, vocab)
+        next_id = int(sample(to_probs(logits.to(pair.device)), generator))
+        num_draft_forwards = drafter.prefill(ids)
+        yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
+        ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1): committed ids
+        num_generated = 1
+        if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
+            yield FinishEvent(lane, "eos", 1)
             return
-    yield FinishEvent(
-        lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", num_generated
-    )
+
+        draft, verify, settle = round_steps(config, drafter, accept_rule, tree_rule)
+        round_index = 0
+        planned_gamma = config.gamma
+        while num_generated < budget:
+            room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
+            started = clock(pair.device)
+            proposal = draft(drafter, ids, min(planned_gamma, room), room)
+            drafted_at = clock(pair.device)
+            verified = verify(pair, drafter, ids, proposal, target_cache, to_probs, generator)
+            ids, new_ids = settle(ids, verified, target_cache, drafter)
+            verified_at = clock(pair.device)
+
+            planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)
+            emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
+            yield verified.event(lane, round_index, num_generated, emitted, drafted_at - started, verified_at - drafted_at,
+                                 config.inspect)
+            num_generated += len(emitted)
+            round_index += 1
+            if hit_eos:
+                yield FinishEvent(lane, "eos", num_generated)
+                return
+        yield FinishEvent(
+            lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", num_generated
+        )
 
 
 @torch.inference_mode()
@@ -295,8 +301,13 @@ def top2_logit_gap(pair: ModelPair, ids: list[int]) -> float:
 
 
 @torch.inference_mode()
-def warm_up(pair: ModelPair) -> None:
-    """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed."""
+def warm_up(pair: ModelPair, longest: int = 0) -> None:
+    """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed; where the
+    target runs in slots on CUDA, the graphs of every call a run of up to `longest` positions meets."""
+    if longest and uses_slots(pair.target):
+        variants = (None,) + ((tuple(pair.head.target_layers),) if pair.head is not None else ())
+        with target_cache_for(pair) as cache:
+            prepare_graphs(pair.target, cache, longest, variants)
     ids = torch.arange(1, 5, device=pair.device).view(1, 4) % pair.vocab_size  # (1, 4)
     for model in (pair.target, pair.draft):
         if model is not None:
@@ -331,6 +342,6 @@ def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, l
     if any(LANE_INFO[lane].drafts for lane in lanes if lane in LANE_INFO):
         check_drafter(pair, config)
     decoders = [(lane, lane_decoder(lane)) for lane in lanes]
-    warm_up(pair)
+    warm_up(pair, longest_text(pair, len(prompt_ids), config))
     for lane, decode in decoders:
         yield from decode(pair, prompt_ids, config, lane=lane)

@@ -5,12 +5,28 @@ Kept beneath both, so the baseline lane never calls into the drafters for the ta
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from typing import Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
+from specviz.models.slots import POOL, SlotCache, lower_layer_states, run_rows, uses_slots
+
+
+@contextlib.contextmanager
+def target_cache_for(pair: ModelPair) -> Iterator[DynamicCache | SlotCache]:
+    """The target's KV cache for one lane's run: a DynamicCache, or where the target runs in slots
+    (specviz.models.slots: CUDA) a slot cache from the pool, its graphs kept for the next run."""
+    if not uses_slots(pair.target):
+        yield DynamicCache()
+        return
+    cache = POOL.acquire(pair.target, pair.context_length)
+    try:
+        yield cache
+    finally:
+        POOL.release(pair.target, cache)
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:
@@ -82,6 +98,8 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
     for one position are a one-level tree, every parent -1).
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
+    if isinstance(cache, SlotCache):
+        return run_rows(model, cache, new_ids, parents, last_only=last_only)[0][:, :vocab_size].float()
     keep = {"logits_to_keep": 1} if last_only else {}
     layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep, **layout)
@@ -98,6 +116,9 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     logits are the very ones forward_new_ids gives; only drafters that read the target use it.
     """
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
+    if isinstance(cache, SlotCache):
+        logits, hidden = run_rows(model, cache, new_ids, parents, layers=tuple(layers), last_only=last_only)
+        return logits[:, :vocab_size].float(), hidden
     layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
                               **layout)
@@ -122,13 +143,6 @@ def target_forward(pair: ModelPair, drafter, all_ids: torch.Tensor, cache: Dynam
                                                  layers=drafter.target_layers, parents=parents)
     drafter.observe_target(hidden, start)  # (n_new, d·(1+n)) for positions start..
     return logits
-
-
-def lower_layer_states(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
-    """The states of `layers` (indices into a forward's hidden_states), side by side in that order:
-    (b, n, d·len(layers)); the order a head that reads them (specviz.models.draft_head) expects,
-    at run time and in its teacher pass alike."""
-    return torch.cat([hidden_states[k] for k in layers], dim=-1)
 
 
 def top_probability(logits: torch.Tensor) -> torch.Tensor:

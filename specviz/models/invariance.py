@@ -35,6 +35,7 @@ from transformers import DynamicCache
 from transformers.pytorch_utils import Conv1D
 
 from specviz.models.invariant_attention import LAYOUTS, PADDED_ROWS
+from specviz.models.slots import SLOTS_LAYOUT, SlotCache, run_rows, slots_wanted, uses_slots
 
 MAX_PADDED_ROWS = 32  # more rows than this is a prompt's own pass: plain kernels
 SWITCH_ENV = "SPECVIZ_BATCH_INVARIANT"  # "0": leave targets as transformers loads them (to compare)
@@ -159,9 +160,14 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
     parameter = next(model.parameters())
     if parameter.dtype == torch.float32 and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
         pack_linears(model)
-    pad_varying_layers(model, every_layer=emulated)
     if getattr(model.config, "attn_logit_softcapping", None):  # the layouts compute plain softmax attention only
+        pad_varying_layers(model, every_layer=emulated)
         return measure(model, vocab_size, context_length)
+    if slots_wanted(parameter.device) and not getattr(model.config, "sliding_window", None):
+        # Every decoding call has one shape (specviz.models.slots): no layer needs padding, no layout a probe
+        model.set_attn_implementation(SLOTS_LAYOUT)
+        return measure(model, vocab_size, context_length)
+    pad_varying_layers(model, every_layer=emulated)
     # On CUDA, GROUPED passed the load-time probe in bfloat16 and still parted 26 of 45 greedy runs on an
     # H200 (cuBLAS picks its kernel by the key count, which the probe's two lengths do not cover): there
     # only FIXED, whose every call has one shape, is trusted (it parted none of 78 runs in float16).
@@ -181,9 +187,19 @@ def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
     for layer in plain.modules():
         if "forward" in vars(layer) and any(getattr(layer.forward, mark, False) for mark in ("specviz_padded", "specviz_packed")):
             del layer.forward  # the instance's padded or packed forward; the class's plain one shows again
-    if plain.config._attn_implementation in LAYOUTS:
+    if plain.config._attn_implementation in (*LAYOUTS, SLOTS_LAYOUT):
         plain.set_attn_implementation("sdpa")
     return plain
+
+
+def logits_of(model: torch.nn.Module, capacity: int):
+    """A forward (new ids (1, n) → float32 logits (n, vocab)) and the cache it appends to, as the lanes run
+    this target: in slots (specviz.models.slots) or through transformers' forward with a DynamicCache."""
+    if uses_slots(model):
+        cache = SlotCache(model.config, capacity)
+        return lambda new_ids: run_rows(model, cache, new_ids)[0].float(), cache
+    cache = DynamicCache()
+    return lambda new_ids: model(input_ids=new_ids, past_key_values=cache, use_cache=True).logits[0].float(), cache
 
 
 @torch.inference_mode()
@@ -199,12 +215,11 @@ def measure(model: torch.nn.Module, vocab_size: int, context_length: int, num_to
     for wanted in (context, 3 * context + 7):  # two cache lengths: kernels may change with the key count too
         used = max(1, min(wanted, context_length - num_tokens))
         ids = torch.randint(0, vocab_size, (1, used + num_tokens), generator=generator).to(device)  # (1, n)
-        cache = DynamicCache()
-        model(input_ids=ids[:, :used], past_key_values=cache, use_cache=True)
-        verify = model(input_ids=ids[:, used:], past_key_values=cache, use_cache=True).logits[0].float()  # (k, vocab)
+        forward, cache = logits_of(model, used + num_tokens)
+        forward(ids[:, :used])
+        verify = forward(ids[:, used:])  # (k, vocab)
         cache.crop(-num_tokens)
-        steps = torch.cat([model(input_ids=ids[:, i : i + 1], past_key_values=cache, use_cache=True).logits[0].float()
-                           for i in range(used, used + num_tokens)])  # (k, vocab)
+        steps = torch.cat([forward(ids[:, i : i + 1]) for i in range(used, used + num_tokens)])  # (k, vocab)
         bitwise &= torch.equal(verify, steps)
         difference = max(difference, float((verify - steps).abs().max()))
     padded_layers = sum(getattr(m.forward, "specviz_padded", False) for m in model.modules())

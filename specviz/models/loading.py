@@ -26,6 +26,7 @@ from specviz.models.pairs import ModelPair
 from specviz.models.precision import choose_device_and_dtype
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
 from specviz.models.rows import RowScorer
+from specviz.models.slots import slots_wanted
 
 HEAD_ROWS_FILE = "head_rows.json"  # a draft's most useful output rows (specviz.training.distil writes it)
 
@@ -158,7 +159,8 @@ def load_pair(
         hosting.check_model_id(spec.draft_id, policy)
     torch_device, dtype = choose_device_and_dtype(device, precision)
     int8 = (spec.int8_drafters if int8_drafters is None else int8_drafters) and int8_available(torch_device)
-    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype, int8)
+    # whether the target runs in slots is fixed at load (specviz.models.slots): a switch flipped since loads anew
+    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype, int8, slots_wanted(torch_device))
     pair = find_cached_pair(key)
     if pair is not None:
         return pair

@@ -1,0 +1,173 @@
+"""Slots (specviz.models.slots): every decoding forward of the target in one shape, so a verify rounds like
+a step by construction (trees and rivals included) and, on CUDA, each call is a graph captured once.
+
+On a CPU the switch turns them on; the graph's bookkeeping is tested with an eager stand-in whose replays
+overwrite their outputs as a CUDA graph's do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+import torch
+
+from specviz.analysis.bench import load_prompts
+from specviz.analysis.trace import Trace
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
+from specviz.models import slots
+from specviz.models.loading import load_pair
+from specviz.models.pairs import ModelPair
+from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
+from tests.test_head import with_head
+from tests.test_invariance import assert_rows_match
+from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
+
+
+@pytest.fixture
+def slots_on(monkeypatch):
+    monkeypatch.setenv(slots.SWITCH_ENV, "1")
+
+
+def slot_pair(arch: str, dtype: torch.dtype = torch.float32) -> ModelPair:
+    """A tiny target and its noisy draft, the target in slots (the switch must be on)."""
+    target = make_model(arch, seed=5)
+    draft = noisy_copy(target, DRAFT_NOISE[arch], seed=6).to(dtype)
+    pair = ModelPair.from_models(target.to(dtype), draft)
+    assert pair.target.config._attn_implementation == SLOTS_LAYOUT == pair.invariance.attention
+    return pair
+
+
+# ---- which keys each row reads ---------------------------------------------------------------------
+
+def test_a_verify_across_a_key_block_runs_as_calls_each_of_a_steps_shape():
+    rows = plan_rows(60, 8)  # slots 60..67 read 61..68 keys: the 64-key block ends among them
+    calls = group_calls(rows, block=64)
+    assert [[row.slot for row in call] for call in calls] == [[60, 61, 62, 63], [64, 65, 66, 67]]
+    for row in rows:  # each row reads the width a step at its place reads
+        (step,) = plan_rows(row.slot, 1)
+        assert key_width(row.num_keys, 64) == key_width(step.num_keys, 64) and row.position == step.position
+    assert len(group_calls(plan_rows(3, 17), block=64)) == 3  # at most SLOTS rows a call
+
+
+def test_a_tree_node_reads_the_text_then_its_path_at_its_depth():
+    rows = plan_rows(10, 5, parents=(-1, 0, 0, 1))  # the text's last id, then 4 nodes
+    assert [(row.slot, row.position, row.prefix, row.extra) for row in rows] == [
+        (10, 10, 11, ()), (11, 11, 11, (11,)), (12, 12, 11, (11, 12)), (13, 12, 11, (11, 13)),
+        (14, 13, 11, (11, 12, 14))]
+    with pytest.raises(ValueError, match="before its parent"):
+        plan_rows(10, 3, parents=(1, -1))
+
+
+# ---- exact by construction ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_in_slots_a_verify_rounds_like_steps_trees_and_rivals_too(slots_on, arch, dtype):
+    pair = slot_pair(arch, dtype)
+    assert pair.invariance.bitwise and pair.invariance.padded_layers == 0
+    new_cache = functools.partial(SlotCache, pair.target.config, pair.context_length)
+    with torch.inference_mode():  # a context of 60 puts a verify across the CPU's 64-key block
+        assert_rows_match(pair.target, pair.vocab_size, seed=ARCHITECTURES.index(arch), context_lengths=(5, 40, 60),
+                          new_cache=new_cache)
+
+
+SETTINGS = ((1, 0, 0.0, 0), (4, 0, 0.0, 0), (3, 2, 0.9, 0), (3, 0, 0.0, 6), (4, 0, 0.0, 12))  # γ, rivals, confidence, tree
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_in_slots_greedy_speculation_writes_the_target_alones_text(slots_on, arch):
+    pair = slot_pair(arch, torch.bfloat16)
+    for prompt_ids in random_prompts(3, pair.vocab_size, seed=7, max_len=14):
+        config = DecodeConfig(max_new_tokens=20, stop_at_eos=False, drafter="model")
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        for gamma, rivals, confidence, tree in SETTINGS:
+            settings = dataclasses.replace(config, gamma=gamma, rivals=rivals, draft_confidence=confidence, tree=tree)
+            assert Trace.from_events(speculative_decode(pair, prompt_ids, settings)).token_ids == baseline, settings
+
+
+def test_in_slots_the_head_reads_the_targets_states_and_writes_its_text(slots_on):
+    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
+    for prompt_ids in random_prompts(3, pair.vocab_size, seed=3, max_len=20):  # prompts past SLOTS: a prompt pass
+        config = DecodeConfig(max_new_tokens=24, stop_at_eos=False, drafter="head")
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        for gamma, tree in ((3, 0), (4, 8)):
+            trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, gamma=gamma, tree=tree)))
+            assert trace.token_ids == baseline, (gamma, tree)
+
+
+# ---- graphs: captured once, replayed, their outputs copied out ---------------------------------------
+
+class EagerGraph:
+    """A stand-in for a CUDA graph on a CPU: a replay recomputes the call into the same output tensors,
+    as a real replay overwrites the outputs it captured."""
+
+    captured: list = []
+
+    def __init__(self, call):
+        self.call = call
+        self.outputs = call()
+        EagerGraph.captured.append(self)
+
+    def replay(self) -> None:
+        for output, fresh in zip(self.outputs, self.call()):
+            output.copy_(fresh)
+
+
+@pytest.fixture
+def eager_graphs(slots_on, monkeypatch):
+    EagerGraph.captured = []
+    monkeypatch.setattr(slots.POOL, "graphs_on", lambda device: True)
+    monkeypatch.setattr(slots, "capture", lambda call: (graph := EagerGraph(call)) and slots.Captured(graph, graph.outputs))
+    return EagerGraph.captured
+
+
+def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs):
+    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100))
+    prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
+    config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
+    first = Trace.from_events(e for e in decode_lanes(pair, prompt_ids, config) if e.lane == "speculative")
+    # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × (the target alone, with the head's states)
+    assert len(eager_graphs) == 4
+    again = [Trace.from_events(decode(pair, prompt_ids, config)) for decode in (autoregressive_decode, speculative_decode)]
+    assert len(eager_graphs) == 4  # the pool handed back the same cache, its graphs with it
+    assert first.token_ids == again[0].token_ids == again[1].token_ids
+    # a tree of 12 verifies in two calls of one width: the first call's outputs must survive the second's replay
+    tree = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=12)))
+    assert tree.token_ids == first.token_ids and len(eager_graphs) == 4
+    slots.POOL.free.pop(pair.target)
+    slots.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
+    eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+    # the head drafted alike: the states it kept were copied out of a replay's outputs before the next overwrote them
+    assert drafts_of(eager) == drafts_of(first) and eager.num_accepted > 0
+
+
+def drafts_of(trace: Trace) -> list[tuple[int, ...]]:
+    return [tuple(token.token_id for token in event.drafted) for event in trace.rounds]
+
+
+def test_a_run_stopped_midway_gives_its_cache_back(eager_graphs):
+    pair = slot_pair("gpt2")
+    config = DecodeConfig(max_new_tokens=20, stop_at_eos=False, drafter="model")
+    events = speculative_decode(pair, [5, 6, 7], config)
+    next(events), next(events)
+    assert not slots.POOL.free.get(pair.target)  # in use
+    events.close()  # a Stop on the page
+    (cache,) = slots.POOL.free[pair.target]
+    assert cache.length == 0 and cache.graphed
+
+
+# ---- the default pair ----------------------------------------------------------------------------------
+
+def test_the_default_pair_in_slots_writes_the_target_alones_text(slots_on):
+    pair = load_pair(precision="bfloat16")
+    assert pair.invariance.bitwise and pair.invariance.attention == SLOTS_LAYOUT
+    for prompt in load_prompts("assets/prompts-heldout.json")[:2]:
+        prompt_ids = pair.encode(prompt.text, prompt.chat)
+        config = DecodeConfig(max_new_tokens=24, gamma=3, drafter="head", stop_at_eos=False)
+        baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+        for tree in (0, 6):
+            trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=tree)))
+            assert trace.token_ids == baseline, (prompt.text[:40], tree)
