@@ -125,18 +125,19 @@ def eager_graphs(slots_on, monkeypatch):
 
 
 def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs):
-    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100))
+    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
     prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
     config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
     first = Trace.from_events(e for e in decode_lanes(pair, prompt_ids, config) if e.lane == "speculative")
-    # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × (the target alone, with the head's states)
-    assert len(eager_graphs) == 4
+    # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × 4 variants (the target alone; the
+    # target with the states the head reads; the head over those states; the head over its own predictions)
+    assert len(eager_graphs) == 8
     again = [Trace.from_events(decode(pair, prompt_ids, config)) for decode in (autoregressive_decode, speculative_decode)]
-    assert len(eager_graphs) == 4  # the pool handed back the same cache, its graphs with it
+    assert len(eager_graphs) == 8  # the pool handed back the same caches, their graphs with them
     assert first.token_ids == again[0].token_ids == again[1].token_ids
     # a tree of 12 verifies in two calls of one width: the first call's outputs must survive the second's replay
     tree = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=12)))
-    assert tree.token_ids == first.token_ids and len(eager_graphs) == 4
+    assert tree.token_ids == first.token_ids and len(eager_graphs) == 8
     slots.POOL.free.pop(pair.target)
     slots.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))

@@ -33,10 +33,11 @@ from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences,
                                       target_cache_for, target_forward)
+from specviz.decoding.head import prepare_head_graphs
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
 from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
-from specviz.models.slots import prepare_graphs, uses_slots
+from specviz.models.slots import prepare_graphs, run_rows, uses_slots
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 
@@ -252,7 +253,7 @@ def speculative_decode(
         check_drafter(pair, config)
         drafter = resolve(drafter_info(config.drafter).factory)
     drafter = drafter(pair, config, to_probs, generator)
-    with target_cache_for(pair) as target_cache:
+    with target_cache_for(pair, drafter) as target_cache:
         started = clock(pair.device)
         logits = target_forward(pair, drafter, ids, target_cache, last_only=True)  # (1, vocab)
         next_id = int(sample(to_probs(logits.to(pair.device)), generator))
@@ -305,9 +306,13 @@ def warm_up(pair: ModelPair, longest: int = 0) -> None:
     """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed; where the
     target runs in slots on CUDA, the graphs of every call a run of up to `longest` positions meets."""
     if longest and uses_slots(pair.target):
+        filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
         variants = (None,) + ((tuple(pair.head.target_layers),) if pair.head is not None else ())
+        steps = [functools.partial(run_rows, pair.target, new_ids=filler, layers=layers) for layers in variants]
         with target_cache_for(pair) as cache:
-            prepare_graphs(pair.target, cache, longest, variants)
+            prepare_graphs(cache, pair.device, longest, steps)
+        if pair.head is not None:
+            prepare_head_graphs(pair, longest)
     ids = torch.arange(1, 5, device=pair.device).view(1, 4) % pair.vocab_size  # (1, 4)
     for model in (pair.target, pair.draft):
         if model is not None:

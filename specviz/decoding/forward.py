@@ -16,17 +16,18 @@ from specviz.models.slots import POOL, SlotCache, lower_layer_states, run_rows, 
 
 
 @contextlib.contextmanager
-def target_cache_for(pair: ModelPair) -> Iterator[DynamicCache | SlotCache]:
+def target_cache_for(pair: ModelPair, drafter=None) -> Iterator[DynamicCache | SlotCache]:
     """The target's KV cache for one lane's run: a DynamicCache, or where the target runs in slots
-    (specviz.models.slots: CUDA) a slot cache from the pool, its graphs kept for the next run."""
-    if not uses_slots(pair.target):
-        yield DynamicCache()
-        return
-    cache = POOL.acquire(pair.target, pair.context_length)
+    (specviz.models.slots: CUDA) a slot cache from the pool, its graphs kept for the next run. When the
+    run ends (or is stopped), the cache goes back, and so does the drafter's (its `close`, if it has one)."""
+    cache = POOL.acquire(pair.target, pair.context_length) if uses_slots(pair.target) else DynamicCache()
     try:
         yield cache
     finally:
-        POOL.release(pair.target, cache)
+        if isinstance(cache, SlotCache):
+            POOL.release(pair.target, cache)
+        if hasattr(drafter, "close"):
+            drafter.close()
 
 
 def crop_cache(cache: DynamicCache, length: int) -> None:

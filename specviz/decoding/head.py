@@ -8,6 +8,8 @@ exact, so the output stays the target's.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 from transformers import DynamicCache
 
@@ -19,6 +21,7 @@ from specviz.decoding.tree import DraftTree, grow_tree
 from specviz.models.draft_head import DraftHead
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
+from specviz.models.slots import POOL, SLOTS_LAYOUT, SlotCache, prepare_graphs, run_head_rows, uses_slots
 
 
 class HeadDrafter:
@@ -42,14 +45,35 @@ class HeadDrafter:
         self.generator = generator
         self.confidence_threshold = confidence_threshold
         self.num_rivals = num_rivals
-        self.cache = DynamicCache()
+        self.cache: DynamicCache | SlotCache = DynamicCache()
         self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
 
     @classmethod
     def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
         scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
-        return cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
-                   config.rivals)
+        drafter = cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
+                      config.rivals)
+        if uses_slots(pair.target):  # the head runs in slots where its target does: graphed on CUDA, from the pool
+            drafter.cache = head_cache(pair)
+        return drafter
+
+    def close(self) -> None:
+        """The run is over: a slot cache goes back to the pool, its graphs with it."""
+        if isinstance(self.cache, SlotCache):
+            POOL.release(self.head, self.cache)
+            self.cache = DynamicCache()
+
+    def forward_head(self, features: torch.Tensor, next_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
+        """The head's states (m, d) for features (1, m, F) and the next tokens (1, m) after its cache;
+        `parents`: the trailing positions are tree nodes (forward.tree_layout), the last m of them new."""
+        if isinstance(self.cache, SlotCache):
+            return run_head_rows(self.head, self.embed, self.cache, features, next_ids, parents)
+        start, num_new = self.cache.get_seq_length(), next_ids.shape[1]
+        if parents:
+            layout = tree_layout(start + num_new, num_new, parents, next_ids.device, self.head.body.norm.weight.dtype)
+        else:
+            layout = {"position_ids": torch.arange(start, start + num_new, device=next_ids.device).view(1, -1)}
+        return self.head(features, self.embed(next_ids), self.cache, **layout)[0]  # (m, d)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         return 0  # it reads the target's prefill states, handed over by observe_target
@@ -70,21 +94,17 @@ class HeadDrafter:
         position (1, d), which scores the next token."""
         num_committed = committed_ids.shape[1]
         start = self.cache.get_seq_length()
-        positions = torch.arange(start, num_committed - 1, device=committed_ids.device).view(1, -1)  # (1, m)
         features = self.features[:, start : num_committed - 1]  # (1, m, d·(1+n))
-        next_embeddings = self.embed(committed_ids[:, start + 1 : num_committed])  # (1, m, d)
-        return self.head(features, next_embeddings, self.cache, positions)[:, -1]  # (1, d)
+        return self.forward_head(features, committed_ids[:, start + 1 : num_committed])[-1:]  # (1, d)
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         num_committed = committed_ids.shape[1]
         predicted = self.catch_up(committed_ids)  # (1, d)
-        position = num_committed - 1  # where the next input sits: the head's own prediction, no true state yet
 
         def advance(next_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            nonlocal predicted, position
-            at = torch.tensor([[position]], device=committed_ids.device)  # (1, 1)
-            predicted = self.head(predicted.unsqueeze(1), self.embed(next_id.view(1, 1)), self.cache, at)[:, -1]
-            position += 1
+            # the next input sits after the cache: the head's own prediction, no true state yet
+            nonlocal predicted
+            predicted = self.forward_head(predicted.unsqueeze(1), next_id.view(1, 1))  # (1, d)
             return self.row_logits(predicted)
 
         logits, confidence = self.row_logits(predicted)
@@ -104,11 +124,7 @@ class HeadDrafter:
         def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
             fed_parents.extend(parent_slots)
             inputs = torch.stack([root[0] if slot < 0 else predicted[slot] for slot in parent_slots])  # (K, d)
-            embeddings = self.embed(committed_ids.new_tensor([token_ids]))  # (1, K, d)
-            layout = tree_layout(num_committed - 1 + len(fed_parents), len(token_ids), fed_parents,
-                                 committed_ids.device, self.head.body.norm.weight.dtype)
-            out = self.head(inputs.unsqueeze(0), embeddings, self.cache, layout["position_ids"],
-                            layout["attention_mask"])[0]  # (K, d)
+            out = self.forward_head(inputs.unsqueeze(0), committed_ids.new_tensor([token_ids]), fed_parents)  # (K, d)
             predicted.extend(out)
             return self.scorer(out)[0]  # (K, vocab)
 
@@ -128,3 +144,27 @@ class HeadDrafter:
         if self.features is not None:
             self.features = self.features[:, : num_committed - 1]
         crop_cache(self.cache, num_committed - 1)
+
+
+def head_cache(pair: ModelPair) -> SlotCache:
+    """A slot cache for the pair's head from the pool, the head set to attend in slots."""
+    if pair.head.config._attn_implementation != SLOTS_LAYOUT:
+        pair.head.body.set_attn_implementation(SLOTS_LAYOUT)
+    return POOL.acquire(pair.head, pair.context_length)
+
+
+def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
+    """The head's graphs (slots.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
+    target's states and its drafting over its own predictions, at every key width."""
+    cache = head_cache(pair)
+    size = pair.head.config.hidden_size
+    filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
+    embed = pair.target.get_input_embeddings()
+    widths = (size * (1 + len(pair.head.target_layers)), size)  # the target's states, the head's own
+    dtype = pair.target.dtype
+    steps = [lambda c, w=w: run_head_rows(pair.head, embed, c, torch.zeros(1, 1, w, dtype=dtype, device=pair.device),
+                                          filler) for w in widths]
+    try:
+        return prepare_graphs(cache, pair.device, longest, steps)
+    finally:
+        POOL.release(pair.head, cache)

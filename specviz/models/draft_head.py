@@ -95,11 +95,13 @@ class DraftHead(nn.Module):
         return [norm(chunk) for norm, chunk in zip(self.layer_norms, chunks)]
 
     def forward(self, features: torch.Tensor, next_embeddings: torch.Tensor, cache: DynamicCache | None = None,
-                position_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+                position_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                **attention_kwargs) -> torch.Tensor:
         """features (b, m, d) or (b, m, d·(1+n)) with the lower layers, next_embeddings (b, m, d) →
         predicted next features (b, m, d). attention_mask: None (causal) or a 4D boolean mask
         (·, 1, m, cached + m), True where a query may look: a draft tree's level (specviz.decoding.tree)
-        or training-time test's (specviz.training.head_ttt).
+        or training-time test's (specviz.training.head_ttt). `attention_kwargs` reach the attention
+        (specviz.models.slots passes each row's keys).
 
         Inputs come in the target's precision; they are cast to the head's own (its norm's: an
         int8 head, specviz.models.int8, computes in float32)."""
@@ -108,7 +110,7 @@ class DraftHead(nn.Module):
         parts = [final, next_embeddings.to(dtype), *self.lower_layers(features, dtype)]
         inputs = self.fc(torch.cat(parts, dim=-1))  # (b, m, d)
         output = self.body(inputs_embeds=inputs, past_key_values=cache, use_cache=cache is not None,
-                           position_ids=position_ids, attention_mask=attention_mask)
+                           position_ids=position_ids, attention_mask=attention_mask, **attention_kwargs)
         return output.last_hidden_state  # (b, m, d)
 
     def save(self, folder: Path, head_rows: torch.Tensor, summary: dict) -> None:

@@ -73,9 +73,10 @@ class Row:
 
 
 def plan_rows(length: int, num_new: int, parents: Sequence[int] = ()) -> list[Row]:
-    """The rows of a forward over `num_new` ids after `length` cached ones; the last len(parents) of them
-    are draft-tree nodes (parent -1: the text's last id), each at the text's length + its depth − 1,
-    seeing the text, its ancestors and itself (as forward.tree_layout's mask says)."""
+    """The rows of a forward over `num_new` ids after `length` cached ones. `parents`: the trailing positions
+    are draft-tree nodes (parent -1: the text's last id), each at the text's length + its depth − 1, seeing
+    the text, its ancestors and itself (as forward.tree_layout's mask says); the first of them may be cached
+    already (a head grows its tree a level a forward), the new ones being the last `num_new`."""
     num_text = length + num_new - len(parents)
     rows = [Row(slot, slot, slot + 1) for slot in range(length, num_text)]
     paths: list[tuple[int, ...]] = []  # each node's own slots from the root down, itself last
@@ -83,7 +84,8 @@ def plan_rows(length: int, num_new: int, parents: Sequence[int] = ()) -> list[Ro
         if parent >= node:
             raise ValueError(f"tree node {node} comes before its parent {parent}")
         paths.append((paths[parent] if parent >= 0 else ()) + (num_text + node,))
-        rows.append(Row(num_text + node, num_text - 1 + len(paths[node]), num_text, paths[node]))
+        if num_text + node >= length:  # nodes already cached (a head's earlier levels) only lend their paths
+            rows.append(Row(num_text + node, num_text - 1 + len(paths[node]), num_text, paths[node]))
     return rows
 
 
@@ -152,6 +154,7 @@ class SlotCache(StaticCache):
         self.write_at: torch.Tensor | None = None  # (S,), set before each call
         self.graphs: dict[tuple, "Captured"] = {}  # CUDA only: one per (width, outputs)
         self.inputs: dict[int, CallInputs] = {}  # per width
+        self.extras: dict[object, torch.Tensor] = {}  # other inputs a body reads at fixed addresses
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         layer = self.layers[layer_idx]
@@ -224,9 +227,8 @@ class Captured:
 
 
 def run_call(model, cache: SlotCache, inputs: CallInputs, layers: tuple[int, ...] | None) -> tuple[torch.Tensor, ...]:
-    """One call of SLOTS rows: (logits (1, S, vocab),) or, with `layers`, also the final hidden states
-    and those of `layers` side by side (1, S, d·(1+n))."""
-    cache.write_at = inputs.write_at
+    """One call of a causal LM over SLOTS rows: (logits (1, S, vocab),) or, with `layers`, also the final
+    hidden states and those of `layers` side by side (1, S, d·(1+n))."""
     output = model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
                               past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
                               specviz_order=inputs.order)
@@ -255,60 +257,97 @@ def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
     return Captured(graph, outputs)
 
 
-def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = (),
-             layers: tuple[int, ...] | None = None, last_only: bool = False,
-             graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The target's forward over new_ids (1, n) after the cache's length: logits (n, vocab), or (1, vocab)
-    with `last_only`, and, with `layers` (a drafter reading the target), hidden states (n, d·(1+len(layers))).
-    A first forward of more than SLOTS ids is a prompt's own pass: as transformers runs it, then copied in."""
-    if cache.length == 0 and new_ids.shape[1] > SLOTS:
-        return read_prompt(model, cache, new_ids, layers, last_only)
+Body = Callable[[CallInputs], tuple[torch.Tensor, ...]]
+
+
+def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], body: Body, variant: object,
+              prepare: Callable[[int, int], None] | None = None, graphs: bool = True) -> list[torch.Tensor]:
+    """Run the rows of new_ids (1, n) after the cache's length as calls of SLOTS rows: `body` computes one call
+    from its inputs (and any buffers `prepare(first, stop)` fills for rows first..stop-1 of new_ids), returning
+    tensors of shape (1, S, ·); with the cache graphed, each (width, variant) is captured once and replayed.
+    Returns each output's rows, (n, ·)."""
     rows = plan_rows(cache.length, new_ids.shape[1], parents)
     if rows[-1].slot >= cache.capacity:
         raise ValueError(f"a forward past this cache's {cache.capacity} positions")
     block = key_block(new_ids.device)
-    use_graph = graphs and cache.graphed
-    logits, hidden, done = [], [], 0
+    parts, done = [], 0
     for call_rows in group_calls(rows, block):
         width = key_width(call_rows[0].num_keys, block)
         inputs = cache.inputs.get(width) or cache.inputs.setdefault(width, CallInputs.empty(width, new_ids.device))
         fill_inputs(inputs, call_rows, new_ids[0, done : done + len(call_rows)], cache.capacity)
-        if use_graph:
-            key = (width, layers)
+        if prepare is not None:
+            prepare(done, done + len(call_rows))
+        cache.write_at = inputs.write_at
+        if graphs and cache.graphed:
+            key = (width, variant)
             if key not in cache.graphs:
-                cache.graphs[key] = capture(lambda: run_call(model, cache, inputs, layers))
+                cache.graphs[key] = capture(lambda: body(inputs))
             cache.graphs[key].graph.replay()
             outputs = cache.graphs[key].outputs
         else:
-            outputs = run_call(model, cache, inputs, layers)
+            outputs = body(inputs)
         # Copied out: a graph's outputs are overwritten by its next replay (the forward's next call, maybe)
-        logits.append(outputs[0][0, : len(call_rows)].clone())  # (m, vocab)
-        if layers is not None:
-            hidden.append(outputs[1][0, : len(call_rows)].clone())  # (m, d·(1+n))
+        parts.append([output[0, : len(call_rows)].clone() for output in outputs])  # each (m, ·)
         done += len(call_rows)
     cache.write_at = None
     cache.length += new_ids.shape[1]
-    logits = torch.cat(logits)  # (n, vocab)
-    return (logits[-1:] if last_only else logits), (torch.cat(hidden) if layers is not None else None)
+    return [torch.cat(rows_of_output) for rows_of_output in zip(*parts)]
 
 
-def prepare_graphs(model, cache: SlotCache, longest: int, variants: Sequence[tuple[int, ...] | None]) -> int:
-    """On CUDA, capture before anything is timed every call a run of up to `longest` positions meets: one per
-    key width and outputs (`variants`: the `layers` of run_rows). Each capture computes a throwaway step at
-    the width's last slot, which a run writes again before it reads it. Returns how many were captured."""
+def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = (),
+             layers: tuple[int, ...] | None = None, last_only: bool = False,
+             graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A causal LM's forward over new_ids (1, n) after the cache's length: logits (n, vocab), or (1, vocab)
+    with `last_only`, and, with `layers` (a drafter reading the target), hidden states (n, d·(1+len(layers))).
+    A first forward of more than SLOTS ids is a prompt's own pass: as transformers runs it, then copied in."""
+    if cache.length == 0 and new_ids.shape[1] > SLOTS:
+        return read_prompt(model, cache, new_ids, layers, last_only)
+    outputs = run_calls(cache, new_ids, parents, lambda inputs: run_call(model, cache, inputs, layers), layers,
+                        graphs=graphs)
+    logits = outputs[0][-1:] if last_only else outputs[0]  # (n or 1, vocab)
+    return logits, (outputs[1] if layers is not None else None)
+
+
+def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_ids: torch.Tensor,
+                  parents: Sequence[int] = ()) -> torch.Tensor:
+    """A draft head's forward (specviz.models.draft_head) in slots: its states (n, d) for features (1, n, F)
+    and the next tokens' ids (1, n), its tree nodes' `parents` as run_rows takes them. A first forward of
+    more than SLOTS rows (the prompt's states) runs as transformers runs it, then is copied in."""
+    if cache.length == 0 and next_ids.shape[1] > SLOTS:
+        prompt_cache = DynamicCache()
+        positions = torch.arange(next_ids.shape[1], device=next_ids.device).view(1, -1)  # (1, n)
+        predicted = head(features, embed(next_ids), prompt_cache, positions)  # (1, n, d)
+        cache.take_prompt(prompt_cache)
+        return predicted[0]
+    width = features.shape[-1]  # the target's states with its lower layers, or the head's own predictions
+    buffer = cache.extras.get(width)
+    if buffer is None:
+        buffer = cache.extras[width] = features.new_zeros(1, SLOTS, width)  # (1, S, F): read by the graphs
+
+    def prepare(first: int, stop: int) -> None:
+        buffer[0, : stop - first].copy_(features[0, first:stop])
+
+    def body(inputs: CallInputs) -> tuple[torch.Tensor]:
+        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order),)
+
+    return run_calls(cache, next_ids, parents, body, ("head", width), prepare)[0]  # (n, d)
+
+
+def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,
+                   steps: Sequence[Callable[[SlotCache], object]]) -> int:
+    """On CUDA, capture before anything is timed every call a run of up to `longest` positions meets: each of
+    `steps` (a one-row forward of one variant: outputs, features) at every key width, its row placed at the
+    width's last slot. It writes a throwaway entry there, which a run writes again before reading it.
+    Returns how many graphs were captured."""
     if not cache.graphed:
         return 0
-    device = next(model.parameters()).device
-    block, captured = key_block(device), 0
-    filler = torch.zeros(1, 1, dtype=torch.long, device=device)  # (1, 1)
+    block, before = key_block(device), len(cache.graphs)
     for width in range(block, key_width(min(longest, cache.capacity), block) + 1, block):
-        for layers in variants:
-            if (width, layers) not in cache.graphs:
-                cache.length = min(width, cache.capacity) - 1  # the step there reads `width` keys
-                run_rows(model, cache, filler, layers=layers)
-                captured += 1
+        for step in steps:
+            cache.length = min(width, cache.capacity) - 1  # the step there reads `width` keys
+            step(cache)
     cache.length = 0
-    return captured
+    return len(cache.graphs) - before
 
 
 def read_prompt(model, cache: SlotCache, new_ids: torch.Tensor, layers: tuple[int, ...] | None,
