@@ -32,10 +32,10 @@ def slots_on(monkeypatch):
 
 
 def slot_pair(arch: str, dtype: torch.dtype = torch.float32) -> ModelPair:
-    """A tiny target and its noisy draft, the target in slots (the switch must be on)."""
+    """A tiny target and its noisy draft scoring its head rows only, the target in slots (the switch must be on)."""
     target = make_model(arch, seed=5)
     draft = noisy_copy(target, DRAFT_NOISE[arch], seed=6).to(dtype)
-    pair = ModelPair.from_models(target.to(dtype), draft)
+    pair = ModelPair.from_models(target.to(dtype), draft, draft_head_rows=torch.arange(3, 120))
     assert pair.target.config._attn_implementation == SLOTS_LAYOUT == pair.invariance.attention
     return pair
 
@@ -129,20 +129,27 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs)
     prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
     config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
     first = Trace.from_events(e for e in decode_lanes(pair, prompt_ids, config) if e.lane == "speculative")
-    # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × 4 variants (the target alone; the
-    # target with the states the head reads; the head over those states; the head over its own predictions)
-    assert len(eager_graphs) == 8
+    # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × 6 variants (the target alone; the
+    # target with the states the head reads; the head over those states, and over its own predictions; the draft
+    # model's logits, and its hidden states for its head rows)
+    assert len(eager_graphs) == 12
     again = [Trace.from_events(decode(pair, prompt_ids, config)) for decode in (autoregressive_decode, speculative_decode)]
-    assert len(eager_graphs) == 8  # the pool handed back the same caches, their graphs with them
+    assert len(eager_graphs) == 12  # the pool handed back the same caches, their graphs with them
     assert first.token_ids == again[0].token_ids == again[1].token_ids
     # a tree of 12 verifies in two calls of one width: the first call's outputs must survive the second's replay
     tree = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=12)))
-    assert tree.token_ids == first.token_ids and len(eager_graphs) == 8
-    slots.POOL.free.pop(pair.target)
+    assert tree.token_ids == first.token_ids and len(eager_graphs) == 12
+    model = [Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model", tree=tree)))
+             for tree in (0, 6)]
+    assert model[0].token_ids == model[1].token_ids == first.token_ids and len(eager_graphs) == 12
+    for model_ in (pair.target, pair.head, pair.draft):
+        slots.POOL.free.pop(model_)
     slots.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))
-    # the head drafted alike: the states it kept were copied out of a replay's outputs before the next overwrote them
+    eager_model = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model")))
+    # each drafter drafted as without graphs: what it kept was copied out of a replay's outputs before the next one
     assert drafts_of(eager) == drafts_of(first) and eager.num_accepted > 0
+    assert drafts_of(eager_model) == drafts_of(model[0]) and eager_model.num_accepted > 0
 
 
 def drafts_of(trace: Trace) -> list[tuple[int, ...]]:

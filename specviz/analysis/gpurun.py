@@ -132,7 +132,9 @@ class GpuRun:
         self.checks["exactness"].append(result)
         self.out.write("checks.json", self.checks)
         if (result["invariance"] or {}).get("bitwise") or precision == "float32":  # lanes must be identical
-            self.exact &= not result["partings"]
+            # to the target alone; generate() runs the target's kernels at its own row counts, which in slots
+            # (a call's rows always SLOTS) are not the lanes': it may part from both at a near-tie
+            self.exact &= not any(parting["against"] == "target alone" for parting in result["partings"])
         self.out.say(exactness_row(result))
         return result["cut"]
 

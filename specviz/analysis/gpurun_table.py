@@ -4,6 +4,8 @@ transformers' generate(), each record's best γ per temperature, the profile's l
 
 from __future__ import annotations
 
+from collections import Counter
+
 
 def best_rows(records: dict[str, dict]) -> list[str]:
     """Per record and temperature, the cell with the best median speedup."""
@@ -26,8 +28,13 @@ def exactness_row(result: dict) -> str:
     verify = (f"bitwise ({invariance.get('attention')})" if invariance.get("bitwise")
               else f"not bitwise (|Δ| ≤ {invariance.get('max_difference', float('nan')):.1g})")
     done = ", ".join(f"{name} {result['prompts_done'][name]}/{total}" for name, total in result["prompts_total"].items())
-    return (f"{result['precision']:<9} {verify:<28} {result['num_identical']:>4}/{result['num_checked']:<4} "
-            f"{done}{'  (cut)' if result['cut'] else ''}")
+    row = (f"{result['precision']:<9} {verify:<28} {result['num_identical']:>4}/{result['num_checked']:<4} "
+           f"{done}{'  (cut)' if result['cut'] else ''}")
+    against = Counter(parting["against"] for parting in result["partings"])
+    if against:  # which reference each parting was from: the target alone (a broken promise) or generate()
+        row += "; parted: " + ", ".join(f"{count} from the {name}" if name == "target alone" else f"{count} from {name}"
+                                        for name, count in sorted(against.items()))
+    return row
 
 
 def generate_line(result: dict | None) -> str:

@@ -29,7 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import DynamicCache
 
 from specviz.decoding.engine import clock
-from specviz.decoding.forward import crop_cache, forward_new_ids
+from specviz.decoding.forward import crop_cache, forward_new_ids, target_cache_for
 from specviz.models.invariant_attention import PROFILE_LABEL
 from specviz.models.pairs import ModelPair
 
@@ -161,8 +161,7 @@ def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> 
     if config.context_length < 1 or config.context_length + longest > pair.context_length:
         raise ValueError(f"context plus new tokens must fit the target's {pair.context_length} positions")
     ids = context_ids(pair, config)
-    cache = DynamicCache()
-    with torch.inference_mode():
+    with torch.inference_mode(), target_cache_for(pair) as cache:  # the lanes' cache: in slots (CUDA), graphed
         forward_new_ids(pair.target, ids[:, : config.context_length], cache, pair.vocab_size)
         for num_tokens in config.token_counts:  # warm every shape once: first calls allocate
             time_forward(pair, ids[:, : config.context_length + num_tokens], cache, config.context_length)

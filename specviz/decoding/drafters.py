@@ -20,11 +20,12 @@ import torch
 from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.forward import crop_cache, forward_new_ids, layout_for, top_probability
+from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new_ids, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
 from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
+from specviz.models.slots import POOL, SLOTS_LAYOUT, SlotCache, prepare_graphs, run_hidden_rows, run_rows, uses_slots
 
 
 class Proposal(NamedTuple):
@@ -139,7 +140,16 @@ class ModelDrafter:
         scorer = None
         if pair.draft_head_rows is not None and not config.full_draft_head:
             scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
-        return cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals)
+        drafter = cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals)
+        if uses_slots(pair.target):  # the draft runs in slots where its target does: graphed on CUDA, from the pool
+            drafter.cache = draft_cache(pair)
+        return drafter
+
+    def close(self) -> None:
+        """The run is over: a slot cache goes back to the pool, its graphs with it."""
+        if isinstance(self.cache, SlotCache):
+            POOL.release(self.model, self.cache)
+            self.cache = DynamicCache()
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
@@ -152,9 +162,8 @@ class ModelDrafter:
         if self.scorer is None:
             logits = forward_new_ids(self.model, input_ids, self.cache, self.vocab_size)[-1:]  # (1, vocab)
             return logits, top_probability(logits)
-        new_ids = input_ids[:, self.cache.get_seq_length() :]  # (1, n_new)
-        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
-        logits, row_logits = self.scorer(hidden[0, -1:])  # (1, vocab), (1, rows)
+        hidden = forward_new_hidden(self.model, input_ids, self.cache)  # (n_new, d)
+        logits, row_logits = self.scorer(hidden[-1:])  # (1, vocab), (1, rows)
         return logits, top_probability(row_logits)  # the softmax over the rows is q's support anyway
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
@@ -190,10 +199,7 @@ class ModelDrafter:
         """Logits (K, vocab) of the tree nodes the cache lacks (-inf outside head_rows when set)."""
         if self.scorer is None:
             return forward_new_ids(self.model, all_ids, self.cache, self.vocab_size, parents=parents)  # (K, vocab)
-        new_ids = all_ids[:, self.cache.get_seq_length() :]  # (1, K)
-        layout = layout_for(self.model, self.cache, new_ids.shape[1], parents)
-        hidden = self.model.base_model(input_ids=new_ids, past_key_values=self.cache, use_cache=True, **layout)
-        return self.scorer(hidden.last_hidden_state[0])[0]  # (K, vocab)
+        return self.scorer(forward_new_hidden(self.model, all_ids, self.cache, parents))[0]  # (K, vocab)
 
     def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
         """Keep the accepted path's entries this draft computed while growing the tree, behind the text."""
@@ -201,6 +207,25 @@ class ModelDrafter:
 
     def rollback(self, num_committed: int) -> None:
         crop_cache(self.cache, num_committed - 1)
+
+
+def draft_cache(pair: ModelPair) -> SlotCache:
+    """A slot cache for the pair's draft model from the pool, the draft set to attend in slots."""
+    if pair.draft.config._attn_implementation != SLOTS_LAYOUT:
+        pair.draft.set_attn_implementation(SLOTS_LAYOUT)
+    return POOL.acquire(pair.draft, pair.context_length)
+
+
+def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
+    """The draft model's graphs (slots.prepare_graphs) for runs of up to `longest` positions: its logits and,
+    for a scorer over its head rows, its hidden states, at every key width."""
+    cache = draft_cache(pair)
+    filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
+    steps = [lambda c: run_rows(pair.draft, c, filler), lambda c: run_hidden_rows(pair.draft, c, filler)]
+    try:
+        return prepare_graphs(cache, pair.device, longest, steps)
+    finally:
+        POOL.release(pair.draft, cache)
 
 
 def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[int]:

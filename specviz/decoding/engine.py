@@ -29,7 +29,7 @@ from transformers import DynamicCache
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
 from specviz.decoding.config import DecodeConfig, next_gamma
 from specviz.decoding.describe import describe_drafts, describe_positions
-from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal
+from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal, prepare_draft_graphs
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences,
                                       target_cache_for, target_forward)
@@ -313,6 +313,8 @@ def warm_up(pair: ModelPair, longest: int = 0) -> None:
             prepare_graphs(cache, pair.device, longest, steps)
         if pair.head is not None:
             prepare_head_graphs(pair, longest)
+        if pair.draft is not None:
+            prepare_draft_graphs(pair, longest)
     ids = torch.arange(1, 5, device=pair.device).view(1, 4) % pair.vocab_size  # (1, 4)
     for model in (pair.target, pair.draft):
         if model is not None:

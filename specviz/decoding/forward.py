@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
-from specviz.models.slots import POOL, SlotCache, lower_layer_states, run_rows, uses_slots
+from specviz.models.slots import POOL, SlotCache, lower_layer_states, run_hidden_rows, run_rows, uses_slots
 
 
 @contextlib.contextmanager
@@ -105,6 +105,17 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
     layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model(input_ids=new_ids, past_key_values=cache, use_cache=True, **keep, **layout)
     return output.logits[0, :, :vocab_size].float()  # (n_new, vocab)
+
+
+def forward_new_hidden(model, all_ids: torch.Tensor, cache: DynamicCache | SlotCache,
+                       parents: Sequence[int] = ()) -> torch.Tensor:
+    """The final hidden states (n_new, d) of the ids the cache has not seen: a drafter that scores its own head
+    rows (specviz.models.rows) reads them instead of logits. `parents` as forward_new_ids takes them."""
+    new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
+    if isinstance(cache, SlotCache):
+        return run_hidden_rows(model, cache, new_ids, parents)
+    layout = layout_for(model, cache, new_ids.shape[1], parents)
+    return model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True, **layout).last_hidden_state[0]
 
 
 def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_size: int,

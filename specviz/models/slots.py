@@ -308,6 +308,22 @@ def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[i
     return logits, (outputs[1] if layers is not None else None)
 
 
+def run_hidden_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
+    """A causal LM's final hidden states (n, d) for new_ids (1, n) after the cache's length, in slots: what a
+    draft model that scores its own head rows (specviz.models.rows) reads. A prompt's pass as run_rows runs it."""
+    if cache.length == 0 and new_ids.shape[1] > SLOTS:
+        prompt_cache = DynamicCache()
+        hidden = model.base_model(input_ids=new_ids, past_key_values=prompt_cache, use_cache=True).last_hidden_state
+        cache.take_prompt(prompt_cache)
+        return hidden[0]  # (n, d)
+
+    def body(inputs: CallInputs) -> tuple[torch.Tensor]:
+        return (model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
+                                 past_key_values=cache, use_cache=True, specviz_order=inputs.order).last_hidden_state,)
+
+    return run_calls(cache, new_ids, parents, body, "hidden")[0]  # (n, d)
+
+
 def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_ids: torch.Tensor,
                   parents: Sequence[int] = ()) -> torch.Tensor:
     """A draft head's forward (specviz.models.draft_head) in slots: its states (n, d) for features (1, n, F)
