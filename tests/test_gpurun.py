@@ -115,6 +115,27 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
         assert record["machine"]["torch"] == machine["torch"] and "cuda" in record["machine"]
 
 
+def test_in_slots_the_measure_benches_slots_off_beside_them(tmp_path):
+    """Where the target runs in slots (CUDA; here switched on), the pair's own drafter is benched again with
+    slots off, on the same prompts: before and after, side by side in one run."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "SPECVIZ_SLOTS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "specviz", "gpurun", "measure", "--out", str(tmp_path), "--device", "cpu", "--minutes",
+         "1.5", "--pair", "tiny-code", "--precisions", "float32", "--num-prompts", "1", "--max-new-tokens", "8",
+         "--gammas", "3", "--bench-gammas", "3", "--bench-trees", "0", "--drafters", "model", "--profile-repeats", "1",
+         "--profile-tokens", "1,3", "--skip", "against generate,record"], cwd=REPO, capture_output=True, text=True,
+        timeout=240, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (exactness,) = json.loads((tmp_path / "checks.json").read_text())["exactness"]
+    assert exactness["invariance"]["attention"] == "specviz_slots" and exactness["num_checked"] > 0
+    assert not [parting for parting in exactness["partings"] if parting["against"] == "target alone"]
+    records = json.loads((tmp_path / "records.json").read_text())
+    (on,) = [record for name, record in records.items() if not name.endswith("--slots-off.json")]
+    (off,) = [record for name, record in records.items() if name.endswith("--slots-off.json")]
+    assert on["batch_invariant"]["attention"] == "specviz_slots" != off["batch_invariant"]["attention"]
+    assert on["prompts"] == off["prompts"] and "slots off, bench float32" in (tmp_path / "table.txt").read_text()
+
+
 def test_the_calls_pack_prints_are_the_ones_the_bench_readme_gives():
     """Four parts (a 32 MiB tree): stash, stash, stash, run; the README's table says the same commands."""
     manifest = {"parts": [{"index": i, "bytes": (30 if i < 4 else 11) * MIB} for i in range(1, 5)]}

@@ -5,7 +5,9 @@ precision, whether a verify is bitwise a step (measured at load) and greedy iden
 alone and transformers' generate() on the example and held-out prompts, taken in turn; the bench for
 every drafter at each temperature over a γ sweep in the device's default precision; the target alone
 against transformers' own generate(), timed alike (is the baseline fair?); where a step, a verify and a
-draft step spend their time (torch.profiler, CUDA activity on a GPU); the bench in the other precisions.
+draft step spend their time (torch.profiler, CUDA activity on a GPU); where the target runs in slots (CUDA:
+specviz.models.slots), the pair's own drafter benched again with slots off, side by side; the bench in the
+other precisions.
 Each phase gets a share of the time left by its weight and stops between two runs once its share is
 spent, saying so; what it finished is kept. Everything goes to --out as it is made: machine.json,
 checks.json (exactness per precision; the target alone against generate()), records.json (`bench --json`
@@ -39,6 +41,7 @@ from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
+from specviz.models.slots import slots_switched, slots_wanted
 
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
 # Each phase's share of the time left: exactness per precision, then the default precision's bench (every
@@ -46,7 +49,7 @@ PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must neve
 # The H200 run (2026-11-26) showed each precision's exactness phase cut at its share: the default precision's
 # matters most (the page's), the others get less.
 WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5, "profile": 0.7,
-           "bench, other precision": 0.6}
+           "slots off": 1.0, "bench, other precision": 0.6}
 RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
 
@@ -185,6 +188,15 @@ class GpuRun:
         self.out.say(rounds_line)
         return time.monotonic() > deadline
 
+    def slots_off(self, deadline: float) -> bool:
+        """The pair's own drafter benched again with slots off (the code of the first H200 run: FIXED attention,
+        no graphs), on the same prompts and machine: what slots changed, measured side by side."""
+        with slots_switched(False):
+            pair = self.pair_in(self.precisions[0])  # loaded anew: whether a target runs in slots is fixed at load
+            found = bench_drafters(pair, self.bench_set, self.config, deadline, self.drafters[:1],
+                                   keep=lambda name, record: self.keep_record(name.replace(".json", "--slots-off.json"), record))
+        return any(record["gpurun"]["cut"] for record in found.values())
+
     def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
         """(phase, its work given its deadline, its weight), in order of what matters."""
         first, others = self.precisions[0], self.precisions[1:]
@@ -197,6 +209,7 @@ class GpuRun:
                    ("record the first example", self.record, WEIGHTS["record"]),
                    (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
                    (f"profile {first}", self.profile, WEIGHTS["profile"])]
+                + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted(self.device) else [])
                 + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
 
     def run_phase(self, name: str, work: Callable[[float], bool]) -> None:

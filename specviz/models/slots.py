@@ -20,10 +20,11 @@ its keys are copied in: both lanes read the same prompt.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,20 @@ def slots_wanted(device: torch.device) -> bool:
     """Whether a target on this device runs its decoding forwards in slots (the switch, else CUDA only)."""
     switch = os.environ.get(SWITCH_ENV, "").strip()
     return switch == "1" if switch in ("0", "1") else device.type == "cuda"
+
+
+@contextlib.contextmanager
+def slots_switched(on: bool) -> Iterator[None]:
+    """The switch set for what loads meanwhile (a target's slots are fixed when it loads), then as it was."""
+    before = os.environ.get(SWITCH_ENV)
+    os.environ[SWITCH_ENV] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SWITCH_ENV, None)
+        else:
+            os.environ[SWITCH_ENV] = before
 
 
 def key_block(device: torch.device) -> int:
