@@ -17,7 +17,7 @@ from specviz.analysis.bench import load_prompts
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models import slots
+from specviz.models import slot_calls, slots
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
@@ -38,6 +38,22 @@ def slot_pair(arch: str, dtype: torch.dtype = torch.float32) -> ModelPair:
     pair = ModelPair.from_models(target.to(dtype), draft, draft_head_rows=torch.arange(3, 120))
     assert pair.target.config._attn_implementation == SLOTS_LAYOUT == pair.invariance.attention
     return pair
+
+
+# ---- where slots and graphs are on -------------------------------------------------------------------
+
+def test_slots_are_on_for_cuda_and_graphs_too_except_on_zerogpu(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.delenv(slots.SWITCH_ENV, raising=False)
+    assert slots.slots_wanted(cuda) and not slots.slots_wanted(cpu)
+    monkeypatch.setenv(slots.SWITCH_ENV, "1")
+    assert slots.slots_wanted(cpu)
+    monkeypatch.setenv(slots.SWITCH_ENV, "0")
+    assert not slots.slots_wanted(cuda)
+    monkeypatch.delenv(slots.ZERO_GPU_ENV, raising=False)
+    assert slot_calls.SlotPool.graphs_on(cuda) and not slot_calls.SlotPool.graphs_on(cpu)
+    monkeypatch.setenv(slots.ZERO_GPU_ENV, "true")  # a call forked per run: no graph may outlive it
+    assert not slot_calls.SlotPool.graphs_on(cuda)
 
 
 # ---- which keys each row reads ---------------------------------------------------------------------
@@ -119,8 +135,8 @@ class EagerGraph:
 @pytest.fixture
 def eager_graphs(slots_on, monkeypatch):
     EagerGraph.captured = []
-    monkeypatch.setattr(slots.POOL, "graphs_on", lambda device: True)
-    monkeypatch.setattr(slots, "capture", lambda call: (graph := EagerGraph(call)) and slots.Captured(graph, graph.outputs))
+    monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: True)
+    monkeypatch.setattr(slot_calls, "capture", lambda call: (graph := EagerGraph(call)) and slot_calls.Captured(graph, graph.outputs))
     return EagerGraph.captured
 
 
@@ -143,8 +159,8 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs)
              for tree in (0, 6)]
     assert model[0].token_ids == model[1].token_ids == first.token_ids and len(eager_graphs) == 12
     for model_ in (pair.target, pair.head, pair.draft):
-        slots.POOL.free.pop(model_)
-    slots.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
+        slot_calls.POOL.free.pop(model_)
+    slot_calls.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))
     eager_model = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model")))
     # each drafter drafted as without graphs: what it kept was copied out of a replay's outputs before the next one
@@ -161,9 +177,9 @@ def test_a_run_stopped_midway_gives_its_cache_back(eager_graphs):
     config = DecodeConfig(max_new_tokens=20, stop_at_eos=False, drafter="model")
     events = speculative_decode(pair, [5, 6, 7], config)
     next(events), next(events)
-    assert not slots.POOL.free.get(pair.target)  # in use
+    assert not slot_calls.POOL.free.get(pair.target)  # in use
     events.close()  # a Stop on the page
-    (cache,) = slots.POOL.free[pair.target]
+    (cache,) = slot_calls.POOL.free[pair.target]
     assert cache.length == 0 and cache.graphed
 
 

@@ -25,7 +25,8 @@ from specviz.decoding.sampling import ProbsFn, sample
 from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-from specviz.models.slots import POOL, SLOTS_LAYOUT, SlotCache, prepare_graphs, run_hidden_rows, run_rows, uses_slots
+from specviz.models.slot_calls import POOL, prepare_graphs, run_hidden_rows, run_rows
+from specviz.models.slots import SLOTS_LAYOUT, SlotCache, uses_slots
 
 
 class Proposal(NamedTuple):
@@ -217,7 +218,7 @@ def draft_cache(pair: ModelPair) -> SlotCache:
 
 
 def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
-    """The draft model's graphs (slots.prepare_graphs) for runs of up to `longest` positions: its logits and,
+    """The draft model's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its logits and,
     for a scorer over its head rows, its hidden states, at every key width."""
     cache = draft_cache(pair)
     filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)

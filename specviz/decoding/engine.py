@@ -37,7 +37,8 @@ from specviz.decoding.head import prepare_head_graphs
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
 from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
-from specviz.models.slots import prepare_graphs, run_rows, uses_slots
+from specviz.models.slot_calls import prepare_graphs, run_rows
+from specviz.models.slots import uses_slots
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 

@@ -12,7 +12,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
-from specviz.models.slots import POOL, SlotCache, lower_layer_states, run_hidden_rows, run_rows, uses_slots
+from specviz.models.slot_calls import POOL, run_hidden_rows, run_rows
+from specviz.models.slots import SlotCache, lower_layer_states, uses_slots
 
 
 @contextlib.contextmanager

@@ -21,7 +21,8 @@ from specviz.decoding.tree import DraftTree, grow_tree
 from specviz.models.draft_head import DraftHead
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-from specviz.models.slots import POOL, SLOTS_LAYOUT, SlotCache, prepare_graphs, run_head_rows, uses_slots
+from specviz.models.slot_calls import POOL, prepare_graphs, run_head_rows
+from specviz.models.slots import SLOTS_LAYOUT, SlotCache, uses_slots
 
 
 class HeadDrafter:
@@ -154,7 +155,7 @@ def head_cache(pair: ModelPair) -> SlotCache:
 
 
 def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
-    """The head's graphs (slots.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
+    """The head's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
     target's states and its drafting over its own predictions, at every key width."""
     cache = head_cache(pair)
     size = pair.head.config.hidden_size

@@ -35,7 +35,8 @@ from transformers import DynamicCache
 from transformers.pytorch_utils import Conv1D
 
 from specviz.models.invariant_attention import LAYOUTS, PADDED_ROWS
-from specviz.models.slots import SLOTS_LAYOUT, SlotCache, run_rows, slots_wanted, uses_slots
+from specviz.models.slot_calls import run_rows
+from specviz.models.slots import SLOTS_LAYOUT, SlotCache, slots_wanted, uses_slots
 
 MAX_PADDED_ROWS = 32  # more rows than this is a prompt's own pass: plain kernels
 SWITCH_ENV = "SPECVIZ_BATCH_INVARIANT"  # "0": leave targets as transformers loads them (to compare)

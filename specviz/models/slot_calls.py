@@ -1,0 +1,215 @@
+"""Running calls in slots (specviz.models.slots): each forward as calls of SLOTS rows, captured once as a
+CUDA graph per (width, variant) where the cache is graphed, replayed after; the bodies the lanes and the
+drafters run (a causal LM's logits or hidden states, a draft head's layer); the pool that keeps caches and
+their graphs across runs; the warm-up's captures.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from specviz.models.slots import (SLOTS, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls, key_block,
+                                  key_width, lower_layer_states, plan_rows)
+
+
+@dataclass
+class Captured:
+    """A call captured as a CUDA graph, and the outputs its replays write."""
+
+    graph: object
+    outputs: tuple[torch.Tensor, ...]
+
+
+def run_call(model, cache: SlotCache, inputs: CallInputs, layers: tuple[int, ...] | None) -> tuple[torch.Tensor, ...]:
+    """One call of a causal LM over SLOTS rows: (logits (1, S, vocab),) or, with `layers`, also the final
+    hidden states and those of `layers` side by side (1, S, d·(1+n))."""
+    output = model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
+                              past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
+                              specviz_order=inputs.order)
+    hidden = output.last_hidden_state  # (1, S, d)
+    logits = model.get_output_embeddings()(hidden)  # (1, S, vocab)
+    if layers is None:
+        return (logits,)
+    if layers:
+        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (1, S, d·(1+n))
+    return logits, hidden
+
+
+def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
+    """Capture a call as a CUDA graph: twice eagerly on a side stream first (lazy initialisation, cuBLAS's
+    workspace), as torch asks. Each run computes the very call it is about to replay, so the cache's
+    slots receive the same keys every time."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = call()
+    return Captured(graph, outputs)
+
+
+Body = Callable[[CallInputs], tuple[torch.Tensor, ...]]
+
+
+def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], body: Body, variant: object,
+              prepare: Callable[[int, int], None] | None = None, graphs: bool = True) -> list[torch.Tensor]:
+    """Run the rows of new_ids (1, n) after the cache's length as calls of SLOTS rows: `body` computes one call
+    from its inputs (and any buffers `prepare(first, stop)` fills for rows first..stop-1 of new_ids), returning
+    tensors of shape (1, S, ·); with the cache graphed, each (width, variant) is captured once and replayed.
+    Returns each output's rows, (n, ·)."""
+    rows = plan_rows(cache.length, new_ids.shape[1], parents)
+    if rows[-1].slot >= cache.capacity:
+        raise ValueError(f"a forward past this cache's {cache.capacity} positions")
+    block = key_block(new_ids.device)
+    parts, done = [], 0
+    for call_rows in group_calls(rows, block):
+        width = key_width(call_rows[0].num_keys, block)
+        inputs = cache.inputs.get(width) or cache.inputs.setdefault(width, CallInputs.empty(width, new_ids.device))
+        fill_inputs(inputs, call_rows, new_ids[0, done : done + len(call_rows)], cache.capacity)
+        if prepare is not None:
+            prepare(done, done + len(call_rows))
+        cache.write_at = inputs.write_at
+        if graphs and cache.graphed:
+            key = (width, variant)
+            if key not in cache.graphs:
+                cache.graphs[key] = capture(lambda: body(inputs))
+            cache.graphs[key].graph.replay()
+            outputs = cache.graphs[key].outputs
+        else:
+            outputs = body(inputs)
+        # Copied out: a graph's outputs are overwritten by its next replay (the forward's next call, maybe)
+        parts.append([output[0, : len(call_rows)].clone() for output in outputs])  # each (m, ·)
+        done += len(call_rows)
+    cache.write_at = None
+    cache.length += new_ids.shape[1]
+    return [torch.cat(rows_of_output) for rows_of_output in zip(*parts)]
+
+
+def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = (),
+             layers: tuple[int, ...] | None = None, last_only: bool = False,
+             graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A causal LM's forward over new_ids (1, n) after the cache's length: logits (n, vocab), or (1, vocab)
+    with `last_only`, and, with `layers` (a drafter reading the target), hidden states (n, d·(1+len(layers))).
+    A first forward of more than SLOTS ids is a prompt's own pass: as transformers runs it, then copied in."""
+    if cache.length == 0 and new_ids.shape[1] > SLOTS:
+        return read_prompt(model, cache, new_ids, layers, last_only)
+    outputs = run_calls(cache, new_ids, parents, lambda inputs: run_call(model, cache, inputs, layers), layers,
+                        graphs=graphs)
+    logits = outputs[0][-1:] if last_only else outputs[0]  # (n or 1, vocab)
+    return logits, (outputs[1] if layers is not None else None)
+
+
+def run_hidden_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
+    """A causal LM's final hidden states (n, d) for new_ids (1, n) after the cache's length, in slots: what a
+    draft model that scores its own head rows (specviz.models.rows) reads. A prompt's pass as run_rows runs it."""
+    if cache.length == 0 and new_ids.shape[1] > SLOTS:
+        prompt_cache = DynamicCache()
+        hidden = model.base_model(input_ids=new_ids, past_key_values=prompt_cache, use_cache=True).last_hidden_state
+        cache.take_prompt(prompt_cache)
+        return hidden[0]  # (n, d)
+
+    def body(inputs: CallInputs) -> tuple[torch.Tensor]:
+        return (model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
+                                 past_key_values=cache, use_cache=True, specviz_order=inputs.order).last_hidden_state,)
+
+    return run_calls(cache, new_ids, parents, body, "hidden")[0]  # (n, d)
+
+
+def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_ids: torch.Tensor,
+                  parents: Sequence[int] = ()) -> torch.Tensor:
+    """A draft head's forward (specviz.models.draft_head) in slots: its states (n, d) for features (1, n, F)
+    and the next tokens' ids (1, n), its tree nodes' `parents` as run_rows takes them. A first forward of
+    more than SLOTS rows (the prompt's states) runs as transformers runs it, then is copied in."""
+    if cache.length == 0 and next_ids.shape[1] > SLOTS:
+        prompt_cache = DynamicCache()
+        positions = torch.arange(next_ids.shape[1], device=next_ids.device).view(1, -1)  # (1, n)
+        predicted = head(features, embed(next_ids), prompt_cache, positions)  # (1, n, d)
+        cache.take_prompt(prompt_cache)
+        return predicted[0]
+    width = features.shape[-1]  # the target's states with its lower layers, or the head's own predictions
+    buffer = cache.extras.get(width)
+    if buffer is None:
+        buffer = cache.extras[width] = features.new_zeros(1, SLOTS, width)  # (1, S, F): read by the graphs
+
+    def prepare(first: int, stop: int) -> None:
+        buffer[0, : stop - first].copy_(features[0, first:stop])
+
+    def body(inputs: CallInputs) -> tuple[torch.Tensor]:
+        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order),)
+
+    return run_calls(cache, next_ids, parents, body, ("head", width), prepare)[0]  # (n, d)
+
+
+def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,
+                   steps: Sequence[Callable[[SlotCache], object]]) -> int:
+    """On CUDA, capture before anything is timed every call a run of up to `longest` positions meets: each of
+    `steps` (a one-row forward of one variant: outputs, features) at every key width, its row placed at the
+    width's last slot. It writes a throwaway entry there, which a run writes again before reading it.
+    Returns how many graphs were captured."""
+    if not cache.graphed:
+        return 0
+    block, before = key_block(device), len(cache.graphs)
+    for width in range(block, key_width(min(longest, cache.capacity), block) + 1, block):
+        for step in steps:
+            cache.length = min(width, cache.capacity) - 1  # the step there reads `width` keys
+            step(cache)
+    cache.length = 0
+    return len(cache.graphs) - before
+
+
+def read_prompt(model, cache: SlotCache, new_ids: torch.Tensor, layers: tuple[int, ...] | None,
+                last_only: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A prompt's own pass, as forward.forward_new_ids_with_hidden runs it, its keys copied into the cache."""
+    prompt_cache = DynamicCache()
+    output = model.base_model(input_ids=new_ids, past_key_values=prompt_cache, use_cache=True,
+                              output_hidden_states=bool(layers))
+    hidden = output.last_hidden_state  # (1, n, d)
+    logits = model.get_output_embeddings()(hidden[:, -1:] if last_only else hidden)  # (1, n_out, vocab)
+    cache.take_prompt(prompt_cache)
+    if layers is None:
+        return logits[0], None
+    if layers:
+        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)
+    return logits[0], hidden[0]
+
+
+class SlotPool:
+    """Each target's free slot caches: a cache's graphs are bound to its buffers, so reusing the cache reuses
+    them, run after run. Keyed by the model itself, weakly: a target freed takes its caches along."""
+
+    def __init__(self):
+        self.free: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    @staticmethod
+    def graphs_on(device: torch.device) -> bool:
+        """Whether calls on this device are captured as CUDA graphs (tests stand an eager graph in on a CPU).
+        Not on ZeroGPU: each call there runs in a process forked for it, under a patched torch, and a graph
+        must not outlive the memory it was captured over; its slots run eagerly (still exact)."""
+        return device.type == "cuda" and os.environ.get(ZERO_GPU_ENV, "").strip().lower() not in ("1", "t", "true")
+
+    def acquire(self, model, capacity: int) -> SlotCache:
+        """A free cache of at least `capacity` positions (a pair's context length) for this target."""
+        caches = self.free.setdefault(model, [])
+        for cache in caches:
+            if cache.capacity >= capacity:
+                caches.remove(cache)
+                return cache
+        return SlotCache(model.config, capacity, graphed=self.graphs_on(next(model.parameters()).device))
+
+    def release(self, model, cache: SlotCache) -> None:
+        cache.length, cache.write_at = 0, None
+        caches = self.free.setdefault(model, [])
+        if len(caches) < 2:  # more than two runs at once on one target is rare; their caches go
+            caches.append(cache)
+
+
+POOL = SlotPool()
