@@ -52,7 +52,8 @@ def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
             call()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: another thread of the page (another visitor's run) may use CUDA while this one captures
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         outputs = call()
     return Captured(graph, outputs)
 
