@@ -183,6 +183,22 @@ def test_a_run_stopped_midway_gives_its_cache_back(eager_graphs):
     assert cache.length == 0 and cache.graphed
 
 
+def test_a_capture_that_fails_leaves_the_calls_eager_and_says_why(eager_graphs, monkeypatch):
+    def refuse(call):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(slot_calls, "capture", refuse)
+    monkeypatch.setattr(slot_calls, "GRAPHS", {"captured": 0, "failed": None})
+    pair = slot_pair("qwen2")
+    config = DecodeConfig(max_new_tokens=12, gamma=3, stop_at_eos=False, drafter="model")
+    with pytest.warns(RuntimeWarning, match="running slots eagerly"):
+        trace = Trace.from_events(e for e in decode_lanes(pair, [5, 6, 7], config) if e.lane == "speculative")
+    baseline = Trace.from_events(autoregressive_decode(pair, [5, 6, 7], config))
+    assert trace.token_ids == baseline.token_ids and trace.num_tokens == 12
+    assert slot_calls.GRAPHS["failed"].startswith("RuntimeError: operation not permitted")
+    assert not slot_calls.POOL.free[pair.target][0].graphed
+
+
 # ---- the default pair ----------------------------------------------------------------------------------
 
 def test_the_default_pair_in_slots_writes_the_target_alones_text(slots_on):

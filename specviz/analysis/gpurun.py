@@ -41,6 +41,7 @@ from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
+from specviz.models.slot_calls import GRAPHS
 from specviz.models.slots import slots_switched, slots_wanted
 
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
@@ -231,12 +232,14 @@ class GpuRun:
         # Which SDPA kernels the run allowed (loading turns cuDNN's off on CUDA); the profile names the one used.
         machine["sdpa_backends"] = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")()
                                     for name in ("flash", "mem_efficient", "math", "cudnn")}
+        machine["cuda_graphs"] = dict(GRAPHS)  # how many calls slots captured, and the first capture that failed
         machine["phases"] = self.phases.log
         self.out.write("machine.json", machine)
         cuda = f"CUDA {machine['cuda']}, " if machine.get("cuda") else ""
         header = (f"gpurun: {self.preset.name} on {self.device} ({machine['gpu'] or machine['cpu']}, {cuda}torch "
                   f"{machine['torch']}, transformers {machine['transformers']}): "
-                  f"{time.monotonic() - self.started:.0f} s of {self.config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s")
+                  f"{time.monotonic() - self.started:.0f} s of {self.config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s"
+                  + graphs_said(machine["cuda_graphs"]))
         self.out.write("table.txt", format_table(header, self.checks, self.records, self.profile_line, self.phases.log))
 
     def run(self) -> bool:
@@ -251,6 +254,13 @@ class GpuRun:
             self.run_phase(name, step)
             self.write_table()
         return self.exact
+
+
+def graphs_said(graphs: dict) -> str:
+    """The header's word on CUDA graphs (specviz.models.slot_calls): none on a CPU, else how many, or why not."""
+    if graphs["failed"]:
+        return f"; CUDA graphs FAILED, slots ran eagerly: {graphs['failed'][:200]}"
+    return f"; {graphs['captured']} CUDA graphs captured" if graphs["captured"] else ""
 
 
 def run_gpurun(config: GpuRunConfig, out_dir: Path, print_line: Callable[[str], None] = print,

@@ -7,6 +7,7 @@ their graphs across runs; the warm-up's captures.
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -58,11 +59,28 @@ def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
     return Captured(graph, outputs)
 
 
+# What the graphs did in this process, for a run's machine record: how many captured, the first failure.
+GRAPHS = {"captured": 0, "failed": None}
+
+
+def capture_or_say_why(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured | None:
+    """A capture, or None (the reason kept in GRAPHS and warned once) where this device will not capture it."""
+    try:
+        captured = capture(call)
+    except Exception as error:  # noqa: BLE001 — whatever CUDA raises, the call still runs eagerly
+        if GRAPHS["failed"] is None:
+            GRAPHS["failed"] = f"{type(error).__name__}: {error}"
+            warnings.warn(f"CUDA graph capture failed, running slots eagerly: {GRAPHS['failed']}", RuntimeWarning)
+        return None
+    GRAPHS["captured"] += 1
+    return captured
+
+
 Body = Callable[[CallInputs], tuple[torch.Tensor, ...]]
 
 
 def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], body: Body, variant: object,
-              prepare: Callable[[int, int], None] | None = None, graphs: bool = True) -> list[torch.Tensor]:
+              prepare: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
     """Run the rows of new_ids (1, n) after the cache's length as calls of SLOTS rows: `body` computes one call
     from its inputs (and any buffers `prepare(first, stop)` fills for rows first..stop-1 of new_ids), returning
     tensors of shape (1, S, ·); with the cache graphed, each (width, variant) is captured once and replayed.
@@ -79,10 +97,13 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], b
         if prepare is not None:
             prepare(done, done + len(call_rows))
         cache.write_at = inputs.write_at
-        if graphs and cache.graphed:
-            key = (width, variant)
-            if key not in cache.graphs:
-                cache.graphs[key] = capture(lambda: body(inputs))
+        key = (width, variant)
+        if cache.graphed and key not in cache.graphs:
+            captured = capture_or_say_why(lambda: body(inputs))
+            cache.graphed = captured is not None  # a capture that failed leaves this cache's calls eager: still exact
+            if captured is not None:
+                cache.graphs[key] = captured
+        if cache.graphed:
             cache.graphs[key].graph.replay()
             outputs = cache.graphs[key].outputs
         else:
@@ -96,15 +117,13 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], b
 
 
 def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = (),
-             layers: tuple[int, ...] | None = None, last_only: bool = False,
-             graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+             layers: tuple[int, ...] | None = None, last_only: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A causal LM's forward over new_ids (1, n) after the cache's length: logits (n, vocab), or (1, vocab)
     with `last_only`, and, with `layers` (a drafter reading the target), hidden states (n, d·(1+len(layers))).
     A first forward of more than SLOTS ids is a prompt's own pass: as transformers runs it, then copied in."""
     if cache.length == 0 and new_ids.shape[1] > SLOTS:
         return read_prompt(model, cache, new_ids, layers, last_only)
-    outputs = run_calls(cache, new_ids, parents, lambda inputs: run_call(model, cache, inputs, layers), layers,
-                        graphs=graphs)
+    outputs = run_calls(cache, new_ids, parents, lambda inputs: run_call(model, cache, inputs, layers), layers)
     logits = outputs[0][-1:] if last_only else outputs[0]  # (n or 1, vocab)
     return logits, (outputs[1] if layers is not None else None)
 
