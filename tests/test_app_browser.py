@@ -21,8 +21,9 @@ MAX_NEW_TOKENS = 32
 
 def set_number(page, elem_id: str, value) -> None:
     """Type into a slider's number box (or a gr.Number) and commit it; for a slider, wait until its track
-    shows the value (on a loaded machine a Run clicked at once once read the old value). A value the slider
-    clamps never shows: after 2 s the test goes on and its own assertions speak."""
+    shows the value (on a loaded machine a Run clicked at once once read the old value; in CI a tree setting
+    took over 2 s to show). A value the slider clamps never shows: after 8 s the test goes on and its own
+    assertions speak."""
     box = page.locator(f"#{elem_id} input[type=number]").first
     box.fill(str(value))
     box.press("Enter")
@@ -30,7 +31,7 @@ def set_number(page, elem_id: str, value) -> None:
     if page.locator(f"#{elem_id} input[type=range]").count():
         try:
             page.wait_for_function("([id, value]) => Number(document.querySelector(`#${id} input[type=range]`).value) === value",
-                                   arg=[elem_id, float(value)], timeout=2_000)
+                                   arg=[elem_id, float(value)], timeout=8_000)
         except Exception:  # playwright's TimeoutError: a clamped or rejected value
             pass
 
