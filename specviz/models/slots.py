@@ -124,37 +124,52 @@ def key_width(num_keys: int, block: int) -> int:
 
 @dataclass
 class CallInputs:
-    """The tensors one call reads, at fixed addresses (a CUDA graph replays reading these)."""
+    """The tensors one call reads, at fixed addresses (a CUDA graph replays reading these). All but the ids
+    live in one buffer, so a call's inputs cross to a GPU in one copy; which keys a row sees is computed
+    from its count on the device (inside the graph)."""
 
     ids: torch.Tensor  # (1, S)
-    positions: torch.Tensor  # (1, S)
-    write_at: torch.Tensor  # (S,): the slots the rows' keys go to
-    order: torch.Tensor  # (S, W): each row's key slots, visible ones first
-    visible: torch.Tensor  # (S, 1, 1, W) bool
+    packed: torch.Tensor  # (3·S + S·W,): positions, write_at, counts, order
+    keys: torch.Tensor  # (W,): 0 … W−1
 
     @classmethod
     def empty(cls, width: int, device: torch.device) -> "CallInputs":
         long = dict(dtype=torch.long, device=device)
-        return cls(torch.zeros(1, SLOTS, **long), torch.zeros(1, SLOTS, **long), torch.zeros(SLOTS, **long),
-                   torch.zeros(SLOTS, width, **long), torch.zeros(SLOTS, 1, 1, width, dtype=torch.bool, device=device))
+        return cls(torch.zeros(1, SLOTS, **long), torch.zeros(3 * SLOTS + SLOTS * width, **long),
+                   torch.arange(width, **long))
+
+    @property
+    def positions(self) -> torch.Tensor:
+        return self.packed[:SLOTS].view(1, SLOTS)  # (1, S)
+
+    @property
+    def write_at(self) -> torch.Tensor:
+        return self.packed[SLOTS : 2 * SLOTS]  # (S,): the slots the rows' keys go to
+
+    @property
+    def order(self) -> torch.Tensor:
+        return self.packed[3 * SLOTS :].view(SLOTS, -1)  # (S, W): each row's key slots, visible ones first
+
+    @property
+    def visible(self) -> torch.Tensor:
+        counts = self.packed[2 * SLOTS : 3 * SLOTS]  # (S,): how many keys each row sees
+        return (self.keys.view(1, -1) < counts.view(-1, 1)).view(SLOTS, 1, 1, -1)  # (S, 1, 1, W) bool
 
 
 def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int) -> None:
     """Write one call's rows into its inputs; filler rows read key 0 and write trash slots."""
-    width = inputs.order.shape[1]
-    filler = SLOTS - len(rows)
+    width, filler = inputs.keys.shape[0], SLOTS - len(rows)
     order = torch.arange(width).repeat(SLOTS, 1)  # (S, W)
     for index, row in enumerate(rows):
         if row.extra:
             order[index, row.prefix : row.num_keys] = torch.tensor(row.extra)
-    counts = torch.tensor([row.num_keys for row in rows] + [1] * filler).view(-1, 1)  # (S, 1)
-    visible = torch.arange(width).view(1, -1) < counts  # (S, W)
-    inputs.order.copy_(order.where(visible, 0))
-    inputs.visible.copy_(visible.view(SLOTS, 1, 1, width))
+    counts = torch.tensor([row.num_keys for row in rows] + [1] * filler)  # (S,)
+    order = order.where(torch.arange(width).view(1, -1) < counts.view(-1, 1), 0)  # hidden keys read slot 0
+    positions = torch.tensor([row.position for row in rows] + [0] * filler)  # (S,)
+    write_at = torch.tensor([row.slot for row in rows] + list(range(trash, trash + filler)))  # (S,)
+    inputs.packed.copy_(torch.cat([positions, write_at, counts, order.view(-1)]))  # one copy to the device
     inputs.ids[0, : len(rows)].copy_(ids)
     inputs.ids[0, len(rows) :] = 0
-    inputs.positions.copy_(torch.tensor([[row.position for row in rows] + [0] * filler]))
-    inputs.write_at.copy_(torch.tensor([row.slot for row in rows] + list(range(trash, trash + filler))))
 
 
 # ---- the cache -----------------------------------------------------------------------------------
