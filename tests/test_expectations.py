@@ -145,6 +145,12 @@ def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_it
     text = expect("cuda", "bfloat16", records).text()
     assert text.startswith("What to expect here (a CUDA GPU, in bfloat16): the bench measured 1.13× (0.83–1.63)")
     assert "waits on kernel launches" in text and "1.39×" not in text
+    # a record without slots (the code before CUDA graphs) says a GPU now runs a forward nobody measured there
+    assert "predate the CUDA graphs" in text and "predate" in expect("cpu-native-bf16", "bfloat16", records).text()
+    slots_run = {**a_gpu_record(), "batch_invariant": {"bitwise": True, "attention": "specviz_slots"}}
+    (tmp_path / "slots").mkdir()
+    measured = write_records(tmp_path / "slots", slots_run)
+    assert "predate" not in expect("cuda", "bfloat16", measured).text()
     gpu_row = speed_table_cells(next(r for r in records if r.kind == "cuda"))
     assert gpu_row["prompts × repeats"] == "held-out (first 11 of 24) × 3"  # a cut run says how far it got
 

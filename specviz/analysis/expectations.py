@@ -23,6 +23,7 @@ import torch
 
 from specviz.models.precision import default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
+from specviz.models.slots import SLOTS_LAYOUT
 from specviz.analysis.bench_record import machine_kind
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
 
@@ -85,6 +86,12 @@ class BenchRecord:
     command: str
     cells: tuple[Cell, ...]
     prompts_of: int | None = None  # the set's size where the run was cut before its end (a GPU lease's minutes)
+    attention: str | None = None  # the target's attention when measured (specviz.models.slots on CUDA since)
+
+    @property
+    def before_slots(self) -> bool:
+        """A GPU record from before the target ran in slots on CUDA: the forward a GPU runs now was not measured."""
+        return self.kind == "cuda" and self.attention != SLOTS_LAYOUT
 
     def best_cell(self, temperature: float) -> Cell | None:
         """The cell with the highest median at this temperature (a record usually has one γ)."""
@@ -118,6 +125,7 @@ def read_record(path: Path) -> BenchRecord:
             command=report["command"],
             cells=cells,
             prompts_of=report["prompts"].get("of"),
+            attention=(report.get("batch_invariant") or {}).get("attention"),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
@@ -155,7 +163,8 @@ class Expectation:
             figures = " and ".join(filter(None, (greedy_words(record) for record in self.records)))
             return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
                     f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample."
-                    + (f" Why so little: {GPU_WORDS}." if self.kind == "cuda" else gpu_words_for(self.gpus)))
+                    + (f" Why so little: {GPU_WORDS}.{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
+                       else gpu_words_for(self.gpus)))
         if not self.others:
             return f"No bench record yet for this machine ({where}); python -m specviz bench measures it."
         measured = "; ".join(f"a {KIND_WORDS.get(r.kind, r.kind)} in {r.precision}: {greedy_words(r)}" for r in self.others)
@@ -167,10 +176,18 @@ class Expectation:
 GPU_WORDS = f"{LAUNCH_BOUND_GPU}, so speculation gains far less there than the 2–3× papers report for big models"
 
 
+# Said after a GPU record measured before the target ran in slots (every forward one shape, one CUDA graph).
+BEFORE_SLOTS = (" Those figures predate the CUDA graphs a GPU now runs the target with (every forward in one shape, "
+                "launched as one graph, for both lanes); the speed with them is not measured yet.")
+
+
 def gpu_words_for(records: tuple[BenchRecord, ...]) -> str:
     """People come with GPU claims: what this pair measured on one, said beside a CPU's figures."""
     measured = "; ".join(f"{greedy_words(r)} on an {r.machine} ({r.date})" for r in records if greedy_words(r))
-    return f" On a GPU the bench measured {measured}, greedy: {GPU_WORDS}." if measured else ""
+    if not measured:
+        return ""
+    return f" On a GPU the bench measured {measured}, greedy: {GPU_WORDS}." + (
+        BEFORE_SLOTS if any(r.before_slots for r in records) else "")
 
 
 def greedy_words(record: BenchRecord) -> str:
