@@ -158,7 +158,7 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs)
     model = [Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model", tree=tree)))
              for tree in (0, 6)]
     assert model[0].token_ids == model[1].token_ids == first.token_ids and len(eager_graphs) == 12
-    for model_ in (pair.target, pair.head, pair.draft):
+    for model_ in (pair.target, pair.head.body, pair.draft):
         slot_calls.POOL.free.pop(model_)
     slot_calls.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))

@@ -25,8 +25,8 @@ from specviz.decoding.sampling import ProbsFn, sample
 from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-from specviz.models.slot_calls import POOL, prepare_graphs, run_hidden_rows, run_rows
-from specviz.models.slots import SLOTS_LAYOUT, SlotCache, uses_slots
+from specviz.models.slot_calls import given_back, pooled_cache, prepare_pooled, run_hidden_rows, run_rows
+from specviz.models.slots import uses_slots
 
 
 class Proposal(NamedTuple):
@@ -143,14 +143,12 @@ class ModelDrafter:
             scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
         drafter = cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals)
         if uses_slots(pair.target):  # the draft runs in slots where its target does: graphed on CUDA, from the pool
-            drafter.cache = draft_cache(pair)
+            drafter.cache = pooled_cache(pair.draft, pair.context_length)
         return drafter
 
     def close(self) -> None:
         """The run is over: a slot cache goes back to the pool, its graphs with it."""
-        if isinstance(self.cache, SlotCache):
-            POOL.release(self.model, self.cache)
-            self.cache = DynamicCache()
+        self.cache = given_back(self.model, self.cache)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
@@ -210,23 +208,12 @@ class ModelDrafter:
         crop_cache(self.cache, num_committed - 1)
 
 
-def draft_cache(pair: ModelPair) -> SlotCache:
-    """A slot cache for the pair's draft model from the pool, the draft set to attend in slots."""
-    if pair.draft.config._attn_implementation != SLOTS_LAYOUT:
-        pair.draft.set_attn_implementation(SLOTS_LAYOUT)
-    return POOL.acquire(pair.draft, pair.context_length)
-
-
 def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
     """The draft model's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its logits and,
     for a scorer over its head rows, its hidden states, at every key width."""
-    cache = draft_cache(pair)
     filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
     steps = [lambda c: run_rows(pair.draft, c, filler), lambda c: run_hidden_rows(pair.draft, c, filler)]
-    try:
-        return prepare_graphs(cache, pair.device, longest, steps)
-    finally:
-        POOL.release(pair.draft, cache)
+    return prepare_pooled(pair.draft, pair.context_length, pair.device, longest, steps)
 
 
 def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[int]:

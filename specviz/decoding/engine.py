@@ -37,7 +37,7 @@ from specviz.decoding.head import prepare_head_graphs
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
 from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
 from specviz.models.pairs import ModelPair
-from specviz.models.slot_calls import prepare_graphs, run_rows
+from specviz.models.slot_calls import prepare_pooled, run_rows
 from specviz.models.slots import uses_slots
 
 AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
@@ -310,8 +310,7 @@ def warm_up(pair: ModelPair, longest: int = 0) -> None:
         filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
         variants = (None,) + ((tuple(pair.head.target_layers),) if pair.head is not None else ())
         steps = [functools.partial(run_rows, pair.target, new_ids=filler, layers=layers) for layers in variants]
-        with target_cache_for(pair) as cache:
-            prepare_graphs(cache, pair.device, longest, steps)
+        prepare_pooled(pair.target, pair.context_length, pair.device, longest, steps)
         if pair.head is not None:
             prepare_head_graphs(pair, longest)
         if pair.draft is not None:

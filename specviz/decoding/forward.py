@@ -12,8 +12,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
-from specviz.models.slot_calls import POOL, run_hidden_rows, run_rows
-from specviz.models.slots import SlotCache, lower_layer_states, uses_slots
+from specviz.models.slot_calls import POOL, logits_and_states, run_hidden_rows, run_rows
+from specviz.models.slots import SlotCache, uses_slots
 
 
 @contextlib.contextmanager
@@ -135,11 +135,7 @@ def forward_new_ids_with_hidden(model, all_ids: torch.Tensor, cache: DynamicCach
     layout = layout_for(model, cache, new_ids.shape[1], parents)
     output = model.base_model(input_ids=new_ids, past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
                               **layout)
-    hidden = output.last_hidden_state  # (1, n_new, d)
-    head_input = hidden[:, -1:] if last_only else hidden  # (1, n_out, d)
-    logits = model.get_output_embeddings()(head_input)  # (1, n_out, vocab)
-    if layers:
-        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (1, n_new, d·(1+n))
+    logits, hidden = logits_and_states(model, output, tuple(layers), last_only)  # (1, n_out, vocab), (1, n_new, ·)
     return logits[0, :, :vocab_size].float(), hidden[0]
 
 

@@ -21,8 +21,8 @@ from specviz.decoding.tree import DraftTree, grow_tree
 from specviz.models.draft_head import DraftHead
 from specviz.models.pairs import ModelPair
 from specviz.models.rows import RowScorer, scorer_for
-from specviz.models.slot_calls import POOL, prepare_graphs, run_head_rows
-from specviz.models.slots import SLOTS_LAYOUT, SlotCache, uses_slots
+from specviz.models.slot_calls import given_back, pooled_cache, prepare_pooled, run_head_rows
+from specviz.models.slots import SlotCache, uses_slots
 
 
 class HeadDrafter:
@@ -55,14 +55,12 @@ class HeadDrafter:
         drafter = cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
                       config.rivals)
         if uses_slots(pair.target):  # the head runs in slots where its target does: graphed on CUDA, from the pool
-            drafter.cache = head_cache(pair)
+            drafter.cache = pooled_cache(pair.head.body, pair.context_length)
         return drafter
 
     def close(self) -> None:
         """The run is over: a slot cache goes back to the pool, its graphs with it."""
-        if isinstance(self.cache, SlotCache):
-            POOL.release(self.head, self.cache)
-            self.cache = DynamicCache()
+        self.cache = given_back(self.head.body, self.cache)
 
     def forward_head(self, features: torch.Tensor, next_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
         """The head's states (m, d) for features (1, m, F) and the next tokens (1, m) after its cache;
@@ -147,17 +145,9 @@ class HeadDrafter:
         crop_cache(self.cache, num_committed - 1)
 
 
-def head_cache(pair: ModelPair) -> SlotCache:
-    """A slot cache for the pair's head from the pool, the head set to attend in slots."""
-    if pair.head.config._attn_implementation != SLOTS_LAYOUT:
-        pair.head.body.set_attn_implementation(SLOTS_LAYOUT)
-    return POOL.acquire(pair.head, pair.context_length)
-
-
 def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
     """The head's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
     target's states and its drafting over its own predictions, at every key width."""
-    cache = head_cache(pair)
     size = pair.head.config.hidden_size
     filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
     embed = pair.target.get_input_embeddings()
@@ -165,7 +155,4 @@ def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
     dtype = pair.target.dtype
     steps = [lambda c, w=w: run_head_rows(pair.head, embed, c, torch.zeros(1, 1, w, dtype=dtype, device=pair.device),
                                           filler) for w in widths]
-    try:
-        return prepare_graphs(cache, pair.device, longest, steps)
-    finally:
-        POOL.release(pair.head, cache)
+    return prepare_pooled(pair.head.body, pair.context_length, pair.device, longest, steps)

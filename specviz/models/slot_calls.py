@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 import torch
 from transformers import DynamicCache
 
-from specviz.models.slots import (SLOTS, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls, key_block,
-                                  key_width, lower_layer_states, plan_rows)
+from specviz.models.slots import (SLOTS, SLOTS_LAYOUT, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls,
+                                  key_block, key_width, lower_layer_states, plan_rows)
 
 
 @dataclass
@@ -33,12 +33,19 @@ def run_call(model, cache: SlotCache, inputs: CallInputs, layers: tuple[int, ...
     output = model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
                               past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
                               specviz_order=inputs.order)
-    hidden = output.last_hidden_state  # (1, S, d)
-    logits = model.get_output_embeddings()(hidden)  # (1, S, vocab)
+    return logits_and_states(model, output, layers)
+
+
+def logits_and_states(model, output, layers: tuple[int, ...] | None, last_only: bool = False) -> tuple[torch.Tensor, ...]:
+    """A causal LM's base-model output as the lanes read it, the output head applied as the LM's own forward
+    applies it (at the last row alone with `last_only`): (logits,) or, with `layers` (a drafter reading the
+    target), (logits, the final hidden states with those of `layers` beside them (b, n, d·(1+len(layers))))."""
+    hidden = output.last_hidden_state  # (b, n, d)
+    logits = model.get_output_embeddings()(hidden[:, -1:] if last_only else hidden)  # (b, n_out, vocab)
     if layers is None:
         return (logits,)
     if layers:
-        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (1, S, d·(1+n))
+        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)  # (b, n, d·(1+n))
     return logits, hidden
 
 
@@ -132,10 +139,8 @@ def run_hidden_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Seq
     """A causal LM's final hidden states (n, d) for new_ids (1, n) after the cache's length, in slots: what a
     draft model that scores its own head rows (specviz.models.rows) reads. A prompt's pass as run_rows runs it."""
     if cache.length == 0 and new_ids.shape[1] > SLOTS:
-        prompt_cache = DynamicCache()
-        hidden = model.base_model(input_ids=new_ids, past_key_values=prompt_cache, use_cache=True).last_hidden_state
-        cache.take_prompt(prompt_cache)
-        return hidden[0]  # (n, d)
+        return read_prompt_with(cache, lambda prompt_cache: model.base_model(
+            input_ids=new_ids, past_key_values=prompt_cache, use_cache=True).last_hidden_state[0])  # (n, d)
 
     def body(inputs: CallInputs) -> tuple[torch.Tensor]:
         return (model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
@@ -150,11 +155,9 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
     and the next tokens' ids (1, n), its tree nodes' `parents` as run_rows takes them. A first forward of
     more than SLOTS rows (the prompt's states) runs as transformers runs it, then is copied in."""
     if cache.length == 0 and next_ids.shape[1] > SLOTS:
-        prompt_cache = DynamicCache()
         positions = torch.arange(next_ids.shape[1], device=next_ids.device).view(1, -1)  # (1, n)
-        predicted = head(features, embed(next_ids), prompt_cache, positions)  # (1, n, d)
-        cache.take_prompt(prompt_cache)
-        return predicted[0]
+        return read_prompt_with(cache, lambda prompt_cache: head(features, embed(next_ids), prompt_cache,
+                                                                 positions)[0])  # (n, d)
     width = features.shape[-1]  # the target's states with its lower layers, or the head's own predictions
     buffer = cache.extras.get(width)
     if buffer is None:
@@ -189,17 +192,19 @@ def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,
 def read_prompt(model, cache: SlotCache, new_ids: torch.Tensor, layers: tuple[int, ...] | None,
                 last_only: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """A prompt's own pass, as forward.forward_new_ids_with_hidden runs it, its keys copied into the cache."""
+    outputs = read_prompt_with(cache, lambda prompt_cache: logits_and_states(model, model.base_model(
+        input_ids=new_ids, past_key_values=prompt_cache, use_cache=True, output_hidden_states=bool(layers)),
+        layers, last_only))
+    return outputs[0][0], (outputs[1][0] if layers is not None else None)
+
+
+def read_prompt_with(cache: SlotCache, forward: Callable[[DynamicCache], object]):
+    """A prompt's own pass (more than SLOTS rows into an empty cache) run as transformers runs it, on a
+    DynamicCache, whose keys are then copied in: both lanes read the same prompt. Returns what `forward` does."""
     prompt_cache = DynamicCache()
-    output = model.base_model(input_ids=new_ids, past_key_values=prompt_cache, use_cache=True,
-                              output_hidden_states=bool(layers))
-    hidden = output.last_hidden_state  # (1, n, d)
-    logits = model.get_output_embeddings()(hidden[:, -1:] if last_only else hidden)  # (1, n_out, vocab)
+    result = forward(prompt_cache)
     cache.take_prompt(prompt_cache)
-    if layers is None:
-        return logits[0], None
-    if layers:
-        hidden = torch.cat([hidden, lower_layer_states(output.hidden_states, layers)], dim=-1)
-    return logits[0], hidden[0]
+    return result
 
 
 class SlotPool:
@@ -233,3 +238,29 @@ class SlotPool:
 
 
 POOL = SlotPool()
+
+
+def pooled_cache(model, capacity: int) -> SlotCache:
+    """A slot cache for `model` (a causal LM, or a draft head's Llama body) from the pool, the model set to
+    attend in slots (a drafter runs in slots wherever its target does)."""
+    if model.config._attn_implementation != SLOTS_LAYOUT:
+        model.set_attn_implementation(SLOTS_LAYOUT)
+    return POOL.acquire(model, capacity)
+
+
+def given_back(model, cache):
+    """The run is over: a slot cache goes back to the pool, its graphs with it; what to hold after it."""
+    if isinstance(cache, SlotCache):
+        POOL.release(model, cache)
+        return DynamicCache()
+    return cache
+
+
+def prepare_pooled(model, capacity: int, device: torch.device, longest: int,
+                   steps: Sequence[Callable[[SlotCache], object]]) -> int:
+    """prepare_graphs on a cache of `model` from the pool, given back after: the next run gets it, graphs and all."""
+    cache = pooled_cache(model, capacity)
+    try:
+        return prepare_graphs(cache, device, longest, steps)
+    finally:
+        POOL.release(model, cache)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.decoding.forward import lower_layer_states
+from specviz.models.slots import lower_layer_states
 from specviz.training.head_config import HeadGpuConfig
 from specviz.training.optimise import save_atomically
 from specviz.training.teacher import pack_rows

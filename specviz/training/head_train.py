@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM
 
-from specviz.decoding.forward import lower_layer_states
+from specviz.models.slots import lower_layer_states
 from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import (
