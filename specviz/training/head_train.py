@@ -33,11 +33,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM
 
-from specviz.models.slots import lower_layer_states
 from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
+from specviz.models.loading import load_model
 from specviz.models.precision import choose_device_and_dtype
+from specviz.models.slots import lower_layer_states
 from specviz.training.head_config import (
     REQUESTS_FILE, HeadGpuConfig, HeadTrainConfig, apart_from_the_head_it_reads, check_the_layers_it_goes_on_with,
     earlier_requests_of, self_instruct_config, target_config,
