@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
-from specviz.models.slot_calls import POOL, logits_and_states, run_hidden_rows, run_rows
+from specviz.models.slot_calls import given_back, logits_and_states, pooled_cache, run_hidden_rows, run_rows
 from specviz.models.slots import SlotCache, uses_slots
 
 
@@ -21,12 +21,11 @@ def target_cache_for(pair: ModelPair, drafter=None) -> Iterator[DynamicCache | S
     """The target's KV cache for one lane's run: a DynamicCache, or where the target runs in slots
     (specviz.models.slots: CUDA) a slot cache from the pool, its graphs kept for the next run. When the
     run ends (or is stopped), the cache goes back, and so does the drafter's (its `close`, if it has one)."""
-    cache = POOL.acquire(pair.target, pair.context_length) if uses_slots(pair.target) else DynamicCache()
+    cache = pooled_cache(pair.target, pair.context_length) if uses_slots(pair.target) else DynamicCache()
     try:
         yield cache
     finally:
-        if isinstance(cache, SlotCache):
-            POOL.release(pair.target, cache)
+        given_back(pair.target, cache)
         if hasattr(drafter, "close"):
             drafter.close()
 
