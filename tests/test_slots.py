@@ -1,8 +1,9 @@
 """Slots (specviz.models.slots): every decoding forward of the target in one shape, so a verify rounds like
 a step by construction (trees and rivals included) and, on CUDA, each call is a graph captured once.
 
-On a CPU the switch turns them on; the graph's bookkeeping is tested with an eager stand-in whose replays
-overwrite their outputs as a CUDA graph's do.
+On a CPU the switch turns them on; graphs are tested with a stand-in (tests.graph_replay) that records the
+operators a call runs and replays exactly those, on the same tensors with the same Python values, as a CUDA
+graph does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from specviz.models import slot_calls, slots
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
+from tests.graph_replay import ReplayGraph
 from tests.test_head import with_head
 from tests.test_invariance import assert_rows_match
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
@@ -116,31 +118,26 @@ def test_in_slots_the_head_reads_the_targets_states_and_writes_its_text(slots_on
 
 # ---- graphs: captured once, replayed, their outputs copied out ---------------------------------------
 
-class EagerGraph:
-    """A stand-in for a CUDA graph on a CPU: a replay recomputes the call into the same output tensors,
-    as a real replay overwrites the outputs it captured."""
-
-    captured: list = []
-
-    def __init__(self, call):
-        self.call = call
-        self.outputs = call()
-        EagerGraph.captured.append(self)
-
-    def replay(self) -> None:
-        for output, fresh in zip(self.outputs, self.call()):
-            output.copy_(fresh)
-
-
 @pytest.fixture
-def eager_graphs(slots_on, monkeypatch):
-    EagerGraph.captured = []
+def replayed_graphs(slots_on, monkeypatch):
+    ReplayGraph.captured = []
     monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: True)
-    monkeypatch.setattr(slot_calls, "capture", lambda call: (graph := EagerGraph(call)) and slot_calls.Captured(graph, graph.outputs))
-    return EagerGraph.captured
+    monkeypatch.setattr(slot_calls, "capture", lambda call: (graph := ReplayGraph(call)) and slot_calls.Captured(graph, graph.outputs))
+    return ReplayGraph.captured
 
 
-def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs):
+def test_the_stand_in_replays_what_it_captured_as_a_cuda_graph_does():
+    fixed, number = torch.zeros(3), [2.0]
+    graph = ReplayGraph(lambda: (fixed * number[0] + 1,))
+    fixed.fill_(5.0)
+    number[0] = 10.0
+    graph.replay()
+    assert graph.outputs[0].tolist() == [11.0] * 3  # the fixed input's new values, the number as captured
+    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+        ReplayGraph(lambda: (fixed[fixed > 1],))  # a boolean index: its size is known on the host only
+
+
+def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_graphs):
     pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
     prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
     config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
@@ -148,22 +145,23 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(eager_graphs)
     # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × 6 variants (the target alone; the
     # target with the states the head reads; the head over those states, and over its own predictions; the draft
     # model's logits, and its hidden states for its head rows)
-    assert len(eager_graphs) == 12
+    assert len(replayed_graphs) == 12
     again = [Trace.from_events(decode(pair, prompt_ids, config)) for decode in (autoregressive_decode, speculative_decode)]
-    assert len(eager_graphs) == 12  # the pool handed back the same caches, their graphs with them
+    assert len(replayed_graphs) == 12  # the pool handed back the same caches, their graphs with them
     assert first.token_ids == again[0].token_ids == again[1].token_ids
     # a tree of 12 verifies in two calls of one width: the first call's outputs must survive the second's replay
     tree = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=12)))
-    assert tree.token_ids == first.token_ids and len(eager_graphs) == 12
+    assert tree.token_ids == first.token_ids and len(replayed_graphs) == 12
     model = [Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model", tree=tree)))
              for tree in (0, 6)]
-    assert model[0].token_ids == model[1].token_ids == first.token_ids and len(eager_graphs) == 12
+    assert model[0].token_ids == model[1].token_ids == first.token_ids and len(replayed_graphs) == 12
     for model_ in (pair.target, pair.head.body, pair.draft):
         slot_calls.POOL.free.pop(model_)
     slot_calls.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))
     eager_model = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model")))
     # each drafter drafted as without graphs: what it kept was copied out of a replay's outputs before the next one
+    assert eager.token_ids == first.token_ids  # the replays wrote what eager calls write
     assert drafts_of(eager) == drafts_of(first) and eager.num_accepted > 0
     assert drafts_of(eager_model) == drafts_of(model[0]) and eager_model.num_accepted > 0
 
@@ -172,7 +170,7 @@ def drafts_of(trace: Trace) -> list[tuple[int, ...]]:
     return [tuple(token.token_id for token in event.drafted) for event in trace.rounds]
 
 
-def test_a_run_stopped_midway_gives_its_cache_back(eager_graphs):
+def test_a_run_stopped_midway_gives_its_cache_back(replayed_graphs):
     pair = slot_pair("gpt2")
     config = DecodeConfig(max_new_tokens=20, stop_at_eos=False, drafter="model")
     events = speculative_decode(pair, [5, 6, 7], config)
@@ -183,7 +181,7 @@ def test_a_run_stopped_midway_gives_its_cache_back(eager_graphs):
     assert cache.length == 0 and cache.graphed
 
 
-def test_a_capture_that_fails_leaves_the_calls_eager_and_says_why(eager_graphs, monkeypatch):
+def test_a_capture_that_fails_leaves_the_calls_eager_and_says_why(replayed_graphs, monkeypatch):
     def refuse(call):
         raise RuntimeError("operation not permitted when stream is capturing")
 
@@ -211,3 +209,32 @@ def test_the_default_pair_in_slots_writes_the_target_alones_text(slots_on):
         for tree in (0, 6):
             trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=tree)))
             assert trace.token_ids == baseline, (prompt.text[:40], tree)
+
+
+def test_the_default_pair_replayed_as_graphs_drafts_and_writes_as_it_does_eagerly(replayed_graphs, monkeypatch):
+    pair = load_pair(precision="bfloat16")
+    prompt = load_prompts("assets/prompts-heldout.json")[0]
+    prompt_ids = pair.encode(prompt.text, prompt.chat)
+    settings = [DecodeConfig(max_new_tokens=20, gamma=3, drafter=drafter, tree=tree, stop_at_eos=False)
+                for drafter, tree in (("head", 0), ("head", 6), ("model", 0))]
+    monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: False)
+    eager = [Trace.from_events(speculative_decode(pair, prompt_ids, config)) for config in settings]
+    for model in (pair.target, pair.head.body, pair.draft):  # the eager caches go: the next ones are graphed
+        slot_calls.POOL.free.pop(model, None)
+    monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: True)
+    for config, expected in zip(settings, eager):
+        lanes = list(decode_lanes(pair, prompt_ids, config))  # warm-up captures, then every call replays
+        for lane in ("baseline", "speculative"):
+            assert Trace.from_events(e for e in lanes if e.lane == lane).token_ids == expected.token_ids, (lane, config)
+        assert drafts_of(Trace.from_events(e for e in lanes if e.lane == "speculative")) == drafts_of(expected)
+    assert replayed_graphs and expected.num_accepted > 0
+
+
+def test_the_heads_drafts_do_not_depend_on_what_earlier_runs_left_in_its_pooled_cache(slots_on):
+    pair = load_pair(precision="bfloat16")  # on a CPU its head is int8: each call's inputs rounded with one range
+    first, other = (pair.encode(prompt.text, prompt.chat) for prompt in load_prompts("assets/prompts-heldout.json")[:2])
+    config = DecodeConfig(max_new_tokens=16, gamma=3, drafter="head", stop_at_eos=False)
+    slot_calls.POOL.free.pop(pair.head.body, None)
+    fresh = drafts_of(Trace.from_events(speculative_decode(pair, first, config)))
+    list(speculative_decode(pair, other, dataclasses.replace(config, max_new_tokens=40)))  # fills the same cache
+    assert drafts_of(Trace.from_events(speculative_decode(pair, first, config))) == fresh

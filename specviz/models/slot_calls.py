@@ -165,6 +165,9 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
 
     def prepare(first: int, stop: int) -> None:
         buffer[0, : stop - first].copy_(features[0, first:stop])
+        # Filler rows read zeros, not an earlier call's features: on a CPU the int8 head rounds its inputs
+        # with one range per call, so what filler rows hold would reach the real rows' drafts, run after run.
+        buffer[0, stop - first :].zero_()
 
     def body(inputs: CallInputs) -> tuple[torch.Tensor]:
         return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order),)
