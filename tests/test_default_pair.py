@@ -345,3 +345,26 @@ def test_the_drafts_total_variation_term_is_one_minus_its_sampled_acceptance():
     acceptance = torch.minimum(teacher_probs, draft_probs).sum(-1).mean()
     assert torch.isclose(total_variation(teacher_probs, draft_probs.log()), 1 - acceptance, atol=1e-6)
     assert total_variation(teacher_probs, teacher_probs.log()) < 1e-6
+
+
+def test_a_head_from_another_folder_drafts_in_place_of_the_shipped_one(pair, tmp_path):
+    """`--head FOLDER` (a head trained on a GPU, benched against the shipped one): loaded instead, exact as ever."""
+    from specviz.cli.arguments import build_parser
+    from specviz.models.draft_head import load_head
+    from specviz.models.errors import ModelLoadError
+
+    head, rows = load_head(EMBEDDED_HEAD_DIR, torch.device("cpu"), torch.float32)
+    with torch.no_grad():
+        head.fc.weight.mul_(-1.0)  # another head: it guesses differently
+    head.save(tmp_path / "head", rows, {"recipe": "a test's"})
+    other = load_pair(head=str(tmp_path / "head"))
+    assert other is not pair and other.target is not pair.target  # a pair of its own, not the cached one
+    prompt_ids = pair.encode("What is the capital of Scotland?", True)
+    config = DecodeConfig(max_new_tokens=16, drafter="head", stop_at_eos=False)
+    shipped, swapped = (Trace.from_events(speculative_decode(p, prompt_ids, config)) for p in (pair, other))
+    baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
+    assert swapped.token_ids == shipped.token_ids == baseline
+    assert swapped.num_accepted < shipped.num_accepted  # its drafts were its own
+    with pytest.raises(ModelLoadError, match="not a head drafter's folder"):
+        load_pair(head=str(tmp_path))
+    assert build_parser().parse_args(["bench", "--head", str(tmp_path / "head")]).head == str(tmp_path / "head")

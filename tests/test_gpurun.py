@@ -24,6 +24,7 @@ from specviz.analysis.run import Run
 from specviz.app.settings import SETTING
 from specviz.cli.gpurun import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
+from tests.test_head_gpu_recipe import tiny_target  # noqa: F401 — a fixture: a tiny Llama with a chat template
 from tests.test_layers import imports_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,6 +135,30 @@ def test_in_slots_the_measure_benches_slots_off_beside_them(tmp_path):
     (off,) = [record for name, record in records.items() if name.endswith("--slots-off.json")]
     assert on["batch_invariant"]["attention"] == "specviz_slots" != off["batch_invariant"]["attention"]
     assert on["prompts"] == off["prompts"] and "slots off, bench float32" in (tmp_path / "table.txt").read_text()
+
+
+def test_the_heads_gpu_recipe_travels_the_same_way_and_its_head_comes_back(tmp_path, luggage, tiny_target):
+    """`specviz.gpu train` (issue 33): the same set-up, then the head's recipe in a work folder outside $OUT that a
+    second call resumes; the head and what each phase did come back in $OUT."""
+    pack(luggage, tmp_path / ".gpu", 2 * MIB)
+    store, work, out = tmp_path / "store", tmp_path / "work", tmp_path / "out"
+    gpu = [sys.executable, "-m", "specviz.gpu"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([*gpu, "stash", str(tmp_path / ".gpu" / "part-1"), "--store", str(store)], cwd=REPO, check=True, env=env)
+    recipe = ["--target", str(tiny_target), "--requests", "48", "--epochs", "1"]
+    calls = [["--part", str(tmp_path / ".gpu" / "part-2"), "--", "--phase", "generate", *recipe], ["--", *recipe]]
+    for call in calls:  # generate alone, then the rest: the second call resumes the first one's work
+        result = subprocess.run([*gpu, "train", "--store", str(store), "--work", str(work), "--out", str(out),
+                                 "--device", "cpu", "--minutes", "2", *call], cwd=REPO, capture_output=True, text=True,
+                                timeout=240, env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert result.stdout.rstrip().splitlines()[-1].startswith("gpurun: exit 0")
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["data"]["answer_files"] == progress["data"]["answer_files_planned"] > 0 and progress["data"]["shards"]
+    log = json.loads((out / "head" / "training.json").read_text())
+    assert log["complete"] and log["steps"] > 0 and log["data"]["requests_sampled"] == 48
+    assert {"config.json", "model.safetensors", "head_rows.json"} <= {path.name for path in (out / "head").iterdir()}
+    assert not (out / "head-gpu").exists() and (work / "head-gpu" / "answers").is_dir()  # the data stays behind
 
 
 def test_the_calls_pack_prints_are_the_ones_the_bench_readme_gives():

@@ -169,7 +169,7 @@ def test_the_command_line_runs_the_gpu_recipe_with_the_gpus_sizes(monkeypatch, t
                  str(tmp_path), "--work-dir", str(tmp_path / "work"), "--requests", "4096"]) == 0
     config = seen[0]
     assert (config.device, config.phase, config.minutes, config.target_id) == ("cuda", "score", 9.0, str(tmp_path))
-    assert config.self_instructions == 4096 and config.answer_batch == head_gpu_config("cuda").answer_batch == 1024
+    assert config.self_instructions == 4096 and config.answer_batch == head_gpu_config("cuda").answer_batch == 4096
     if not torch.cuda.is_available():  # and where there is none, it says so before any work
         monkeypatch.undo()
         with pytest.raises(SystemExit, match="no CUDA device here"):

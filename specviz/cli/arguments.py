@@ -20,6 +20,9 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default=None, help=f"preset: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
     parser.add_argument("--target", default=None, help="target model: hub id or local folder (with --draft)")
     parser.add_argument("--draft", default=None, help="draft model: hub id or local folder (with --target)")
+    parser.add_argument("--head", default=None, metavar="FOLDER",
+                        help="a head drafter's folder instead of the pair's own, e.g. one `train --recipe head --device "
+                             "cuda` wrote, to bench it against the shipped one")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,

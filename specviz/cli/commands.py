@@ -32,7 +32,7 @@ def prepare_pair(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     return load_pair(args.pair, args.target, args.draft, device=args.device, precision=args.dtype,
-                     int8_drafters=args.int8_drafters)
+                     int8_drafters=args.int8_drafters, head=args.head)
 
 
 def run_generate(args) -> int:

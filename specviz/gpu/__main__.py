@@ -1,15 +1,19 @@
-"""python3 -m specviz.gpu stash PART | run: the lent machine's side of the prepared GPU run.
+"""python3 -m specviz.gpu stash PART | run | train: the lent machine's side of a prepared GPU run.
 
 stash PART: keep a carried part (`.gpu/part-<i>`) outside the tree, checked (every call but the last).
 run: stash the last part, join and check the payload, install its wheels into a folder of their own,
 then `python -m specviz gpurun measure` under a hard time limit with that folder first on PYTHONPATH,
 and print its table last (also when the limit cut it). assets/bench/README.md, 'GPU run', has the calls.
+train: the same set-up, then the head's GPU recipe (`python -m specviz train --recipe head --device
+cuda`, issue 33) under the same limit, its work folder kept outside the tree so the next call on a
+warm machine resumes it, its head and logs written to $OUT/head; assets/smollm2-head/README.md has the calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,14 +30,18 @@ TABLE = "table.txt"
 STDERR = "stderr.txt"
 
 
-def run_measure(args: argparse.Namespace, site: Path, gguf: Path | None) -> int:
-    """The measuring process, killed (its whole group) if it outlives its minutes and the grace. Its
+def child_env(args: argparse.Namespace, site: Path, gguf: Path | None) -> dict[str, str]:
+    """The carried wheels first on the path, the target converted from the carried GGUF into the work folder,
+    nothing from the network."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "SPECVIZ_CACHE": str(args.work / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **({GGUF_ENV: str(gguf)} if gguf else {})}
+
+
+def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str]) -> int:
+    """A `python -m specviz` process, killed (its whole group) if it outlives its minutes and the grace. Its
     stderr (progress bars, the profiler's chatter) goes to a file: the reply shows the tail of stdout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "SPECVIZ_CACHE": str(args.work / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **({GGUF_ENV: str(gguf)} if gguf else {})}
-    command = [sys.executable, "-m", "specviz", "gpurun", "measure", "--out", str(args.out), "--device", args.device,
-               "--minutes", str(args.minutes), *args.measure]
+    command = [sys.executable, "-m", "specviz", *command]
     print("$", " ".join(command), flush=True)
     with open(args.out / STDERR, "w") as stderr:
         process = subprocess.Popen(command, cwd=REPO, env=env, stderr=stderr, start_new_session=True)
@@ -42,7 +50,7 @@ def run_measure(args: argparse.Namespace, site: Path, gguf: Path | None) -> int:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            print(f"gpurun: the measure outran {args.minutes} min + {GRACE_S} s and was killed; what it wrote is in "
+            print(f"gpurun: {command[3]} outran {args.minutes} min + {GRACE_S} s and was killed; what it wrote is in "
                   f"{args.out}", flush=True)
             code = 124
     if code != 0:
@@ -50,8 +58,8 @@ def run_measure(args: argparse.Namespace, site: Path, gguf: Path | None) -> int:
     return code
 
 
-def run(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+def set_up(args: argparse.Namespace) -> dict[str, str]:
+    """Stash the last part, join and check the payload, install its wheels: the child's environment."""
     if args.part:
         print(f"gpurun: stashed; {args.store} holds parts {stash(args.part, args.store)}", flush=True)
     site = args.work / "site"
@@ -59,12 +67,32 @@ def run(args: argparse.Namespace) -> int:
     wheels = [path for name, path in files.items() if name.endswith(".whl")]
     install_wheels(wheels, site)
     print(f"gpurun: payload checked and unpacked ({len(files)} files), wheels installed: "
-          f"{', '.join(path.name for path in wheels) or 'none'} ({time.monotonic() - started:.0f} s)", flush=True)
+          f"{', '.join(path.name for path in wheels) or 'none'} ({time.monotonic() - args.started:.0f} s)", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    code = run_measure(args, site, next((path for name, path in files.items() if name.endswith(".gguf")), None))
+    return child_env(args, site, next((path for name, path in files.items() if name.endswith(".gguf")), None))
+
+
+def run(args: argparse.Namespace) -> int:
+    env = set_up(args)
+    code = run_child(args, ["gpurun", "measure", "--out", str(args.out), "--device", args.device,
+                            "--minutes", str(args.minutes), *args.extra], env)
     table = args.out / TABLE
     print(table.read_text() if table.is_file() else "gpurun: no table was written", flush=True)
-    print(f"gpurun: exit {code} after {time.monotonic() - started:.0f} s", flush=True)
+    print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
+    return code
+
+
+def train(args: argparse.Namespace) -> int:
+    """The head's GPU recipe; what its phases did so far (progress.json) comes back whether or not it trained."""
+    env = set_up(args)
+    work = args.work / "head-gpu"
+    code = run_child(args, ["train", "--recipe", "head", "--device", args.device, "--work-dir", str(work),
+                            "--out", str(args.out / "head"), "--minutes", str(args.minutes), *args.extra], env)
+    progress = work / "progress.json"
+    if progress.is_file():
+        shutil.copy(progress, args.out / progress.name)
+        print(f"gpurun: progress {progress.read_text()}", flush=True)
+    print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
     return code
 
 
@@ -74,14 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     stash_command = commands.add_parser("stash", help="keep a carried part outside the tree, checked")
     stash_command.add_argument("part", type=Path, help="the carried folder, e.g. .gpu/part-1")
     stash_command.add_argument("--store", type=Path, default=STORE)
-    run_command = commands.add_parser("run", help="stash the last part, assemble, install, measure")
-    run_command.add_argument("--part", type=Path, default=None, help="the last carried part (else all are stashed)")
-    run_command.add_argument("--store", type=Path, default=STORE)
-    run_command.add_argument("--work", type=Path, default=WORK, help="unpacked payload, wheels, converted target")
-    run_command.add_argument("--out", type=Path, required=True, help="records, logs and the table ($OUT)")
-    run_command.add_argument("--device", default="cuda")
-    run_command.add_argument("--minutes", type=float, default=7.0, help="the measure's whole budget, setup included")
-    run_command.add_argument("measure", nargs=argparse.REMAINDER, help="after --: more `gpurun measure` flags")
+    for name, what, minutes in (("run", "measure", 7.0), ("train", "train the head (issue 33)", 9.0)):
+        command = commands.add_parser(name, help=f"stash the last part, assemble, install, {what}")
+        command.add_argument("--part", type=Path, default=None, help="the last carried part (else all are stashed)")
+        command.add_argument("--store", type=Path, default=STORE)
+        command.add_argument("--work", type=Path, default=WORK, help="unpacked payload, wheels, converted target")
+        command.add_argument("--out", type=Path, required=True, help="records, logs and the table ($OUT)")
+        command.add_argument("--device", default="cuda")
+        command.add_argument("--minutes", type=float, default=minutes,
+                             help="the child's whole budget, setup included; it is killed 45 s past it")
+        command.add_argument("extra", nargs=argparse.REMAINDER,
+                             help=f"after --: more `{'gpurun measure' if name == 'run' else 'train --recipe head'}` flags")
     return parser
 
 
@@ -90,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "stash":
         print(f"gpurun: {args.store} holds parts {stash(args.part, args.store)}")
         return 0
-    args.measure = [flag for flag in args.measure if flag != "--"]
-    return run(args)
+    args.extra = [flag for flag in args.extra if flag != "--"]
+    args.started = time.monotonic()
+    return run(args) if args.command == "run" else train(args)
 
 
 if __name__ == "__main__":

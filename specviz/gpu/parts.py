@@ -139,4 +139,4 @@ def install_wheels(wheels: list[Path], site: Path) -> None:
     the run then puts first on PYTHONPATH; the interpreter's own packages stay as they are."""
     if wheels:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                        "--disable-pip-version-check", "--no-compile", "--target", str(site), *map(str, wheels)], check=True)
+                        "--disable-pip-version-check", "--no-compile", "--upgrade", "--target", str(site), *map(str, wheels)], check=True)

@@ -7,6 +7,7 @@ default pinned; see specviz.models.hosting) and is shared by every run and every
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -146,13 +147,19 @@ def load_pair(
     policy: hosting.HostingPolicy | None = None,
     precision: str | None = None,
     int8_drafters: bool | None = None,
+    head: str | None = None,
 ) -> ModelPair:
     """Load (once while it stays cached) a preset or a custom pair, checking that the tokenizers agree.
 
     A custom pair's ids pass the hosting policy first (the environment's, unless given); presets
     are the operator's choice and skip it. `int8_drafters` None: the preset's choice (on a CPU).
+    `head`: a head drafter's folder instead of the pair's own (one trained elsewhere, to bench it).
     """
     spec = resolve_pair(preset, target, draft)
+    if head:
+        if not (Path(head) / "config.json").is_file():
+            raise ModelLoadError(f"{head} is not a head drafter's folder (it has no config.json)")
+        spec = dataclasses.replace(spec, head_dir=Path(head))
     policy = policy or hosting.HostingPolicy.from_env()
     if spec.name == "custom":
         hosting.check_model_id(spec.target_id, policy)
@@ -160,7 +167,8 @@ def load_pair(
     torch_device, dtype = choose_device_and_dtype(device, precision)
     int8 = (spec.int8_drafters if int8_drafters is None else int8_drafters) and int8_available(torch_device)
     # whether the target runs in slots is fixed at load (specviz.models.slots): a switch flipped since loads anew
-    key = (spec.name, spec.target_id, spec.draft_id, str(torch_device), dtype, int8, slots_wanted(torch_device))
+    key = (spec.name, spec.target_id, spec.draft_id, str(spec.head_dir), str(torch_device), dtype, int8,
+           slots_wanted(torch_device))
     pair = find_cached_pair(key)
     if pair is not None:
         return pair
