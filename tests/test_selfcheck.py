@@ -48,3 +48,12 @@ def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
     lines = []
     assert not run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), SMALL, lines.append)
     assert "FAILED: lanes must be identical with " in "\n".join(lines)
+
+
+def test_the_self_check_refuses_model_flags_it_would_not_use():
+    import pytest
+
+    from specviz.cli.commands import main
+
+    with pytest.raises(SystemExit, match="does not take --head: bench and generate do"):
+        main(["selfcheck", "--head", "some-folder"])

@@ -218,6 +218,10 @@ def run_selfcheck(args) -> int:
     from specviz.models.presets import resolve_pair
     from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
 
+    given = [flag for flag, value in (("--target", args.target), ("--draft", args.draft), ("--head", args.head)) if value]
+    if given:  # its phases load the preset themselves, in each precision
+        raise SystemExit(f"selfcheck checks a preset pair (--pair); it does not take {', '.join(given)}: "
+                         f"bench and generate do")
     if args.threads:
         torch.set_num_threads(args.threads)
     quick = dict(num_prompts=2, max_new_tokens=16, bench_repeats=1, bench_gammas=(3,)) if args.quick else {}
