@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import autoregressive_decode, speculative_decode, warm_up
+from specviz.decoding.engine import autoregressive_decode, longest_text, speculative_decode, warm_up
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.bench_record import record_metadata
@@ -169,8 +169,9 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
     Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ and tree,
     so every speedup compares runs made seconds apart. A consumer may stop between any two.
     """
-    longest = max(map(len, prompt_ids), default=0) + config.max_new_tokens + max((*config.trees, *config.gammas)) + 1
-    warm_up(pair, longest)
+    # the caches' most positions: the longest prompt with its new tokens and the widest round (engine.longest_text)
+    widest = config.decode_config(0.0, config.seed, max(config.gammas, default=1), max(config.trees, default=0))
+    warm_up(pair, max((longest_text(pair, len(ids), widest) for ids in prompt_ids), default=0))
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):

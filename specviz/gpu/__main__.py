@@ -41,6 +41,7 @@ def child_env(args: argparse.Namespace, site: Path, gguf: Path | None) -> dict[s
 def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str]) -> int:
     """A `python -m specviz` process, killed (its whole group) if it outlives its minutes and the grace. Its
     stderr (progress bars, the profiler's chatter) goes to a file: the reply shows the tail of stdout."""
+    what = " ".join(command[:2])  # "gpurun measure", "train --recipe"
     command = [sys.executable, "-m", "specviz", *command]
     print("$", " ".join(command), flush=True)
     with open(args.out / STDERR, "w") as stderr:
@@ -50,7 +51,7 @@ def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str])
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            print(f"gpurun: {command[3]} outran {args.minutes} min + {GRACE_S} s and was killed; what it wrote is in "
+            print(f"gpurun: {what} outran {args.minutes} min + {GRACE_S} s and was killed; what it wrote is in "
                   f"{args.out}", flush=True)
             code = 124
     if code != 0:
