@@ -21,9 +21,9 @@ MAX_NEW_TOKENS = 32
 
 def set_number(page, elem_id: str, value) -> None:
     """Type into a slider's number box (or a gr.Number) and commit it; for a slider, wait until its track
-    shows the value (on a loaded machine a Run clicked at once once read the old value; in CI a tree setting
-    took over 2 s to show). A value the slider clamps never shows: after 8 s the test goes on and its own
-    assertions speak."""
+    shows the value (on a loaded machine a Run clicked at once once read the old value). A value the slider
+    clamps never shows: after 8 s the test goes on and its own assertions speak. The browser tests of every
+    file use this one (the γ sweep's, with a copy that did not wait, twice ran without the page's tree)."""
     box = page.locator(f"#{elem_id} input[type=number]").first
     box.fill(str(value))
     box.press("Enter")

@@ -11,17 +11,11 @@ import time
 
 import pytest
 
+from tests.test_app_browser import set_number  # one home: it waits until a slider shows the value
+
 JOB_TIMEOUT_MS = 180_000
 TINY_PROMPT = "def fibonacci(n):\n"
 KEPT = ".tok-accepted, .tok-resample, .tok-bonus, .tok-target"  # the tokens a lane kept, in order
-
-
-def set_number(page, elem_id: str, value) -> None:
-    """Type into a slider's number box and commit it."""
-    box = page.locator(f"#{elem_id} input[type=number]").first
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
 
 
 def choose_tiny_code(page, prompt: str = TINY_PROMPT, temperature: float = 0.8, max_new_tokens: int = 24,
