@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.models.invariant_attention import PROFILE_LABEL
+from specviz.models.slots import PROFILE_LABEL
 from specviz.analysis.profile import (PARTS, ProfileConfig, classify_op, format_profile, profile_target, sample_tree,
                                       split_profile)
 from tests.test_cli import run_cli

@@ -32,7 +32,8 @@ def test_the_self_check_in_bfloat16_measures_a_bitwise_verify_and_holds_lanes_to
     config = SelfCheckConfig(**{**SMALL.__dict__, "precisions": ("bfloat16",)})
     assert run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), config, lines.append)
     text = "\n".join(lines)
-    assert "(bfloat16; compared bit for bit when it loaded)" in text and "4/4 identical: OK" in text
+    assert "(bfloat16); at temperature 0 both lanes write the same text by construction" in text
+    assert "4/4 identical: OK" in text
 
 
 def test_the_self_check_fails_when_a_lane_parts(monkeypatch):

@@ -44,14 +44,12 @@ def slot_pair(arch: str, dtype: torch.dtype = torch.float32) -> ModelPair:
 
 # ---- where slots and graphs are on -------------------------------------------------------------------
 
-def test_slots_are_on_for_cuda_and_graphs_too_except_on_zerogpu(monkeypatch):
+def test_slots_are_on_everywhere_and_graphs_on_cuda_except_on_zerogpu(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     monkeypatch.delenv(slots.SWITCH_ENV, raising=False)
-    assert slots.slots_wanted(cuda) and not slots.slots_wanted(cpu)
-    monkeypatch.setenv(slots.SWITCH_ENV, "1")
-    assert slots.slots_wanted(cpu)
-    monkeypatch.setenv(slots.SWITCH_ENV, "0")
-    assert not slots.slots_wanted(cuda)
+    assert slots.slots_wanted()
+    monkeypatch.setenv(slots.SWITCH_ENV, "0")  # a comparison only: targets as transformers loads them
+    assert not slots.slots_wanted()
     monkeypatch.delenv(slots.ZERO_GPU_ENV, raising=False)
     assert slot_calls.SlotPool.graphs_on(cuda) and not slot_calls.SlotPool.graphs_on(cpu)
     monkeypatch.setenv(slots.ZERO_GPU_ENV, "true")  # a call forked per run: no graph may outlive it

@@ -23,9 +23,10 @@ from specviz.models.precision import cpu_has_native_bf16, cuda_has_native_bf16
 from specviz.models.presets import ASSETS_DIR
 
 # The prompt files a record can name, by the words the README and the page use for them.
-PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy"}
+PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy",
+               "prompts-varied.json": "varied"}
 # The host's settings that change what a bench measures; a record names those that were set.
-RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_BATCH_INVARIANT",
+RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_SLOTS",
                 "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
 
 
@@ -95,7 +96,7 @@ def loaded_settings(pair) -> dict:
     settings = {"precision": pair.precision, "device": str(pair.device),
                 "recorded_on": device_label(pair.device), "int8_drafters": pair.int8_drafters}
     if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
-        settings["bitwise_verify"] = pair.invariance.bitwise
+        settings["bitwise_verify"] = pair.invariance.exact
         settings["exactness"] = pair.invariance.summary()
     return settings
 

@@ -210,7 +210,7 @@ class GpuRun:
                    ("record the first example", self.record, WEIGHTS["record"]),
                    (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
                    (f"profile {first}", self.profile, WEIGHTS["profile"])]
-                + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted(self.device) else [])
+                + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted() else [])
                 + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
 
     def run_phase(self, name: str, work: Callable[[float], bool]) -> None:

@@ -30,7 +30,7 @@ from transformers import DynamicCache
 
 from specviz.decoding.engine import clock
 from specviz.decoding.forward import crop_cache, forward_new_ids, target_cache_for
-from specviz.models.invariant_attention import PROFILE_LABEL
+from specviz.models.slots import PROFILE_LABEL
 from specviz.models.pairs import ModelPair
 
 PARTS = ("projections", "attention", "output head", "other ops", "Python & framework")

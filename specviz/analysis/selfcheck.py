@@ -108,15 +108,15 @@ def run_selfcheck(prompts: list[Prompt], config: SelfCheckConfig, print_line=pri
         for parting in partings:
             print_line(f"   parted from {parting.against} at token {parting.position + 1} (prompt {parting.prompt_index + 1}, "
                        f"γ = {parting.gamma})")
-        bitwise = pair.invariance is not None and pair.invariance.bitwise
+        bitwise = pair.invariance is not None and pair.invariance.exact
         print_line(f"   verify against steps: {pair.invariance.summary() if pair.invariance else 'not measured'}")
         verdict = f"{num_checked - len(partings)}/{num_checked} identical"
         if bitwise or pair.precision == "float32":
             exact &= not partings
-            rule = "a bitwise verify" if bitwise else "float32"
+            rule = "a verify exact by construction" if bitwise else "float32"
             print_line(f"   {verdict}: {'OK' if not partings else f'FAILED: lanes must be identical with {rule}'}")
         else:
-            print_line(f"   {verdict} (this device's verify is not bitwise a step: partings at near-ties are numerics, "
-                       "not the algorithm)")
+            print_line(f"   {verdict} (this target's verify is not exact by construction here: partings at near-ties are "
+                       "numerics, not the algorithm)")
         print_line(bench_every_drafter(pair, chosen, config))
     return exact

@@ -161,11 +161,11 @@ def precision_info() -> str:
         hardware = "a CUDA GPU"
     else:
         hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
-    return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision specviz "
-            "computes every token the target checks with the same arithmetic whether it checks one token or several "
-            "at once (a batch-invariant attention and matrix products), so at temperature 0 the lanes write the same "
-            "text by construction; the stats say what was measured when the model loaded. Without native bf16, "
-            "bfloat16 is slow")
+    return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision, on any CPU "
+            "or GPU, specviz computes every token the target checks in one fixed shape (8 rows a call, each over its "
+            "own keys), so checking several tokens at once rounds exactly like checking one and at temperature 0 the "
+            "lanes write the same text by construction; the stats say so for each model, and say where a model's "
+            "attention keeps it out. Without native bf16, bfloat16 is slow")
 
 
 def header_markdown() -> str:

@@ -12,7 +12,7 @@ from specviz.catalogue import DEFAULT_DRAFTER, drafter_info
 MAX_GAMMA = 16
 MAX_RIVALS = 4  # rival guesses beside an unsure first draft: each more lengthens every such verify for rarer wins
 # Tree nodes per round: the verify's rows (1 + N) stay within the row counts the batch-invariant
-# forward pads (specviz.models.invariance.MAX_PADDED_ROWS), so every node rounds like a step.
+# forward computes in SLOTS-row calls (specviz.models.slots.MAX_ROWWISE), so every node rounds like a step.
 MAX_TREE = 24
 MAX_TEMPERATURE = 10.0  # far past any useful setting: at 10 sampling is all but uniform
 MAX_NGRAM = 8  # longest n-gram prompt lookup matches; longer ones almost never recur

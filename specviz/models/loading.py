@@ -168,7 +168,7 @@ def load_pair(
     int8 = (spec.int8_drafters if int8_drafters is None else int8_drafters) and int8_available(torch_device)
     # whether the target runs in slots is fixed at load (specviz.models.slots): a switch flipped since loads anew
     key = (spec.name, spec.target_id, spec.draft_id, str(spec.head_dir), str(torch_device), dtype, int8,
-           slots_wanted(torch_device))
+           slots_wanted())
     pair = find_cached_pair(key)
     if pair is not None:
         return pair

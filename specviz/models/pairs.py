@@ -12,7 +12,7 @@ import torch
 
 from specviz.catalogue import DrafterInfo
 from specviz.models.invariance import Invariance, make_batch_invariant
-from specviz.models.precision import precision_name, runs_emulated
+from specviz.models.precision import precision_name
 from specviz.models.rows import RowScorer
 
 
@@ -127,7 +127,7 @@ class ModelPair:
             eos_id=eos_id,
             name=name,
             draft_head_rows=draft_head_rows,
-            invariance=make_batch_invariant(target, vocab_size, context_length, emulated=runs_emulated(target)),
+            invariance=make_batch_invariant(target, vocab_size, context_length),
         )
 
 

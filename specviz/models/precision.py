@@ -1,7 +1,6 @@
 """Precision and device: which dtype the weights load in, what each costs here, and which the host picks.
 
-Beneath loading and the pair: a run reports its precision beside its timings, and a 16-bit model on
-a CPU without native bf16 runs emulated, which the batch-invariant forward must know (runs_emulated).
+Beneath loading and the pair: a run reports its precision beside its timings.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from specviz.models.int8 import cpu_supports
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """The weights' precision a user can pick. In both the target's forward is made batch-invariant
 (specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
-by construction (measured per target at load). bfloat16: half the bytes per step; fast only where
+by construction (every decoding row computed in one shape; checked per target at load). bfloat16: half the bytes per step; fast only where
 the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
 CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
@@ -45,12 +44,6 @@ def cuda_has_native_bf16() -> bool:
     """bf16 in the GPU's own matrix units (Ampere and later). torch's default check also says yes where
     bf16 is only emulated (a T4: sm 7.5), where float16 is the fast 16-bit type (current device)."""
     return torch.cuda.is_bf16_supported(including_emulation=False)
-
-
-def runs_emulated(model: torch.nn.Module) -> bool:
-    """Whether a model's precision runs in software here: 16-bit on a CPU without native bf16."""
-    parameter = next(model.parameters())
-    return parameter.device.type == "cpu" and parameter.dtype != torch.float32 and not cpu_has_native_bf16()
 
 
 def default_precision(device: torch.device) -> str:

@@ -1,49 +1,52 @@
 """Every decoding forward of the target in one shape: SLOTS query rows over a fixed-size key cache.
 
-A step (1 token), a verify (γ+1 tokens) and a draft tree's verify all run as calls of exactly SLOTS
-rows (the real ones, then filler), each row attending over its own keys gathered to a prefix of a
-width rounded up to KEY_BLOCK. A row's result then depends on its own inputs alone, never on how
-many rows ran beside it: a verify rounds like a step *by construction*, on any device, trees
-included (a node's gathered keys are its path's, in the order a step along that path has them).
+A step (1 token), a verify (γ+1 tokens), rival guesses and a draft tree's verify all run as calls of
+exactly SLOTS rows (the real ones, then filler), each row attending over its own keys gathered to a
+prefix of a width rounded up to the device's key block. A row's result then depends on its own inputs
+alone, never on how many rows ran beside it: a verify rounds like a step *by construction*, on any
+device and in any precision, whatever kernel the device picks for that one shape (oneDNN's AMX kernels
+round a row differently by the row count; cuBLAS picks kernels by the key count: neither can matter).
 
-The same fixed shape is what a CUDA graph needs: on a GPU, where a 135 M target is bound by kernel
-launches and Python (28 ms a step on an H200, 77% of it no kernel running), each (width, outputs)
-call is captured once and replayed (`torch.cuda.CUDAGraph`), for the target alone and the verify alike,
-so the baseline stays fair. On a CPU the same calls run eagerly (`SPECVIZ_SLOTS=1`; off by default
-there, where specviz.models.invariance's measured layouts are cheaper).
+This is the one decoding path, on every device, for both lanes (so the baseline stays fair). On CUDA
+each (width, outputs) call is also captured once as a CUDA graph and replayed: the same shape is what a
+graph needs. Forwards that are not slots calls (transformers' own generate(), the load-time check)
+compute each decoding-sized row the same way (`outside_slots`), with the linear layers padded to SLOTS
+rows (specviz.models.invariance), so transformers' generate() writes the lanes' tokens too. A prompt's
+own pass runs SDPA as it is (a DynamicCache), and its keys are copied in: both lanes read the same.
 
 The cache is transformers' StaticCache with two changes: a call writes its rows' keys at the slots the
 caller names (filler rows at trash slots past the end), and its length is a Python int the engine
-crops, as it crops a DynamicCache. A prompt's own pass runs as ever (a DynamicCache, its kernels), and
-its keys are copied in: both lanes read the same prompt. This module is the shape (which keys each row
-reads, a call's inputs, the cache, the attention); specviz.models.slot_calls runs the calls.
+crops, as it crops a DynamicCache. This module is the shape (which keys each row reads, a call's
+inputs, the cache, the attention); specviz.models.slot_calls runs the calls.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
-from transformers.masking_utils import AttentionMaskInterface
+from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
 
-from specviz.models import invariant_attention
 
 SLOTS = 8  # query rows per call: a verify of γ ≤ 7 in one call; longer ones (trees) in several
 SLOTS_LAYOUT = "specviz_slots"  # the attention name transformers knows it by
-SWITCH_ENV = "SPECVIZ_SLOTS"  # "1": on (also on a CPU); "0": off (also on CUDA); unset: on CUDA only
+SWITCH_ENV = "SPECVIZ_SLOTS"  # "0": targets as transformers loads them (SDPA, not exact by construction): to compare
 ZERO_GPU_ENV = "SPACES_ZERO_GPU"  # set on Hugging Face ZeroGPU Spaces
 KEY_BLOCK = {"cuda": 256, "cpu": 64}  # key widths round up to this: fewer graphs on a GPU, less work on a CPU
+MAX_ROWWISE = 32  # a forward outside slots with more query rows than this is a prompt's own pass
+PROFILE_LABEL = "specviz::slots_attention"  # how the attention (its gathers included) shows in torch's profiler
 
 
-def slots_wanted(device: torch.device) -> bool:
-    """Whether a target on this device runs its decoding forwards in slots (the switch, else CUDA only)."""
-    switch = os.environ.get(SWITCH_ENV, "").strip()
-    return switch == "1" if switch in ("0", "1") else device.type == "cuda"
+def slots_wanted() -> bool:
+    """Whether targets load to decode in slots: always, unless the switch says "0" (a comparison only)."""
+    return os.environ.get(SWITCH_ENV, "").strip() != "0"
 
 
 @contextlib.contextmanager
@@ -222,29 +225,159 @@ class SlotCache(StaticCache):
 def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                     specviz_order: torch.Tensor | None = None, **kwargs) -> tuple[torch.Tensor, None]:
-    """query (1, H, S, D), key and value the whole cache (1, kv, L, D), specviz_order (S, W) and the
-    mask (S, 1, 1, W): each row one SDPA batch entry over its own gathered keys → (1, S, H, D).
-    Without an order (transformers' generate(), a prompt pass, a load-time probe) the forward is not a
-    slots call: FIXED computes it, the layout a CUDA target had before (invariant_attention)."""
-    if specviz_order is None:
-        return FIXED_ATTENTION(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    """transformers' attention signature. In a slots call: query (1, H, S, D), key and value the whole
+    cache (1, kv, L, D), specviz_order (S, W) and the mask (S, 1, 1, W) → (1, S, H, D). Any other forward
+    (transformers' generate(), a prompt pass, the load-time check) goes to outside_slots."""
     if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
         raise ValueError("slots compute plain softmax attention; this model needs soft-capping or sinks")
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    with torch.profiler.record_function(PROFILE_LABEL) if torch.autograd.profiler._is_profiler_enabled \
+            else contextlib.nullcontext():  # one labelled block for `specviz profile`; free otherwise
+        if specviz_order is None:
+            return outside_slots(query, key, value, attention_mask, scaling), None
+        return attend_rows(query, key, value, specviz_order, attention_mask, scaling), None
+
+
+def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
+                visible: torch.Tensor, scaling: float) -> torch.Tensor:
+    """One call's attention: query (1, H, S, D), each row over the keys `order` (S, W) names in key and value
+    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D).
+
+    Written as two batched matrix products, one independent product per (row, KV head), and a float32
+    softmax per row, not SDPA: CPU SDPA in float32 computed batch entries 4–7 differently from entry 0 on
+    two threads (its work split across threads), so a row's result depended on its place in the call."""
     _, num_heads, num_rows, head_dim = query.shape
-    num_kv_heads, width = key.shape[1], specviz_order.shape[1]
-    index = specviz_order.reshape(-1)  # (S·W,)
+    num_kv_heads, width = key.shape[1], order.shape[1]
+    group = num_heads // num_kv_heads
+    index = order.reshape(-1)  # (S·W,)
     keys = key[0].index_select(1, index).view(num_kv_heads, num_rows, width, head_dim).transpose(0, 1)  # (S, kv, W, D)
     values = value[0].index_select(1, index).view(num_kv_heads, num_rows, width, head_dim).transpose(0, 1)
-    rows = query[0].transpose(0, 1).unsqueeze(2)  # (S, H, 1, D)
-    out = F.scaled_dot_product_attention(rows, keys, values, attn_mask=attention_mask, scale=scaling,
-                                         enable_gqa=True)  # (S, H, 1, D)
-    return out.view(1, num_rows, num_heads, head_dim), None
+    rows = query[0].transpose(0, 1).reshape(num_rows, num_kv_heads, group, head_dim) * scaling  # (S, kv, G, D)
+    scores = torch.matmul(rows, keys.transpose(-1, -2))  # (S, kv, G, W)
+    scores = scores.masked_fill(~visible.view(num_rows, 1, 1, width), float("-inf"))
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)  # (S, kv, G, W)
+    return torch.matmul(weights, values).view(1, num_rows, num_heads, head_dim)  # (S, kv, G, D) → (1, S, H, D)
 
 
-# Forwards that are not slots calls compute as a CUDA target did before: FIXED, its mask hook too.
-FIXED_ATTENTION = invariant_attention.attention_for(invariant_attention.FIXED)
+def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
+                  scaling: float) -> torch.Tensor:
+    """A forward of a slots target that is not a slots call: query (b, H, M, D), key and value (b, kv, N, D),
+    the mask None (causal, the queries the last M of the N keys) or 4D → (b, M, H, D).
+    Decoding-sized forwards (one sequence, at most MAX_ROWWISE rows: transformers' generate(), its
+    assisted verify, the load-time check) compute every row as a slots call computes it: in calls of
+    SLOTS rows, each over its own keys gathered to its key-block width; so their tokens are the lanes'.
+    A longer forward is a prompt's own pass: SDPA as it is (both lanes read the same one)."""
+    batch, _, num_rows, _ = query.shape
+    num_keys = key.shape[2]
+    if batch > 1 or num_rows > MAX_ROWWISE:
+        mask = attention_mask if attention_mask is not None else causal_after(num_keys, num_rows, query.device)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2)  # (b, M, H, D)
+    if attention_mask is None:
+        counts = torch.arange(num_keys - num_rows + 1, num_keys + 1)  # (M,): each row sees the keys up to itself
+        order = torch.arange(num_keys).expand(num_rows, num_keys)  # (M, N)
+    else:
+        plan = plan_for(attention_mask, num_keys)
+        counts = (~plan.hidden[0]).sum(-1).cpu()  # (M,)
+        order = plan.order[0].cpu()  # (M, W0): each row's visible keys first, in order
+    block, outs = key_block(query.device), []
+    for start in range(0, num_rows, SLOTS):
+        stop = min(start + SLOTS, num_rows)
+        for width in sorted({key_width(int(count), block) for count in counts[start:stop]}):
+            chosen = [row for row in range(start, stop) if key_width(int(counts[row]), block) == width]
+            outs.append((chosen, rows_in_one_call(query, key, value, order, counts, chosen, width, scaling)))
+    out = query.new_empty(1, num_rows, query.shape[1], query.shape[3])  # (1, M, H, D)
+    for chosen, rows_out in outs:
+        out[0, chosen] = rows_out
+    return out
+
+
+def rows_in_one_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
+                     counts: torch.Tensor, chosen: list[int], width: int, scaling: float) -> torch.Tensor:
+    """Rows `chosen` of query (1, H, M, D) as one slots call of `width` keys: the call's inputs as fill_inputs
+    writes them (filler rows see key 0, hidden keys read key 0) → (len(chosen), H, D)."""
+    call_order = torch.zeros(SLOTS, width, dtype=torch.long)  # (S, W)
+    call_counts = torch.ones(SLOTS, dtype=torch.long)  # (S,)
+    for slot, row in enumerate(chosen):
+        count = int(counts[row])
+        call_order[slot, :count] = order[row, :count]
+        call_counts[slot] = count
+    visible = torch.arange(width).view(1, -1) < call_counts.view(-1, 1)  # (S, W)
+    rows = query.transpose(1, 2)[:, chosen]  # (1, m, H, D)
+    rows = torch.cat([rows, rows.new_zeros(1, SLOTS - len(chosen), *rows.shape[2:])], dim=1)  # (1, S, H, D)
+    device = query.device
+    out = attend_rows(rows.transpose(1, 2), key, value, call_order.to(device),
+                      visible.view(SLOTS, 1, 1, width).to(device), scaling)  # (1, S, H, D)
+    return out[0, : len(chosen)]
+
+
+# ---- masks -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MaskPlan:
+    """How the rows of a masked forward read their keys: `order` (b, M, W) key indices, each row's
+    visible keys first and in order; `hidden` (b, M, W) True past them."""
+
+    order: torch.Tensor
+    hidden: torch.Tensor
+
+
+# The last mask planned and its plan: every layer of one forward gets the same mask object. A
+# weak reference, compared by identity, so a freed mask's id reused later never matches.
+_last_plan: tuple[weakref.ref, MaskPlan] | None = None
+
+
+def plan_for(mask: torch.Tensor, num_keys: int) -> MaskPlan:
+    """The plan for a 4D mask (b, 1, M, ≥N), bool (True = visible) or additive (0 = visible, the
+    dtype's minimum = hidden), made once per forward."""
+    global _last_plan
+    last = _last_plan  # one read: another thread may replace it meanwhile
+    if last is not None and last[0]() is mask:
+        return last[1]
+    plan = make_plan(mask, num_keys)
+    _last_plan = (weakref.ref(mask), plan)
+    return plan
+
+
+def make_plan(mask: torch.Tensor, num_keys: int) -> MaskPlan:
+    rows = mask[:, 0, :, :num_keys]  # (b, M, N)
+    if rows.dtype == torch.bool:
+        visible = rows
+    else:
+        visible = rows == 0
+        if bool((rows[~visible] > torch.finfo(rows.dtype).min / 2).any()):
+            raise ValueError("rowwise attention takes masks of 0 and −inf only, not additive biases")
+    counts = visible.sum(-1, keepdim=True)  # (b, M, 1)
+    width = max(1, int(counts.max()))
+    order = torch.argsort((~visible).to(torch.int8), dim=-1, stable=True)[..., :width]  # (b, M, W)
+    hidden = torch.arange(width, device=mask.device) >= counts  # (b, M, W)
+    return MaskPlan(order, hidden)
+
+
+def rowwise_mask(**kwargs) -> torch.Tensor | None:
+    """transformers' mask hook for slots targets: None for a plain causal forward whose queries are the
+    last of its keys (outside_slots reads causality from the shapes), else the bool mask SDPA gets. A slots
+    call passes its own 4D mask, which transformers hands to the attention as it is."""
+    padding = kwargs.get("attention_mask")
+    plain = kwargs.get("mask_function") is causal_mask_function and (padding is None or bool(padding.all()))
+    if plain and kwargs.get("kv_offset", 0) == 0 and kwargs["q_offset"] + kwargs["q_length"] == kwargs["kv_length"]:
+        return None
+    return sdpa_mask(**{**kwargs, "allow_is_causal_skip": False})
+
+
+
+@functools.lru_cache(maxsize=16)
+def causal_after(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor | None:
+    """SDPA's bool mask for queries that are the last num_rows of num_keys positions (None: plain causal)."""
+    if num_rows == num_keys:
+        return torch.ones(num_rows, num_keys, dtype=torch.bool, device=device).tril()
+    positions = torch.arange(num_keys, device=device)  # (N,)
+    return positions.view(1, -1) <= positions[num_keys - num_rows :].view(-1, 1)  # (M, N)
+
+
 AttentionInterface.register(SLOTS_LAYOUT, slots_attention)
-AttentionMaskInterface.register(SLOTS_LAYOUT, invariant_attention.rowwise_mask)
+AttentionMaskInterface.register(SLOTS_LAYOUT, rowwise_mask)
 
 
 def uses_slots(model) -> bool:

@@ -219,11 +219,11 @@ def greedy_parting(run: RunView) -> int | None:
 
 
 def exactness_html(run: RunView) -> str:
-    """Which guarantee this machine gives, before any speed figure: measured when the target loaded."""
+    """Which guarantee this target gives here, before any speed figure: by construction or not (and the check at load)."""
     words = run.settings.get("exactness")
     if not words:
         return ""
-    mark = "Exact here" if run.settings.get("bitwise_verify") else "Not bitwise here"
+    mark = "Exact here" if run.settings.get("bitwise_verify") else "Not guaranteed here"
     return (f'<p class="exactness" data-bitwise="{str(bool(run.settings.get("bitwise_verify"))).lower()}" '
             f'style="margin:2px 0;color:#555"><b>{mark}:</b> {escape_text(words)}.</p>')
 
