@@ -83,7 +83,7 @@ def test_a_tree_node_reads_the_text_then_its_path_at_its_depth():
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_in_slots_a_verify_rounds_like_steps_trees_and_rivals_too(slots_on, arch, dtype):
     pair = slot_pair(arch, dtype)
-    assert pair.invariance.bitwise and pair.invariance.padded_layers == 0
+    assert pair.invariance.exact and pair.invariance.padded_layers > 0  # every linear layer computes SLOTS rows
     new_cache = functools.partial(SlotCache, pair.target.config, pair.context_length)
     with torch.inference_mode():  # a context of 60 puts a verify across the CPU's 64-key block
         assert_rows_match(pair.target, pair.vocab_size, seed=ARCHITECTURES.index(arch), context_lengths=(5, 40, 60),
