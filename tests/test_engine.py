@@ -29,22 +29,25 @@ from tests.tiny_models import EOS_ID, random_prompts, tiny_pair
 
 
 class ForwardLog:
-    """Counts forwards per model and records the furthest position each one was asked to see."""
+    """Counts forwards per model and records the furthest position each one was asked to see. Hooked on each
+    model's body (base_model), which every path runs once a forward: transformers' forward, a slots call."""
 
     def __init__(self, pair):
         self.calls = {"target": 0, "draft": 0}
         self.max_positions = {"target": 0, "draft": 0}
         self.handles = []
         for name, model in (("target", pair.target), ("draft", pair.draft)):
-            self.handles.append(model.register_forward_pre_hook(self.make_hook(name), with_kwargs=True))
+            self.handles.append(model.base_model.register_forward_pre_hook(self.make_hook(name), with_kwargs=True))
 
     def make_hook(self, name):
         def hook(module, args, kwargs):
-            input_ids = kwargs["input_ids"]
+            input_ids, positions = kwargs["input_ids"], kwargs.get("position_ids")
             cache = kwargs.get("past_key_values")
             seen = cache.get_seq_length() if cache is not None else 0
             self.calls[name] += 1
-            self.max_positions[name] = max(self.max_positions[name], seen + input_ids.shape[1])
+            # a slots call names its rows' positions (its filler rows at 0): the furthest is the last real one's
+            furthest = int(positions.max()) + 1 if positions is not None else seen + input_ids.shape[1]
+            self.max_positions[name] = max(self.max_positions[name], furthest)
 
         return hook
 
@@ -152,12 +155,38 @@ def test_speculation_needs_fewer_target_forwards_when_the_draft_is_good():
 # KV caches
 
 
-class RecordingCache(specviz.decoding.forward.DynamicCache):
-    instances: list = []
+class RecordingCache:
+    """The caches a run takes from the pool (every target decodes in slots), and each one's length when the
+    run gave it back (the pool then empties it)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        RecordingCache.instances.append(self)
+    instances: list = []
+    lengths_given_back: list = []
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.instances, cls.lengths_given_back = [], []
+
+    @classmethod
+    def record(cls, monkeypatch, modules) -> None:
+        cls.reset()
+        for module in modules:
+            monkeypatch.setattr(module, "pooled_cache", cls.taking(module.pooled_cache))
+        real_given_back = specviz.decoding.forward.given_back
+
+        def given_back(model, cache):
+            if cache in cls.instances:
+                cls.lengths_given_back.append(cache.get_seq_length())
+            return real_given_back(model, cache)
+
+        monkeypatch.setattr(specviz.decoding.forward, "given_back", given_back)
+
+    @classmethod
+    def taking(cls, pooled_cache):
+        def take(model, capacity):
+            cache = pooled_cache(model, capacity)
+            cls.instances.append(cache)
+            return cache
+        return take
 
 
 class RecordingDrafter(ModelDrafter):
@@ -177,13 +206,13 @@ class RecordingDrafter(ModelDrafter):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("gamma", [1, 2, 5])
 def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperature, gamma):
-    # The caches are recorded by patching the class both modules build them from; the drafter
-    # is passed in, as any drafter is.
-    monkeypatch.setattr(specviz.decoding.forward, "DynamicCache", RecordingCache)  # the target's (target_cache_for)
-    monkeypatch.setattr(specviz.decoding.drafters, "DynamicCache", RecordingCache)
+    # The caches are recorded where both modules take them from the pool (the target's in target_cache_for,
+    # the draft's in ModelDrafter.build); the drafter is passed in, as any drafter is.
+    RecordingCache.record(monkeypatch, (specviz.decoding.forward, specviz.decoding.drafters))
     pair = tiny_pair("qwen2")
     for seed, prompt_ids in enumerate(random_prompts(3, pair.vocab_size, seed=8)):
-        RecordingCache.instances, RecordingDrafter.log = [], []
+        RecordingCache.reset()
+        RecordingDrafter.log = []
         config = DecodeConfig(gamma=gamma, temperature=temperature, max_new_tokens=15, seed=seed, stop_at_eos=False)
         trace = Trace.from_events(speculative_decode(pair, prompt_ids, config, drafter=RecordingDrafter.build))
         assert len(RecordingCache.instances) == 2  # one per model, reused for the whole run
@@ -215,13 +244,12 @@ def test_kv_caches_are_rolled_back_to_the_committed_length(monkeypatch, temperat
 
 
 def test_baseline_cache_grows_one_per_token(monkeypatch):
-    monkeypatch.setattr(specviz.decoding.forward, "DynamicCache", RecordingCache)
-    RecordingCache.instances = []
+    RecordingCache.record(monkeypatch, (specviz.decoding.forward,))
     pair = tiny_pair("gpt2")
     prompt_ids = [5, 6, 7, 8]
     trace = run(autoregressive_decode, pair, prompt_ids, max_new_tokens=9, stop_at_eos=False)
-    (cache,) = RecordingCache.instances
-    assert cache.get_seq_length() == len(prompt_ids) + trace.num_tokens - 1
+    assert len(RecordingCache.instances) == 1
+    assert RecordingCache.lengths_given_back == [len(prompt_ids) + trace.num_tokens - 1]
 
 
 def test_crop_cache_keeps_the_first_positions():

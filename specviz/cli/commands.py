@@ -150,10 +150,10 @@ def run_profile(args) -> int:
         pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
         where = (f"{pair.name} target on {pair.device} in {pair.precision}, {torch.get_num_threads()} thread(s), "
                  f"{config.context_length} tokens cached; parts scaled to the plain median")
-        if pair.invariance is not None and pair.invariance.by_construction:  # and as transformers loads it, to compare
+        if pair.invariance is not None and pair.invariance.bitwise:  # and as transformers loads it, to compare
             plain = replace(pair, target=plain_copy(pair.target))
             print(format_profile(profile_target(plain, config), f"\n{where}: as transformers loads it (SDPA)"))
-            where += ": in slots (every row one shape: a verify rounds like a step)"
+            where += ": batch-invariant (a verify rounds like a step)"
         print(format_profile(profile_target(pair, config), f"\n{where}"))
     return 0
 
