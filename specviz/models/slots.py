@@ -275,41 +275,34 @@ def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=True)
         return out.transpose(1, 2)  # (b, M, H, D)
     if attention_mask is None:
-        counts = torch.arange(num_keys - num_rows + 1, num_keys + 1)  # (M,): each row sees the keys up to itself
-        order = torch.arange(num_keys).expand(num_rows, num_keys)  # (M, N)
+        calls = causal_calls(num_keys, num_rows, query.device)
     else:
         plan = plan_for(attention_mask, num_keys)
-        counts = (~plan.hidden[0]).sum(-1).cpu()  # (M,)
-        order = plan.order[0].cpu()  # (M, W0): each row's visible keys first, in order
-    block, outs = key_block(query.device), []
-    for start in range(0, num_rows, SLOTS):
-        stop = min(start + SLOTS, num_rows)
-        for width in sorted({key_width(int(count), block) for count in counts[start:stop]}):
-            chosen = [row for row in range(start, stop) if key_width(int(counts[row]), block) == width]
-            outs.append((chosen, rows_in_one_call(query, key, value, order, counts, chosen, width, scaling)))
-    out = query.new_empty(1, num_rows, query.shape[1], query.shape[3])  # (1, M, H, D)
-    for chosen, rows_out in outs:
-        out[0, chosen] = rows_out
-    return out
+        counts, order = (~plan.hidden[0]).sum(-1).tolist(), plan.order[0].tolist()  # each row's visible keys first
+        calls = calls_over([Row(0, 0, 0, tuple(order[i][: counts[i]])) for i in range(num_rows)], query.device)
+    outs, done = [], 0
+    for num, inputs in calls:
+        mine = query.transpose(1, 2)[:, done : done + num]  # (1, m, H, D)
+        padded = torch.cat([mine, mine.new_zeros(1, SLOTS - num, *mine.shape[2:])], dim=1)  # (1, S, H, D)
+        outs.append(attend_rows(padded.transpose(1, 2), key, value, inputs.order, inputs.visible, scaling)[:, :num])
+        done += num
+    return torch.cat(outs, dim=1)  # (1, M, H, D)
 
 
-def rows_in_one_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
-                     counts: torch.Tensor, chosen: list[int], width: int, scaling: float) -> torch.Tensor:
-    """Rows `chosen` of query (1, H, M, D) as one slots call of `width` keys: the call's inputs as fill_inputs
-    writes them (filler rows see key 0, hidden keys read key 0) → (len(chosen), H, D)."""
-    call_order = torch.zeros(SLOTS, width, dtype=torch.long)  # (S, W)
-    call_counts = torch.ones(SLOTS, dtype=torch.long)  # (S,)
-    for slot, row in enumerate(chosen):
-        count = int(counts[row])
-        call_order[slot, :count] = order[row, :count]
-        call_counts[slot] = count
-    visible = torch.arange(width).view(1, -1) < call_counts.view(-1, 1)  # (S, W)
-    rows = query.transpose(1, 2)[:, chosen]  # (1, m, H, D)
-    rows = torch.cat([rows, rows.new_zeros(1, SLOTS - len(chosen), *rows.shape[2:])], dim=1)  # (1, S, H, D)
-    device = query.device
-    out = attend_rows(rows.transpose(1, 2), key, value, call_order.to(device),
-                      visible.view(SLOTS, 1, 1, width).to(device), scaling)  # (1, S, H, D)
-    return out[0, : len(chosen)]
+def calls_over(rows: list[Row], device: torch.device) -> list[tuple[int, CallInputs]]:
+    """The calls a slots forward over these rows would make: (how many real rows, its inputs), in row order."""
+    calls = []
+    for call_rows in group_calls(rows, key_block(device)):
+        inputs = CallInputs.empty(key_width(call_rows[0].num_keys, key_block(device)), device)
+        fill_inputs(inputs, call_rows, inputs.ids.new_zeros(len(call_rows)), trash=0)  # only the keys are read
+        calls.append((len(call_rows), inputs))
+    return calls
+
+
+@functools.lru_cache(maxsize=64)
+def causal_calls(num_keys: int, num_rows: int, device: torch.device) -> list[tuple[int, CallInputs]]:
+    """calls_over causal rows, the last num_rows of num_keys positions: made once per shape, not per layer."""
+    return calls_over([Row(0, 0, num_keys - num_rows + 1 + i) for i in range(num_rows)], device)
 
 
 # ---- masks -------------------------------------------------------------------------------------------
