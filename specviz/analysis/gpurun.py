@@ -190,8 +190,8 @@ class GpuRun:
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:
-        """The pair's own drafter benched again with slots off (the code of the first H200 run: FIXED attention,
-        no graphs), on the same prompts and machine: what slots changed, measured side by side."""
+        """The pair's own drafter benched again with slots off (the target as transformers loads it: SDPA, no
+        graphs, not exact by construction), on the same prompts and machine: what slots cost or gain, side by side."""
         with slots_switched(False):
             pair = self.pair_in(self.precisions[0])  # loaded anew: whether a target runs in slots is fixed at load
             found = bench_drafters(pair, self.bench_set, self.config, deadline, self.drafters[:1],

@@ -15,8 +15,8 @@ from specviz.models.int8 import cpu_supports
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """The weights' precision a user can pick. In both the target's forward is made batch-invariant
 (specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
-by construction (every decoding row computed in one shape; checked per target at load). bfloat16: half the bytes per step; fast only where
-the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
+by construction (every decoding row computed in one shape; checked per target at load). bfloat16:
+half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
 CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
 """Only on CUDA (`--dtype float16`, and the default on a card without bf16): a CPU computes float16
