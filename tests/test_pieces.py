@@ -107,3 +107,17 @@ def test_a_speculative_round_joins_a_drafted_character_and_the_inspector_names_i
     inspector = html_text.unescape(render.inspector_html(run, 0))
     assert pieces.REPLACEMENT not in re.sub(r"<[^>]+>", "", inspector) and "🦀" in inspector
     assert "spells it in UTF-8 bytes over 2–4 tokens" in inspector  # "(part of a character)" explained once
+
+
+def test_bytes_that_make_no_character_are_named_not_drawn_as_the_decoders_glyph(tokenizer):
+    """A model (a drafter's rejected guess, most often) may write the first bytes of a character and then a
+    token that cannot finish it: those bytes are drawn as NO_CHARACTER with a hover that says why, never U+FFFD."""
+    decode = decoder(tokenizer)
+    first_bytes = tokenizer("🎉", add_special_tokens=False)["input_ids"][:1]  # a lead byte, its character unfinished
+    assert pieces.REPLACEMENT in decode(first_bytes)
+    word = tokenizer(" hello", add_special_tokens=False)["input_ids"][0]  # ASCII: no continuation byte
+    context = tokenizer("Say:", add_special_tokens=False)["input_ids"] + first_bytes
+    piece = pieces.token_piece(decode, context, word)
+    assert pieces.REPLACEMENT not in piece.text and pieces.NO_CHARACTER in piece.text
+    assert piece.text.endswith(decode([word]))  # the word itself is drawn as ever, after the named bytes
+    assert pieces.NO_CHARACTER_TITLE in pieces.byte_note(piece)

@@ -17,12 +17,15 @@ Decode = Callable[[list[int]], str]
 
 CONTEXT_TOKENS = 4  # ids decoded before a token to get its text in context (a character is at most 4 bytes)
 REPLACEMENT = "\ufffd"  # what a decoder writes for bytes that are not (yet) a whole character
+NO_CHARACTER = "▯"  # bytes that cannot begin or finish a character where they stand (a model may write such bytes)
 PART_LABEL = "(part of a character)"  # a chart's or a sentence's name for a token that adds no whole character
 PART_TITLE = ("part of a character: this token holds some of its UTF-8 bytes (byte-level tokens split characters "
               "the vocabulary lacks); the token after it completes the character, drawn there")
 JOINED_TITLE = ("{text}: one character joined from this token's bytes and those of the token(s) before it, "
                 "each drawn ⋯ (its pieces)")
 PENDING_TITLE = "this token also holds the first bytes of a character that the token after it completes"
+NO_CHARACTER_TITLE = (f"{NO_CHARACTER}: bytes that make no character where they stand (the model wrote a byte sequence "
+                      "that is not valid UTF-8; a rejected guess may)")
 
 
 class Piece(NamedTuple):
@@ -53,14 +56,16 @@ def token_piece(decode: Decode, context_ids: Sequence[int], token_id: int) -> Pi
     after_raw = decode(context + [token_id])
     before, after = whole(before_raw), whole(after_raw)
     text = after[len(before):] if after.startswith(before) else whole(decode([token_id]))
-    return Piece(text, pending=after_raw != after, joined=before_raw != before and text != "")
+    # Left inside the text, U+FFFD is bytes no later token can mend: name them, never draw the decoder's glyph
+    return Piece(text.replace(REPLACEMENT, NO_CHARACTER), pending=after_raw != after, joined=before_raw != before and text != "")
 
 
 def byte_note(piece: Piece) -> str:
     """The hover line that says how a token's bytes join its neighbours' ("" for a token of whole characters)."""
     if piece.pending and not piece.text:
         return PART_TITLE
-    notes = [JOINED_TITLE.format(text=repr(piece.text)) if piece.joined else "", PENDING_TITLE if piece.pending else ""]
+    notes = [JOINED_TITLE.format(text=repr(piece.text)) if piece.joined else "", PENDING_TITLE if piece.pending else "",
+             NO_CHARACTER_TITLE if NO_CHARACTER in piece.text else ""]
     return "; ".join(note for note in notes if note)
 
 
