@@ -19,11 +19,12 @@ import torch
 
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
-from specviz.analysis.gpurun import RECORDED_RUN
+from specviz.analysis.gpurun import RECORDED_RUN, precisions_for
 from specviz.analysis.run import Run
 from specviz.app.settings import SETTING
 from specviz.cli.gpurun import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
+from specviz.models.precision import default_precision
 from tests.test_head_gpu_recipe import tiny_target  # noqa: F401 — a fixture: a tiny Llama with a chat template
 from tests.test_layers import imports_of
 
@@ -106,7 +107,9 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
     assert machine["page_modules_imported"] == []  # the GPU machine has no gradio or plotly
     assert {"kind", "gpu", "cuda", "torch", "transformers"} <= set(machine)
     exactness = json.loads((out / "checks.json").read_text())["exactness"]
-    assert [result["precision"] for result in exactness] == ["bfloat16", "float32"]
+    # the device's default precision first (bfloat16 on a CPU with native bf16, float32 on an AVX2-only one)
+    assert [result["precision"] for result in exactness] == precisions_for(torch.device("cpu"), None) == sorted(
+        ["bfloat16", "float32"], key=lambda name: name != default_precision(torch.device("cpu")))
     assert all(result["num_checked"] > 0 and not result["partings"] for result in exactness)
     against = json.loads((out / "checks.json").read_text())["baseline_vs_generate"]
     assert against["ours_over_generate"]["median"] > 0 and against["ours_over_plain_generate"]["median"] > 0
