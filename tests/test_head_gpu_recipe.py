@@ -77,7 +77,7 @@ def tiny_target(tmp_path_factory):
 def tiny_config(target, work) -> HeadGpuConfig:
     return dataclasses.replace(
         head_gpu_config("cpu"), target_id=str(target), work_dir=str(work), out_dir=str(work / "head"),
-        self_instructions=48, instruction_batch=16, instruction_tokens=24, answer_batch=8, answer_tokens=16,
+        self_instructions=96, instruction_batch=16, instruction_tokens=24, answer_batch=8, answer_tokens=16,
         sequence_length=32, score_batch=4, batch_size=4, epochs=2.0, warmup_steps=2, shuffle_shards=2, num_threads=1)
 
 
