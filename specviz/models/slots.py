@@ -301,8 +301,10 @@ def calls_over(rows: list[Row], device: torch.device) -> list[tuple[int, CallInp
 
 @functools.lru_cache(maxsize=64)
 def causal_calls(num_keys: int, num_rows: int, device: torch.device) -> list[tuple[int, CallInputs]]:
-    """calls_over causal rows, the last num_rows of num_keys positions: made once per shape, not per layer."""
-    return calls_over([Row(0, 0, num_keys - num_rows + 1 + i) for i in range(num_rows)], device)
+    """calls_over causal rows, the last num_rows of num_keys positions: made once per shape, not per layer. Made as
+    normal tensors even inside inference mode, so a later forward that tracks gradients may read them too."""
+    with torch.inference_mode(False):
+        return calls_over([Row(0, 0, num_keys - num_rows + 1 + i) for i in range(num_rows)], device)
 
 
 # ---- masks -------------------------------------------------------------------------------------------
@@ -362,7 +364,13 @@ def rowwise_mask(**kwargs) -> torch.Tensor | None:
 
 @functools.lru_cache(maxsize=16)
 def causal_after(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor | None:
-    """SDPA's bool mask for queries that are the last num_rows of num_keys positions (None: plain causal)."""
+    """SDPA's bool mask for queries that are the last num_rows of num_keys positions (normal tensors, as
+    causal_calls makes them)."""
+    with torch.inference_mode(False):
+        return causal_mask(num_keys, num_rows, device)
+
+
+def causal_mask(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor:
     if num_rows == num_keys:
         return torch.ones(num_rows, num_keys, dtype=torch.bool, device=device).tril()
     positions = torch.arange(num_keys, device=device)  # (N,)
