@@ -220,10 +220,19 @@ def test_after_tree_rounds_every_cache_holds_the_committed_text_only():
     for drafter_name in ("model", "head"):
         config = DecodeConfig(gamma=4, tree=8, max_new_tokens=24, stop_at_eos=False, drafter=drafter_name)
         drafter = drafter_info(drafter_name)
-        built = []
+        built, kept = [], []
 
         def factory(*args):
             built.append(resolve(drafter.factory)(*args))
+            close = built[0].close
+
+            def keep_then_close():  # the run gives its slot cache back to the pool, which empties it: read it first
+                cache = built[0].cache
+                length = cache.get_seq_length()
+                kept.append((length, [layer.keys[..., :length, :].clone() for layer in getattr(cache, "layers", [])]))
+                close()
+
+            built[0].close = keep_then_close
             return built[0]
 
         events = list(speculative_decode(pair, prompt, config, drafter=factory))
@@ -231,12 +240,13 @@ def test_after_tree_rounds_every_cache_holds_the_committed_text_only():
         assert any(0 < event.num_accepted for event in trace.rounds)
         committed = torch.tensor([prompt + trace.token_ids[:-1]])  # (1, n): all but the last token, which no cache saw
         if drafter_name == "model":
-            cache = built[0].cache
-            assert cache.get_seq_length() <= committed.shape[1]
+            (length, kept_keys), = kept
+            assert 0 < length <= committed.shape[1]
             fresh = DynamicCache()
-            pair.draft(input_ids=committed[:, : cache.get_seq_length()], past_key_values=fresh, use_cache=True)
-            for kept, expected in zip(cache.layers, fresh.layers):
-                torch.testing.assert_close(kept.keys, expected.keys, rtol=1e-4, atol=1e-4)
+            pair.draft(input_ids=committed[:, :length], past_key_values=fresh, use_cache=True)
+            assert len(kept_keys) == len(fresh.layers)
+            for keys, expected in zip(kept_keys, fresh.layers):
+                torch.testing.assert_close(keys, expected.keys, rtol=1e-4, atol=1e-4)
         else:
             output = pair.target.base_model(input_ids=committed)
             torch.testing.assert_close(built[0].features[0], output.last_hidden_state[0], rtol=1e-4, atol=1e-4)
