@@ -47,7 +47,7 @@ from specviz.models.slots import slots_switched, slots_wanted
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
 # Each phase's share of the time left: exactness per precision, then the default precision's bench (every
 # drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
-# The H200 run (2026-11-26) showed each precision's exactness phase cut at its share: the default precision's
+# A GPU run showed each precision's exactness phase cut at its share: the default precision's
 # matters most (the page's), the others get less.
 WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5, "profile": 0.7,
            "slots off": 1.0, "bench, other precision": 0.6}
@@ -122,7 +122,7 @@ class GpuRun:
         own = self.preset.unnamed_drafter()
         self.drafters = list(config.drafters or [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own])
         self.sets = prompt_sets(self.preset, config.num_prompts)
-        bench_on = "held-out" if "held-out" in self.sets else "examples"  # the figures are held-out ones
+        bench_on = "held-out" if "held-out" in self.sets else "examples"  # held-out: prompts no training phase saw
         self.bench_set = (bench_on, self.sets[bench_on])
         self.checks: dict = {"exactness": [], "baseline_vs_generate": None}
         self.records: dict[str, dict] = {}

@@ -35,9 +35,9 @@ class GpuRunConfig:
     minutes: float = 7.0  # the whole run, the target's rebuild included
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
-    bench_gammas: tuple[int, ...] = (3, 5)  # on an H200, 3 and 5 (γ = 5 best); more cells reach fewer prompts
-    # tree budgets (0 = a chain), each beside the chain (issue 32: the default per machine kind); on an H200
-    # a 16-node tree's verify cost 1.43 steps, not the ~1 hoped for (launch-bound), and lost to the chain
+    bench_gammas: tuple[int, ...] = (3, 5)  # around a GPU's best γ (assets/bench/); more cells reach fewer prompts
+    # tree budgets (0 = a chain), each beside the chain, to find the default per machine kind; on a GPU a large
+    # tree's verify cost well over the one step hoped for (launch-bound) and lost to the chain (assets/bench/)
     bench_trees: tuple[int, ...] = (0, 16)
     temperatures: tuple[float, ...] = (0.0, 0.7)
     max_new_tokens: int = 64

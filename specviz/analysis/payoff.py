@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from specviz.analysis import theory
 
-# Medians of a few repeats still move by several percent from one sweep to the next on a shared CPU
-# (±10% per run over √2–√5 repeats): two medians closer than this share of the best are not told apart.
+# Medians of a few repeats still move by several percent from one sweep to the next on a shared CPU:
+# two medians closer than this share of the best are not told apart.
 TIE_TOLERANCE = 0.05
 # Runs of one setup on the page before their own min–max is the band (fewer say too little of the spread).
 MIN_REPEATS = 3
@@ -41,8 +41,8 @@ WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
     f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
 )
-# Measured on an H200 (assets/bench/README.md, "What the H200 run measured"): 77% of the target's 28 ms step was
-# Python and the framework, and a round's verify cost 1.3 steps. The one phrase every GPU explanation shares.
+# Measured on a GPU (assets/bench/README.md, "What the H200 run measured"): most of the target's step was
+# Python and the framework, and a round's verify cost more than one step. The one phrase every GPU explanation shares.
 LAUNCH_BOUND_GPU = "a 135 M target on a GPU waits on kernel launches and Python, not arithmetic"
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
     f"What would change it: fewer launches per forward (CUDA graphs, torch.compile), since {LAUNCH_BOUND_GPU}, "

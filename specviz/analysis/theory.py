@@ -18,7 +18,7 @@ def expected_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: f
     """Wall-clock improvement over the baseline: tokens per round over the round's cost γc + v.
 
     Leviathan takes v = 1: verifying γ+1 tokens costs one target step. On a CPU it does not
-    (v ≈ 1.4–2 measured here), and v is what the gap between that prediction and the
+    (more tokens cost more there), and v is what the gap between that prediction and the
     measured speedup comes from; pass the measured v to predict what a run will really do.
     """
     return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + verify_cost)

@@ -217,7 +217,7 @@ def speedup(baseline: Trace, speculative: Trace) -> float:
 
 def verify_cost(baseline: Trace, speculative: Trace) -> float:
     """Seconds of one verify (a (γ+1)-token target forward with the accept/resample) over one
-    baseline step: 1 in Leviathan's model, 1.4–2 on a CPU, where more tokens cost more."""
+    baseline step: 1 in Leviathan's model, above 1 on a CPU, where more tokens cost more."""
     target_step_s = baseline.mean_target_step_s
     return speculative.mean_target_step_s / target_step_s if target_step_s > 0 else 1.0
 

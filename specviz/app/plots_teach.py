@@ -100,7 +100,7 @@ def theory_explorer(view: TheoryView) -> go.Figure:
                           xanchor="right", yanchor="bottom", showarrow=False, font={"color": COLORS["rejected"], "size": 11})
     add_pays_plane(figure, view)
     # The legend (five entries) sits under both panels: above them, it wrapped into more rows than its band on a
-    # phone and ran over the title (issue 34).
+    # phone and ran over the title.
     figure.update_layout(
         height=TEACH_HEIGHT + THEORY_LEGEND_PX,
         xaxis={"domain": [0, 0.6], "dtick": 1 if len(gammas) <= 16 else 2, "range": [0.5, gammas[-1] + 0.5]},

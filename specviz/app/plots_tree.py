@@ -1,4 +1,4 @@
-"""A tree round drawn (issue 32): the draft tree the one target pass checked, and beside it the mask
+"""A tree round drawn: the draft tree the one target pass checked, and beside it the mask
 that pass saw (who sees whom). Built from a round's event only, never from models; the words on each
 node (why it was kept, rejected or never examined) come from the inspector's renderer
 (specviz.app.render.tree_round), so the hover and the inspector's table say the same thing.

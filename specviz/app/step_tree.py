@@ -1,4 +1,4 @@
-"""Step mode's words for a tree round (issue 32): grow, verify under the tree mask, walk down, the kept
+"""Step mode's words for a tree round: grow, verify under the tree mask, walk down, the kept
 path, the target's own token, settle. The chart beside them is the inspector's tree and mask
 (specviz.app.plots_tree); each node's why is the inspector's line (specviz.app.render.tree_round), so
 the two never disagree. No gradio and no models, like specviz.app.step_lessons, which calls it.

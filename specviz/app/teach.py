@@ -69,7 +69,7 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
     # listener's last one is in flight, so with three listeners an older slider's reply could land after a newer
     # one's and leave the note at values the sliders no longer show.
     # A visitor's own moves only (input, not change): a run's values come with their chart (on_measured_run), and
-    # change events for values set in a closed accordion redrew with some sliders old (issue 34).
+    # change events for values set in a closed accordion redrew with some sliders old.
     gr.on([slider.input for slider in sliders], theory_values, [*sliders, run_state], [section.chart, section.note],
           api_visibility="private", queue=False, show_progress="hidden", trigger_mode="always_last")
     measured = [*sliders, section.chart, section.note]

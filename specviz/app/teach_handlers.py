@@ -236,8 +236,8 @@ def on_lab_stop(previous_status, visitor: gr.Request) -> str:
 def on_measured_run(run) -> tuple:
     """The sliders at the last run's α̂, c and v (each within its slider's range) with the chart and note drawn
     for those same values, or all unchanged before a run. The chart is drawn here, not by the sliders' change
-    events: in a closed accordion those fired for some sliders and not others, and the chart said v = 1.50
-    beside a slider at 0.97 (issue 34)."""
+    events: in a closed accordion those fired for some sliders and not others, and the chart said one v
+    beside a slider at another."""
     comparison, _ = measured_of(run)
     if comparison is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()

@@ -89,7 +89,7 @@ CSS = """
 }
 """
 # Narrower than the 560 px a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
-# in its box, a chart showed rounds 1–4 of 6 and the theory explorer lost its c–α panel (issue 34).
+# in its box, a chart showed rounds 1–4 of 6 and the theory explorer lost its c–α panel.
 FIT_CHARTS_JS = """
 () => {
   const LAID_OUT_PX = 560;
@@ -99,7 +99,7 @@ FIT_CHARTS_JS = """
     const zoom = room > 0 && room < LAID_OUT_PX ? String(Math.floor(1000 * room / LAID_OUT_PX) / 1000) : '';
     if (plot.style.zoom !== zoom) plot.style.zoom = zoom;
   });
-  // A click on a node of the inspector's tree (issue 32) picks that node's row: highlighted, scrolled to,
+  // A click on a node of the inspector's tree picks that node's row: highlighted, scrolled to,
   // and its line (why kept, rejected or never examined) written above the table.
   const pick = (index) => {
     const rows = document.querySelectorAll('#inspector tr.tree-row');
@@ -126,7 +126,7 @@ FIT_CHARTS_JS = """
 }
 """
 # gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small
-# gradio keeps each visitor's page state (~0.25 MiB a session here) until this many newer sessions came
+# gradio keeps each visitor's page state (small, a fraction of a MiB) until this many newer sessions came
 LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
 
 
@@ -157,7 +157,7 @@ def wire_run(page: Page) -> None:
     """Run, Replay and Stop: a run or a replay streams into the page; Stop cancels either."""
     controls = page.controls
     # At once, before the queue: a visitor behind another's run saw "Ready: press Run." beside gradio's own
-    # "queue: 1/1" (issue 34); on_run's first word replaces this one when the run starts.
+    # "queue: 1/1"; on_run's first word replaces this one when the run starts.
     queued = page.run_button.click(on_queued, None, [page.status], **QUIET)
     run_event = queued.then(
         on_gpu(MethodType(on_run, page)), [controls[name] for name in RUN_INPUTS], page.run_outputs,

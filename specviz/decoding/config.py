@@ -46,7 +46,7 @@ class DecodeConfig:
     # Greedy only: where the drafter is unsure of a round's first token (below draft_confidence), also
     # offer its next `rivals` likeliest tokens there, judged in the same verify (a one-level draft
     # tree, after EAGLE-2): the target takes whichever is its own choice. 0 = off. 2 won the bench on
-    # the default pair's held-out prompts (1.29× → 1.41×) and tied on the examples (README).
+    # the default pair's held-out prompts and tied on the examples (README).
     rivals: int = 2
     # Draft a tree instead of a chain (EAGLE-2, specviz.decoding.tree): at most this many nodes, depth γ,
     # all checked in one target forward; 0 = a chain. Every drafter grows them (prompt lookup: earlier matches).

@@ -52,7 +52,7 @@ class ProbsFn:
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row: (n, vocab) → (n,), by inverting the CDF at a uniform draw.
 
-    Exact, and about 3× cheaper than torch.multinomial on CPU at vocabulary sizes (it runs once
+    Exact, and cheaper than torch.multinomial on CPU at vocabulary sizes (it runs once
     per drafted token, on the hot path). With x = (1 − u)·total in (0, total], the first index
     whose cdf reaches x always has positive probability: a zero-probability token i has
     cdf[i] = cdf[i−1], so the search stops before it, and x ≤ total keeps it inside the vocabulary.

@@ -5,7 +5,7 @@ run: stash the last part, join and check the payload, install its wheels into a 
 then `python -m specviz gpurun measure` under a hard time limit with that folder first on PYTHONPATH,
 and print its table last (also when the limit cut it). assets/bench/README.md, 'GPU run', has the calls.
 train: the same set-up, then the head's GPU recipe (`python -m specviz train --recipe head --device
-cuda`, issue 33) under the same limit, its work folder kept outside the tree so the next call on a
+cuda`) under the same limit, its work folder kept outside the tree so the next call on a
 warm machine resumes it, its head and logs written to $OUT/head; assets/smollm2-head/README.md has the calls.
 """
 

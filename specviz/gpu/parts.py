@@ -60,7 +60,7 @@ def pack(files: dict[str, Path], dest: Path, part_bytes: int) -> dict:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     payload = dest / PAYLOAD
-    with tarfile.open(payload, "w:gz", compresslevel=1) as archive:  # level 1: 6% off the GGUF in seconds
+    with tarfile.open(payload, "w:gz", compresslevel=1) as archive:  # level 1: the GGUF barely compresses anyway
         for name, path in files.items():
             archive.add(path, arcname=name)
     parts = []

@@ -1,8 +1,8 @@
 """Shipped weights stored compactly: matrices as int8 (or int4) integers with float16 scales.
 
 Why: every tracked file travels with each run on a lent GPU machine, where one transfer holds at
-most 64 MiB, the tree included; in float16 the shipped drafters and the tiny-code pair alone were
-63 MB. Stored as integers they take about half (int8) or a quarter (int4) of that.
+most 64 MiB, the tree included; in float16 the shipped drafters and the tiny-code pair alone all but
+filled it. Stored as integers they take about half (int8) or a quarter (int4) of that.
 
 What loads is the rounded model itself. The integers times their scales *are* the weights, rounded
 once when the file was written, so both lanes of a run (and transformers' own `generate()`) see the

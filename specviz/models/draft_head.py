@@ -76,7 +76,7 @@ class DraftHead(nn.Module):
         self.config = config
         size = config.hidden_size
         self.target_layers = tuple(getattr(config, "target_layers", None) or ())
-        # Lower layers' scales differ by 100× (and the first position's by 1000×): each gets a norm of its own.
+        # Lower layers' scales differ by orders of magnitude (the first position's most): each gets a norm of its own.
         self.layer_norms = nn.ModuleList(LlamaRMSNorm(size, eps=config.rms_norm_eps) for _ in self.target_layers)
         self.fc = nn.Linear((2 + len(self.target_layers)) * size, size, bias=False)
         self.body = LlamaModel(config)

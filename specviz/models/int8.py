@@ -3,15 +3,15 @@
 A drafter's step on a CPU is bound by memory, not arithmetic: between two rounds the target's
 forward streams ~270 MB of weights through the caches, so each round's first draft step reads
 the drafter's weights back from memory (the head: ~18 MB in bfloat16 with its 8,192 output rows).
-int8 weights halve those bytes, and fbgemm's int8 matrix-vector kernels run 2–4× faster here
-than bfloat16 ones at one row of input. Measured in the engine (default pair, bfloat16 target,
-one thread): the head's draft step went from 3.7 ms to 2.0 ms, c from 0.077 to 0.039.
+int8 weights halve those bytes, and fbgemm's int8 matrix-vector kernels run faster here than
+bfloat16 ones at one row of input: in the engine the head's draft step, and so c, fell by about
+half (assets/bench/README.md, "Drafters in int8").
 
 What changes is only the drafter's q (its weights rounded to int8 per output row, its inputs
 rounded per step); the rejection rule keeps any q exact, so the output stays the target's.
 
 torch's own dynamic quantization (`torch.ao.quantization.quantize_dynamic`, fbgemm kernels) is
-used rather than torchao: torchao 0.18's int8 configs ran 3–40× slower than it on this CPU
+used rather than torchao: torchao's int8 configs ran many times slower than it on a CPU
 (tensor-subclass dispatch per call), and its CPU path is not what it is built for.
 """
 
@@ -40,7 +40,7 @@ def cpu_supports(*checks: str) -> bool:
 def full_range_is_exact() -> bool:
     """Whether fbgemm can take 8-bit inputs at their full range: with AVX-512 VNNI it multiplies
     and adds straight into 32 bits. Without it an intermediate 16-bit sum can saturate, which is
-    why torch rounds inputs to 7 bits by default; that cost the head ~0.03 of top-1 agreement here."""
+    why torch rounds inputs to 7 bits by default, which costs the head some top-1 agreement."""
     return cpu_supports("_is_vnni_supported", "_is_amx_tile_supported")
 
 

@@ -4,7 +4,7 @@ Greedy speculative decoding equals the target alone only if the logits a (γ+1)-
 position i are bitwise those a 1-token step gives there. Kernels break that whenever they pick their
 summation order by the number of rows (oneDNN's AMX kernels in bfloat16, MKL in float32, cuBLAS) or
 keys (SDPA, cuBLAS). No probe can cover every machine: one that passed on an Intel AMX CPU still let
-30 % of greedy runs part. So nothing here is chosen by measuring; every row is computed in one shape:
+many greedy runs part. So nothing here is chosen by measuring; every row is computed in one shape:
 
 - attention in slots (specviz.models.slots): SLOTS rows a call, each over its own keys gathered to a
   key-block width, for steps, verifies, rivals and trees alike (and for transformers' generate());
@@ -12,7 +12,7 @@ keys (SDPA, cuBLAS). No probe can cover every machine: one that passed on an Int
   MAX_ROWWISE rows (transformers' generate(), its assisted verify) runs in chunks of SLOTS rows,
   zeros after the real ones; a prompt's own pass (more rows) runs as it is, and both lanes read it;
 - in float32 on a CPU, the linear layers through oneDNN with their weights packed once: MKL's
-  F.linear costs ~2× at several rows what it costs at one, oneDNN's packed kernel about 1×.
+  F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same.
 
 measure() still compares a verify with steps when a target loads: a check that the construction holds
 (a failure there is a bug to report), never what decides it. A model slots cannot compute (soft-capped
@@ -59,9 +59,9 @@ def padded(plain_forward):
 
 def packed(layer: torch.nn.Linear):
     """A float32 linear layer's forward through oneDNN with its weights packed once for small row
-    counts. MKL's F.linear costs ~2× per row count 4 what it costs for 1 on these CPUs (AVX2 and
-    AVX-512 alike); oneDNN's packed kernel ~1.0-1.3× (the output head: 9.2 → 11.3 ms on AVX2, where
-    F.linear goes 10.3 → 21.0 ms), and its rows do not depend on the row count on AVX2 at all."""
+    counts. MKL's F.linear costs far more at 4 rows than at 1 on these CPUs (AVX2 and
+    AVX-512 alike); oneDNN's packed kernel little more, and its rows do not depend on the row count on
+    AVX2 at all."""
     weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), SLOTS)  # oneDNN's own layout
     bias = None if layer.bias is None else layer.bias.detach()
 

@@ -72,7 +72,7 @@ def looks_like_path(model_id: str) -> bool:
 
 def shares_target_tokenizer(draft_id: str) -> bool:
     """A local draft folder without tokenizer files uses its target's: the shipped draft keeps none
-    (3.5 MB of assets/ the head's weights need), so there is nothing to compare."""
+    (room in assets/ the head's weights need), so there is nothing to compare."""
     folder = Path(draft_id)
     return folder.is_dir() and not any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
 
@@ -209,9 +209,9 @@ def evict_pairs(keep: int) -> None:
 
 def avoid_per_shape_attention_plans(device: torch.device) -> None:
     """On CUDA, keep PyTorch's SDPA off cuDNN's attention: cuDNN builds an execution plan for each new shape
-    (tens to hundreds of ms; sglang and flashinfer measured it), and decoding meets a new key count at every
-    step of the head and the draft model, and every KEY_BLOCK keys of the target. On the H200 the head's c was
-    0.87 in the first cell each prompt met (γ = 3) and 0.094 in the next (γ = 5, the same lengths again), with
+    (slow to build; sglang and flashinfer measured it), and decoding meets a new key count at every
+    step of the head and the draft model, and every KEY_BLOCK keys of the target. On a GPU the head's c was
+    many times higher in the first bench cell each prompt met than in the next (the same lengths again), with
     aten::_cudnn_attention_forward in the profile (assets/bench/README.md). SDPA then picks FlashAttention,
     the memory-efficient kernel or its math path, none of which builds a plan. Process-wide, as the flag is:
     every lane (transformers' generate() too) runs under the same choice."""

@@ -30,8 +30,8 @@ ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", 
 
 def cpu_has_native_bf16() -> bool:
     """AMX or AVX512-BF16, and no host limit that keeps torch from them: where bf16 matmuls run
-    several times faster than float32. Without them (AVX2 only) torch emulates bf16 and a 4-token
-    verify costs ~3 steps (measured). The limits a host sets count, as torch obeys them:
+    several times faster than float32. Without them (AVX2 only) torch emulates bf16 and a few-token
+    verify costs several steps. The limits a host sets count, as torch obeys them:
     ATEN_CPU_CAPABILITY (torch's own kernels) and ONEDNN_MAX_CPU_ISA (its matmuls)."""
     if not cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
         return False

@@ -57,7 +57,7 @@ class DistilConfig:
     teacher_from: str = str(Path.home() / ".cache" / "specviz" / "head")
     held_out_fraction: float = 0.03  # of teacher_from's rows, the last ones: the rows the head never trained on
     # Instructions the target answers for this recipe alone: 0, because teacher_from holds the target's
-    # answers to the same templates (twice as many) and to its own requests. The first draft used 3,072.
+    # answers to the same templates (twice as many) and to its own requests.
     num_prompts: int = 0
     answer_batch: int = 128  # sequences per generate() call (left-padded)
     answer_tokens: int = 128  # most new tokens per answer
@@ -258,7 +258,7 @@ def export_draft(draft, head_rows: torch.Tensor, out_dir: Path, summary: dict) -
     """A transformers folder with int8 weights (specviz.models.compact), plus the head rows and
     the training summary.
 
-    No tokenizer: the draft shares the target's (load_pair uses it), and its 3.5 MB is room the
+    No tokenizer: the draft shares the target's (load_pair uses it), and its files would take room the
     head drafter's weights need in assets/.
     """
     save_compact(draft.cpu().eval(), out_dir)
@@ -278,7 +278,7 @@ def distil(config: DistilConfig) -> Path:
     timings = {}
     teacher = read_teacher_passes(config)  # first: a missing head recipe fails in seconds, not after the target loads
 
-    # bf16 for the teacher's passes: an order of magnitude faster here, and distillation
+    # bf16 for the teacher's passes: far faster where the hardware has it, and distillation
     # targets do not need float32's last bits.
     started = time.perf_counter()
     target_id, tokenizer, target = load_target(config, torch.bfloat16, device)

@@ -24,7 +24,7 @@ class HeadTrainConfig:
     out_dir: str = "assets/smollm2-head"
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "head")
     # The draft model's rows, so both drafters share a support (the shipped head has the first draft's: the
-    # retrained draft, which learns from this recipe's teacher passes, chose its own, 80 % the same).
+    # retrained draft, which learns from this recipe's teacher passes, chose its own, mostly the same).
     head_rows_from: str = "assets/smollm2-draft/head_rows.json"
     target_id: str = ""  # empty: the default target
     seed: int = 1  # not the draft's seed 0: other prompts from the same templates
@@ -36,20 +36,20 @@ class HeadTrainConfig:
     answer_rounds: int = 1
     # The target's own answers to the same prompts, greedy and sampled: what the head meets when
     # drafting (a first run on draft-written text alone agreed with the target far less on
-    # target text, and 768 greedy answers left it at 0.32 on unseen prompts: data-starved).
-    target_prompts: int = 4096  # all of them (the templates give ~1,450): ~15 min in bfloat16 on a CPU with native bf16
+    # target text, and a few hundred greedy answers left it data-starved on unseen prompts).
+    target_prompts: int = 4096  # all of them (the templates give ~1,450)
     target_answer_temperatures: tuple[float, ...] = (0.0, 0.7)  # each prompt answered once at each
     target_answer_batch: int = 64
     target_answer_tokens: int = 128
     # Instructions the target writes itself (Magpie, arXiv 2406.08464): given only its chat template up
     # to the user's turn, an instruction-tuned model samples a user request; thousands of them span far
-    # more than the templates (the head agreed 0.63 on templated text, 0.37-0.44 on the page's prompts).
+    # more than the templates (a head trained on templated text agreed far less on the page's prompts).
     self_instructions: int = 4096  # requests sampled; the unfinished ones and duplicates are dropped
     instruction_temperature: float = 0.9
     instruction_tokens: int = 48
     instruction_batch: int = 128
     # Each request answered once, greedily or at T = 0.7 by batch: on this CPU new requests are worth
-    # more than a second answer to the same one (which doubles the phase, ~45 min for ~3,000).
+    # more than a second answer to the same one (which doubles the phase).
     self_instruct_rounds: int = 1
     label_batch: int = 8
     teacher_top_k: int = 16
@@ -137,7 +137,7 @@ class HeadGpuConfig:
     dry-run sizes. Seeded; every phase resumes from its files in work_dir."""
 
     device: str = "cuda"
-    # Not assets/: a new head ships only where it measured better on held-out prompts (issue 33).
+    # Not assets/: a new head ships only where it measured better on held-out prompts.
     out_dir: str = str(Path.home() / ".cache" / "specviz" / "head-gpu" / "head")
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "head-gpu")
     target_id: str = ""  # empty: the default target
@@ -146,12 +146,12 @@ class HeadGpuConfig:
     phase: str = "all"  # one of PHASES: a command that cannot hold them all runs them one by one
     num_threads: int = 8
     # generate: requests of its own (Magpie, as the CPU recipe's phase 0) ...
-    self_instructions: int = 81_920  # sampled; ~73 % finish within instruction_tokens (CPU run: 2,982 of 4,096)
+    self_instructions: int = 81_920  # sampled; those unfinished within instruction_tokens are dropped
     instruction_temperature: float = 0.9
     instruction_tokens: int = 48
-    # Batches of 4,096: a step of generate() on a 135 M target is bound by its ~900 kernel launches (28 ms on
-    # an H200 at one row), not by arithmetic (~1 TFLOP at 4,096 rows), so 4× the rows of 1,024 should cost
-    # little more per step, for 4× fewer steps. Memory: the cache ~25 GB at 262 positions (fits an H100).
+    # Batches of 4,096: a step of generate() on a 135 M target is bound by its kernel launches, not by
+    # arithmetic (~1 TFLOP at 4,096 rows), so 4× the rows of 1,024 should cost little more per step, for
+    # 4× fewer steps. Memory: the cache ~25 GB at 262 positions (fits an H100).
     instruction_batch: int = 4096
     # ... each answered once per temperature (round r, batch b answers at temperature (b + r) mod 2)
     answer_batch: int = 4096

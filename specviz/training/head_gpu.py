@@ -1,9 +1,9 @@
 """The head drafter's GPU recipe (`python -m specviz train --recipe head --device cuda --minutes N`).
 
-The CPU recipe (specviz.training.head_train) was sized by what two cores write in hours: 1 M teacher
-positions. On a GPU the target writes and scores text thousands of times faster, so this recipe asks it
-for its own requests and answers at scale and trains the head as it drafts. Three phases, each
-resumable from its files in work_dir, so a command that runs out of --minutes is simply run again:
+The CPU recipe (specviz.training.head_train) was sized by what two CPU cores write in hours. On a GPU
+the target writes and scores text far faster, so this recipe asks it for its own requests and answers
+at scale and trains the head as it drafts. Three phases, each resumable from its files in work_dir, so
+a command that runs out of --minutes is simply run again:
 
 1. **generate**: the target writes requests of its own (Magpie, as the CPU recipe's phase 0: sampled
    after its chat template's user-turn prefix) and answers every one greedily and at T = 0.7, in large

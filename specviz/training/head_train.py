@@ -220,7 +220,7 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
 def train_head_recipe(config: HeadTrainConfig) -> Path:
     """Run (or resume) all four phases; returns the head's folder."""
     # Writing answers and the teacher pass run the target: on the hardware's fast precision (bfloat16
-    # on CUDA and on CPUs with native bf16, 2.5× faster here), the precision the head reads at run time.
+    # on CUDA and on CPUs with native bf16), the precision the head reads at run time.
     device, dtype = choose_device_and_dtype()
     config = apart_from_the_head_it_reads(replace(config, autocast=config.autocast or dtype == torch.bfloat16))
     check_the_layers_it_goes_on_with(config)

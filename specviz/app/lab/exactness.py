@@ -39,7 +39,7 @@ MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution sp
 # Past this share for the likeliest (token 1, token 2) the histogram is one bar and "other": the lab then
 # tests further on, after the target's own greedy start, where its first token has at most this share.
 SPREAD_TOP = 0.5
-MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (about 2 s on the default pair)
+MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (bounded: the wait stays short)
 WHISKER_SIGMAS = 2.0  # the chart's whiskers: the exact share ± this many standard errors of a bar
 
 Outcome = tuple[int, int]  # (first, second) generated token ids

@@ -40,7 +40,7 @@ def explain_html(run: RunView | None) -> str:
     rejected = next((e for e in rounds if e.next_kind == "resample"), None)
     bonus = next((e for e in rounds if e.next_kind == "bonus" and not e.took_rival), None)
     rival = next((e for e in rounds if e.took_rival and len(e.emitted_ids) == 2), None)
-    # a draft tree's round (issue 32): the one with the most branches, so the tree is worth a sentence
+    # a draft tree's round: the one with the most branches, so the tree is worth a sentence
     tree = max((e for e in rounds if e.tree and num_branches(e) > 1), key=num_branches, default=None)
     # One example of each ending (and of a rival the target took, and of a tree), cited in the order the rounds ran.
     explained = [(e, explain) for e, explain in ((rejected, explain_rejection), (bonus, explain_bonus),

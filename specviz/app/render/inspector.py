@@ -164,7 +164,7 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 
 
-# Where a round's tokens are pieces of characters, "(part of a character)" needs its reason (issue 34).
+# Where a round's tokens are pieces of characters, "(part of a character)" needs its reason.
 PARTS_NOTE = ("Some tokens here are (part of a character): the tokenizer has no token for that character, so it spells "
               "it in UTF-8 bytes over 2–4 tokens; the lane draws the character on the token that completes it, and a "
               "piece can be kept or rejected like any token.")

@@ -87,7 +87,7 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
     """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken).
 
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
-    after them, and inside the box that left an empty coloured chip at the end of the line (issue 34)."""
+    after them, and inside the box that left an empty coloured chip at the end of the line."""
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
@@ -148,7 +148,7 @@ def sure_text(token) -> str:
 def target_sure_text(token) -> str:
     """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1). Each
     figure names its model: a kept draft's hover said "(it was 38% sure)" after "the target's own top pick",
-    where 38% was the drafter's and the target was 98% sure (issue 34)."""
+    where that figure was the drafter's and the target was far surer."""
     return "" if getattr(token, "target_confidence", None) is None else f" (the target was {token.target_confidence:.0%} sure)"
 
 
@@ -287,7 +287,7 @@ def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool 
 
 def rival_text(text: str) -> str:
     """A rival's text in the small struck marker; punctuation bolder and larger, else a rival "." was a
-    nearly invisible dot under the strike (issue 34)."""
+    nearly invisible dot under the strike."""
     shown = visible_text(text, keep_breaks=False)
     return f'<b class="rival-symbol" style="font-size:14px;padding:0 2px">{shown}</b>' if is_symbolic(text) else shown
 

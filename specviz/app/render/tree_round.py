@@ -1,4 +1,4 @@
-"""A tree round in words (issue 32): each node's plain line (why it was kept, rejected or never
+"""A tree round in words: each node's plain line (why it was kept, rejected or never
 examined; where the target's own token came from), the inspector's summary and table of the tree,
 and the lane's small mark on a round that checked more than a chain. The figure
 (specviz.app.plots_tree) hovers with these same lines.
