@@ -3,9 +3,10 @@
 Nothing here imports torch, gradio or plotly, so the CLI's --help, the page, the renderers and
 the engine can all ask it. Adding a drafter is its class plus one `DrafterInfo` entry; adding a
 lane is its decoder plus one `LaneInfo` entry. Code that needs behaviour asks a flag here
-(`needs_draft_model`, `reads_target`, `settings`) instead of comparing names.
+(`needs_draft_model`, `needs_head`, `settings`) or the drafter's class (specviz.decoding.drafters.Drafter)
+instead of comparing names.
 
-Factories and decoders are named as "module:attribute" and resolved where they run (the engine),
+Drafter classes and decoders are named as "module:attribute" and resolved where they run (the engine),
 so this module sits beneath everything and no import cycle is needed to find them.
 """
 
@@ -30,11 +31,11 @@ class DrafterInfo:
     """One drafting strategy: how to build it and how to talk about it."""
 
     name: str  # the registry name: CLI --drafter, the API, saved runs
-    factory: str  # "module:attr" of (pair, config, to_probs, generator) → Drafter
+    drafter: str  # "module:Class" of its specviz.decoding.drafters.Drafter subclass
     label: str  # short, for choices and titles: "draft model"
     description: str  # one line on where its guesses come from (the CLI's --help)
     needs_draft_model: bool  # it cannot run on a pair without a draft model
-    reads_target: bool  # the engine hands it the target's hidden states after each target forward
+    needs_head: bool  # it cannot run on a pair without a trained head (it drafts with it)
     prefill_words: str  # what it did while the target read the prompt
     source_words: str  # where its guesses come from, for the draft stage and the inspector
     caches: str  # the KV caches it keeps beside the target's, "" when none
@@ -50,28 +51,40 @@ class DrafterInfo:
     # token limit and the γ schedule are worded by step mode from the round and the run).
     fewer_words: str = "the drafter proposed no more."
     none_words: str = "the token limit left no room"  # why a round drafted nothing
+    # "About the drafters": its path from what it reads to its guess, steps left to right, each one or more
+    # (words, whose) boxes joined by "+" ("target": the target's own parts, "own": the drafter's weights,
+    # "plain": neither), and its paragraph there; both may name the shipped figures ({draft_params},
+    # {head_width}, …: specviz.app.render.drafters_about.DrafterFigures).
+    diagram: tuple[tuple[tuple[str, str], ...], ...] = ()
+    about: str = ""
 
 
 DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
     DrafterInfo(
         name="model",
-        factory="specviz.decoding.drafters:ModelDrafter.build",
+        drafter="specviz.decoding.drafters:ModelDrafter",
         label="draft model",
         description="draft model (a small separate LM)",
         needs_draft_model=True,
-        reads_target=False,
+        needs_head=False,
         prefill_words="The draft model read the prompt too, to fill its own KV cache.",
         source_words="the draft model, a small language model that reads only the text",
         caches="the draft's",
         hf_equivalent="assistant_model",
+        diagram=((("the text so far", "plain"),), (("its own small transformer ({draft_layers} layers × {draft_width})", "own"),),
+                 (("its own output head", "own"),), (("guess", "plain"),)),
+        about=("<b>The draft model</b> reads only the text, with its own small transformer: {draft_params} parameters "
+               "({draft_layers} layers, {draft_width} wide), {draft_table_params} of them its table of token vectors. It "
+               "keeps its own memory of the text (a KV cache) and runs once per guess. transformers' "
+               "<code>generate(assistant_model=…)</code> can use it too."),
     ),
     DrafterInfo(
         name="prompt-lookup",
-        factory="specviz.decoding.drafters:PromptLookupDrafter.build",
+        drafter="specviz.decoding.drafters:PromptLookupDrafter",
         label="prompt lookup",
         description="prompt lookup (copy n-grams, no model)",
         needs_draft_model=False,
-        reads_target=False,
+        needs_head=False,
         prefill_words="Prompt lookup needs no model: it will copy from the prompt and the text so far.",
         source_words="copying: the tokens that followed the text's last n-gram earlier on",
         caches="",
@@ -81,14 +94,19 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                      "{texts}. Copying is certain, so q = 1 for each (a one-hot q)."),
         fewer_words="that is all the copied stretch held.",
         none_words="prompt lookup found no earlier occurrence of the text's last tokens",
+        diagram=((("the text's last few tokens", "plain"),), (("found earlier in the prompt or the answer", "plain"),),
+                 (("copy what followed them there", "plain"),), (("guess", "plain"),)),
+        about=("<b>Prompt lookup</b> has no parameters: it looks for the text's last few tokens earlier in the prompt "
+               "or the answer and copies what followed them. Free, and good where the answer repeats the prompt "
+               "(corrections, rewrites, code edits); elsewhere it often finds nothing to copy."),
     ),
     DrafterInfo(
         name="head",
-        factory="specviz.decoding.head:HeadDrafter.build",
+        drafter="specviz.decoding.head:HeadDrafter",
         label="EAGLE-style head",
         description="EAGLE-style head (reads the target's hidden state)",
         needs_draft_model=False,
-        reads_target=True,
+        needs_head=True,
         prefill_words=("The head read nothing itself: it starts from the target's own hidden state at the prompt's "
                        "last position, which the target's prefill just computed."),
         source_words=("the head: one small layer that reads the target's own hidden state of the last verified "
@@ -99,6 +117,15 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
         draft_words=("The {label} ran {forwards}: the first reads the target's own hidden state at the last verified "
                      "token, each later one its own predicted state. q is its probability for the token it "
                      "picked: {proposals}."),
+        diagram=((("the target's last hidden state", "target"), ("the last token's embedding", "target")),
+                 (("one small transformer layer ({head_width} wide)", "own"),), (("the target's own output head", "target"),),
+                 (("guess", "plain"),)),
+        about=("<b>The EAGLE-style head</b> reads what the target computed: the target's last hidden state (the vector "
+               "from which the target picks its own next token) plus the last token's embedding, through one small "
+               "transformer layer, then the target's own output head turns the result into a guess. {head_params} "
+               "parameters, one layer {head_width} wide: it borrows the target's embedding and output head instead of "
+               "storing its own. The target's forward pass computes those states anyway (to read the prompt, and at "
+               "every check), so reading them costs nothing extra."),
     ),
 )
 

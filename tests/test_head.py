@@ -16,6 +16,7 @@ from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
 from specviz.models.compact import dequantize_rows, quantize_rows
 from specviz.models.draft_head import DraftHead, head_config_for, load_head
+from specviz.decoding.drafters import ModelDrafter
 from specviz.decoding.head import HeadDrafter
 from specviz.decoding.sampling import ProbsFn
 from specviz.analysis.trace import Trace
@@ -134,7 +135,8 @@ def test_a_pair_without_a_head_says_so():
     config = DecodeConfig(drafter="head")
     with pytest.raises(ValueError, match="no EAGLE-style head was trained for this pair's target"):
         list(speculative_decode(pair, [5, 6, 7], config))
-    assert drafter_info("head").reads_target and not drafter_info("model").reads_target
+    assert drafter_info("head").needs_head and not drafter_info("model").needs_head
+    assert HeadDrafter.reads_target and not ModelDrafter.reads_target
 
 
 def test_a_saved_head_loads_back_identically(tmp_path):

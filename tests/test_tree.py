@@ -22,7 +22,7 @@ from specviz.analysis.selfcheck import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.drafters import Proposal, copying_tree, find_continuations
+from specviz.decoding.drafters import Drafter, Proposal, copying_tree, find_continuations
 from specviz.decoding.engine import autoregressive_decode, draft_round, speculative_decode
 from specviz.decoding.events import RoundEvent, event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
@@ -223,7 +223,7 @@ def test_after_tree_rounds_every_cache_holds_the_committed_text_only():
         built, kept = [], []
 
         def factory(*args):
-            built.append(resolve(drafter.factory)(*args))
+            built.append(resolve(drafter.drafter).build(*args))
             close = built[0].close
 
             def keep_then_close():  # the run gives its slot cache back to the pool, which empties it: read it first
@@ -368,7 +368,7 @@ def test_a_round_with_no_room_drafts_an_empty_tree_on_the_texts_device():
     assert tree.node_ids.device == ids.device and tree.node_ids.numel() == 0
 
 
-class RivalsDrafter:
+class RivalsDrafter(Drafter):
     """Proposes one unsure draft with three rival guesses, as drafters.draft_tokens does when greedy."""
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.decoding.config import DecodeConfig
+from specviz.decoding.drafters import draft_head_variant
 from specviz.decoding.engine import autoregressive_decode, longest_text, speculative_decode, warm_up
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
@@ -281,10 +282,3 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "recommendation": recommendations,
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
-
-
-def draft_head_variant(pair: ModelPair, full_draft_head: bool) -> str:
-    """Which output head the engine's drafter computed: say it beside every figure."""
-    if pair.draft_head_rows is None or full_draft_head:
-        return f"full head ({pair.vocab_size} rows)"
-    return f"head_rows.json ({len(pair.draft_head_rows)} of {pair.vocab_size} rows)"

@@ -38,7 +38,7 @@ def prepare_pair(args):
 def run_generate(args) -> int:
     from dataclasses import asdict
 
-    from specviz.analysis.bench import draft_head_variant
+    from specviz.decoding.drafters import draft_head_variant
     from specviz.analysis.bench_record import loaded_settings
     from specviz.catalogue import run_lanes
     from specviz.decoding.config import DecodeConfig

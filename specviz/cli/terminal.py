@@ -3,7 +3,7 @@ figures table with the page's verdict, and the JSON report."""
 
 from __future__ import annotations
 
-from specviz.catalogue import drafter_info
+from specviz.catalogue import drafter_info, resolve
 from specviz.app.palette import ANSI, ANSI_RESET
 
 
@@ -103,10 +103,5 @@ def run_report(view_run, extra_config: dict) -> dict:
 
 
 def drafter_description(pair, config) -> str:
-    from specviz.analysis.bench import draft_head_variant
-
-    if config.drafter == "prompt-lookup":
-        return f"prompt lookup (n-grams up to {config.ngram})"
-    if drafter_info(config.drafter).reads_target:
-        return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
-    return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
+    """What drafts in this run, as its drafter's class says it."""
+    return resolve(drafter_info(config.drafter).drafter).describe(pair, config)

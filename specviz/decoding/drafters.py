@@ -14,11 +14,12 @@ words); the head drafter, which reads the target's hidden states, lives in specv
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Protocol
+from typing import Callable, ClassVar, NamedTuple
 
 import torch
 from transformers import DynamicCache
 
+from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new_ids, top_probability
 from specviz.decoding.sampling import ProbsFn, sample
@@ -44,20 +45,54 @@ class Proposal(NamedTuple):
     rivals: tuple[tuple[int, float], ...] = ()
 
 
-class Drafter(Protocol):
-    """A drafting strategy: see the prompt, propose tokens, forget rejected ones."""
+class Drafter:
+    """The contract between the engine and a drafting strategy: every member the engine calls.
+
+    A drafter declares what it can do as class attributes and overrides what it does; the defaults are a
+    drafter that keeps nothing (no cache to roll back, close or reshape) and reads nothing of the target.
+    Each one is built per run by `build`, so it shares the run's seeded generator and probabilities function.
+    """
+
+    grows_trees: ClassVar[bool] = False  # propose_tree drafts a tree (DecodeConfig.tree); else tree runs draft chains
+    reads_target: ClassVar[bool] = False  # the engine hands it the target's hidden states from every target forward
+    target_layers: tuple[int, ...] = ()  # with reads_target: the target's lower layers it reads, beside the last
+
+    @classmethod
+    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "Drafter":
+        """The drafter for one run of `config` on `pair`."""
+        raise NotImplementedError
+
+    @classmethod
+    def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
+        """What drafts in a run of `config` on `pair`, said beside its figures (the CLI, bench records)."""
+        return drafter_info(config.drafter).label
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         """See the prompt (1, n); return the number of forwards spent."""
-        ...
+        return 0
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         """Draft up to num_tokens tokens after committed_ids (1, n)."""
-        ...
+        raise NotImplementedError
+
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """A tree of at most `budget` nodes and depth `depth` after committed_ids (1, n); only where grows_trees."""
+        raise NotImplementedError(f"{type(self).__name__} drafts chains only")
+
+    def observe_target(self, hidden: torch.Tensor, start: int) -> None:
+        """With reads_target: the target's hidden states (m, d·(1+layers)) for positions start..start+m-1."""
+
+    def take_positions(self, sources: list[int], dest: int) -> None:
+        """With reads_target: the states at positions `sources` (guesses the target took) move to dest, dest+1, …"""
+
+    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
+        """After a tree round: keep what it computed for the accepted path while drafting, drop the other branches."""
 
     def rollback(self, num_committed: int) -> None:
         """Forget everything past the first num_committed tokens."""
-        ...
+
+    def close(self) -> None:
+        """The run is over (or stopped): give back what it holds (a slot cache goes back to the pool)."""
 
 
 DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], Drafter]
@@ -118,12 +153,14 @@ def rival_guesses(logits: torch.Tensor, num_rivals: int) -> tuple[tuple[int, flo
     return tuple((token_id, value) for token_id, value in zip(indices.tolist()[1:], values.tolist()[1:]) if value > 0)
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """Drafts with a small causal LM and its own KV cache.
 
     With a scorer (its head rows, specviz.models.rows), only those rows of its output head are
     computed; q is then zero outside them, which keeps the output exactly the target's.
     """
+
+    grows_trees = True
 
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
                  scorer: RowScorer | None = None, confidence_threshold: float = 0.0, num_rivals: int = 0):
@@ -145,6 +182,10 @@ class ModelDrafter:
         if uses_slots(pair.target):  # the draft runs in slots where its target does: graphed on CUDA, from the pool
             drafter.cache = pooled_cache(pair.draft, pair.context_length)
         return drafter
+
+    @classmethod
+    def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
+        return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
 
     def close(self) -> None:
         """The run is over: a slot cache goes back to the pool, its graphs with it."""
@@ -208,6 +249,13 @@ class ModelDrafter:
         crop_cache(self.cache, num_committed - 1)
 
 
+def draft_head_variant(pair: ModelPair, full_draft_head: bool) -> str:
+    """Which output head the draft model computed: said beside every figure of it."""
+    if pair.draft_head_rows is None or full_draft_head:
+        return f"full head ({pair.vocab_size} rows)"
+    return f"head_rows.json ({len(pair.draft_head_rows)} of {pair.vocab_size} rows)"
+
+
 def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
     """The draft model's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its logits and,
     for a scorer over its head rows, its hidden states, at every key width."""
@@ -257,8 +305,10 @@ def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -
     return DraftTree(node_ids, tuple(parents), (1.0,) * len(token_ids), (-1,) * len(token_ids), 0)
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Copies from the prompt and the text so far; no model, no cache, nothing to roll back."""
+
+    grows_trees = True
 
     def __init__(self, vocab_size: int, max_ngram: int):
         self.vocab_size = vocab_size
@@ -268,8 +318,9 @@ class PromptLookupDrafter:
     def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "PromptLookupDrafter":
         return cls(pair.vocab_size, config.ngram)
 
-    def prefill(self, prompt_ids: torch.Tensor) -> int:
-        return 0
+    @classmethod
+    def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
+        return f"prompt lookup (n-grams up to {config.ngram})"
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         copied = find_continuation(committed_ids[0].tolist(), self.max_ngram, num_tokens)
@@ -278,13 +329,6 @@ class PromptLookupDrafter:
         return Proposal(draft_ids, draft_probs, 0)
 
     def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
-        """Several earlier matches as branches (issue 32): the target checks them all in one pass."""
+        """Several earlier matches as branches: the target checks them all in one pass."""
         branches = find_continuations(committed_ids[0].tolist(), self.max_ngram, depth)
         return copying_tree(branches, budget, committed_ids.device)
-
-    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
-        pass  # no cache
-
-    def rollback(self, num_committed: int) -> None:
-        pass
-

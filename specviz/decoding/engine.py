@@ -196,7 +196,7 @@ def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule,
                 tree_rule: TreeRule = accept_tree) -> tuple[Callable, Callable, Callable]:
     """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
     and the drafter grows trees, else a chain's (whose rival guesses are a one-level tree, judged as one)."""
-    if config.tree and hasattr(drafter, "propose_tree"):
+    if config.tree and drafter.grows_trees:
         verify = functools.partial(verify_tree, tree_rule=tree_rule)
         return functools.partial(draft_tree, budget=config.tree), verify, settle_tree
     return draft_round, functools.partial(verify_drafts, accept_rule=accept_rule, tree_rule=tree_rule), settle_round
@@ -224,9 +224,9 @@ def autoregressive_decode(
             next_id = int(sample(to_probs(logits.to(pair.device)), generator))
             step_s = clock(pair.device) - started
             generated.append(next_id)
-            yield RoundEvent(
-                lane, round_index, len(generated) - 1, 0, (), 0, next_id, "target", (next_id,), 0.0, step_s, 0, 1
-            )
+            yield RoundEvent(lane=lane, round_index=round_index, position=len(generated) - 1, gamma=0, drafted=(),
+                             num_accepted=0, next_id=next_id, next_kind="target", emitted_ids=(next_id,), draft_s=0.0,
+                             verify_s=step_s, num_draft_forwards=0, num_target_forwards=1)
             if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
                 yield FinishEvent(lane, "eos", len(generated))
                 return
@@ -252,7 +252,7 @@ def speculative_decode(
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     if drafter is None:
         check_drafter(pair, config)
-        drafter = resolve(drafter_info(config.drafter).factory)
+        drafter = resolve(drafter_info(config.drafter).drafter).build
     drafter = drafter(pair, config, to_probs, generator)
     with target_cache_for(pair, drafter) as target_cache:
         started = clock(pair.device)

@@ -20,13 +20,13 @@ from specviz.models.slots import SlotCache, uses_slots
 def target_cache_for(pair: ModelPair, drafter=None) -> Iterator[DynamicCache | SlotCache]:
     """The target's KV cache for one lane's run: a DynamicCache, or where the target runs in slots
     (specviz.models.slots: CUDA) a slot cache from the pool, its graphs kept for the next run. When the
-    run ends (or is stopped), the cache goes back, and so does the drafter's (its `close`, if it has one)."""
+    run ends (or is stopped), the cache goes back, and the drafter closes (its own cache goes back too)."""
     cache = pooled_cache(pair.target, pair.context_length) if uses_slots(pair.target) else DynamicCache()
     try:
         yield cache
     finally:
         given_back(pair.target, cache)
-        if hasattr(drafter, "close"):
+        if drafter is not None:
             drafter.close()
 
 
@@ -144,7 +144,7 @@ def target_forward(pair: ModelPair, drafter, all_ids: torch.Tensor, cache: Dynam
     the hidden states of those positions (the final ones, then those of the lower layers it names in
     `target_layers`), from this same forward (no extra target pass). `parents`: the trailing ids are
     draft-tree nodes (forward.tree_layout)."""
-    if not getattr(drafter, "reads_target", False):
+    if not drafter.reads_target:
         return forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only, parents=parents)
     start = cache.get_seq_length()
     logits, hidden = forward_new_ids_with_hidden(pair.target, all_ids, cache, pair.vocab_size, last_only=last_only,

@@ -14,7 +14,8 @@ import torch
 from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.drafters import Proposal, draft_tokens
+from specviz.catalogue import drafter_info
+from specviz.decoding.drafters import Drafter, Proposal, draft_tokens
 from specviz.decoding.forward import crop_cache, top_probability, tree_layout
 from specviz.decoding.sampling import ProbsFn
 from specviz.decoding.tree import DraftTree, grow_tree
@@ -25,14 +26,17 @@ from specviz.models.slot_calls import given_back, pooled_cache, prepare_pooled, 
 from specviz.models.slots import SlotCache, uses_slots
 
 
-class HeadDrafter:
+class HeadDrafter(Drafter):
     """Drafts with a DraftHead over the target's hidden states; the engine feeds it those states.
 
     Positions 0..n-2 of the committed text have true target features (the target's cache holds
     committed[:-1]); the head's KV cache holds its layer's entries for the positions it has read
-    with true features, so a round only feeds what the last verify added.
+    with true features, so a round only feeds what the last verify added. Hence it reads nothing at the
+    prompt (the target's prefill hands it the prompt's states) and keeps none of a tree's entries (they were
+    read from predicted states; take_positions moves the accepted path's true ones).
     """
 
+    grows_trees = True
     reads_target = True
 
     def __init__(self, head: DraftHead, target, scorer: RowScorer, vocab_size: int, to_probs: ProbsFn,
@@ -58,6 +62,10 @@ class HeadDrafter:
             drafter.cache = pooled_cache(pair.head.body, pair.context_length)
         return drafter
 
+    @classmethod
+    def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
+        return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
+
     def close(self) -> None:
         """The run is over: a slot cache goes back to the pool, its graphs with it."""
         self.cache = given_back(self.head.body, self.cache)
@@ -73,9 +81,6 @@ class HeadDrafter:
         else:
             layout = {"position_ids": torch.arange(start, start + num_new, device=next_ids.device).view(1, -1)}
         return self.head(features, self.embed(next_ids), self.cache, **layout)[0]  # (m, d)
-
-    def prefill(self, prompt_ids: torch.Tensor) -> int:
-        return 0  # it reads the target's prefill states, handed over by observe_target
 
     def observe_target(self, hidden: torch.Tensor, start: int) -> None:
         """The target's hidden states (m, d·(1+n)) for positions start..start+m-1: the final one, then
@@ -130,9 +135,6 @@ class HeadDrafter:
         tree = grow_tree(self.row_logits(root)[0], expand, depth, budget)
         crop_cache(self.cache, num_committed - 1)  # its tree entries were read from predicted states: dropped
         return tree
-
-    def keep_tree_path(self, tree: DraftTree, path: tuple[int, ...]) -> None:
-        """Nothing: the head keeps only entries read from true states (take_positions moved the path's)."""
 
     def take_positions(self, sources: list[int], dest: int) -> None:
         """The guesses the target took (a rival, a tree's accepted path): their true states (handed over

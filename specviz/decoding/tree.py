@@ -239,7 +239,7 @@ def settle_tree(ids: torch.Tensor, verified: VerifiedTree, target_cache: Dynamic
     in_place = next((depth for depth, node in enumerate(path) if node != depth), len(path))
     sources = [ids.shape[1] + node for node in path[in_place:]]
     move_cache_positions(target_cache, sources, ids.shape[1] + in_place)
-    if getattr(drafter, "reads_target", False) and sources:
+    if drafter.reads_target and sources:
         drafter.take_positions(sources, ids.shape[1] + in_place)
     if fed_path_slots(tree, path):  # else the rollback below drops the tree's entries (rival guesses feed none)
         drafter.keep_tree_path(tree, path)

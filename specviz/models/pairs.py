@@ -48,9 +48,9 @@ class ModelPair:
         """Why this pair cannot run the drafter, in words; None when it can."""
         if info.needs_draft_model and self.draft is None:
             return f"this pair has no draft model, which the {info.label} drafter needs: choose another drafter"
-        if info.reads_target and self.head is None and self.head_error:
+        if info.needs_head and self.head is None and self.head_error:
             return f"{self.head_error}: choose the draft model or prompt lookup, or train it again (`python -m specviz train --recipe head`)"
-        if info.reads_target and self.head is None:
+        if info.needs_head and self.head is None:
             return (f"no {info.label} was trained for this pair's target: choose the draft model or prompt lookup "
                     f"(the default pair's head is trained with `python -m specviz train --recipe head`)")
         return None

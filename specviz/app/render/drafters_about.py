@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.app.render.tokens import escape_text
-from specviz.catalogue import drafter_info
+from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.models import convert
 from specviz.models.presets import EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR
 
@@ -126,22 +126,24 @@ def path_row(name: str, parts: list[str]) -> str:
             f'min-width:11em">{escape_text(name)}</b> {ARROW.join(parts)}</div>')
 
 
+BOX_STYLES = {"target": TARGET_BOX, "own": OWN_BOX, "plain": PLAIN_BOX}
+
+
+def figure_words(figures: DrafterFigures) -> dict[str, object]:
+    """The figures as the catalogue's words name them: parameter counts in millions, "?" where unknown."""
+    return {name: millions(value) if name.endswith("_params") else "?" if value is None else value
+            for name, value in vars(figures).items()}
+
+
 def diagram_html(figures: DrafterFigures) -> str:
     """Where each drafter's guess comes from (blue: the target's own parts; pink: the drafter's)."""
-    draft = path_row(drafter_info("model").label, [
-        box("the text so far", PLAIN_BOX),
-        box(f"its own small transformer ({figures.draft_layers} layers × {figures.draft_width})", OWN_BOX),
-        box("its own output head", OWN_BOX), box("guess", PLAIN_BOX)])
-    head = path_row(drafter_info("head").label, [
-        box("the target's last hidden state", TARGET_BOX) + " + " + box("the last token's embedding", TARGET_BOX),
-        box(f"one small transformer layer ({figures.head_width} wide)", OWN_BOX),
-        box("the target's own output head", TARGET_BOX), box("guess", PLAIN_BOX)])
-    lookup = path_row(drafter_info("prompt-lookup").label, [
-        box("the text's last few tokens", PLAIN_BOX), box("found earlier in the prompt or the answer", PLAIN_BOX),
-        box("copy what followed them there", PLAIN_BOX), box("guess", PLAIN_BOX)])
+    words = figure_words(figures)
+    rows = [path_row(info.label, [" + ".join(box(text.format(**words), BOX_STYLES[whose]) for text, whose in step)
+                                  for step in info.diagram])
+            for info in DRAFTER_CATALOGUE if info.diagram]
     legend = (f'<div style="font-size:12px;color:#555">{box("blue", TARGET_BOX)} the target\'s own parts, '
               f'computed anyway · {box("pink", OWN_BOX)} the drafter\'s own weights</div>')
-    return f'<figure class="drafters-diagram" style="margin:8px 0">{draft}{head}{lookup}{legend}</figure>'
+    return f'<figure class="drafters-diagram" style="margin:8px 0">{"".join(rows)}{legend}</figure>'
 
 
 # --- the words -----------------------------------------------------------------------------------------
@@ -153,19 +155,7 @@ def sizes_html(figures: DrafterFigures) -> str:
     items = [
         f"<b>The target</b>, {TARGET_NAME}, for scale: {target}. Every drafter's guesses are checked by it, "
         "in one pass per round.",
-        f"<b>The draft model</b> reads only the text, with its own small transformer: "
-        f"{millions(figures.draft_params)} parameters ({figures.draft_layers} layers, {figures.draft_width} wide), "
-        f"{millions(figures.draft_table_params)} of them its table of token vectors. It keeps its own memory of the "
-        "text (a KV cache) and runs once per guess. transformers' <code>generate(assistant_model=…)</code> can use it too.",
-        f"<b>The EAGLE-style head</b> reads what the target computed: the target's last hidden state (the vector "
-        "from which the target picks its own next token) plus the last token's embedding, through one small "
-        f"transformer layer, then the target's own output head turns the result into a guess. "
-        f"{millions(figures.head_params)} parameters, one layer {figures.head_width} wide: it borrows the "
-        "target's embedding and output head instead of storing its own. The target's forward pass computes those "
-        "states anyway (to read the prompt, and at every check), so reading them costs nothing extra.",
-        "<b>Prompt lookup</b> has no parameters: it looks for the text's last few tokens earlier in the prompt or "
-        "the answer and copies what followed them. Free, and good where the answer repeats the prompt "
-        "(corrections, rewrites, code edits); elsewhere it often finds nothing to copy.",
+        *(info.about.format(**figure_words(figures)) for info in DRAFTER_CATALOGUE if info.about),
     ]
     return "<ul>" + "".join(f"<li style='margin-bottom:4px'>{item}</li>" for item in items) + "</ul>"
 
