@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     stash_command = commands.add_parser("stash", help="keep a carried part outside the tree, checked")
     stash_command.add_argument("part", type=Path, help="the carried folder, e.g. .gpu/part-1")
     stash_command.add_argument("--store", type=Path, default=STORE)
-    for name, what, minutes in (("run", "measure", 7.0), ("train", "train the head (issue 33)", 9.0)):
+    for name, what, minutes in (("run", "measure", 7.0), ("train", "train the head", 9.0)):
         command = commands.add_parser(name, help=f"stash the last part, assemble, install, {what}")
         command.add_argument("--part", type=Path, default=None, help="the last carried part (else all are stashed)")
         command.add_argument("--store", type=Path, default=STORE)

@@ -51,7 +51,7 @@ def part_bytes_for(tree_bytes: int, limit: int = TRANSFER_LIMIT) -> int:
     if room < SMALLEST_PART:
         raise ValueError(f"the travelling tree is {tree_bytes / MIB:.1f} MiB: with the {limit / MIB:.0f} MiB a call "
                          f"carries that leaves {max(room, 0) / MIB:.1f} MiB a part, under the {SMALLEST_PART / MIB:.0f} "
-                         f"MiB that keeps the calls few; shrink the tree first (issue 31, item 1)")
+                         f"MiB that keeps the calls few; shrink the tree first")
     return room
 
 
