@@ -132,3 +132,15 @@ def test_a_setting_the_engine_applies_at_temperature_0_only_says_so_on_the_page_
         marked = (labels.get(setting.elem_id) or "").endswith("(temperature 0 only)")
         assert marked == setting.greedy_only, setting.name
     assert generate.help.startswith("temperature 0 only: ")
+
+
+def test_a_declared_setting_the_config_has_no_field_for_is_refused_not_dropped():
+    from argparse import Namespace
+
+    from specviz.cli.commands import config_from
+    from specviz.decoding.config import DecodeConfig
+
+    args = Namespace(gamma=5, prompt="hi", temperture=0.7)
+    assert config_from(args, ("gamma", "prompt"), DecodeConfig, elsewhere=("prompt",)).gamma == 5
+    with pytest.raises(TypeError, match="temperture"):
+        config_from(args, ("gamma", "temperture"), DecodeConfig)

@@ -17,10 +17,14 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-def config_from(args, names: tuple[str, ...], config_class, **fixed):
-    """`config_class` (DecodeConfig, BenchConfig) from the parsed flags of the declared settings it has a field
-    for, and `fixed`: what the command decides itself."""
+def config_from(args, names: tuple[str, ...], config_class, elsewhere: tuple[str, ...] = (), **fixed):
+    """`config_class` (DecodeConfig, BenchConfig) from the parsed flags of the declared settings `names`, and
+    `fixed`: what the command decides itself. A setting the config has no field for is refused, unless the
+    command reads it `elsewhere` (the prompt, say): a flag that silently does nothing is a bug."""
     fields = {field.name for field in dataclasses.fields(config_class)}
+    unknown = [name for name in names if name not in fields and name not in elsewhere]
+    if unknown:
+        raise TypeError(f"{config_class.__name__} has no field for the setting(s) {', '.join(unknown)}")
     return config_class(**{**{name: getattr(args, name) for name in names if name in fields}, **fixed})
 
 
@@ -46,7 +50,7 @@ def run_generate(args) -> int:
     from specviz.app.render.lanes import RunView
 
     config = config_from(
-        args, GENERATE_SETTINGS, DecodeConfig, stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head,
+        args, GENERATE_SETTINGS, DecodeConfig, elsewhere=("prompt", "chat", "reference"), stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head,
         drafter=chosen_drafter(args),
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
