@@ -416,6 +416,35 @@ def test_after_stop_the_run_stays_inspectable(page):
     assert -2 <= top <= 60, top  # scrolled to the inspector, not left below the charts
 
 
+def test_stop_during_a_long_prompts_reading_frees_the_model_for_the_next_run(page):
+    """Stop while the target reads a long prompt, one forward of many seconds: the reading ends between two of
+    its layers, and the next Run starts at once. It stayed "Queued" for minutes: the server read the stopped
+    prompt to its end, and the page never sent the next run."""
+    page.locator("#prompt textarea").fill("Summarise these notes:\n" + " ".join(
+        f"Note {i}: the lighthouse keeper counted {i % 7 + 2} ships before dawn." for i in range(400)))  # ~6,300 tokens
+    set_number(page, "max-new-tokens", 8)
+    first = click_run(page)
+    # said just before the engine starts; reading the prompt then takes a minute or more here
+    page.wait_for_function("document.querySelector('#status').innerText.includes('Reading the prompt first')",
+                           timeout=RUN_TIMEOUT_MS)
+    time.sleep(2)
+    page.click("#stop")
+    page.wait_for_function("document.querySelector('#status').innerText.includes('Stopped')", timeout=10_000)
+    page.locator("#examples button").first.click()
+    page.wait_for_function("document.querySelector('#prompt textarea').value.length < 500", timeout=10_000)
+    clicked = time.monotonic()
+    page.click("#run")
+    page.wait_for_function(
+        "first => { const e = document.querySelector('#status [data-run]');"
+        " return e && !['0', first].includes(e.dataset.run) && !e.innerText.includes('Queued'); }",
+        arg=first, timeout=20_000)  # the next run's own first word, not "Queued"
+    second = page.locator("#status [data-run]").get_attribute("data-run")
+    page.wait_for_selector(f'#lane-baseline .lane[data-run="{second}"] .tok', timeout=20_000)
+    first_token_s = time.monotonic() - clicked
+    page.wait_for_selector(f'#status .status-done[data-run="{second}"]', timeout=30_000)
+    assert first_token_s < 20, first_token_s  # a reading left running would take a minute more
+
+
 def test_out_of_range_inputs_are_said_once_in_the_status_line(page):
     """γ = 100 and T = −3 are pulled into range by the sliders, and the status line says so; seed −5 is
     refused with our message (not gradio's own toast about a minimum)."""

@@ -4,15 +4,15 @@ No gradio here. The same loop serves a live run and a replay, so a replay render
 like the run it recorded. Redraws are throttled (lanes every LANE_REFRESH_S, charts every
 PLOT_REFRESH_S); a pace slows how fast the speculative lane's rounds *appear*, never how fast
 they run: the engine is a generator, paused while the page waits, and its clocks only run
-inside it.
+inside it. A live run's events are computed in a worker thread, one each time the page asks, so
+that a Stop can end a forward between two layers (specviz.models.interrupt).
 
 Drawing is not free, and it must not land inside the engine's clocks. A redraw makes the
 server build HTML and JSON (in gradio's event loop, beside the engine's thread) and the
 browser lay it out (on the same machine for a local user); left to run beside the next
-forward, both took the CPU and its memory bandwidth from the lane being timed. Measured on
-the default pair, 2 cores, Chromium on the same machine, one prompt run 4 times per setting:
-redrawing every 0.05 s gave 0.88-1.32x (v up to 1.41); every 0.25 s and a pause of
-REDRAW_SETTLE_S after each redraw gave 1.15-1.24x (v 1.03-1.10), beside the CLI's 1.28-1.31x.
+forward, both took the CPU and its memory bandwidth from the lane being timed: redrawing every
+0.05 s made the page's speedups swing far from the CLI's on the same prompt, while every 0.25 s
+and a pause of REDRAW_SETTLE_S after each redraw kept them near it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Iterator
 from specviz.catalogue import lane_info
 from specviz.decoding.engine import decode_lanes, top2_logit_gap
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.models.interrupt import RunStopped, StopCheck, pair_models, stoppable
 from specviz.models.pairs import ModelPair
 from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
@@ -149,14 +150,31 @@ def next_lane(run: RunView) -> str | None:
     return name if name is not None and lane_info(name).redraws else None
 
 
+def never_stopped() -> bool:
+    return False
+
+
+def stopped_by(session: str | None, section: str, started: float) -> StopCheck:
+    """Whether a section's Stop was pressed since a job began at `started`: the check a job's forwards ask
+    between two of the model's layers (specviz.models.interrupt)."""
+    return lambda: stop_presses.since(session, section, started)
+
+
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
-               pace_s: float = 0.0) -> Iterator[Progress]:
-    """Decode the request's lanes live; the last Progress is marked finished."""
+               pace_s: float = 0.0, should_stop: StopCheck = never_stopped) -> Iterator[Progress]:
+    """Decode the request's lanes live; the last Progress is marked finished. When `should_stop` says so
+    (the page's Stop), the model's work ends between two layers, a long prompt's reading included, and
+    the last Progress is a quiet one: the consumer's own check of the same press ends it there."""
     settings = {**request.settings, **loaded_settings(pair)}
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
-    events = recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes))
-    yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
+    events = stoppable(recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes)),
+                       pair_models(pair), should_stop)
+    try:
+        yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
+    except RunStopped:
+        yield Progress(run, None, False, quiet=True)
+        return
     yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
 
 

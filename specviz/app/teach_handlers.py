@@ -19,7 +19,7 @@ import gradio as gr
 from specviz.app import lessons, plots, plots_confidence, plots_teach, plots_tree, render, step_lessons
 from specviz.app.render.tree_round import figure_words
 from specviz.app.lab import exactness, step_mode, sweep
-from specviz.app.live import record_stop, stop_presses
+from specviz.app.live import record_stop, stop_presses, stopped_by
 from specviz.app.request import POLICY, Request, describe_error, whole_number
 from specviz.app.teach_sections import (
     LAB_EXAMPLE, LAB_EXAMPLE_DRAWS, LabSection, StepSection, SweepSection, close_step, empty_lab_chart,
@@ -29,6 +29,7 @@ from specviz.app.ui_handlers import session_of
 from specviz.app.wording import count
 from specviz.decoding.config import MAX_GAMMA
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.models.interrupt import RunStopped, pair_models, stoppable
 from specviz.models.pairs import ModelPair
 
 STEP_LANE_MAX_PX = 200  # the step lane's text scrolls past this: the stages below are the point
@@ -202,7 +203,8 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
         pair, prompt_ids = load_prompt(request)
         yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
         labels, start, last_drawn, tally = None, "", 0.0, None
-        for tally in exactness.run_lab(pair, prompt_ids, request.config, planned, wrong):
+        tallies = exactness.run_lab(pair, prompt_ids, request.config, planned, wrong)
+        for tally in stoppable(tallies, pair_models(pair), stopped_by(session, "lab", started)):
             if stop_presses.since(session, "lab", started):
                 return
             if labels is None:
@@ -214,6 +216,8 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
                 yield lab_values(tally, labels, wrong, started, start)
                 last_drawn = time.perf_counter()
         yield lab_values(tally, labels, wrong, started, start)
+    except RunStopped:  # Stop came inside a forward: the job ends there, as between two tallies
+        return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield lessons.message_html(describe_error(error), "error"), gr.skip()
 
@@ -262,7 +266,8 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         last_drawn = 0.0
-        for progress in sweep.sweep_gammas(pair, prompt_ids, config):
+        progresses = sweep.sweep_gammas(pair, prompt_ids, config)
+        for progress in stoppable(progresses, pair_models(pair), stopped_by(session, "sweep", started)):
             if stop_presses.since(session, "sweep", started):
                 return
             finished = progress.num_done == progress.num_total
@@ -278,6 +283,8 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                 last_drawn = time.perf_counter()
             if late:
                 return
+    except RunStopped:  # Stop came inside a forward: the job ends there, as between two runs
+        return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield lessons.message_html(describe_error(error), "error"), gr.skip(), gr.skip(), gr.skip()
 

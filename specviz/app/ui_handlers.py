@@ -18,7 +18,7 @@ import gradio as gr
 
 from specviz.app import render
 from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
-from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stream_events, stream_run
+from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stopped_by, stream_events, stream_run
 from specviz.models.presets import PRESETS, default_drafter_for, preset_name
 from specviz.app.settings import NAMES, replayed_settings
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
@@ -268,7 +268,7 @@ def on_run(page: Page, request: gr.Request, *values):
         yield {page.status: status_html(loading_message(parsed), "info", run_id)}
         model_pair = parsed.load()
         prompt_ids = parsed.encode(model_pair)
-        # Said before the prefill starts: a long prompt's reading showed only "Generating…" for minutes (issue 34).
+        # Said before the prefill starts: a long prompt's reading showed only "Generating…" for minutes.
         reading = reading_note_for(model_pair, prompt_ids, len(parsed.lanes))
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield show_error(page, error, run_id)
@@ -276,7 +276,9 @@ def on_run(page: Page, request: gr.Request, *values):
     lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
     yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}… {reading}".strip())
     try:
-        yield from page_updates(page, stream_run(parsed, model_pair, prompt_ids, run_id, pace_s), session, started)
+        # Stop ends the model's work between two of its layers, so a long prompt's reading stops too
+        progresses = stream_run(parsed, model_pair, prompt_ids, run_id, pace_s, stopped_by(session, "run", started))
+        yield from page_updates(page, progresses, session, started)
     except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
         yield show_error(page, error, run_id, session)
 
