@@ -1,10 +1,9 @@
 """How long the target takes to read a prompt here: measured prefills, and the estimate a page says
-before a long one (issue 34: a 6,000-word prompt ran 288 s with only "Generating…" on screen).
+before a long one (a very long prompt's reading took minutes with only "Generating…" on screen).
 
 Every live run records its target-alone lane's prefill (tokens, seconds) for its pair; a prompt is
 estimated from a measured prefill near its length, per token. Reading slows per token as a prompt
-grows (attention's share goes with the square of the length: 256 tokens took 0.5 s here, 2,048 took
-21 s), so a prompt far longer than anything measured is extrapolated with a fit of a·n + b·n²
+grows (attention's share goes with the square of the length), so a prompt far longer than anything measured is extrapolated with a fit of a·n + b·n²
 through the measurements, two short probes timed once per pair to start it.
 """
 
@@ -81,7 +80,7 @@ def probe_prefill(pair, prompt_ids: list[int]) -> tuple[int, float]:
 
 def fit_seconds(samples: list[tuple[int, float]], num_tokens: int) -> float:
     """Least squares of t = a·n + b·n² (a, b ≥ 0) through the samples, at n = num_tokens: attention's share
-    grows with the square of the length (on this CPU 256 tokens read in 0.5 s, 2,048 in 21 s, not 4 s)."""
+    grows with the square of the length (eight times the tokens took far more than eight times as long)."""
     n = [float(tokens) for tokens, _ in samples]
     t = [seconds for _, seconds in samples]
     s11, s12, s22 = (sum(x ** k for x in n) for k in (2, 3, 4))

@@ -19,15 +19,15 @@ Environment variables (`HostingPolicy.from_env` reads them at each load):
   elsewhere.
 - ``SPECVIZ_MAX_PROMPT_TOKENS``: most prompt tokens (chat template included) a run may have the
   target read; 0 means the models' own context length. Default: 2048 on a Space (a 6,000-word
-  prompt kept a CPU busy for minutes: issue 34), 0 elsewhere.
+  prompt kept a CPU busy for minutes), 0 elsewhere.
 - ``SPECVIZ_MAX_RUN_S``: seconds of wall time after which the app stops a run (both lanes
   together) and says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
 - ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy.
   Default: 16 on a Space, 64 elsewhere.
 - ``SPECVIZ_MAX_SESSIONS``: most visitors' sessions whose page state gradio keeps in memory; the
   oldest is dropped beyond it (its page then needs a new run before the inspector answers). Each
-  session costs ~0.25 MiB even for one API call (gradio copies the page's config into it), and
-  gradio's own default of 10,000 would let a stream of visitors take ~2.5 GB (tests/test_soak.py).
+  session costs a fraction of a MiB even for one API call (gradio copies the page's config into it), and
+  gradio's own default of 10,000 would let a stream of visitors take gigabytes (tests/test_soak.py).
   Default: 500 on a Space, 1000 elsewhere.
 """
 
