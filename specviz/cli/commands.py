@@ -50,8 +50,8 @@ def run_generate(args) -> int:
     from specviz.app.render.lanes import RunView
 
     config = config_from(
-        args, GENERATE_SETTINGS, DecodeConfig, elsewhere=("prompt", "chat", "reference"), stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head,
-        drafter=chosen_drafter(args),
+        args, GENERATE_SETTINGS, DecodeConfig, elsewhere=("prompt", "chat", "reference"),
+        stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head, drafter=chosen_drafter(args),
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
     config.validate()

@@ -14,7 +14,6 @@ import torch
 from transformers import DynamicCache
 
 from specviz.decoding.config import DecodeConfig
-from specviz.catalogue import drafter_info
 from specviz.decoding.drafters import Drafter, Proposal, draft_tokens
 from specviz.decoding.forward import crop_cache, top_probability, tree_layout
 from specviz.decoding.sampling import ProbsFn
@@ -64,7 +63,7 @@ class HeadDrafter(Drafter):
 
     @classmethod
     def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
-        return f"{drafter_info(config.drafter).label}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
+        return f"{super().describe(pair, config)}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
 
     def close(self) -> None:
         """The run is over: a slot cache goes back to the pool, its graphs with it."""

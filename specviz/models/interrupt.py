@@ -20,6 +20,8 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 import torch
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from specviz.models.pairs import ModelPair
+
 Item = TypeVar("Item")
 StopCheck = Callable[[], bool]
 
@@ -179,6 +181,6 @@ def wait_for_ended_runs(timeout_s: float = ENDING_WAIT_S) -> None:
         ending[:] = [worker for worker in ending if worker.is_alive()]
 
 
-def pair_models(pair) -> list[torch.nn.Module]:
+def pair_models(pair: ModelPair) -> list[torch.nn.Module]:
     """The models a pair runs: its target, and its draft model and head drafter where it has them."""
-    return [model for model in (pair.target, pair.draft, getattr(pair, "head", None)) if model is not None]
+    return [model for model in (pair.target, pair.draft, pair.head) if model is not None]

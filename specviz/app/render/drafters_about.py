@@ -152,10 +152,11 @@ def diagram_html(figures: DrafterFigures) -> str:
 def sizes_html(figures: DrafterFigures) -> str:
     target = (f"{millions(figures.target_params)} parameters in {figures.target_layers} layers"
               if figures.target_params else "about 135 M parameters, by its name")
+    words = figure_words(figures)
     items = [
         f"<b>The target</b>, {TARGET_NAME}, for scale: {target}. Every drafter's guesses are checked by it, "
         "in one pass per round.",
-        *(info.about.format(**figure_words(figures)) for info in DRAFTER_CATALOGUE if info.about),
+        *(info.about.format(**words) for info in DRAFTER_CATALOGUE if info.about),
     ]
     return "<ul>" + "".join(f"<li style='margin-bottom:4px'>{item}</li>" for item in items) + "</ul>"
 
