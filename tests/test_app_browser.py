@@ -248,6 +248,15 @@ def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page, tmp_path):
     page.wait_for_function(
         "n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')", arg=number, timeout=15_000
     )
+    # Two clicks in quick succession: the inspector ends on the second, even when the first's answer is
+    # still on its way (a click that came while one was pending used to be dropped).
+    first_round, second_round = rounds.nth(0), rounds.nth(1)
+    first_round.locator(".tok").first.click()
+    second_round.locator(".tok").first.click()
+    page.wait_for_function(
+        "n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
+        arg=second_round.get_attribute("data-round"), timeout=15_000
+    )
 
     # The finished run downloads as one file; uploaded back, it replays through the same lanes.
     page.locator("button", has_text="Save and replay a run").click()

@@ -43,6 +43,11 @@ MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the 
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
 SLIDER_NAMES = {setting.name: settings.short_name(setting) for setting in settings.SLIDERS}  # for clamp notes
 QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
+# Opening a round: every click is served, one after another in the order made, so the inspector ends on
+# the round clicked last. Gradio's default for a click drops one made while the previous is answered, and
+# "always_last" re-sends the click without its round; its own queue keeps it clear of the model's jobs.
+INSPECT = {"api_visibility": "private", "queue": True, "trigger_mode": "multiple", "concurrency_id": "inspector",
+           "concurrency_limit": 1, "show_progress": "hidden"}
 CSS = """
 .specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
 .specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
@@ -177,11 +182,11 @@ def wire_inspector(page: Page) -> None:
     """The round picker and a click on a drafted token both open a round in the inspector."""
     inspector = page.inspector
     inspector.round_picker.input(inspector_values, [page.run_state, inspector.round_picker],
-                                 [inspector.html, inspector.chart], **QUIET)
+                                 [inspector.html, inspector.chart], **INSPECT)
     for name, box in page.lanes.items():
         if lane_info(name).drafts:
             box.click(on_lane_click, [page.run_state], [inspector.round_picker, inspector.html, inspector.chart],
-                      **QUIET)
+                      **INSPECT)
 
 
 def wire_controls(page: Page) -> None:
