@@ -261,12 +261,12 @@ def test_crop_cache_keeps_the_first_positions():
     with torch.inference_mode():
         model(input_ids=ids, past_key_values=cache, use_cache=True)
         keys = cache.layers[0].keys.clone()
-        specviz.decoding.engine.crop_cache(cache, 4)
+        specviz.decoding.forward.crop_cache(cache, 4)
         assert cache.get_seq_length() == 4
         assert torch.equal(cache.layers[0].keys, keys[..., :4, :])
-        specviz.decoding.engine.crop_cache(cache, 10)  # longer than the cache: nothing to do
+        specviz.decoding.forward.crop_cache(cache, 10)  # longer than the cache: nothing to do
         assert cache.get_seq_length() == 4
-        specviz.decoding.engine.crop_cache(cache, 4)
+        specviz.decoding.forward.crop_cache(cache, 4)
         assert cache.get_seq_length() == 4
 
 

@@ -23,10 +23,11 @@ from specviz.analysis.trace import Trace
 from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import Drafter, Proposal, copying_tree, find_continuations
-from specviz.decoding.engine import autoregressive_decode, draft_round, speculative_decode
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
+from specviz.decoding.rounds import draft_branches, draft_chain
 from specviz.decoding.events import RoundEvent, event_from_dict, event_to_dict
 from specviz.decoding.sampling import accept_tree
-from specviz.decoding.tree import DraftTree, draft_tree, grow_tree
+from specviz.decoding.tree import DraftTree, grow_tree
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
@@ -364,7 +365,7 @@ def test_the_exactness_lab_and_step_mode_run_the_pages_tree():
 def test_a_round_with_no_room_drafts_an_empty_tree_on_the_texts_device():
     """The one tree the engine makes itself: on a GPU a CPU tensor here broke every tree run's last round."""
     ids = torch.zeros(1, 5, dtype=torch.long, device="meta")  # (1, n): any device other than the CPU
-    tree = draft_tree(None, ids, 0, 0, 8)
+    tree = draft_branches(None, ids, 0, 0, 8)
     assert tree.node_ids.device == ids.device and tree.node_ids.numel() == 0
 
 
@@ -381,13 +382,14 @@ def test_rival_guesses_are_the_one_level_tree_the_trees_walk_judges():
     """One mechanism (issue 32): an unsure first draft and its rivals are a tree of siblings, the drafter's
     own pick first; they are cut to the room a round has, and with no room left for one it is a plain chain."""
     ids = torch.zeros(1, 4, dtype=torch.long)  # (1, n)
-    tree = draft_round(RivalsDrafter(), ids, 3, room=8)
-    assert isinstance(tree, DraftTree) and tree.rivals and tree.stopped_unsure
+    tree = draft_chain(RivalsDrafter(), ids, 3, room=8)
+    assert isinstance(tree, DraftTree) and tree.shape == "rivals" and tree.stopped_unsure
     assert tree.node_ids.tolist() == [7, 3, 5, 9] and tree.parents == (-1, -1, -1, -1)
     assert tree.draft_probs == (0.4, 0.3, 0.2, 0.1) and tree.num_forwards == 1
-    assert draft_round(RivalsDrafter(), ids, 3, room=2).node_ids.tolist() == [7, 3]
-    chain = draft_round(RivalsDrafter(), ids, 3, room=1)
-    assert isinstance(chain, Proposal) and chain.draft_ids.tolist() == [7] and chain.rivals == ()
+    assert draft_chain(RivalsDrafter(), ids, 3, room=2).node_ids.tolist() == [7, 3]
+    chain = draft_chain(RivalsDrafter(), ids, 3, room=1)
+    assert chain.shape == "chain" and chain.node_ids.tolist() == [7] and chain.parents == (-1,)
+    assert chain.draft_probs == (0.4,) and chain.draft_rows.argmax(-1).tolist() == [7]
 
 
 @pytest.mark.parametrize("tree, rivals", [(4, 0), (0, 3)])

@@ -1,6 +1,7 @@
-"""What a round's event says about its tokens: each draft's q, p, r and verdict, the rivals the target
-did not take, and the step inspector's top-k of q, p and the residual. Plain values, built once per
-round from the tensors the engine computed, so every consumer of the stream reads the same numbers.
+"""What a round's event says beside its drafts (specviz.decoding.rounds tells each draft's q, p, r and
+verdict): the rivals the target did not take, and the step inspector's top-k of q, p and the residual.
+Plain values, built once per round from the tensors the engine computed, so every consumer of the stream
+reads the same numbers.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from typing import Sequence
 import torch
 
 from specviz.decoding.events import DraftedToken, PositionDetail
-from specviz.decoding.sampling import Verdict
 
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
@@ -38,27 +38,6 @@ def describe_positions(draft_ids: Sequence[int], draft_probs: torch.Tensor, targ
         residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
         details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
     return tuple(details)
-
-
-def describe_drafts(draft_ids: list[int], verdict: Verdict, confidences: tuple[float, ...] | None,
-                    target_confidences: list[float] | None = None) -> tuple[DraftedToken, ...]:
-    draft_probs, target_probs, accept_probs, uniforms = (
-        t.tolist() for t in (verdict.draft_token_probs, verdict.target_token_probs, verdict.accept_probs, verdict.uniforms)
-    )
-    return tuple(
-        DraftedToken(
-            token_id=token_id,
-            draft_prob=draft_probs[i],
-            target_prob=target_probs[i],
-            accept_prob=accept_probs[i],
-            r=uniforms[i],
-            accepted=i < verdict.num_accepted,
-            decided=i <= verdict.num_accepted,
-            draft_confidence=None if confidences is None else confidences[i],
-            target_confidence=None if target_confidences is None else target_confidences[i],
-        )
-        for i, token_id in enumerate(draft_ids)
-    )
 
 
 def describe_rivals(guesses: list[tuple[int, float]], taken: int, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:

@@ -11,7 +11,8 @@ One speculative round, with committed ids c and lookahead γ (Leviathan et al. 2
   decide  accept while r < min(1, p/q); resample or bonus   (sampling.accept_or_resample)
   rollback both KV caches to the new committed length
 A tree round (DecodeConfig.tree > 0) drafts a tree instead and checks every branch in the same one
-forward (specviz.decoding.tree); a chain round's rival guesses are its one-level case, judged the same way.
+forward (specviz.decoding.tree); a chain is a linear tree and a chain round's rival guesses a one-level one,
+so every round is verified, decided, settled and told by the same code (specviz.decoding.rounds).
 Invariant between rounds: each KV cache holds at most committed[:-1]; whatever it lacks is fed
 on the next forward, so a fully accepted round needs no extra draft pass.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -28,19 +28,17 @@ from transformers import DynamicCache
 
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
 from specviz.decoding.config import DecodeConfig, next_gamma
-from specviz.decoding.describe import describe_drafts, describe_positions
-from specviz.decoding.drafters import Drafter, DrafterFactory, Proposal, prepare_draft_graphs
+from specviz.decoding.drafters import Drafter, DrafterFactory, prepare_draft_graphs
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
-from specviz.decoding.forward import (crop_cache, forward_new_ids, forward_new_ids_with_hidden, row_confidences,
-                                      target_cache_for, target_forward)
+from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden, target_cache_for, target_forward
 from specviz.decoding.head import prepare_head_graphs
-from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
-from specviz.decoding.tree import DraftTree, TreeRule, VerifiedTree, draft_tree, settle_tree, verify_tree
+from specviz.decoding.rounds import (AcceptRule, TreeRule, draft_branches, draft_chain, settle_round,
+                                     verify_round)
+from specviz.decoding.sampling import ProbsFn, accept_or_resample, accept_tree, sample
+from specviz.decoding.tree import DraftTree
 from specviz.models.pairs import ModelPair
 from specviz.models.slot_calls import prepare_pooled, run_rows
 from specviz.models.slots import uses_slots
-
-AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
 
 def clock(device: torch.device) -> float:
     """perf_counter after the device has finished queued work (CUDA runs asynchronously)."""
@@ -98,108 +96,12 @@ def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     return budget, generator, to_probs, ids
 
 
-def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> DraftTree:
-    """A chain round's unsure first draft and its rival guesses as the one-level tree they are: the drafter's
-    own pick first, then its rivals, all children of the text's last id, each with the drafter's probability.
-    The tree's verify and walk judge them (greedy: the one that is the target's own pick wins)."""
-    guesses = [(int(proposal.draft_ids[0]), proposal.confidences[0]), *rivals]
-    node_ids = proposal.draft_ids.new_tensor([token_id for token_id, _ in guesses])  # (1+k,)
-    return DraftTree(node_ids, (-1,) * len(guesses), tuple(prob for _, prob in guesses), (-1,) * len(guesses),
-                     proposal.num_forwards, rivals=True, stopped_unsure=proposal.stopped_unsure)
-
-
-@dataclass(frozen=True)
-class VerifiedRound:
-    """One round once the target has judged it: what was drafted, the verify's rows, the verdict."""
-
-    proposal: Proposal  # the drafts judged
-    num_drafted: int  # γ' drafted this round (a copying drafter may find fewer than asked, or none)
-    target_logits: torch.Tensor  # (γ'+1, vocab): the verify's rows
-    target_probs: torch.Tensor  # (γ'+1, vocab): p at each
-    verdict: Verdict
-
-    def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
-              inspect: bool) -> RoundEvent:
-        """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
-        gamma, proposal, verdict = self.num_drafted, self.proposal, self.verdict
-        details = (describe_positions(proposal.draft_ids.tolist(), proposal.draft_probs, self.target_probs,
-                                      verdict.num_accepted, verdict.next_id, verdict.residual)
-                   if inspect and gamma > 0 else None)
-        # The target's own certainty at each drafted position (rows 0..γ−1 of the verify), for the chart of
-        # acceptance against it.
-        target_confidences = row_confidences(self.target_logits[:gamma]).tolist() if gamma > 0 else None
-        return RoundEvent(
-            lane=lane,
-            round_index=round_index,
-            position=position,
-            gamma=gamma,
-            drafted=describe_drafts(proposal.draft_ids.tolist(), verdict, proposal.confidences, target_confidences),
-            num_accepted=verdict.num_accepted,
-            next_id=verdict.next_id,
-            next_kind="bonus" if verdict.is_bonus else "resample",
-            emitted_ids=tuple(emitted),
-            draft_s=draft_s,
-            verify_s=verify_s,
-            num_draft_forwards=proposal.num_forwards,
-            num_target_forwards=1,
-            details=details,
-            stopped_unsure=proposal.stopped_unsure,
-        )
-
-
-def draft_round(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> Proposal | DraftTree:
-    """Up to γ drafts after the committed ids (1, n); an unsure first draft with rival guesses becomes their
-    one-level tree, its rivals cut to the `room` a round's drafts have (they take cache slots as drafts do)."""
-    proposal = drafter.propose(ids, gamma) if gamma > 0 else Proposal(ids.new_empty(0), None, 0)
-    rivals = proposal.rivals[: max(0, room - proposal.draft_ids.shape[0])]
-    return rivals_tree(proposal, rivals) if rivals else proposal._replace(rivals=())
-
-
-def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, proposal: Proposal, target_cache: DynamicCache,
-                 to_probs: ProbsFn, generator: torch.Generator, accept_rule: AcceptRule = accept_or_resample) -> VerifiedRound:
-    """One target forward over the drafts, then the accept rule left to right."""
-    num_drafted = proposal.draft_ids.shape[0]
-    verify_ids = torch.cat([ids, proposal.draft_ids.view(1, -1)], dim=1)  # (1, n+γ)
-    target_logits = target_forward(pair, drafter, verify_ids, target_cache)  # (γ+1, vocab)
-    target_probs = to_probs(target_logits.to(pair.device))  # (γ+1, vocab)
-    if num_drafted > 0:
-        verdict = accept_rule(proposal.draft_ids, proposal.draft_probs, target_probs, generator)
-    else:  # nothing drafted (no room, or no match): a plain target step, the bonus rule with γ = 0
-        empty = target_probs.new_empty(0)
-        verdict = Verdict(0, int(sample(target_probs, generator)), True, empty, empty, empty, empty, None)
-    return VerifiedRound(proposal, num_drafted, target_logits, target_probs, verdict)
-
-
-def verify_drafts(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, drafted: Proposal | DraftTree,
-                  target_cache: DynamicCache, to_probs: ProbsFn, generator: torch.Generator,
-                  accept_rule: AcceptRule = accept_or_resample, tree_rule: TreeRule = accept_tree) -> VerifiedRound | VerifiedTree:
-    """A chain's verify, or the tree's where the round drafted rival guesses (a one-level tree)."""
-    if isinstance(drafted, DraftTree):
-        return verify_tree(pair, drafter, ids, drafted, target_cache, to_probs, generator, tree_rule)
-    return verify_round(pair, drafter, ids, drafted, target_cache, to_probs, generator, accept_rule)
-
-
-def settle_round(ids: torch.Tensor, verified: VerifiedRound | VerifiedTree, target_cache: DynamicCache,
-                 drafter: Drafter) -> tuple[torch.Tensor, list[int]]:
-    """Commit the accepted drafts and the next token; roll both caches back to the committed length.
-    Returns (committed ids (1, n'), the round's new ids). A one-level tree of rival guesses settles as a tree."""
-    if isinstance(verified, VerifiedTree):
-        return settle_tree(ids, verified, target_cache, drafter)
-    new_ids = verified.proposal.draft_ids.tolist()[: verified.verdict.num_accepted] + [verified.verdict.next_id]
-    ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
-    crop_cache(target_cache, ids.shape[1] - 1)
-    drafter.rollback(ids.shape[1])
-    return ids, new_ids
-
-
-def round_steps(config: DecodeConfig, drafter: Drafter, accept_rule: AcceptRule,
-                tree_rule: TreeRule = accept_tree) -> tuple[Callable, Callable, Callable]:
-    """A round's draft, verify and settle: a tree's (specviz.decoding.tree) where the run asks for one
-    and the drafter grows trees, else a chain's (whose rival guesses are a one-level tree, judged as one)."""
+def round_steps(config: DecodeConfig, drafter: Drafter) -> Callable[..., DraftTree]:
+    """How a round drafts: a tree where the run asks for one and the drafter grows trees, else a chain
+    (whose rival guesses are a one-level tree). Verify, decision and settle are the same for all three."""
     if config.tree and drafter.grows_trees:
-        verify = functools.partial(verify_tree, tree_rule=tree_rule)
-        return functools.partial(draft_tree, budget=config.tree), verify, settle_tree
-    return draft_round, functools.partial(verify_drafts, accept_rule=accept_rule, tree_rule=tree_rule), settle_round
+        return functools.partial(draft_branches, budget=config.tree)
+    return draft_chain
 
 
 @torch.inference_mode()
@@ -266,16 +168,16 @@ def speculative_decode(
             yield FinishEvent(lane, "eos", 1)
             return
 
-        draft, verify, settle = round_steps(config, drafter, accept_rule, tree_rule)
+        draft = round_steps(config, drafter)
         round_index = 0
         planned_gamma = config.gamma
         while num_generated < budget:
             room = budget - num_generated - 1  # a round yields up to γ+1 tokens: near the end it drafts fewer, never overshoots
             started = clock(pair.device)
-            proposal = draft(drafter, ids, min(planned_gamma, room), room)
+            drafts = draft(drafter, ids, min(planned_gamma, room), room)
             drafted_at = clock(pair.device)
-            verified = verify(pair, drafter, ids, proposal, target_cache, to_probs, generator)
-            ids, new_ids = settle(ids, verified, target_cache, drafter)
+            verified = verify_round(pair, drafter, ids, drafts, target_cache, to_probs, generator, accept_rule, tree_rule)
+            ids, new_ids = settle_round(ids, verified, target_cache, drafter)
             verified_at = clock(pair.device)
 
             planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)

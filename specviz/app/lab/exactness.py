@@ -25,11 +25,11 @@ from specviz.analysis.bench import SEED_MODULUS
 from specviz.catalogue import DEFAULT_LANES
 from specviz.decoding.forward import forward_new_ids
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import AcceptRule, autoregressive_decode, speculative_decode
+from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
-from specviz.decoding.tree import TreeRule
+from specviz.decoding.rounds import AcceptRule, TreeRule
 from specviz.app.lab.typical import WRONG_TREE_WORDS, typical_acceptance
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane

@@ -1,0 +1,212 @@
+"""One round shape: whatever a round drafts is a DraftTree, verified by one target forward, decided, settled
+and told by the same code.
+
+  a chain         a linear tree (node i's parent is node i − 1), its drafts sampled from q
+  rival guesses   a one-level tree: an unsure first draft and the drafter's next likeliest tokens there
+  a tree          EAGLE-2's dynamic tree (specviz.decoding.tree), picked deterministically
+
+The verify feeds the last committed id and the nodes (a chain causally, the others under the tree's mask),
+the decision walks the rows (a chain by the paper's rule, `accept_or_resample`, whose drafts were sampled
+from q; the others by `accept_tree`), and the settle keeps the accepted path in every cache. The event
+tells the round as a chain (`drafted`: every draft of a chain, or the path a tree's walk judged), with a
+rival round's guesses in `rivals` and a tree's nodes in `tree`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from transformers import DynamicCache
+
+from specviz.decoding.describe import describe_positions, describe_rivals
+from specviz.decoding.drafters import Drafter, Proposal
+from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent, TreeNode
+from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, row_confidences, target_forward
+from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree
+from specviz.decoding.tree import DraftTree, empty_tree, fed_path_slots
+from specviz.models.pairs import ModelPair
+
+# A chain's decision: (draft ids (γ,), q (γ, vocab), target probs (γ+1, vocab), generator) → Verdict;
+# sampling.accept_or_resample, or in the exactness lab a deliberately wrong rule.
+AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]
+# The walk down a tree: (node ids, parents, q per node or None, target probs (1+N, vocab), generator);
+# sampling.accept_tree, or in the exactness lab a deliberately wrong rule.
+TreeRule = Callable[..., TreeVerdict]
+
+
+# ---- drafting: every round's drafts as a tree ----------------------------------------------------------
+
+def chain_tree(proposal: Proposal) -> DraftTree:
+    """A chain's drafts as the linear tree they are, with the q each was sampled from."""
+    num_drafted = proposal.draft_ids.shape[0]
+    return DraftTree(proposal.draft_ids, tuple(range(-1, num_drafted - 1)), proposal.confidences,
+                     (-1,) * num_drafted, proposal.num_forwards, shape="chain", draft_rows=proposal.draft_probs,
+                     stopped_unsure=proposal.stopped_unsure)
+
+
+def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> DraftTree:
+    """A chain round's unsure first draft and its rival guesses as the one-level tree they are: the drafter's
+    own pick first, then its rivals, all children of the text's last id, each with the drafter's probability.
+    The tree's verify and walk judge them (greedy: the one that is the target's own pick wins)."""
+    guesses = [(int(proposal.draft_ids[0]), proposal.confidences[0]), *rivals]
+    node_ids = proposal.draft_ids.new_tensor([token_id for token_id, _ in guesses])  # (1+k,)
+    return DraftTree(node_ids, (-1,) * len(guesses), tuple(prob for _, prob in guesses), (-1,) * len(guesses),
+                     proposal.num_forwards, shape="rivals", stopped_unsure=proposal.stopped_unsure)
+
+
+def draft_chain(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> DraftTree:
+    """Up to γ drafts after the committed ids (1, n); an unsure first draft with rival guesses becomes their
+    one-level tree, its rivals cut to the `room` a round's drafts have (they take cache slots as drafts do)."""
+    if gamma == 0:
+        return empty_tree(ids.device, "chain")
+    proposal = drafter.propose(ids, gamma)
+    rivals = proposal.rivals[: max(0, room - proposal.draft_ids.shape[0])]
+    return rivals_tree(proposal, rivals) if rivals else chain_tree(proposal)
+
+
+def draft_branches(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int, budget: int) -> DraftTree:
+    """A tree of at most `budget` nodes and depth γ after the committed ids (1, n); none without room."""
+    return drafter.propose_tree(ids, gamma, budget) if gamma > 0 else empty_tree(ids.device)
+
+
+# ---- verify and decide ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VerifiedRound:
+    """A round once the target has judged it: the drafts, the verify's rows, the verdict."""
+
+    tree: DraftTree
+    target_logits: torch.Tensor  # (1+N, vocab): the row after the last committed id, then each node's
+    target_probs: torch.Tensor  # (1+N, vocab)
+    verdict: TreeVerdict
+
+    @property
+    def num_drafted(self) -> int:
+        return self.tree.depth  # what the γ schedule compares: the longest path it could have accepted
+
+    @property
+    def judged(self) -> list[int]:
+        """The round told as a chain: a chain's every draft (those after a rejection unexamined); for a tree
+        or rival guesses, the accepted path, then the first child the walk rejected below it, if any."""
+        if self.tree.shape == "chain":
+            return list(range(len(self.tree)))
+        path = list(self.verdict.path)
+        parent = path[-1] if path else -1
+        return path + [child for child, of in enumerate(self.tree.parents) if of == parent][:1]
+
+    def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
+              inspect: bool) -> RoundEvent:
+        """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
+        judged, verdict, tree = self.judged, self.verdict, self.tree
+        confidences = row_confidences(self.target_logits).tolist()  # (1+N,): the target's certainty at each row
+        drafted = tuple(self.drafted_token(i, node, confidences) for i, node in enumerate(judged))
+        return RoundEvent(
+            lane=lane, round_index=round_index, position=position, gamma=len(drafted), drafted=drafted,
+            num_accepted=verdict.num_accepted, next_id=verdict.next_id,
+            next_kind="bonus" if verdict.is_bonus else "resample", emitted_ids=tuple(emitted), draft_s=draft_s,
+            verify_s=verify_s, num_draft_forwards=tree.num_forwards, num_target_forwards=1,
+            details=self.positions(judged) if inspect and judged else None, stopped_unsure=tree.stopped_unsure,
+            rivals=self.rivals() if tree.shape == "rivals" else (),
+            tree=self.nodes(len(emitted) > verdict.num_accepted) if tree.shape == "tree" else (),
+        )
+
+    def draft_probs_of(self, nodes: list[int]) -> torch.Tensor:
+        """q at each of these nodes (m, vocab): what a chain sampled from, one-hot where a node was picked."""
+        if self.tree.draft_rows is not None:
+            return self.tree.draft_rows[nodes]
+        node_ids = self.tree.node_ids[nodes]  # (m,)
+        return torch.nn.functional.one_hot(node_ids, self.target_probs.shape[-1]).to(self.target_probs.dtype)
+
+    def drafted_token(self, index: int, node: int, confidences: list[float]) -> DraftedToken:
+        """One judged draft: q and p of its token (p at its parent's row), the accept chance and the r drawn."""
+        row, token_id = self.tree.parents[node] + 1, int(self.tree.node_ids[node])
+        num_accepted = self.verdict.num_accepted
+        return DraftedToken(
+            token_id=token_id, draft_prob=float(self.draft_probs_of([node])[0, token_id]),
+            target_prob=float(self.target_probs[row, token_id]), accept_prob=float(self.verdict.accept_probs[node]),
+            r=float(self.verdict.uniforms[node]), accepted=index < num_accepted, decided=index <= num_accepted,
+            draft_confidence=None if self.tree.draft_probs is None else self.tree.draft_probs[node],
+            target_confidence=confidences[row],
+        )
+
+    def positions(self, judged: list[int]) -> tuple[PositionDetail, ...]:
+        """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
+        after the last node (where the bonus or the correction came from)."""
+        rows = [self.tree.parents[node] + 1 for node in judged] + [judged[-1] + 1]
+        return describe_positions(self.tree.node_ids[judged].tolist(), self.draft_probs_of(judged),
+                                  self.target_probs[rows], self.verdict.num_accepted, self.verdict.next_id,
+                                  self.verdict.residual)
+
+    def rivals(self) -> tuple[DraftedToken, ...]:
+        """A rival round's first guesses the walk did not take, judged against the first row."""
+        guesses = list(zip(self.tree.node_ids.tolist(), self.tree.draft_probs))
+        return describe_rivals(guesses, self.verdict.path[0] if self.verdict.path else 0, self.target_probs)
+
+    def nodes(self, own_kept: bool) -> tuple[TreeNode, ...]:
+        """Every node with its verdict, then the target's own token below the path (resample or bonus)."""
+        depths, path = node_depths(self.tree.parents), self.verdict.path
+        nodes = []
+        accept_probs, uniforms = self.verdict.accept_probs.tolist(), self.verdict.uniforms.tolist()
+        for node, (token_id, parent) in enumerate(zip(self.tree.node_ids.tolist(), self.tree.parents)):
+            tried = not math.isnan(accept_probs[node])
+            kind = "accepted" if node in path else "rejected" if tried else "unexamined"
+            judged = (float(self.target_probs[parent + 1, token_id]), accept_probs[node], uniforms[node]) if tried else ()
+            nodes.append(TreeNode(token_id, parent, depths[node], self.tree.draft_probs[node], kind, *judged))
+        if own_kept:
+            parent = path[-1] if path else -1
+            nodes.append(TreeNode(self.verdict.next_id, parent, len(path) + 1, 0.0,
+                                  "bonus" if self.verdict.is_bonus else "resample"))
+        return tuple(nodes)
+
+
+def decide(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator,
+           accept_rule: AcceptRule = accept_or_resample, tree_rule: TreeRule = accept_tree) -> TreeVerdict:
+    """The verdict on a verified round: a chain's by the paper's rule, read as the path it accepted; a tree's
+    (rival guesses too) by the walk. Nothing drafted: the walk's one step, a plain sample of the target."""
+    if tree.shape == "chain" and len(tree):
+        verdict = accept_rule(tree.node_ids, tree.draft_rows, target_probs, generator)
+        return TreeVerdict(tuple(range(verdict.num_accepted)), verdict.next_id, verdict.is_bonus,
+                           verdict.accept_probs, verdict.uniforms, verdict.residual)
+    rule = tree_rule if len(tree) else accept_tree  # with nothing to judge, no rule can be wrong
+    return rule(tree.node_ids, tree.parents, None, target_probs, generator)
+
+
+def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, tree: DraftTree, target_cache: DynamicCache,
+                 to_probs: ProbsFn, generator: torch.Generator, accept_rule: AcceptRule = accept_or_resample,
+                 tree_rule: TreeRule = accept_tree) -> VerifiedRound:
+    """One target forward over the last committed id and the drafts, then the decision."""
+    num_nodes = len(tree)
+    verify_ids = torch.cat([ids, tree.node_ids.view(1, -1)], dim=1)  # (1, n+N)
+    # A chain's mask is the causal one every forward has: it needs no tree layout.
+    parents = () if tree.shape == "chain" else tree.parents
+    target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=parents)[-1 - num_nodes :]
+    target_probs = to_probs(target_logits.to(pair.device))  # (1+N, vocab)
+    verdict = decide(tree, target_probs, generator, accept_rule, tree_rule)
+    return VerifiedRound(tree, target_logits, target_probs, verdict)
+
+
+# ---- settle -------------------------------------------------------------------------------------------
+
+def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: DynamicCache,
+                 drafter: Drafter) -> tuple[torch.Tensor, list[int]]:
+    """Commit the accepted path and the next token; every cache keeps the path, behind the text.
+    Returns (committed ids (1, n'), the round's new ids)."""
+    path, tree = verified.verdict.path, verified.tree
+    new_ids = tree.node_ids[list(path)].tolist() + [verified.verdict.next_id]
+    # The verify fed node k at position n+k: a path that starts down the first children (node i at depth i+1:
+    # a chain's, often a tree's whole path, always a rival round's that kept the drafter's own pick) is
+    # already in place.
+    in_place = next((depth for depth, node in enumerate(path) if node != depth), len(path))
+    sources = [ids.shape[1] + node for node in path[in_place:]]
+    move_cache_positions(target_cache, sources, ids.shape[1] + in_place)
+    if drafter.reads_target and sources:
+        drafter.take_positions(sources, ids.shape[1] + in_place)
+    if fed_path_slots(tree, path):  # else the rollback below drops the tree's entries (chains keep their own)
+        drafter.keep_tree_path(tree, path)
+    ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
+    crop_cache(target_cache, ids.shape[1] - 1)
+    drafter.rollback(ids.shape[1])
+    return ids, new_ids
