@@ -293,8 +293,10 @@ def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma()
 def test_the_sweep_times_what_the_page_runs():
     page = DecodeConfig(tree=6, rivals=1, draft_confidence=0.3, gamma_schedule="heuristic", drafter="ngram", ngram=2)
     config = sweep.sweep_config(page, (2, 3), repeats=1)
-    assert config.trees == (0, 6) and config.rivals == 1 and config.draft_confidence == 0.3
-    assert config.gamma_schedule == "heuristic" and config.drafter == "ngram" and config.ngram == 2
+    assert config.trees == (0, 6) and config.engine.rivals == 1 and config.engine.draft_confidence == 0.3
+    assert config.engine.gamma_schedule == "heuristic" and config.engine.drafter == "ngram" and config.engine.ngram == 2
+    # every other setting too: a timed run is the page's own config with the run's γ, tree and seed
+    assert config.decode_config(page.temperature, 7, 3, 6) == dataclasses.replace(page, gamma=3, seed=7)
 
 
 def tree_cell(gamma: int, tree: int, median: float, low: float, high: float, tau: float, verify: float) -> BenchResult:

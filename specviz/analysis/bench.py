@@ -15,7 +15,6 @@ from typing import Iterable, Iterator
 
 from tqdm import tqdm
 
-from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import draft_head_variant
 from specviz.decoding.engine import autoregressive_decode, longest_text, speculative_decode, warm_up
@@ -37,27 +36,28 @@ class Prompt:
     chat: bool | None = None  # None: the template when the pair has one; False: plain completion
 
 
+# The engine's settings a bench runs with unless told otherwise: a longer text than a page's run, so its
+# timings rest on more rounds.
+BENCH_ENGINE = DecodeConfig(max_new_tokens=128)
+SWEPT = ("gamma", "temperature", "tree", "seed", "inspect")  # each run's own, not the bench's (BenchConfig.record)
+
+
 @dataclass(frozen=True)
 class BenchConfig:
-    """What to measure."""
+    """What to measure: the engine's settings every run shares (`engine`), and the axes swept over them. A
+    run's γ, temperature, tree budget and seed are its own (decode_config); the engine's are not read."""
 
+    engine: DecodeConfig = BENCH_ENGINE
     gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
     temperatures: tuple[float, ...] = (0.0,)
-    repeats: int = 3  # runs of every (prompt, γ, temperature)
-    max_new_tokens: int = 128
-    top_k: int = 0  # applied to both models, as in the app
-    top_p: float = 1.0
-    seed: int = 0
-    # Stop at EOS: after it an instruct model writes template junk nobody would time.
-    stop_at_eos: bool = True
-    chat: bool | None = None  # overrides every prompt's own chat setting when not None
-    full_draft_head: bool = False  # True: the draft's whole output head, ignoring head_rows.json
-    drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
-    ngram: int = 3  # prompt lookup's longest n-gram
-    draft_confidence: float = DecodeConfig.draft_confidence  # stop a round's drafting below this draft top probability (0 = off)
-    rivals: int = DecodeConfig.rivals  # greedy: rival guesses beside an unsure first draft
-    gamma_schedule: str = DecodeConfig.gamma_schedule  # or transformers' "heuristic" (γ is then each run's starting γ)
     trees: tuple[int, ...] = (DecodeConfig.tree,)  # tree budgets (0 = a chain), each run at every γ
+    repeats: int = 3  # runs of every (prompt, γ, temperature)
+    chat: bool | None = None  # overrides every prompt's own chat setting when not None
+
+    @property
+    def seed(self) -> int:
+        """The first run's seed; each (repeat, prompt) adds to it."""
+        return self.engine.seed
 
     def num_timed_runs(self, num_prompts: int) -> int:
         """What timed_runs yields: per repeat, temperature and prompt, a baseline and every (γ, tree)."""
@@ -66,22 +66,13 @@ class BenchConfig:
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma,
                       tree: int = DecodeConfig.tree) -> DecodeConfig:
         """The engine settings of one timed run: the same for both lanes and both comparisons."""
-        return DecodeConfig(
-            gamma=gamma,
-            temperature=temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            seed=seed,
-            stop_at_eos=self.stop_at_eos,
-            full_draft_head=self.full_draft_head,
-            drafter=self.drafter,
-            ngram=self.ngram,
-            draft_confidence=self.draft_confidence,
-            rivals=self.rivals,
-            gamma_schedule=self.gamma_schedule,
-            tree=tree,
-        )
+        return replace(self.engine, gamma=gamma, temperature=temperature, seed=seed, tree=tree)
+
+    def record(self) -> dict:
+        """The settings as a bench record keeps them: the engine's shared ones and the swept axes, in one mapping."""
+        shared = {name: value for name, value in asdict(self.engine).items() if name not in SWEPT}
+        return {"gammas": self.gammas, "temperatures": self.temperatures, "repeats": self.repeats, "seed": self.seed,
+                "chat": self.chat, **shared, "trees": self.trees}
 
 
 @dataclass(frozen=True)
@@ -270,12 +261,12 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
     recommendations = {str(t): recommendation_record(results, t) for t in config.temperatures}  # one rule, asked once
     return {
         "pair": pair.name,
-        "draft_head": draft_head_variant(pair, config.full_draft_head),
+        "draft_head": draft_head_variant(pair, config.engine.full_draft_head),
         "device": str(pair.device),
         "precision": pair.precision,
         "int8_drafters": pair.int8_drafters,
         "num_prompts": len(prompts),
-        "config": asdict(config),
+        "config": config.record(),
         "results": [asdict(r) for r in sorted(results, key=lambda r: (r.temperature, r.tree, r.gamma))],
         "recommended_gamma": {t: recommendation["gamma"] for t, recommendation in recommendations.items()},
         "recommended_tree": {t: recommendation["tree"] for t, recommendation in recommendations.items()},

@@ -62,14 +62,14 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     """
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
-    with_default = drafter_info(config.drafter).hf_equivalent != "prompt_lookup_num_tokens"
+    with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"
     if pair.draft is None and with_default:
         raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
     prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
     warm_up(pair)
-    hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, max_new_tokens=4), 0, 2, assisted=True)  # HF's own warm-up
+    hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, engine=replace(config.engine, max_new_tokens=4)), 0, 2, assisted=True)  # HF's own warm-up
     cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}
     for repeat in range(config.repeats):
         for temperature in config.temperatures:

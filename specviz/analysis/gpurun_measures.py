@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from torch.profiler import ProfilerActivity, profile
 
-from specviz.analysis.bench import BenchConfig, Prompt, encode_prompts, results_to_json, summarise, timed_runs
+from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, results_to_json, summarise, timed_runs
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
 from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
@@ -106,8 +106,9 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
     for number, info in enumerate(runnable):  # the pair's own drafter first
         budget_s = (deadline - time.monotonic()) / (len(runnable) - number)
         stop_at = time.monotonic() + budget_s
-        bench = BenchConfig(gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
-                            max_new_tokens=config.max_new_tokens, drafter=info.name, trees=config.bench_trees)
+        engine = replace(BENCH_ENGINE, max_new_tokens=config.max_new_tokens, drafter=info.name)
+        bench = BenchConfig(engine, gammas=config.bench_gammas, temperatures=config.temperatures, repeats=1,
+                            trees=config.bench_trees)
         results, reached, cut = bench_until(pair, chosen, bench, stop_at)
         if not results:
             continue

@@ -13,11 +13,11 @@ It never needs a GPU: on a CPU it checks the same things (CI does not run it; te
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from specviz.analysis.bench import BenchConfig, Prompt, encode_prompts, format_table, run_bench
+from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, format_table, run_bench
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
@@ -88,8 +88,9 @@ def bench_every_drafter(pair: ModelPair, prompts: list[Prompt], config: SelfChec
             tables.append(f"drafter {info.name}: {pair.lacks_for(info)}")
             continue
         drafter = info.name
-        bench_config = BenchConfig(gammas=config.bench_gammas, temperatures=config.bench_temperatures,
-                                   repeats=config.bench_repeats, max_new_tokens=config.max_new_tokens, drafter=drafter)
+        engine = replace(BENCH_ENGINE, max_new_tokens=config.max_new_tokens, drafter=drafter)
+        bench_config = BenchConfig(engine, gammas=config.bench_gammas, temperatures=config.bench_temperatures,
+                                   repeats=config.bench_repeats)
         results = run_bench(pair, prompts, bench_config, progress=False)
         tables.append(f"drafter {drafter}:\n{format_table(results)}")
     return "\n\n".join(tables)

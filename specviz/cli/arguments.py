@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Mapping
 
-from specviz.analysis.bench import BenchConfig
+from specviz.analysis.bench import BENCH_ENGINE, BenchConfig
 from specviz.analysis.gpurun_measures import GpuRunConfig
 from specviz.app.settings import SETTING, SETTINGS
 from specviz.models.presets import preset_name
@@ -38,7 +38,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # Bench's own defaults where they differ from a single run's: longer runs, and each prompt's own chat setting.
-BENCH_DEFAULTS: dict[str, Any] = {"max_new_tokens": BenchConfig.max_new_tokens, "chat": BenchConfig.chat}
+BENCH_DEFAULTS: dict[str, Any] = {"max_new_tokens": BENCH_ENGINE.max_new_tokens, "chat": BenchConfig.chat}
 GENERATE_SETTINGS = tuple(setting.name for setting in SETTINGS if setting.cli)
 BENCH_SETTINGS = tuple(setting.name for setting in SETTINGS if setting.cli and setting.bench == "same")
 

@@ -94,15 +94,15 @@ def run_bench(args) -> int:
 
     from specviz.analysis.bench import BenchConfig, format_table, load_prompts, results_to_json
     from specviz.analysis.bench import run_bench as measure
+    from specviz.decoding.config import DecodeConfig
     from specviz.analysis.bench_hf import format_hf_table, run_against_hf
     from specviz.models.presets import resolve_pair
 
-    config = config_from(
-        args, BENCH_SETTINGS, BenchConfig, gammas=parse_numbers(args.gammas, int, "gammas"),
-        temperatures=parse_numbers(args.temperature, float, "temperature"), trees=parse_numbers(args.tree, int, "tree"),
-        repeats=args.repeats,
-        stop_at_eos=not args.ignore_eos, full_draft_head=args.full_draft_head, drafter=chosen_drafter(args),
-    )
+    engine = config_from(args, BENCH_SETTINGS, DecodeConfig, elsewhere=("chat",), stop_at_eos=not args.ignore_eos,
+                         full_draft_head=args.full_draft_head, drafter=chosen_drafter(args))
+    config = BenchConfig(engine, gammas=parse_numbers(args.gammas, int, "gammas"),
+                         temperatures=parse_numbers(args.temperature, float, "temperature"),
+                         trees=parse_numbers(args.tree, int, "tree"), repeats=args.repeats, chat=args.chat)
     if config.repeats < 1:
         raise ValueError("--repeats must be at least 1")
     prompts = load_prompts(args.prompts or resolve_pair(args.pair, args.target, args.draft).prompts_file)
@@ -118,12 +118,12 @@ def run_bench(args) -> int:
         print(
             f"pair {pair.name} on {pair.device} in {pair.precision}{', drafters in int8' if pair.int8_drafters else ''}, "
             f"{len(prompts)} prompts × {config.repeats} repeats, up to "
-            f"{config.max_new_tokens} new tokens, {'stop at EOS' if config.stop_at_eos else 'EOS ignored'}; "
-            f"drafter: {drafter_description(pair, config)}"
+            f"{engine.max_new_tokens} new tokens, {'stop at EOS' if engine.stop_at_eos else 'EOS ignored'}; "
+            f"drafter: {drafter_description(pair, engine)}"
         )
         print(format_table(results))
         if hf_results is not None:
-            if drafter_info(config.drafter).hf_equivalent == "prompt_lookup_num_tokens":
+            if drafter_info(engine.drafter).hf_equivalent == "prompt_lookup_num_tokens":
                 print("\nagainst transformers' generate(prompt_lookup_num_tokens=γ, max_matching_ngram_size=n):")
             else:
                 print("\nagainst transformers' generate(assistant_model=draft), whose drafter always runs the full head:")

@@ -84,13 +84,8 @@ def sweep_config(config: DecodeConfig, gammas: tuple[int, ...], repeats: int) ->
     token budget, seed, confidence stop, rivals and γ schedule; and with a tree budget, that tree beside a chain."""
     if not 1 <= repeats <= MAX_SWEEP_REPEATS:
         raise ValueError(f"repeats must be from 1 to {MAX_SWEEP_REPEATS}, got {repeats}")
-    return BenchConfig(
-        gammas=gammas, temperatures=(config.temperature,), repeats=repeats, max_new_tokens=config.max_new_tokens,
-        top_k=config.top_k, top_p=config.top_p, seed=config.seed, stop_at_eos=config.stop_at_eos,
-        full_draft_head=config.full_draft_head, drafter=config.drafter, ngram=config.ngram,
-        draft_confidence=config.draft_confidence, rivals=config.rivals, gamma_schedule=config.gamma_schedule,
-        trees=(0, config.tree) if config.tree else (0,),
-    )
+    return BenchConfig(config, gammas=gammas, temperatures=(config.temperature,), repeats=repeats,
+                       trees=(0, config.tree) if config.tree else (0,))
 
 
 @dataclass(frozen=True)
