@@ -679,6 +679,32 @@ def test_bars_outside_their_whiskers_are_counted_as_the_chart_draws_them():
     assert tally.bars_outside("speculative") == 3
 
 
+def test_the_lab_gives_no_verdict_before_every_bin_expects_five_draws():
+    """At 20 draws of a lab planned for 500 the chi-square test flagged the target against itself: no p-value
+    until every tested pair is expected at least 5 times, and the status says how many draws that takes."""
+    bins = exactness.Bins(((1, 2), (3, 4)), (0.5, 0.4, 0.1), True)
+    assert bins.draws_needed == 50  # 5 / 0.1
+    tally = exactness.LabTally(bins, 500)
+    tally.counts["baseline"], tally.counts["speculative"] = [19, 1, 0], [10, 8, 2]
+    assert tally.too_few("baseline") and tally.p_value("baseline") is None and tally.p_value("speculative") is None
+    tally.outside["speculative"] = 1  # an outcome the target never gives: decisive at any count
+    assert tally.p_value("speculative") == 0.0
+    tally.counts["baseline"] = [45, 5, 0]
+    assert not tally.too_few("baseline") and tally.p_value("baseline") < lessons.SIGNIFICANCE
+    html = unescape(lessons.lab_status_html(20, 500, {"baseline": None, "speculative": None}, 3, False, 5.0,
+                                            draws_needed=50, settings="Drawn with the tiny-code pair at temperature 1."))
+    assert html.count("no verdict yet: the test needs every tested pair expected at least 5 times, about 50 draws") == 2
+    assert "do not follow" not in html and "no evidence" not in html
+    assert "Drawn with the tiny-code pair at temperature 1." in html
+
+
+def test_the_lab_restates_the_settings_its_draws_were_made_with():
+    chain = lessons.lab_settings_text("tiny-code", 1.0, 0, 0.9, 4, "draft model", 0)
+    assert chain == "Drawn with the tiny-code pair at temperature 1, top-k off, top-p 0.9; γ = 4 from the draft model."
+    tree = lessons.lab_settings_text("tiny-code", 0.7, 10, 1.0, 4, "prompt lookup", 8)
+    assert "temperature 0.7, top-k 10, top-p off; a tree of up to 8 nodes from the prompt lookup" in tree
+
+
 def test_the_lab_tests_after_the_targets_greedy_start_where_it_is_unsure(monkeypatch):
     """Where the target is all but sure of the first two tokens, the lab's histogram would be one bar: it
     goes on along the target's own greedy text to the first position it is unsure of."""

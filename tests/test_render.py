@@ -534,6 +534,26 @@ def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
     assert "parted because" not in visible_text(same)
 
 
+def test_a_parting_is_marked_in_both_lanes_and_named_in_the_status_line_without_a_speedup():
+    """Greedy lanes that parted at token 3: that very token is marked in the target alone's lane and in the
+    speculative lane (where it is a drafted token the round kept), nowhere else; the status line names the
+    parting and gives no speedup. Lanes that agree are marked nowhere and get their speedup."""
+    from specviz.app.ui_handlers import done_summary
+
+    parted = greedy_pair_of_lanes([3, 6, 5])
+    baseline, speculative, *_ = render.lanes_html(parted)
+    for lane in (baseline, speculative):
+        assert lane.count('data-parting="true"') == 1 and lane.count("parting-mark") == 1
+    assert re.search(r'class="tok tok-target" data-i="2" data-parting="true"[^>]*>\):<', baseline)
+    assert re.search(r'class="tok tok-accepted" data-i="2" data-parting="true"[^>]*>return<', speculative)
+    summary = done_summary(parted)
+    assert "the two lanes wrote different texts from token 3 (marked ▾ in both lanes)" in summary
+    assert "×" not in summary and "no speedup is given" in summary
+    same = greedy_pair_of_lanes([3, 4, 5])
+    assert all("data-parting" not in lane for lane in render.lanes_html(same))
+    assert "× the target alone's speed" in done_summary(same) and "different texts" not in done_summary(same)
+
+
 def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
     run = greedy_pair_of_lanes([3, 4, 5])
     run.settings.update(bitwise_verify=True, exactness="the target computes every token it checks with the same arithmetic")

@@ -113,6 +113,7 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     assert "WRONG" in traces["speculative"]["name"]
     status = page.locator("#lab-status").inner_text()  # p is the target's probability: the statistic is a p-value
     assert "p-value = " in status and " p = " not in status and "p-value" in traces["speculative"]["name"]
+    assert "Drawn with the tiny-code pair at temperature 1," in status  # the settings the draws were made with
 
     # The real rule on the same setting passes the same test.
     page.locator("#lab-wrong input[type=checkbox]").uncheck()
@@ -127,6 +128,7 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     set_number(page, "lab-n", 5000)
     page.click("#lab-run")
     page.wait_for_selector('#lab-status .lab-status[data-done="false"]', timeout=JOB_TIMEOUT_MS)
+    assert "no verdict yet" in page.locator("#lab-status").inner_text()  # far too few of 5000 draws to judge
     page.click("#lab-stop")
     page.wait_for_selector('#lab-status [data-kind="stopped"]', timeout=30_000)
     time.sleep(1.5)  # a redraw the lab began before Stop must not draw over the stopped line

@@ -25,9 +25,14 @@ def message_html(message: str, kind: str = "info") -> str:
 # --- exactness lab ----------------------------------------------------------------------------------------
 
 
-def lane_verdict(name: str, p_value: float | None, num_outside: int | None = None, num_bins: int = 0) -> str:
+def lane_verdict(name: str, p_value: float | None, num_outside: int | None = None, num_bins: int = 0,
+                 draws_needed: int = 0) -> str:
     """One lane's verdict against the stated threshold, then its bars against their whiskers, so the words
-    and the chart never seem to disagree (a bar outside ±2σ is not, alone, a verdict)."""
+    and the chart never seem to disagree (a bar outside ±2σ is not, alone, a verdict). `draws_needed`: while
+    the lane has fewer draws than the test needs, no verdict, and how many it needs."""
+    if p_value is None and draws_needed:
+        return (f"{name}: no verdict yet: the test needs every tested pair expected at least 5 times, "
+                f"about {draws_needed} draws.")
     if p_value is None:
         return f"{name}: no test (fewer than two outcomes to compare)."
     p_text = escape_text(p_equals(p_value))
@@ -58,18 +63,24 @@ def lab_start_html(lead_text: str, skipped_text: str, skipped_prob: float) -> st
 
 def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, float | None], num_bins: int,
                     wrong_rule: bool, elapsed_s: float, note: str = "", outside: Mapping[str, int] | None = None,
-                    start: str = "", wrong_words: str = "resample from p") -> str:
+                    start: str = "", wrong_words: str = "resample from p", draws_needed: int = 0,
+                    settings: str = "") -> str:
     """Progress, then one verdict per lane against the threshold (with its bars outside their whiskers,
-    `outside`), and where the lab tests (`start`, lab_start_html); data attributes carry the numbers."""
+    `outside`; none while a lane has fewer than `draws_needed` draws), the settings the draws were made with
+    (`settings`, lab_settings_text), and where the lab tests (`start`, lab_start_html); data attributes carry
+    the numbers."""
     done = num_done >= num_planned
     outside = outside or {}
+    waiting = draws_needed if num_done < draws_needed else 0
     speculative = f"Speculative decoding, WRONG rule ({wrong_words})" if wrong_rule else "Speculative decoding"
     items = "".join(
         f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}" '
-        f'data-outside="{outside.get(lane, 0)}">{lane_verdict(name, p, outside.get(lane), num_bins)}</li>'
+        f'data-outside="{outside.get(lane, 0)}">'
+        f'{lane_verdict(name, p, outside.get(lane), num_bins, waiting if p is None else 0)}</li>'
         for lane, name, p in (("baseline", "Target alone", p_values.get("baseline")),
                               ("speculative", speculative, p_values.get("speculative")))
     )
+    settings_line = f"<p class='lab-settings' style='margin:0 0 6px 0'>{escape_text(settings)}</p>" if settings else ""
     tested = (f"{num_bins - 1} likeliest (token 1, token 2) pairs are tested one by one (each expected at least 5 times), "
               f"the rest pooled as “other”." if num_bins > 1 else "")
     so_far = "" if done else " (so far)"
@@ -77,7 +88,7 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
         f'<div class="lab-status" data-done="{"true" if done else "false"}" data-draws="{num_done}">'
         f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
         f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}"
-        f"</div>{start}<ul style='margin:6px 0'>{items}</ul>"
+        f"</div>{settings_line}{start}<ul style='margin:6px 0'>{items}</ul>"
         f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
         f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
         f"above); below {SIGNIFICANCE} the lab says the lane does not follow it, a mistake 1 time in "
@@ -86,6 +97,15 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
         f"verdict is the test over all the bars, not any one bar.</p>"
         f"{f'<p class=lab-note>{escape_text(note)}</p>' if note else ''}</div>"
     )
+
+
+def lab_settings_text(pair_name: str, temperature: float, top_k: int, top_p: float, gamma: int, drafter_label: str,
+                      tree: int) -> str:
+    """The settings the lab's draws were made with, said beside its verdict: the page's controls may have
+    changed since."""
+    sampling = f"temperature {temperature:g}, top-k {top_k or 'off'}, top-p {'off' if top_p >= 1 else f'{top_p:g}'}"
+    drafting = f"a tree of up to {tree} nodes" if tree else f"γ = {gamma}"
+    return f"Drawn with the {pair_name} pair at {sampling}; {drafting} from the {drafter_label}."
 
 
 def time_left_text(num_done: int, num_planned: int, elapsed_s: float) -> str:

@@ -45,7 +45,8 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
               COLORS["rejected"] if wrong_rule else speculative.colour))
     for lane, name, color in lanes:
         if num_draws:
-            label = f"{name} ({p_equals(tally.p_value(lane))})"
+            p_value = tally.p_value(lane)
+            label = f"{name} ({'too few draws to test yet' if p_value is None and tally.too_few(lane) else p_equals(p_value)})"
             figure.add_bar(x=list(bin_labels), y=tally.frequencies(lane), name=label, marker_color=color, meta=lane,
                            customdata=tally.counts[lane], hovertemplate="%{x}: %{y:.1%} (%{customdata} draws)<extra>" + name + "</extra>")
     figure.add_scatter(

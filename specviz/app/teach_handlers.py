@@ -27,6 +27,7 @@ from specviz.app.teach_sections import (
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.wording import count
+from specviz.catalogue import drafter_info
 from specviz.decoding.config import MAX_GAMMA
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.interrupt import RunStopped, pair_models, stoppable
@@ -175,12 +176,13 @@ def compact_spaces(text: str) -> str:
 
 
 def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, start: str,
-               note: str = "") -> tuple:
+               note: str = "", settings: str = "") -> tuple:
     done = tally.num_draws("speculative")
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
-                                     time.perf_counter() - started, note, outside, start, tally.wrong_words)
+                                     time.perf_counter() - started, note, outside, start, tally.wrong_words,
+                                     tally.bins.draws_needed, settings)
     return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
 
 
@@ -199,6 +201,9 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
         request = parse_controls(section.names, values)
         planned = whole_number(num_draws_value, "N (draws per lane)", exactness.MIN_DRAWS, exactness.MAX_DRAWS)
         exactness.check_lab(request.config, planned)
+        config = request.config
+        settings = lessons.lab_settings_text(request.settings["pair"], config.temperature, config.top_k, config.top_p,
+                                             config.gamma, drafter_info(config.drafter).label, config.tree)
         yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
         pair, prompt_ids = load_prompt(request)
         yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
@@ -210,12 +215,12 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
             if labels is None:
                 labels, start = bin_labels(tally.bins, pair), lab_start_html(tally.start, pair)
             if over_time(started):
-                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"))
+                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"), settings)
                 return
             if time.perf_counter() - last_drawn >= REDRAW_S:
-                yield lab_values(tally, labels, wrong, started, start)
+                yield lab_values(tally, labels, wrong, started, start, settings=settings)
                 last_drawn = time.perf_counter()
-        yield lab_values(tally, labels, wrong, started, start)
+        yield lab_values(tally, labels, wrong, started, start, settings=settings)
     except RunStopped:  # Stop came inside a forward: the job ends there, as between two tallies
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page

@@ -82,8 +82,14 @@ def stopped_message(run: render.RunView | None) -> str:
 
 
 def done_summary(run: render.RunView) -> str:
+    """The status line at a run's end: each lane's tokens, then the speedup; greedy lanes that parted get no
+    speedup (it would compare different texts), the parting named instead."""
     parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
     summary = "Done: " + ", ".join(parts)
+    parting = run.greedy_parting()
+    if parting is not None:
+        return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
+                "so no speedup is given: see why below the lanes.")
     speedup = render.stats_dict(run).get("speedup")
     if speedup is not None:
         summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"

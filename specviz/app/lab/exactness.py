@@ -135,6 +135,13 @@ class Bins:
     def num_bins(self) -> int:
         return len(self.probs)
 
+    @property
+    def draws_needed(self) -> int:
+        """Draws before every bin expects MIN_EXPECTED of them: before that chi-square's p-value is not
+        trustworthy (at 20 draws of a lab planned for 500 it flagged the target against itself)."""
+        rarest = min((prob for prob in self.probs if prob > 0), default=1.0)
+        return math.ceil(MIN_EXPECTED / rarest - 1e-9)
+
     def index(self, outcome: Outcome) -> int | None:
         """The bin an outcome falls in; None for an outcome outside them with no "other" bin."""
         try:
@@ -314,9 +321,17 @@ class LabTally:
         return sum(abs(share - prob) > WHISKER_SIGMAS * (prob * (1 - prob) / total) ** 0.5
                    for share, prob in zip(self.frequencies(lane), self.bins.probs))
 
+    def too_few(self, lane: str) -> bool:
+        """Too few draws so far for the test to judge (Bins.draws_needed)."""
+        return self.num_draws(lane) < self.bins.draws_needed
+
     def p_value(self, lane: str) -> float | None:
+        """The lane's chi-square p-value; 0 once it drew an outcome the target never gives; None while it
+        has too few draws to judge, or fewer than two bins to compare."""
         if self.outside[lane]:
             return 0.0
+        if self.too_few(lane):
+            return None
         return chi_square_p_value(self.counts[lane], self.bins.probs)
 
 

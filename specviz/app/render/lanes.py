@@ -17,12 +17,12 @@ from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
     LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
-    first_pick_title, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
+    first_pick_title, mark_parting, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
-from specviz.analysis.trace import Trace
+from specviz.analysis.trace import Trace, first_parting
 from specviz.app.wording import count
 
 Decode = Callable[[list[int]], str]
@@ -108,7 +108,7 @@ class LaneView:
             self.first_text = first.text
             self.committed_ids.append(event.next_id)
             title = f"{byte_note(first)}\nthe target's first token (from the prompt's prefill)".lstrip("\n")
-            self.fragments.append(token_span(first.text, "target", title))
+            self.fragments.append(token_span(first.text, "target", title, index=0))
         elif isinstance(event, RoundEvent):
             self.fragments.append(self.round_html(event, decode))
             self.committed_ids.extend(event.emitted_ids)
@@ -139,17 +139,19 @@ class LaneView:
         first pick is drawn as the rejected first draft and the rival after it as taken; the guesses left
         over follow, small and struck through."""
         text = texts.drafted[index]
+        kept_at = event.position + index if kind == "accepted" else None  # its place in the generated text
         first_pick = first_pick_index(event) if index == 0 else None
         if first_pick is not None:
             first_text = texts.rivals[first_pick]
             spans = [token_span(first_text, "rejected", first_pick_title(event, first_text, text), keep_breaks=False),
                      token_span(text, kind, taken_rival_title(event, text, first_text, texts.rivals),
-                                extra_class="tok-rival-taken")]
+                                extra_class="tok-rival-taken", index=kept_at)]
         else:
             reason = draft_reason(event, index, self.greedy, text, target_pick_text(event, index, texts))
             title = drafted_title(index, event.gamma, event.drafted[index], draft_verdict_text(event, index), reason,
                                   self.greedy)
-            spans = [token_span(text, kind, texts.titled("drafted", index, title), keep_breaks=kind not in STRUCK)]
+            spans = [token_span(text, kind, texts.titled("drafted", index, title), keep_breaks=kind not in STRUCK,
+                                index=kept_at)]
         if index == 0 and event.rivals:
             spans.append(rivals_marker(event, text, texts.rivals))
         if index == event.gamma - 1:
@@ -167,7 +169,8 @@ class LaneView:
                 spans += self.draft_spans(event, shown.draft_index, shown.kind, texts)
             else:
                 title = texts.titled("own", num_own, own_title(event, self.lane, self.greedy, rejected_text))
-                spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK))
+                spans.append(token_span(texts.own[num_own], shown.kind, title, keep_breaks=shown.kind not in STRUCK,
+                                        index=event.position + event.num_accepted + num_own))
                 num_own += 1
         spans.append(tree_mark(event))  # "" unless the round checked more than a chain
         if self.lane in PLAIN_LANES:
@@ -209,7 +212,9 @@ class LaneView:
             pieces.extend(texts.own)
         return "".join(pieces)
 
-    def html(self, title: str, status: str = "", run_id: int = 0, max_height_px: int = LANE_TEXT_MAX_PX) -> str:
+    def html(self, title: str, status: str = "", run_id: int = 0, max_height_px: int = LANE_TEXT_MAX_PX,
+             parting: int | None = None) -> str:
+        """The lane as drawn; `parting`: the index of the token where the greedy lanes parted, marked."""
         trace = self.trace
         done = "true" if trace.done else "false"
         figures = ""
@@ -231,8 +236,12 @@ class LaneView:
             f'margin:0 0 6px 2px;font-size:14px"><span>{escape_text(title)}</span>'
             f'<span class="lane-figures" style="font-weight:400;color:#555">{escape_text(figures)}</span></div>'
             f'<div class="lane-text" style="{LANE_STYLE}max-height:{max_height_px}px;overflow-y:auto">'
-            f'{prompt}{"".join(self.fragments)}</div></div>'
+            f'{prompt}{self.tokens_html(parting)}</div></div>'
         )
+
+    def tokens_html(self, parting: int | None) -> str:
+        tokens = "".join(self.fragments)
+        return tokens if parting is None else mark_parting(tokens, parting)
 
 
 class RunView:
@@ -304,6 +313,14 @@ class RunView:
     def done(self) -> bool:
         return all(self.lane(name).trace.done for name in self.lane_names)
 
+    def greedy_parting(self) -> int | None:
+        """Where a finished greedy run's speculative lane left the target alone's tokens (None: it did not)."""
+        if self.settings.get("temperature", 0) != 0 or not (self.has_lane("speculative") and self.has_lane("baseline")):
+            return None
+        if not (self.baseline.trace.done and self.speculative.trace.done):
+            return None
+        return first_parting(self.speculative.trace.token_ids, self.baseline.trace.token_ids)
+
 
 def stop_text(trace: Trace, max_new_tokens: int | None = None) -> str | None:
     """Why a finished lane stopped, in words; None while it runs."""
@@ -346,6 +363,7 @@ def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[s
     if run is None:
         return tuple(empty_lane_html(name) for name in names or DEFAULT_LANES)
     limit = run.settings.get("max_new_tokens")
+    parting = run.greedy_parting()  # marked in the two lanes it is about
     htmls = []
     for name in names or run.lane_names:
         if not run.has_lane(name):
@@ -354,5 +372,6 @@ def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[s
             continue
         view = run.lane(name)
         status = lane_status(view.trace, active == name, limit, stopped)
-        htmls.append(view.html(lane_title(run, name), status, run.run_id))
+        htmls.append(view.html(lane_title(run, name), status, run.run_id,
+                               parting=parting if name in ("baseline", "speculative") else None))
     return tuple(htmls)

@@ -13,7 +13,7 @@ from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tau import tau_text
 from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, run_payoff
 from specviz.app.render.tokens import escape_text
-from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, first_parting, speedup
+from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
 
 NOISE_NOTE = (
     "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
@@ -209,15 +209,6 @@ def setup_html(run: RunView) -> str:
             f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if ran_on_gpu(run) else HARD_CASE_ON_A_CPU}</p>")
 
 
-def greedy_parting(run: RunView) -> int | None:
-    """Where a finished greedy run's speculative lane left the target alone's tokens (None: it did not)."""
-    if run.settings.get("temperature", 0) != 0 or not run.has_lane("speculative"):
-        return None
-    if not (run.baseline.trace.done and run.speculative.trace.done):
-        return None
-    return first_parting(run.speculative.trace.token_ids, run.baseline.trace.token_ids)
-
-
 def exactness_html(run: RunView) -> str:
     """Which guarantee this target gives here, before any speed figure: by construction or not (and the check at load)."""
     words = run.settings.get("exactness")
@@ -235,7 +226,7 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
            if divergence_gap is not None else "")
     return (
         f'<p class="parted" data-index="{index}" style="margin:4px 0;padding:6px 8px;background:#fff4e5;'
-        f'border-left:4px solid {COLORS["rejected"]}"><b>The two lanes wrote different texts from token {index + 1}.</b> '
+        f'border-left:4px solid {COLORS["rejected"]}"><b>The two lanes wrote different texts from token {index + 1}</b> (marked ▾ in both lanes). '
         f"At temperature 0 they should be identical: the algorithm keeps the target's own choice at every token. "
         f"They parted because the target's arithmetic was not the same in both lanes: checking several drafted "
         f"tokens in one pass rounded its numbers a little differently from computing one token at a time, and "
@@ -250,7 +241,7 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
 def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:
     if comparison is None:
         return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
-    parting = greedy_parting(run)
+    parting = run.greedy_parting()
     state = "" if run.done else " (so far)"
     text = exactness_html(run) + (parted_html(run, parting, divergence_gap) if parting is not None else "")
     text += (
@@ -320,7 +311,7 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
                 "the exactness lab shows the distributions agree</span>"
             )
     items = "".join(f"<li>{part}.</li>" for part in parts)
-    why = WHY_EXACT if greedy_parting(run) is None else (
+    why = WHY_EXACT if run.greedy_parting() is None else (
         "The rule below keeps the target's text in exact arithmetic; this run's lanes parted because their "
         "arithmetic was not the same (see above), not because of the rule. " + WHY_EXACT)
     items += f'<li class="why-exact">{escape_text(why)}</li>'

@@ -83,16 +83,19 @@ def split_leading_spaces(text: str) -> tuple[str, str]:
     return (text[: len(text) - len(rest)], rest) if rest and not is_blank(rest) else ("", text)
 
 
-def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra_class: str = "") -> str:
-    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken).
+def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra_class: str = "",
+               index: int | None = None) -> str:
+    """One token drawn as its kind; `extra_class` marks a role the kind does not say (a rival taken); `index`:
+    a kept token's place in the generated text (0: the first new token), so a parting can be marked.
 
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
     after them, and inside the box that left an empty coloured chip at the end of the line."""
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
+    place = f' data-i="{index}"' if index is not None else ""
     return (
-        f'{lead}<span class="{classes}" style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
+        f'{lead}<span class="{classes}"{place} style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
         f'{emphasis}" title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
     )
 
@@ -343,3 +346,15 @@ def draft_verdict_text(event, index: int) -> str:
 
 def inline_token(text: str, kind: str) -> str:
     return token_span(text, kind, kind, keep_breaks=False)
+
+
+def mark_parting(html: str, index: int) -> str:
+    """A lane's HTML with its token at `index` (token_span's) marked as where the greedy lanes parted."""
+    mark = ('<span class="parting-mark" title="the lanes parted here: from this token on they wrote different '
+            'texts" style="color:#c0392b;font-weight:700;margin-right:1px">▾</span>')
+    place = f' data-i="{index}"'
+    at = html.find(place + " ")
+    if at < 0:
+        return html
+    start, end = html.rfind("<span", 0, at), at + len(place)
+    return f'{html[:start]}{mark}{html[start:end]} data-parting="true"{html[end:]}'
