@@ -528,6 +528,8 @@ def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
     assert "compares different texts (4 and 4 tokens) and gives no verdict" in words
     assert 'class="verdict"' not in html and "pays" not in words.split("gives no verdict")[1].split("Why the text")[0]
     assert "parted because their arithmetic was not the same" in words
+    tied = visible_text(render.stats_html(parted, divergence_gap=0.0))
+    assert "the very same score: an exact tie" in tied and "only 0 apart" not in tied
     assert render.stats_dict(parted)["speculation_pays"] is None and "No verdict" in render.stats_dict(parted)["verdict"]
     same = render.stats_html(greedy_pair_of_lanes([3, 4, 5]))
     assert 'class="parted"' not in same and 'class="verdict"' in same

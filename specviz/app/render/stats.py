@@ -219,11 +219,19 @@ def exactness_html(run: RunView) -> str:
             f'style="margin:2px 0;color:#555"><b>{mark}:</b> {escape_text(words)}.</p>')
 
 
+def tie_words(divergence_gap: float | None) -> str:
+    """How close the target's call was where the lanes parted: a gap of 0 is a tie, not "only 0 apart"."""
+    if divergence_gap is None:
+        return ""
+    if divergence_gap == 0:
+        return " There the target's two likeliest tokens had the very same score: an exact tie."
+    return f" There the target's two likeliest tokens were only {divergence_gap:.3g} apart in its scores, a near-tie."
+
+
 def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
     """Greedy lanes that wrote different texts: said first, in plain words, and why no verdict follows."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
-    gap = (f" There the target's two likeliest tokens were only {divergence_gap:.3g} apart in its scores, a near-tie."
-           if divergence_gap is not None else "")
+    gap = tie_words(divergence_gap)
     return (
         f'<p class="parted" data-index="{index}" style="margin:4px 0;padding:6px 8px;background:#fff4e5;'
         f'border-left:4px solid {COLORS["rejected"]}"><b>The two lanes wrote different texts from token {index + 1}</b> (marked ▾ in both lanes). '
