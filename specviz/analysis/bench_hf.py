@@ -69,7 +69,8 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
     warm_up(pair)
-    hf_generate_s(pair, prompt_ids[0], 0.0, replace(config, engine=replace(config.engine, max_new_tokens=4)), 0, 2, assisted=True)  # HF's own warm-up
+    warm_up_config = replace(config, engine=replace(config.engine, max_new_tokens=4))
+    hf_generate_s(pair, prompt_ids[0], 0.0, warm_up_config, 0, 2, assisted=True)  # HF's own warm-up
     cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}
     for repeat in range(config.repeats):
         for temperature in config.temperatures:

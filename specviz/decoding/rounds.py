@@ -101,8 +101,7 @@ class VerifiedRound:
               inspect: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         judged, verdict, tree = self.judged, self.verdict, self.tree
-        confidences = row_confidences(self.target_logits).tolist()  # (1+N,): the target's certainty at each row
-        drafted = tuple(self.drafted_token(i, node, confidences) for i, node in enumerate(judged))
+        drafted = self.drafted(judged)
         return RoundEvent(
             lane=lane, round_index=round_index, position=position, gamma=len(drafted), drafted=drafted,
             num_accepted=verdict.num_accepted, next_id=verdict.next_id,
@@ -120,16 +119,25 @@ class VerifiedRound:
         node_ids = self.tree.node_ids[nodes]  # (m,)
         return torch.nn.functional.one_hot(node_ids, self.target_probs.shape[-1]).to(self.target_probs.dtype)
 
-    def drafted_token(self, index: int, node: int, confidences: list[float]) -> DraftedToken:
-        """One judged draft: q and p of its token (p at its parent's row), the accept chance and the r drawn."""
-        row, token_id = self.tree.parents[node] + 1, int(self.tree.node_ids[node])
+    def drafted(self, judged: list[int]) -> tuple[DraftedToken, ...]:
+        """Each judged draft: q and p of its token (p at its parent's row), the accept chance, the r drawn, and
+        how sure each model was there; every figure read off the device in one transfer per kind."""
+        if not judged:
+            return ()
+        token_ids = self.tree.node_ids[judged]  # (m,)
+        rows = torch.tensor([self.tree.parents[node] + 1 for node in judged], device=token_ids.device)  # (m,)
+        draft_rows = self.tree.draft_rows
+        # a picked node's q is one-hot on it; a chain's draft was sampled from its row of q
+        draft_probs = draft_rows[judged, token_ids].tolist() if draft_rows is not None else [1.0] * len(judged)
+        target_probs = self.target_probs[rows, token_ids].tolist()
+        target_confidences = row_confidences(self.target_logits[rows]).tolist()  # how sure the target was there
+        accept_probs, uniforms = self.verdict.accept_probs[judged].tolist(), self.verdict.uniforms[judged].tolist()
         num_accepted = self.verdict.num_accepted
-        return DraftedToken(
-            token_id=token_id, draft_prob=float(self.draft_probs_of([node])[0, token_id]),
-            target_prob=float(self.target_probs[row, token_id]), accept_prob=float(self.verdict.accept_probs[node]),
-            r=float(self.verdict.uniforms[node]), accepted=index < num_accepted, decided=index <= num_accepted,
-            draft_confidence=None if self.tree.draft_probs is None else self.tree.draft_probs[node],
-            target_confidence=confidences[row],
+        return tuple(
+            DraftedToken(token_id, draft_probs[i], target_probs[i], accept_probs[i], uniforms[i], i < num_accepted,
+                         i <= num_accepted, None if self.tree.draft_probs is None else self.tree.draft_probs[node],
+                         target_confidences[i])
+            for i, (node, token_id) in enumerate(zip(judged, token_ids.tolist()))
         )
 
     def positions(self, judged: list[int]) -> tuple[PositionDetail, ...]:
