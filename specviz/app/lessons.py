@@ -66,17 +66,16 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
                     start: str = "", wrong_words: str = "resample from p", draws_needed: int = 0,
                     settings: str = "") -> str:
     """Progress, then one verdict per lane against the threshold (with its bars outside their whiskers,
-    `outside`; none while a lane has fewer than `draws_needed` draws), the settings the draws were made with
-    (`settings`, lab_settings_text), and where the lab tests (`start`, lab_start_html); data attributes carry
-    the numbers."""
+    `outside`; none while `draws_needed` says how many draws the test still waits for), the settings the draws
+    were made with (`settings`, lab_settings_text), and where the lab tests (`start`, lab_start_html); data
+    attributes carry the numbers."""
     done = num_done >= num_planned
     outside = outside or {}
-    waiting = draws_needed if num_done < draws_needed else 0
     speculative = f"Speculative decoding, WRONG rule ({wrong_words})" if wrong_rule else "Speculative decoding"
     items = "".join(
         f'<li class="lab-p" data-lane="{lane}" data-p="{"" if p is None else repr(p)}" '
         f'data-outside="{outside.get(lane, 0)}">'
-        f'{lane_verdict(name, p, outside.get(lane), num_bins, waiting if p is None else 0)}</li>'
+        f'{lane_verdict(name, p, outside.get(lane), num_bins, draws_needed if p is None else 0)}</li>'
         for lane, name, p in (("baseline", "Target alone", p_values.get("baseline")),
                               ("speculative", speculative, p_values.get("speculative")))
     )

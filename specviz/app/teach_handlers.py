@@ -180,9 +180,10 @@ def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, s
     done = tally.num_draws("speculative")
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
+    waiting_for = tally.bins.draws_needed if tally.too_few("speculative") else 0  # the lanes draw in turn
     status = lessons.lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
                                      time.perf_counter() - started, note, outside, start, tally.wrong_words,
-                                     tally.bins.draws_needed, settings)
+                                     waiting_for, settings)
     return status, plots_teach.exactness_histogram(tally, labels, wrong_rule)
 
 
@@ -215,7 +216,7 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
             if labels is None:
                 labels, start = bin_labels(tally.bins, pair), lab_start_html(tally.start, pair)
             if over_time(started):
-                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"), settings)
+                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"), settings=settings)
                 return
             if time.perf_counter() - last_drawn >= REDRAW_S:
                 yield lab_values(tally, labels, wrong, started, start, settings=settings)
