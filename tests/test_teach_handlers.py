@@ -28,7 +28,7 @@ def status_round(status: str) -> int:
 
 def test_step_mode_goes_one_round_per_press_until_done(demo):
     start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
-    # Picking tiny-code on the page brings its own drafter, the draft model (on_pair_pick).
+    # Picking tiny-code on the page brings its own drafter, the draft model (pair_pick_js).
     settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
                 "temperature": 0.0, "max-new-tokens": 16}
     # Every other control at the page's own default; the first input is the (empty) step state.

@@ -27,7 +27,7 @@ from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, on_pair_pick, on_queued, on_release,
+    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, pair_pick_js, on_queued, on_release,
     on_replay, on_run, on_stop,
 )
 from specviz.app.ui_sections import Page, build_page
@@ -198,7 +198,8 @@ def wire_controls(page: Page) -> None:
         slider.release(on_release(label, slider), None, [page.status], **QUIET)
     controls["pair"].change(on_pair_change, [controls["pair"]], [page.custom_row], **QUIET)
     # Only a visitor's own pick of a pair brings its drafter (input, not change): a replay sets both itself.
-    controls["pair"].input(on_pair_pick, [controls["pair"]], [controls["drafter"]], **QUIET)
+    pair_values = [value for _, value in settings.PAIR_CHOICES]
+    controls["pair"].input(None, [controls["pair"]], [controls["drafter"]], js=pair_pick_js(pair_values), **QUIET)
     controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
 
 

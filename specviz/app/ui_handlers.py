@@ -8,6 +8,7 @@ plain values. Every bad input becomes a message in the page, never a traceback.
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
 import time
 from collections import OrderedDict
@@ -335,9 +336,13 @@ def on_pair_change(pair):
     return gr.Row(visible=pair == CUSTOM)
 
 
-def on_pair_pick(pair):
-    """A pair picked on the page brings its own drafter (the default pair's head, else the draft model)."""
-    return gr.Radio(value=default_drafter_for(pair))
+def pair_pick_js(pairs: Iterable[str]) -> str:
+    """A pair picked on the page brings its own drafter (the default pair's head, else the draft model).
+
+    It runs in the browser, not as a server round trip: an answer that came back after the visitor had
+    already clicked another drafter put the pair's own back over their pick."""
+    own = {pair: default_drafter_for(pair) for pair in pairs}
+    return f"(pair) => ({json.dumps(own)})[pair] ?? {json.dumps(default_drafter_for(CUSTOM))}"
 
 
 def on_drafter_change(drafter_value):
