@@ -371,6 +371,30 @@ def test_an_800px_window_keeps_everything_readable(browser, app_url):
         page.close()
 
 
+def test_run_is_on_the_first_screen_and_brings_the_lanes_into_view(browser, app_url):
+    """At 1400 × 900 the Run button shows without scrolling, with the status line under it; a refused run
+    leaves the page where it is (its message is under Run), a run that starts brings its lanes into view."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#run")
+        run_button, status = page.locator("#run").bounding_box(), page.locator("#status").bounding_box()
+        assert run_button["y"] + run_button["height"] <= 900 and status["y"] + status["height"] <= 900
+        choose(page, "pair", "tiny-code")
+        page.locator("#prompt textarea").fill("")
+        run_id = click_run(page)
+        page.wait_for_selector(f'#status .status-error[data-run="{run_id}"]')
+        time.sleep(1.0)
+        assert page.evaluate("window.scrollY") == 0
+        page.locator("#prompt textarea").fill("def add(a, b):\n")
+        set_number(page, "max-new-tokens", 8)
+        run_and_wait(page)
+        page.wait_for_function("document.getElementById('lane-baseline').getBoundingClientRect().top < innerHeight / 2")
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("drafter", ["draft model", "prompt lookup"])
 def test_the_reference_lane_runs_beside_each_drafter(page, drafter):
     """transformers' generate() beside our lanes, for each drafter: all three finish, greedy, with the same

@@ -188,6 +188,15 @@ def test_whitespace_only_tokens_are_drawn_visibly():
     assert "␣" not in render.token_span(" x", "accepted", "t")
 
 
+def test_an_end_of_text_token_is_drawn_as_a_mark_with_its_name_in_the_hover():
+    for name in ("<|im_end|>", "<|endoftext|>", "</s>"):
+        span = render.token_span(name, "bonus", "the bonus")
+        shown = span[span.index(">", span.index("title=")) + 1:]  # after the opening tag: what the reader sees
+        assert "⏹ end" in shown and "&lt;" not in shown, span
+        assert f'title="{render.tokens.escape_text(name)}: the end-of-text token' in span and "the bonus" in span
+    assert "⏹" not in render.token_span("<|im_start|>", "target", "t") + render.token_span(" end", "target", "t")
+
+
 def test_whitespace_marks_leave_the_text_unchanged():
     run = render.RunView("x", [1], gamma=0, settings={})
     run.add(PrefillEvent("baseline", 1, 10, 0.01, 1, 0), decode)  # "\t"

@@ -209,17 +209,22 @@ def controls_for(*names: str, **overrides: dict) -> dict[str, gr.Component]:
     return {name: control(SETTING[name], **overrides.get(name, {})) for name in names}
 
 
-def build_prompt() -> dict[str, gr.Component]:
-    """The prompt, the chat switch and the example prompts."""
+def build_prompt() -> tuple[dict[str, gr.Component], gr.Button, gr.Button, gr.HTML]:
+    """The prompt and the chat switch, Run and Stop with the status line under them, then the example prompts:
+    Run sits right under the prompt, on the first screen (below the settings it was under the fold)."""
     examples = example_prompts()
     controls = controls_for("prompt", "chat", prompt={"lines": 5, "max_lines": 12, "value": examples[0].text},
                             chat={"value": examples[0].chat is not False})
+    with gr.Row():
+        run_button = gr.Button("Run", variant="primary", elem_id="run")
+        stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+    status = gr.HTML(status_html("Ready: press Run."), elem_id="status", elem_classes=["specviz-status"])
     # Labels, not gradio's two-column table: the table gave the chat switch's long label
     # most of the width and squeezed each prompt into a tall, narrow cell.
     gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=list(controls.values()),
                 example_labels=[example_label(p) for p in examples], label="Example prompts (click one)",
                 examples_per_page=len(examples), elem_id="examples")
-    return controls
+    return controls, run_button, stop_button, status
 
 
 def build_pair() -> tuple[dict[str, gr.Component], gr.Row]:
@@ -315,16 +320,12 @@ def build_page() -> Page:
     gr.Markdown(header_markdown())
     with gr.Row(elem_classes=["specviz-stack"]):
         with gr.Column(scale=3):
-            controls = build_prompt()
+            controls, run_button, stop_button, status = build_prompt()
         with gr.Column(scale=2):
             pair_controls, custom_row = build_pair()
             controls.update(pair_controls)
             controls.update(build_drafting())
             controls.update(build_sampling())
-            with gr.Row():
-                run_button = gr.Button("Run", variant="primary", elem_id="run")
-                stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-    status = gr.HTML(status_html("Ready: press Run."), elem_id="status", elem_classes=["specviz-status"])
     gr.HTML(render.legend_html(), elem_id="legend")
     lanes = build_lanes()
     stats = gr.HTML(render.stats_html(None), elem_id="stats")

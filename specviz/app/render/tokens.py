@@ -8,6 +8,7 @@ would be an empty box.
 from __future__ import annotations
 
 import html
+import re
 
 from specviz.app.palette import TOKEN_STYLES
 from specviz.app.render.pieces import PART_LABEL
@@ -61,6 +62,17 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
     return "".join(parts)
 
 
+# The end-of-text tokens of common tokenizers, matched by their text (a saved run replays without its tokenizer):
+# drawn as a short mark a learner can read, the tokenizer's own name kept in the hover.
+END_TOKEN = re.compile(r"<\|(?:im_end|endoftext|end|eot_id|end_of_text)\|>|</s>|<eos>")
+END_MARK = '<span class="end-token" style="font-variant:small-caps">⏹ end</span>'
+END_TITLE = "{name}: the end-of-text token, the model's way of saying its text is finished"
+
+
+def is_end_token(text: str) -> bool:
+    return END_TOKEN.fullmatch(text.strip()) is not None
+
+
 def is_blank(text: str) -> bool:
     """Whitespace only and no newline: it would draw as nothing (a newline already draws as ↵)."""
     return text != "" and text.strip() == "" and "\n" not in text
@@ -90,13 +102,15 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
 
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
     after them, and inside the box that left an empty coloured chip at the end of the line."""
+    if is_end_token(text):
+        title = f"{END_TITLE.format(name=text.strip())}\n{title}"
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
     place = f' data-i="{index}"' if index is not None else ""
     return (
         f'{lead}<span class="{classes}"{place} style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
-        f'{emphasis}" title="{escape_text(title)}">{visible_text(text, keep_breaks)}</span>'
+        f'{emphasis}" title="{escape_text(title)}">{END_MARK if is_end_token(text) else visible_text(text, keep_breaks)}</span>'
     )
 
 
