@@ -83,11 +83,13 @@ def test_the_default_pair_answers_in_english(page):
     # before the box now, so no box of a word starts with one.
     boxed = page.locator("#lane-speculative .tok, #lane-baseline .tok").all_text_contents()
     assert not [text for text in boxed if text.startswith(" ") and text.strip()], boxed
-    assert "identical to the target alone" in page.locator("#stats .agreement").inner_text()
+    assert "✓ yes" in page.locator('#stats .card-tile[data-figure="same-text"]').inner_text()  # on the card
+    assert "identical to the target alone" in page.locator("#stats .agreement").text_content()  # behind the arithmetic
     assert "different samples" not in page.locator("#stats").inner_text()
     # Which exactness this machine gives, said before the speed: measured bitwise when the target loaded.
     exactness = page.locator("#stats .exactness")
-    assert exactness.get_attribute("data-bitwise") == "true" and "Exact here" in exactness.inner_text()
+    assert exactness.get_attribute("data-bitwise") == "true" and "Exact here" in exactness.text_content()
+    assert "exact by construction here" in page.locator('#stats .card-tile[data-figure="same-text"]').inner_text()
     assert page.locator("#stats .parted").count() == 0
     # Easy and hard tokens (issue 26): a point per judged draft over acceptance by the target's confidence,
     # and under it one sentence in this run's own numbers.

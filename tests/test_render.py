@@ -192,9 +192,9 @@ def test_an_end_of_text_token_is_drawn_as_a_mark_with_its_name_in_the_hover():
     for name in ("<|im_end|>", "<|endoftext|>", "</s>"):
         span = render.token_span(name, "bonus", "the bonus")
         shown = span[span.index(">", span.index("title=")) + 1:]  # after the opening tag: what the reader sees
-        assert "⏹ end" in shown and "&lt;" not in shown, span
+        assert "‹end›" in shown and "&lt;" not in shown, span
         assert f'title="{render.tokens.escape_text(name)}: the end-of-text token' in span and "the bonus" in span
-    assert "⏹" not in render.token_span("<|im_start|>", "target", "t") + render.token_span(" end", "target", "t")
+    assert "‹end›" not in render.token_span("<|im_start|>", "target", "t") + render.token_span(" end", "target", "t")
 
 
 def test_whitespace_marks_leave_the_text_unchanged():
@@ -569,10 +569,13 @@ def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
     run = greedy_pair_of_lanes([3, 4, 5])
     run.settings.update(bitwise_verify=True, exactness="the target computes every token it checks with the same arithmetic")
     html = render.stats_html(run)
-    assert 'class="exactness" data-bitwise="true"' in html and "Exact here:" in html
-    assert html.index('class="exactness"') < html.index('class="speedup"')
+    assert 'class="exactness" data-bitwise="true"' in html and "Exact here:" in html  # in full, behind the arithmetic
+    card = html[html.index('class="result-card"'):html.index('class="arithmetic"')]
+    assert card.index("exact by construction here") < card.index('class="speedup"')  # on the card, before the speed
     run.settings.update(bitwise_verify=False, exactness="not guaranteed here: this model's soft-capped attention")
-    assert "Not guaranteed here:" in render.stats_html(run) and "Exact here" not in render.stats_html(run)
+    html = render.stats_html(run)
+    assert "Not guaranteed here:" in html and "Exact here" not in html and "by construction" not in html
+    assert "· not guaranteed here" in html
 
 
 # --- issue 26: a rival the target took, and Q1/Q2 in plain words --------------------------------------------

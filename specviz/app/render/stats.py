@@ -11,8 +11,9 @@ from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, run_payoff
+from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, run_payoff, same_text
 from specviz.app.render.tokens import escape_text
+from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
 
 NOISE_NOTE = (
@@ -246,22 +247,75 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
     )
 
 
-def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:
-    if comparison is None:
-        return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
-    parting = run.greedy_parting()
-    state = "" if run.done else " (so far)"
-    text = exactness_html(run) + (parted_html(run, parting, divergence_gap) if parting is not None else "")
-    text += (
-        f'<p style="font-size:16px;margin:4px 0 4px">Measured: speculative decoding ran at '
-        f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="font-size:20px;color:{COLORS["bonus"]}">'
-        f"{comparison.speedup:.2f}×</b> {speed_words(comparison.speedup)}{state}, one noisy sample. Predicted: "
-        f'Leviathan\'s formula gives <b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free '
-        f'verify; with the verify cost measured here (v = {comparison.verify_cost:.2f}), '
-        f'<b class="predicted-with-verify">{comparison.predicted_with_verify:.2f}×</b>.</p>'
+def card_tile(label: str, value: str, note: str, name: str) -> str:
+    """One figure of the result card: what it is, the number, one line on how to read it."""
+    return (f'<div class="card-tile" data-figure="{name}" style="min-width:150px;flex:1;padding:6px 12px;'
+            f'border:1px solid #ddd;border-radius:8px;background:#fafafa">'
+            f'<div style="font-size:12.5px;color:#555">{label}</div>'
+            f'<div style="font-size:22px;font-weight:700;line-height:1.3">{value}</div>'
+            f'<div style="font-size:12.5px;color:#555">{note}</div></div>')
+
+
+def speed_note(run: RunView, payoff: Payoff | None, parting: int | None) -> str:
+    """How to read this one clock reading: its noise band here, or why it compares nothing."""
+    if parting is not None:
+        return "not a speedup: the two texts differ"
+    if not run.done:
+        return "so far"
+    measurement = payoff.measured[0] if payoff is not None and payoff.measured else None
+    if measurement is not None and measurement.has_spread:
+        low, high = measurement.noise_band
+        return f"one noisy sample: could as well read {low:.2f}–{high:.2f}×"
+    return "one noisy sample of the clock"
+
+
+def same_text_tile(run: RunView, parting: int | None) -> str:
+    """Did the speculative lane write the target's text: the product's promise, checked token by token."""
+    baseline, speculative = run.baseline.trace, run.speculative.trace
+    guarantee = "" if not run.settings.get("exactness") else (
+        " · exact by construction here" if run.settings.get("bitwise_verify") else " · not guaranteed here")
+    if not (baseline.done and speculative.done):
+        value, note = "…", f"checked once both lanes finish{guarantee}"
+    elif parting is not None:
+        value, note = "✗ no", f"parted at token {parting + 1} (marked ▾){guarantee}"
+    elif baseline.token_ids == speculative.token_ids:
+        value, note = "✓ yes", f"{count(baseline.num_tokens, 'token')}, checked token by token{guarantee}"
+    else:  # sampled lanes: two samples of one distribution
+        value, note = "different samples", f"temperature {run.settings.get('temperature', 0):g}: the same distribution"
+    return card_tile("Same text as the target alone", value, note, "same-text")
+
+
+def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, parting: int | None) -> str:
+    """The run in four figures (speedup, τ, α̂, same text) and one sentence of verdict, right under the lanes."""
+    state = " (so far)" if not run.done else ""
+    speed = (f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="color:{COLORS["bonus"]}">'
+             f"{comparison.speedup:.2f}×</b>")
+    tau = run.speculative.trace.tokens_per_target_forward
+    # the promise first (is it the target's text, and is that guaranteed here), then what it cost
+    tiles = (same_text_tile(run, parting)
+             + card_tile(f"Speedup, wall clock{state}", speed, speed_note(run, payoff, parting), "speedup")
+             + card_tile("τ: tokens per target pass", f"{tau:.2f}", "the target alone: 1", "tau")
+             + card_tile("α̂: drafts accepted", f"{comparison.acceptance_rate:.0%}", "of the drafts the target examined",
+                         "alpha"))
+    verdict = ""
+    if payoff is not None:  # never a verdict on unequal work
+        verdict = (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
+                   f"<b>{escape_text(payoff.verdict_text())}</b></p>")
+    elif run.done and parting is None:  # sampled lanes of different texts: no verdict either
+        verdict = f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict_text(run))}</b></p>'
+    return f'<div class="result-card"><div style="display:flex;gap:10px;flex-wrap:wrap">{tiles}</div>{verdict}</div>'
+
+
+def arithmetic_html(run: RunView, comparison: Comparison) -> str:
+    """Behind "Show the arithmetic": the prediction beside the clock, the machine, α̂ against τ, the noise."""
+    text = exactness_html(run) + (
+        f'<p class="prediction" style="margin:4px 0">Predicted: Leviathan\'s formula gives '
+        f'<b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free verify; with the verify '
+        f'cost measured here (v = {comparison.verify_cost:.2f}), <b class="predicted-with-verify">'
+        f"{comparison.predicted_with_verify:.2f}×</b>; the clock measured {comparison.speedup:.2f}× "
+        f"{speed_words(comparison.speedup)}.</p>"
     )
-    text += setup_html(run)
-    text += sampled_note(run)
+    text += setup_html(run) + sampled_note(run)
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.done and run.baseline.trace.rounds:
         text += (
@@ -269,21 +323,25 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    payoff = payoff_of(run, comparison) if run.done else None
-    if run.done and payoff is None and parting is None:  # sampled lanes of different texts: no verdict either
-        text += f'<p class="verdict" data-pays="none" style="margin:4px 0"><b>{escape_text(no_verdict_text(run))}</b></p>'
-    if payoff is not None:  # never a verdict on unequal work
-        text += (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:4px 0">'
-                 f"<b>{escape_text(payoff.verdict_text())}</b></p>")
-        gap = gap_text(run, comparison)
-        if gap:
-            text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
+    gap = gap_text(run, comparison) if run.done and same_text(run) else ""
+    if gap:
+        text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
     tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""
     if tau:
         text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
     if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
+
+
+def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:
+    """A parting said first, in plain words; then the result card. The rest is the arithmetic's."""
+    if comparison is None:
+        return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
+    parting = run.greedy_parting()
+    payoff = payoff_of(run, comparison) if run.done else None
+    parted = parted_html(run, parting, divergence_gap) if parting is not None else ""
+    return parted + result_card(run, comparison, payoff, parting)
 
 
 def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
@@ -339,7 +397,12 @@ def stats_html(run: RunView | None, divergence_gap: float | None = None, stopped
         return f'<div class="stats" style="color:#999">Statistics appear once a run starts.{expectation_html()}</div>'
     comparison = comparison_of(run)
     theory = theory_table(run, comparison) if comparison else ""
+    arithmetic = arithmetic_html(run, comparison) if comparison else ""
     return (
-        f'<div class="stats">{headline_html(run, comparison, divergence_gap)}{agreement_html(run, divergence_gap)}'
-        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run, stopped)}{theory}</div></div>'
+        f'<div class="stats">{headline_html(run, comparison, divergence_gap)}'
+        f'<details class="arithmetic" style="margin-top:6px"><summary style="cursor:pointer;color:#444">'
+        f"Show the arithmetic: prediction vs clock, α̂ vs τ, the machine, each lane</summary>"
+        f'{arithmetic}{agreement_html(run, divergence_gap)}'
+        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run, stopped)}{theory}</div>'
+        f"</details></div>"
     )

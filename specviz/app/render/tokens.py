@@ -65,7 +65,7 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
 # The end-of-text tokens of common tokenizers, matched by their text (a saved run replays without its tokenizer):
 # drawn as a short mark a learner can read, the tokenizer's own name kept in the hover.
 END_TOKEN = re.compile(r"<\|(?:im_end|endoftext|end|eot_id|end_of_text)\|>|</s>|<eos>")
-END_MARK = '<span class="end-token" style="font-variant:small-caps">⏹ end</span>'
+END_MARK = '<span class="end-token" style="font-variant:small-caps">‹end›</span>'  # a glyph every font has
 END_TITLE = "{name}: the end-of-text token, the model's way of saying its text is finished"
 
 
