@@ -167,6 +167,7 @@ def test_run_stream_inspect_and_recover(page):
     assert re.fullmatch(r"\d+\.\d\d×", speedup_text.strip()), speedup_text
     print(f"speedup shown: {speedup_text}")
     assert page.locator("#inspector .inspect-row").count() >= 2
+    page.locator("#how-it-works").get_by_text("How it works").first.click()  # closed by default
     assert "In round" in page.locator("#explainer").inner_text()
 
     # The round picker switches the inspector to another round.
@@ -429,6 +430,7 @@ def test_after_stop_the_run_stays_inspectable(page):
     page.wait_for_function("document.querySelector('#status').innerText.includes('Stopped')", timeout=30_000)
     page.wait_for_selector("#inspector .inspect-row", timeout=15_000)
     assert "pick a round" in page.locator("#status").inner_text()
+    page.locator("#how-it-works").get_by_text("How it works").first.click()  # closed by default
     assert "In this run" in page.locator("#explainer").inner_text()
     # the lanes end on "stopped", whichever of Stop's answer and the job's last update lands last
     page.wait_for_function("document.querySelector('#lane-speculative .lane-figures').innerText.includes('stopped')",

@@ -333,7 +333,8 @@ def build_page() -> Page:
     runs_so_far = ui_measures.build_runs_so_far()
     replay = build_replay()
     inspector = build_inspector()
-    with gr.Accordion("How it works", open=True):
+    # Closed by default: the result card and the lanes carry the lesson; the explainer is one click away.
+    with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
         explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
     with gr.Accordion("About the drafters: what each one reads, how big it is, why the head guesses better",
                       open=False, elem_id="drafters-about-section"):
