@@ -419,7 +419,7 @@ def test_the_reference_lane_runs_beside_each_drafter(page, drafter):
 
 def test_after_stop_the_run_stays_inspectable(page):
     """Stop mid-run: the inspector shows a round, the picker has the rounds, How it works speaks of this
-    run, and a token click opens its round and brings the inspector into view."""
+    run, and a token click opens its round and brings the inspector into view, with a way back to the token."""
     choose(page, "pair", "tiny-code")
     page.locator("#prompt textarea").fill("def fibonacci(n):\n")
     set_number(page, "max-new-tokens", 200)
@@ -451,6 +451,10 @@ def test_after_stop_the_run_stays_inspectable(page):
                            arg=other, timeout=30_000)
     top = page.locator("#inspector-section").evaluate("e => e.getBoundingClientRect().top")
     assert -2 <= top <= 60, top  # scrolled to the inspector, not left below the charts
+    page.locator("#back-to-token button").click()  # and a way back to the token clicked
+    clicked = page.locator(f'#lane-speculative .round[data-round="{other}"]').first
+    page.wait_for_function("e => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }",
+                           arg=clicked.element_handle(), timeout=5_000)
 
 
 def test_stop_during_a_long_prompts_reading_frees_the_model_for_the_next_run(page):

@@ -41,9 +41,25 @@ element.addEventListener('click', (event) => {
   const round = event.target.closest('.round');
   if (!round) { return; }
   trigger('click', {round: Number(round.dataset.round)});
+  window.specvizClickedRound = round;  // where the inspector's "back" button returns to
   document.getElementById('inspector-section')?.scrollIntoView({block: 'start'});
 });
 """ + FOLLOW_LANE_JS
+# The way back from the inspector: to the round whose token was clicked (outlined a moment), else to the lanes.
+BACK_TO_TOKEN_HTML = ('<button class="back-to-token" style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
+                      'background:#fff;cursor:pointer">↑ back to the token you clicked</button>')
+BACK_TO_TOKEN_JS = """
+element.addEventListener('click', (event) => {
+  if (!event.target.closest('.back-to-token')) { return; }
+  const round = window.specvizClickedRound;
+  const target = round && round.isConnected ? round : document.getElementById('lane-speculative');
+  target?.scrollIntoView({block: 'center'});
+  if (target === round) {
+    round.style.outline = '2px solid #f97316';
+    setTimeout(() => { round.style.outline = ''; }, 1500);
+  }
+});
+"""
 
 
 @dataclass
@@ -307,6 +323,7 @@ def build_replay() -> Replay:
 def build_inspector() -> Inspector:
     with gr.Accordion("Step inspector: one round up close", open=True, elem_id="inspector-section"):
         round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
+        gr.HTML(BACK_TO_TOKEN_HTML, elem_id="back-to-token", js_on_load=BACK_TO_TOKEN_JS)
         html, chart = inspector_values(None, None)
         with gr.Row(elem_id="inspector-row"):
             inspector = gr.HTML(html, elem_id="inspector")
