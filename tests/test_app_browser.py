@@ -398,6 +398,31 @@ def test_run_is_on_the_first_screen_and_brings_the_lanes_into_view(browser, app_
         page.close()
 
 
+def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
+    """At 400 px: Run on the first screen, and a table wider than the screen (the runs so far) scrolls inside
+    its box instead of losing its last columns past the edge."""
+    page = browser.new_page(viewport={"width": 400, "height": 800})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#run")
+        run_button = page.locator("#run").bounding_box()
+        assert run_button["y"] + run_button["height"] <= 800
+        choose(page, "pair", "tiny-code")
+        page.locator("#prompt textarea").fill("def add(a, b):\n")
+        set_number(page, "max-new-tokens", 8)
+        run_and_wait(page)
+        table = page.locator("#runs-so-far .runs-table")
+        table.wait_for()
+        box, section = table.bounding_box(), page.locator("#runs-so-far").bounding_box()
+        assert box["x"] + box["width"] <= section["x"] + section["width"] + 1
+        overflow = table.evaluate("e => ({wide: e.scrollWidth > e.clientWidth, scrolls: getComputedStyle(e).overflowX})")
+        assert overflow == {"wide": True, "scrolls": "auto"}, overflow
+        assert "same text" in table.text_content() and "prompt" in table.text_content()
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("drafter", ["draft model", "prompt lookup"])
 def test_the_reference_lane_runs_beside_each_drafter(page, drafter):
     """transformers' generate() beside our lanes, for each drafter: all three finish, greedy, with the same

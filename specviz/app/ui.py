@@ -69,6 +69,9 @@ CSS = """
    and the text stops before the dropdown's arrow, ending in "…" where no width can hold it (400 px). */
 .specviz-stack:has(#pair) > .column { flex-grow: 1 !important; }
 #pair input { padding-right: 26px !important; text-overflow: ellipsis; }
+/* A table wider than its box (the runs so far at 400 px lost their "same text" and "prompt" columns)
+   scrolls sideways inside it. */
+.runs-table, #stats .stats-table, #stats .theory-table { display: block; overflow-x: auto; max-width: 100%; }
 /* The legend's items wrap as whole items (they are joined without spaces, so the line never broke). */
 #legend .legend { display: flex; flex-wrap: wrap; }
 /* Phones: less padding around the tables; the inspector's rows put their verdict on a line of its own

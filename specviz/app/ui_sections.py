@@ -47,7 +47,7 @@ element.addEventListener('click', (event) => {
 """ + FOLLOW_LANE_JS
 # The way back from the inspector: to the round whose token was clicked (outlined a moment), else to the lanes.
 BACK_TO_TOKEN_HTML = ('<button class="back-to-token" style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
-                      'background:#fff;cursor:pointer">↑ back to the token you clicked</button>')
+                      'background:#fff;cursor:pointer;font-size:13px;font-weight:normal">↑ back to the token you clicked</button>')
 BACK_TO_TOKEN_JS = """
 element.addEventListener('click', (event) => {
   if (!event.target.closest('.back-to-token')) { return; }
