@@ -102,9 +102,9 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
 
 
 @pytest.mark.parametrize(("settings_given", "message"), [
-    ({"gamma": 99}, "γ (tokens drafted per round) must be from 1 to 16, got 99"),
+    ({"gamma": 99}, "gamma (γ, tokens drafted per round) must be an integer from 1 to 16, got 99"),  # the engine's check
     ({"rivals": 1.5}, "rival guesses must be a whole number"),
-    ({"tree": 99}, "tree budget (guesses per round) must be from 0 to 24, got 99"),
+    ({"tree": 99}, "the tree budget must be an integer from 0 (a chain) to 24 nodes, got 99"),
     ({"top_p": "x"}, "top-p must be a number"),
     ({"chat": "maybe"}, "chat must be true or false"),
     ({"seed": -1}, "seed must be from 0"),

@@ -49,7 +49,9 @@ class Setting:
     minimum: float | None = None  # the page's range (a slider), and what parse refuses where `checked`
     maximum: float | None = None
     step: float | None = None
-    checked: bool = False  # parse refuses values outside minimum..maximum (else DecodeConfig.validate judges)
+    # parse refuses values outside minimum..maximum: only for ranges the engine does not own (the host's token
+    # cap, the seed); an engine setting's range is DecodeConfig.validate's, checked there once
+    checked: bool = False
     choices: tuple = ()  # (label, value) pairs of a radio or dropdown
     placeholder: str = ""  # a text box's example
     cli: bool = True  # a flag --name in `generate` (the pair's ids and precision are the CLI's pair arguments)
@@ -111,7 +113,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pair", "dropdown", "choice", DEFAULT_PRESET, label="Model pair (draft → target)", choices=PAIR_CHOICES,
             cli=False),
     Setting("gamma", "slider", "whole", ENGINE.gamma, label="γ — tokens drafted per round", short="γ",
-            words="γ (tokens drafted per round)", minimum=1, maximum=MAX_GAMMA, step=1, checked=True, bench="list",
+            words="γ (tokens drafted per round)", minimum=1, maximum=MAX_GAMMA, step=1, bench="list",
             replayed=True, help=f"tokens drafted per round (γ; default: the engine's, {ENGINE.gamma})"),
     Setting("temperature", "slider", "real", ENGINE.temperature, label="temperature (0 = greedy)",
             info="0: both lanes write the same text, so the speed compares like for like; above 0 each lane "
@@ -139,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
             replayed=True, help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE)
             + " (default: the pair's own: head on the default pair, else the draft model)"),
     Setting("ngram", "slider", "whole", ENGINE.ngram, label="prompt lookup: longest n-gram", short="n-gram size",
-            minimum=1, maximum=MAX_NGRAM, step=1, checked=True, replayed=True, drafters=drafters_reading("ngram"),
+            minimum=1, maximum=MAX_NGRAM, step=1, replayed=True, drafters=drafters_reading("ngram"),
             help=f"prompt lookup: longest n-gram to match (1–{MAX_NGRAM})"),
     Setting("reference", "checkbox", "bool", False,
             label="also run transformers' generate() on the same pair (reference lane)", bench="no", replayed=True,
@@ -161,7 +163,7 @@ SETTINGS: tuple[Setting, ...] = (
             label="rival guesses: where the drafter is unsure of a round's first token, verify its next guesses too",
             info="0 = off. They ride along in the same verify, each at that position; the target takes the one "
                  "that is its own choice. The lane shows them small and struck through after the first draft",
-            short="rival guesses", minimum=0, maximum=MAX_RIVALS, step=1, checked=True, replayed=True, unrecorded=0,
+            short="rival guesses", minimum=0, maximum=MAX_RIVALS, step=1, replayed=True, unrecorded=0,
             greedy_only=True,
             help="beside a first draft the drafter is unsure of, offer its next N likeliest "
                  "tokens too, judged in the same verify (0 = off; default: the engine's)"),
@@ -171,7 +173,7 @@ SETTINGS: tuple[Setting, ...] = (
                  "branch in its one pass, keeping the longest path it agrees with. More guesses, a longer check. "
                  "Rival guesses and the confidence stop belong to chains: a tree replaces them",
             short="tree budget", words="tree budget (guesses per round)", minimum=0, maximum=MAX_TREE, step=1,
-            checked=True, bench="list", replayed=True, unrecorded=0, drafters=drafters_reading("tree"),
+            bench="list", replayed=True, unrecorded=0, drafters=drafters_reading("tree"),
             help=f"draft a tree of at most N tokens, γ deep, all checked in one target pass (EAGLE-2); 0 = a chain "
                  f"(default: the engine's, {ENGINE.tree})"),
 )
