@@ -83,6 +83,11 @@ def test_the_default_pair_answers_in_english(page):
     # before the box now, so no box of a word starts with one.
     boxed = page.locator("#lane-speculative .tok, #lane-baseline .tok").all_text_contents()
     assert not [text for text in boxed if text.startswith(" ") and text.strip()], boxed
+    # Copying a lane copies its text: the speculative lane's struck drafts and rival guesses are left out
+    copy = ("id => { const box = document.querySelector(`#${id} .lane[data-run] .lane-text`);"
+            " getSelection().selectAllChildren(box); return getSelection().toString(); }")
+    assert page.locator("#lane-speculative .tok-rejected").count() > 0  # there was something to leave out
+    assert page.evaluate(copy, "lane-speculative") == page.evaluate(copy, "lane-baseline")
     assert "✓ yes" in page.locator('#stats .card-tile[data-figure="same-text"]').inner_text()  # on the card
     assert "identical to the target alone" in page.locator("#stats .agreement").text_content()  # behind the arithmetic
     assert "different samples" not in page.locator("#stats").inner_text()

@@ -69,6 +69,9 @@ CSS = """
    and the text stops before the dropdown's arrow, ending in "…" where no width can hold it (400 px). */
 .specviz-stack:has(#pair) > .column { flex-grow: 1 !important; }
 #pair input { padding-right: 26px !important; text-overflow: ellipsis; }
+/* Copying a lane copies its text: the struck drafts, rival guesses and marks are not selectable. */
+.lane-text :is(.tok-rejected, .tok-unexamined, .struck-lead, .rivals, .rival-symbol, .unsure-stop, .tree-mark, .part, .nl,
+               .parting-mark) { user-select: none; }
 /* A table wider than its box (the runs so far at 400 px lost their "same text" and "prompt" columns)
    scrolls sideways inside it. */
 .runs-table, #stats .stats-table, #stats .theory-table { display: block; overflow-x: auto; max-width: 100%; }

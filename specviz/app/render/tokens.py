@@ -108,6 +108,8 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
     place = f' data-i="{index}"' if index is not None else ""
+    if lead and kind in STRUCK:  # not part of the text: a copy of the lane leaves it out, as it leaves the draft
+        lead = f'<span class="struck-lead">{lead}</span>'
     return (
         f'{lead}<span class="{classes}"{place} style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
         f'{emphasis}" title="{escape_text(title)}">{END_MARK if is_end_token(text) else visible_text(text, keep_breaks)}</span>'
