@@ -241,6 +241,23 @@ def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
     return run
 
 
+def test_the_card_says_a_stopped_greedy_lane_agrees_so_far_not_that_it_drew_another_sample():
+    run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "max_new_tokens": 4})
+    for event in (
+        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
+        FinishEvent("baseline", "max_new_tokens", 4),
+        PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
+        RoundEvent("speculative", 0, 1, 1, (drafted(3, 1.0, 1.0, 0.5, True),), 1, 4, "bonus", (3, 4), 0.004, 0.03, 1, 1),
+        FinishEvent("speculative", "stopped", 3),
+    ):
+        run.add(event, decode)
+    card = render.stats_html(run).split('class="arithmetic"')[0]
+    assert "✓ so far" in card and "agrees wherever both have tokens (3 vs 4)" in card
+    assert "stopped: the lanes did unequal work" in card and "the run did not finish" in card
+    assert "different samples" not in card and "parted" not in card
+
+
 def test_identity_is_checked_token_by_token_not_assumed():
     same = render.stats_html(greedy_pair_of_lanes([3, 4, 5]))
     assert 'class="agree"' in same and "checked token by token (4 tokens)" in same

@@ -22,7 +22,7 @@ from specviz.app.render.tokens import (
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
-from specviz.analysis.trace import Trace, first_parting
+from specviz.analysis.trace import Trace, first_divergence, first_parting
 from specviz.app.wording import count
 
 Decode = Callable[[list[int]], str]
@@ -329,9 +329,12 @@ class RunView:
         """Where a finished greedy run's speculative lane left the target alone's tokens (None: it did not)."""
         if self.settings.get("temperature", 0) != 0 or not (self.has_lane("speculative") and self.has_lane("baseline")):
             return None
-        if not (self.baseline.trace.done and self.speculative.trace.done):
+        baseline, speculative = self.baseline.trace, self.speculative.trace
+        if not (baseline.done and speculative.done):
             return None
-        return first_parting(self.speculative.trace.token_ids, self.baseline.trace.token_ids)
+        if "stopped" in (baseline.finish.stop_reason, speculative.finish.stop_reason):
+            return first_divergence(speculative, baseline)  # a Stop cuts the lanes at different lengths: not a parting
+        return first_parting(speculative.token_ids, baseline.token_ids)
 
 
 def stop_text(trace: Trace, max_new_tokens: int | None = None) -> str | None:

@@ -262,6 +262,8 @@ def speed_note(run: RunView, payoff: Payoff | None, parting: int | None) -> str:
         return "not a speedup: the two texts differ"
     if not run.done:
         return "so far"
+    if "stopped" in (trace.finish.stop_reason for trace in (run.baseline.trace, run.speculative.trace) if trace.done):
+        return "stopped: the lanes did unequal work"
     measurement = payoff.measured[0] if payoff is not None and payoff.measured else None
     if measurement is not None and measurement.has_spread:
         low, high = measurement.noise_band
@@ -280,6 +282,8 @@ def same_text_tile(run: RunView, parting: int | None) -> str:
         value, note = "✗ no", f"parted at token {parting + 1} (marked ▾){guarantee}"
     elif baseline.token_ids == speculative.token_ids:
         value, note = "✓ yes", f"{count(baseline.num_tokens, 'token')}, checked token by token{guarantee}"
+    elif run.settings.get("temperature", 0) == 0:  # greedy, one lane stopped sooner (a Stop): the shared part agrees
+        value, note = "✓ so far", f"agrees wherever both have tokens ({speculative.num_tokens} vs {baseline.num_tokens})"
     else:  # sampled lanes: two samples of one distribution
         value, note = "different samples", f"temperature {run.settings.get('temperature', 0):g}: the same distribution"
     return card_tile("Same text as the target alone", value, note, "same-text")
