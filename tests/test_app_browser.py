@@ -450,6 +450,7 @@ def test_the_reference_lane_runs_beside_each_drafter(page, drafter):
 def test_after_stop_the_run_stays_inspectable(page):
     """Stop mid-run: the inspector shows a round, the picker has the rounds, How it works speaks of this
     run, and a token click opens its round and brings the inspector into view, with a way back to the token."""
+    assert page.locator("#back-to-token button").is_hidden()  # no token clicked yet: nothing to go back to
     choose(page, "pair", "tiny-code")
     page.locator("#prompt textarea").fill("def fibonacci(n):\n")
     set_number(page, "max-new-tokens", 200)

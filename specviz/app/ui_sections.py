@@ -42,11 +42,12 @@ element.addEventListener('click', (event) => {
   if (!round) { return; }
   trigger('click', {round: Number(round.dataset.round)});
   window.specvizClickedRound = round;  // where the inspector's "back" button returns to
+  document.querySelector('#back-to-token .back-to-token')?.removeAttribute('hidden');
   document.getElementById('inspector-section')?.scrollIntoView({block: 'start'});
 });
 """ + FOLLOW_LANE_JS
-# The way back from the inspector: to the round whose token was clicked (outlined a moment), else to the lanes.
-BACK_TO_TOKEN_HTML = ('<button class="back-to-token" style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
+# The way back from the inspector, shown once a token was clicked: to its round (outlined a moment), else the lanes.
+BACK_TO_TOKEN_HTML = ('<button class="back-to-token" hidden style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
                       'background:#fff;cursor:pointer;font-size:13px;font-weight:normal">↑ back to the token you clicked</button>')
 BACK_TO_TOKEN_JS = """
 element.addEventListener('click', (event) => {
