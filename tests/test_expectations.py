@@ -115,7 +115,8 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
     assert [r.prompt_set for r in expectation.records] == ["examples", "held-out"]
     text = expectation.text()
     assert text.startswith("What to expect here (a CPU with native bf16, in bfloat16, one thread)")
-    assert "1.39× (1.09–1.89) on the example prompts and 1.38× (1.08–1.88) on held-out prompts" in text
+    assert ("1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts and 1.38× (1.08–1.88) at "
+            "γ = 3 with the EAGLE-style head on held-out prompts") in text  # each figure named by its setting
     assert "1.25×" not in text and "1.29×" not in text  # another machine's, another thread count's
     assert expect("cpu-avx2", "float32", records).records[0].kind == "cpu-avx2"
 
@@ -155,11 +156,23 @@ def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_it
     assert gpu_row["prompts × repeats"] == "held-out (first 11 of 24) × 3"  # a cut run says how far it got
 
 
+def test_the_best_cell_is_named_by_its_tree_and_drafter(tmp_path):
+    """The page's GPU figure was the record's best cell (a tree, or γ = 5) while a replay measured another: each
+    figure says which setting it is, so the two do not read as one claim that disagrees with itself."""
+    record = a_record("cuda", "bfloat16", "held-out", median=1.13, threads=16)
+    record["config"]["drafter"] = "model"
+    record["results"].append(dict(record["results"][0], gamma=5, tree=16, median_speedup=1.5))
+    text = expect("cuda", "bfloat16", write_records(tmp_path, record)).text()
+    assert "1.50× (0.83–1.63) at γ = 5, a tree of 16 with the draft model on held-out prompts" in text, text
+    assert "1.13×" not in text
+
+
 def test_a_cpu_page_also_says_what_the_pair_measured_on_a_gpu(tmp_path):
     """People come with GPU claims: the CPU visitor reads the GPU's own figure beside this machine's."""
     records = write_records(tmp_path, a_gpu_record(), a_record(median=1.39))
     text = expect("cpu-native-bf16", "bfloat16", records).text()
-    assert "1.39×" in text and "On a GPU the bench measured 1.13× (0.83–1.63) on held-out prompts on an NVIDIA H200" in text
+    assert "1.39×" in text and "On a GPU the bench measured 1.13× (0.83–1.63) at γ = 3 with the " in text
+    assert "on held-out prompts on an NVIDIA H200" in text
     (tmp_path / "no-gpu").mkdir()
     without = write_records(tmp_path / "no-gpu", a_record(median=1.39))
     assert "On a GPU" not in expect("cpu-native-bf16", "bfloat16", without).text()

@@ -26,6 +26,7 @@ from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
 from specviz.analysis.bench_record import machine_kind
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
+from specviz.catalogue import drafter_info
 
 BENCH_DIR = ASSETS_DIR / "bench"
 # What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
@@ -37,7 +38,7 @@ KIND_WORDS = {
     "cuda": "CUDA GPU",
     "other": "accelerator specviz has no record for",
 }
-PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts"}
+PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts", "varied": "varied prompts"}
 # The order of the README's table and of the page's sentence: native bf16 first, examples before held-out.
 KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
@@ -63,6 +64,7 @@ class Cell:
     baseline_tokens_per_s: float
     num_runs: int
     num_diverged: int | None  # greedy runs whose tokens parted from the target alone's; None when sampled
+    tree: int = 0  # the draft tree's budget (0: a chain of γ)
 
     def speedup_text(self) -> str:
         return f"{self.median:.2f}× ({self.low:.2f}–{self.high:.2f})"
@@ -107,7 +109,7 @@ def read_record(path: Path) -> BenchRecord:
         cells = tuple(
             Cell(r["gamma"], float(r["temperature"]), r["median_speedup"], r["min_speedup"], r["max_speedup"],
                  r["acceptance_rate"], r["verify_cost"], r["median_baseline_tokens_per_s"], r["num_runs"],
-                 r.get("num_diverged"))
+                 r.get("num_diverged"), r.get("tree", 0))
             for r in report["results"]
         )
         return BenchRecord(
@@ -191,8 +193,14 @@ def gpu_words_for(records: tuple[BenchRecord, ...]) -> str:
 
 
 def greedy_words(record: BenchRecord) -> str:
+    """The record's best greedy cell, named as what it is (its γ, tree and drafter): a replay of another setting
+    measures another figure, and the page must not read as if the two disagreed."""
     cell = record.best_cell(0.0)
-    return f"{cell.speedup_text()} on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}" if cell else ""
+    if cell is None:
+        return ""
+    setting = f"γ = {cell.gamma}" + (f", a tree of {cell.tree}" if cell.tree else "")
+    return (f"{cell.speedup_text()} at {setting} with the {drafter_info(record.drafter).label} "
+            f"on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}")
 
 
 def thread_words(threads: int, kind: str = "") -> str:
