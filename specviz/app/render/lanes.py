@@ -325,6 +325,12 @@ class RunView:
     def done(self) -> bool:
         return all(self.lane(name).trace.done for name in self.lane_names)
 
+    @property
+    def was_stopped(self) -> bool:
+        """A Stop ended some lane: the lanes were cut at different lengths and did unequal work."""
+        return any(self.lane(name).trace.done and self.lane(name).trace.finish.stop_reason == "stopped"
+                   for name in self.lane_names)
+
     def greedy_parting(self) -> int | None:
         """Where a finished greedy run's speculative lane left the target alone's tokens (None: it did not)."""
         if self.settings.get("temperature", 0) != 0 or not (self.has_lane("speculative") and self.has_lane("baseline")):
@@ -332,7 +338,7 @@ class RunView:
         baseline, speculative = self.baseline.trace, self.speculative.trace
         if not (baseline.done and speculative.done):
             return None
-        if "stopped" in (baseline.finish.stop_reason, speculative.finish.stop_reason):
+        if self.was_stopped:
             return first_divergence(speculative, baseline)  # a Stop cuts the lanes at different lengths: not a parting
         return first_parting(speculative.token_ids, baseline.token_ids)
 

@@ -262,7 +262,7 @@ def speed_note(run: RunView, payoff: Payoff | None, parting: int | None) -> str:
         return "not a speedup: the two texts differ"
     if not run.done:
         return "so far"
-    if "stopped" in (trace.finish.stop_reason for trace in (run.baseline.trace, run.speculative.trace) if trace.done):
+    if run.was_stopped:
         return "stopped: the lanes did unequal work"
     measurement = payoff.measured[0] if payoff is not None and payoff.measured else None
     if measurement is not None and measurement.has_spread:

@@ -102,7 +102,8 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
 
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
     after them, and inside the box that left an empty coloured chip at the end of the line."""
-    if is_end_token(text):
+    end = is_end_token(text)
+    if end:
         title = f"{END_TITLE.format(name=text.strip())}\n{title}"
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
@@ -112,7 +113,7 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
         lead = f'<span class="struck-lead">{lead}</span>'
     return (
         f'{lead}<span class="{classes}"{place} style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
-        f'{emphasis}" title="{escape_text(title)}">{END_MARK if is_end_token(text) else visible_text(text, keep_breaks)}</span>'
+        f'{emphasis}" title="{escape_text(title)}">{END_MARK if end else visible_text(text, keep_breaks)}</span>'
     )
 
 

@@ -43,9 +43,7 @@ def spread_of(run: RunView) -> Spread | None:
 
 def no_verdict_text(run: RunView) -> str:
     """Why this run has no verdict: it has not finished (stopped, or still running), or its texts differ."""
-    baseline, speculative = run.baseline.trace, run.speculative.trace
-    if not (baseline.done and speculative.done) or "stopped" in (baseline.finish.stop_reason,
-                                                                 speculative.finish.stop_reason):
+    if not (run.baseline.trace.done and run.speculative.trace.done) or run.was_stopped:
         return "No verdict: the run did not finish, so its lanes did unequal work."
     return unequal_texts_text(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens,
                               float(run.settings.get("temperature", 0) or 0))
