@@ -21,4 +21,5 @@ export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # CPU with native bf16, float32 elsewhere), and tests that need one ask for it by name.
 # Convert it once into ~/.cache/specviz (or $SPECVIZ_CACHE), so no test pays for it.
 .venv/bin/python -m specviz setup
-exec .venv/bin/python -m pytest tests -q "$@"
+# The slowest tests are listed at the end: the suite has a time limit in CI, and this says where it goes.
+exec .venv/bin/python -m pytest tests -q --durations=30 "$@"

@@ -507,3 +507,28 @@ def test_best_gamma_behaviour():
     for alpha in (0.5, 0.8, 0.95):
         best = [theory.best_gamma(alpha, c) for c in costs]
         assert best == sorted(best, reverse=True)  # dearer drafts, shorter lookahead
+
+
+@pytest.mark.parametrize("temperature, drafter, tree", [(0.0, "model", 0), (0.0, "prompt-lookup", 6), (1.0, "model", 0)])
+def test_the_inspectors_distributions_are_the_ones_its_words_quote(temperature, drafter, tree):
+    """At temperature 0 the rule's q and p are one-hot on each model's pick: the inspector's bars showed
+    q(' London') = 1 beside "the drafter was 11% sure". There the details hold each model's softmax at
+    temperature 1 (the figures the words quote); above it the rule's own q and p."""
+    pair = tiny_pair("llama")
+    trace = run(speculative_decode, pair, [7, 8, 9, 10, 7, 8, 9, 11], gamma=3, temperature=temperature, seed=2,
+                max_new_tokens=24, stop_at_eos=False, inspect=True, drafter=drafter, tree=tree)
+    checked = 0
+    for event in trace.rounds:
+        for detail, token in zip(event.details or (), event.drafted):  # a round with no drafts has none
+            assert detail.temperature_one == (temperature == 0)
+            draft_top, target_top = dict(detail.draft_top), dict(detail.target_top)
+            if temperature > 0:
+                assert draft_top[token.token_id] == pytest.approx(token.draft_prob, abs=1e-5)
+                assert target_top[token.token_id] == pytest.approx(token.target_prob, abs=1e-5)
+            else:  # how sure each was; a copied token has no model behind it: its pick is all there is
+                sure = 1.0 if token.draft_confidence is None else token.draft_confidence
+                assert draft_top[token.token_id] == pytest.approx(sure, abs=1e-5)
+                assert max(target_top.values()) == pytest.approx(token.target_confidence, abs=1e-5)
+                assert max(target_top.values()) < 1.0  # not one-hot
+            checked += 1
+    assert checked > 5

@@ -93,6 +93,11 @@ def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
     assert "→ resampled ' Edinburgh'" in plots.decision_title(rejected, labels)
     assert plots.decision_distributions(rejected, labels, greedy=True).layout.title.text.endswith(
         "the target's own pick ' Edinburgh'")
+    # a run that recorded how sure each model was (temperature 1) draws that, named so, and no residual
+    sure = dataclasses.replace(rejected, details=(PositionDetail(((3, 0.11), (7, 0.05)), ((7, 0.71), (3, 0.2)), (), True),))
+    figure = plots.decision_distributions(sure, labels, greedy=True)
+    assert [bar.name for bar in figure.data] == list(plots.SURE_SERIES)
+    assert dict(zip(figure.data[0].x, figure.data[0].y))["' Scotland'"] == 0.11
 
 
 def test_a_round_cut_by_end_of_text_does_not_claim_a_bonus():

@@ -93,7 +93,9 @@ def test_stats_inspector_and_explainer():
     assert "not examined" in inspector
     explainer = render.explain_html(run)
     assert "In round 1" in explainer and "In round 2" in explainer
-    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted")
+    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, resampled")
+    run.speculative.greedy = True  # at temperature 0 nothing is drawn: the correction is the target's own pick
+    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, the target's pick")
 
 
 def test_figures_have_data():

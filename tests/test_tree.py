@@ -395,8 +395,9 @@ def test_rival_guesses_are_the_one_level_tree_the_trees_walk_judges():
 @pytest.mark.parametrize("tree, rivals", [(4, 0), (0, 3)])
 def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree, rivals):
     """Step inspector details for tree rounds and rival rounds alike: one position per judged node and one
-    after the last, q one-hot on each node, and (greedy) the target's top token where the round decided is
-    its own token; the rival round keeps its guesses as rivals, not drawn as a tree."""
+    after the last; greedy, each model's softmax at temperature 1 (the drafter's probability of each node, not
+    the rule's one-hot q), the target's top token where the round decided is its own token, and no residual (the
+    correction is the target's pick); the rival round keeps its guesses as rivals, not drawn as a tree."""
     pair = tiny_pair("llama")
     prompt = random_prompts(1, pair.vocab_size, seed=2)[0]
     config = DecodeConfig(gamma=4, tree=tree, rivals=rivals, draft_confidence=0.9 if rivals else 0.0,
@@ -407,7 +408,8 @@ def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree
     for event in judged:
         assert len(event.details) == event.gamma + 1
         for token, detail in zip(event.drafted, event.details):
-            assert detail.draft_top[0] == (token.token_id, 1.0)
+            assert detail.temperature_one
+            assert dict(detail.draft_top)[token.token_id] == pytest.approx(token.draft_confidence)
         assert event.details[event.num_accepted].target_top[0][0] == event.next_id
-        assert bool(event.details[event.num_accepted].residual_top) == (event.next_kind == "resample")
+        assert not event.details[event.num_accepted].residual_top
         assert bool(event.rivals) == (not event.tree) == bool(rivals)

@@ -180,6 +180,12 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
     return figure
 
 
+# The inspector's two distributions: the rule's q and p, or at temperature 0 (where those are one-hot on each
+# model's pick) each model's softmax at temperature 1, the "… sure" the inspector's words quote.
+RULE_SERIES = ("q (draft)", "p (target)")
+SURE_SERIES = ("draft: how sure (softmax, T = 1)", "target: how sure (softmax, T = 1)")
+
+
 def decision_distributions(
     event: RoundEvent, labels: Mapping[int, str], max_tokens: int = 10, greedy: bool = False
 ) -> go.Figure:
@@ -187,14 +193,16 @@ def decision_distributions(
 
     The deciding position is the first rejection (the correction comes from the residual
     norm(max(0, p − q))) or, for a fully accepted round, the bonus position (drawn from p). At temperature 0
-    (`greedy`) the bars are one-hot and the title names the target's own pick, as the words beside it do.
+    (`greedy`) the title names the target's own pick, as the words beside it do, and a run that recorded them
+    (PositionDetail.temperature_one) draws how sure each model was instead of the rule's one-hot q and p.
     """
     position = event.num_accepted
     figure = base_figure(decision_title(event, labels, greedy), "token", "probability")
     if not event.details or position >= len(event.details):
         return with_hint(figure, "no distributions recorded for this round")
     detail = event.details[position]
-    series = [("q (draft)", detail.draft_top, COLORS["draft"]), ("p (target)", detail.target_top, COLORS["target"]),
+    names = SURE_SERIES if detail.temperature_one else RULE_SERIES
+    series = [(names[0], detail.draft_top, COLORS["draft"]), (names[1], detail.target_top, COLORS["target"]),
               ("residual norm(max(0, p−q))", detail.residual_top, COLORS["residual"])]
     series = [entry for entry in series if entry[1]]  # a bonus position has no q, a kept draft no residual
     # the drafted token and the target's own always get a bar, however unlikely

@@ -26,17 +26,19 @@ def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...]
 
 
 def describe_positions(draft_ids: Sequence[int], draft_probs: torch.Tensor, target_probs: torch.Tensor,
-                       num_accepted: int, next_id: int, residual: torch.Tensor | None) -> tuple[PositionDetail, ...]:
+                       num_accepted: int, next_id: int, residual: torch.Tensor | None,
+                       temperature_one: bool = False) -> tuple[PositionDetail, ...]:
     """Top-k of q (draft_probs (γ, vocab)), p (target_probs (γ+1, vocab): at each drafted position, then
     after the last) and the residual where the correction was drawn, for the step inspector, always with
     the drafted token and the target's own token (next_id) at their positions. A chain passes its drafts
-    as verified; a tree round the chain its walk judged, each node picked (q one-hot on it)."""
+    as verified; a tree round the chain its walk judged, each node picked (q one-hot on it). `temperature_one`:
+    the rows are each model's softmax at temperature 1, not the rule's q and p (PositionDetail)."""
     details = []
     for i in range(target_probs.shape[0]):
         keep = tuple(draft_ids[i : i + 1]) + ((next_id,) if i == num_accepted else ())
         draft_top = top_pairs(draft_probs[i], keep=keep) if i < draft_probs.shape[0] else ()
         residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
-        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top))
+        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top, temperature_one))
     return tuple(details)
 
 

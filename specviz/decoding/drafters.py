@@ -43,6 +43,9 @@ class Proposal(NamedTuple):
     # Rival guesses for the first drafted position (greedy, where the drafter was unsure of its top
     # guess): (token id, the drafter's probability), likeliest first, verified beside the first draft.
     rivals: tuple[tuple[int, float], ...] = ()
+    # Greedy: the drafter's logits (1, vocab) at each drafted position. The rule's q is one-hot there, so the
+    # inspector draws these instead (its softmax at temperature 1: how sure the drafter was of each token).
+    draft_logits: tuple[torch.Tensor, ...] = ()
 
 
 class Drafter:
@@ -117,13 +120,14 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
     if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
         rivals = rival_guesses(logits, num_rivals)
         num_tokens = 1
-    drafted, probs, confidences = [], [], []
+    drafted, probs, confidences, kept_logits = [], [], [], []
     stopped_unsure = False
     for step in range(num_tokens):
         if to_probs.greedy:
             # Same token the one-hot q would give, without building q each step: drafting is the
             # hot loop, and q is built once per round below.
             next_id = logits.argmax(-1)  # (1,)
+            kept_logits.append(logits.clone())  # a copy: a drafter may reuse the buffer for its next row
         else:
             step_probs = to_probs(logits)  # (1, vocab)
             next_id = sample(step_probs, generator)  # (1,)
@@ -142,7 +146,7 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
     else:
         draft_probs = torch.cat(probs)  # (γ', vocab)
     return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()),
-                    stopped_unsure or (bool(rivals) and asked > 1), rivals)
+                    stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits))
 
 
 def rival_guesses(logits: torch.Tensor, num_rivals: int) -> tuple[tuple[int, float], ...]:
@@ -290,7 +294,7 @@ def find_continuations(ids: list[int], max_ngram: int, num_tokens: int) -> list[
 
 def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -> DraftTree:
     """The branches merged where they agree (a trie: siblings differ, each node after its parent), at most
-    `budget` nodes, earlier branches first; q is one-hot on every copied token."""
+    `budget` nodes, earlier branches first; q is one-hot on every copied token, and no model gave it a probability."""
     token_ids, parents, child_of = [], [], {}  # child_of: (parent, token) → node
     for branch in branches:
         parent = -1
@@ -302,7 +306,7 @@ def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -
                 token_ids.append(token_id), parents.append(parent)
             parent = child_of[parent, token_id]
     node_ids = torch.tensor(token_ids, dtype=torch.long, device=device)  # (N,)
-    return DraftTree(node_ids, tuple(parents), (1.0,) * len(token_ids), (-1,) * len(token_ids), 0)
+    return DraftTree(node_ids, tuple(parents), None, (-1,) * len(token_ids), 0)
 
 
 class PromptLookupDrafter(Drafter):

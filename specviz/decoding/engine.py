@@ -183,7 +183,7 @@ def speculative_decode(
             planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)
             emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
             yield verified.event(lane, round_index, num_generated, emitted, drafted_at - started, verified_at - drafted_at,
-                                 config.inspect)
+                                 config.inspect, to_probs.greedy)
             num_generated += len(emitted)
             round_index += 1
             if hit_eos:

@@ -74,6 +74,9 @@ class PositionDetail:
     draft_top: tuple[tuple[int, float], ...]  # top (id, q) at this position
     target_top: tuple[tuple[int, float], ...]  # top (id, p) at this position
     residual_top: tuple[tuple[int, float], ...]  # top of norm(max(0, p - q)); empty unless rejected here
+    # True (greedy runs): the tops are each model's softmax at temperature 1, how sure it was, since the rule's q
+    # and p are one-hot on each model's pick there; a draft tree's tops only over the guesses it kept. False: q, p.
+    temperature_one: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,8 @@ def event_from_dict(data: dict) -> Event:
         fields["emitted_ids"] = tuple(fields["emitted_ids"])
         if fields.get("details") is not None:
             fields["details"] = tuple(
-                PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")))
+                PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")),
+                               detail.get("temperature_one", False))  # a run saved before it was recorded: q and p
                 for detail in fields["details"]
             )
     return cls(**fields)

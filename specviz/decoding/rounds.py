@@ -44,7 +44,7 @@ def chain_tree(proposal: Proposal) -> DraftTree:
     num_drafted = proposal.draft_ids.shape[0]
     return DraftTree(proposal.draft_ids, tuple(range(-1, num_drafted - 1)), proposal.confidences,
                      (-1,) * num_drafted, proposal.num_forwards, shape="chain", draft_rows=proposal.draft_probs,
-                     stopped_unsure=proposal.stopped_unsure)
+                     stopped_unsure=proposal.stopped_unsure, draft_logits=proposal.draft_logits)
 
 
 def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> DraftTree:
@@ -54,7 +54,8 @@ def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> Dr
     guesses = [(int(proposal.draft_ids[0]), proposal.confidences[0]), *rivals]
     node_ids = proposal.draft_ids.new_tensor([token_id for token_id, _ in guesses])  # (1+k,)
     return DraftTree(node_ids, (-1,) * len(guesses), tuple(prob for _, prob in guesses), (-1,) * len(guesses),
-                     proposal.num_forwards, shape="rivals", stopped_unsure=proposal.stopped_unsure)
+                     proposal.num_forwards, shape="rivals", stopped_unsure=proposal.stopped_unsure,
+                     draft_logits=proposal.draft_logits[:1] * len(guesses))  # every guess is read off the first row
 
 
 def draft_chain(drafter: Drafter, ids: torch.Tensor, gamma: int, room: int) -> DraftTree:
@@ -98,7 +99,7 @@ class VerifiedRound:
         return path + [child for child, of in enumerate(self.tree.parents) if of == parent][:1]
 
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
-              inspect: bool) -> RoundEvent:
+              inspect: bool, greedy: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         judged, verdict, tree = self.judged, self.verdict, self.tree
         drafted = self.drafted(judged)
@@ -107,7 +108,7 @@ class VerifiedRound:
             num_accepted=verdict.num_accepted, next_id=verdict.next_id,
             next_kind="bonus" if verdict.is_bonus else "resample", emitted_ids=tuple(emitted), draft_s=draft_s,
             verify_s=verify_s, num_draft_forwards=tree.num_forwards, num_target_forwards=1,
-            details=self.positions(judged) if inspect and judged else None, stopped_unsure=tree.stopped_unsure,
+            details=self.positions(judged, greedy) if inspect and judged else None, stopped_unsure=tree.stopped_unsure,
             rivals=self.rivals() if tree.shape == "rivals" else (),
             tree=self.nodes(len(emitted) > verdict.num_accepted) if tree.shape == "tree" else (),
         )
@@ -140,13 +141,37 @@ class VerifiedRound:
             for i, (node, token_id) in enumerate(zip(judged, token_ids.tolist()))
         )
 
-    def positions(self, judged: list[int]) -> tuple[PositionDetail, ...]:
+    def positions(self, judged: list[int], greedy: bool) -> tuple[PositionDetail, ...]:
         """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
-        after the last node (where the bonus or the correction came from)."""
+        after the last node (where the bonus or the correction came from).
+
+        At temperature 0 the rule's q and p are one-hot on each model's pick, a chart that says nothing the
+        verdict does not; there the top-k are each model's softmax at temperature 1 instead, how sure it was,
+        the figures the inspector's words quote."""
         rows = [self.tree.parents[node] + 1 for node in judged] + [judged[-1] + 1]
-        return describe_positions(self.tree.node_ids[judged].tolist(), self.draft_probs_of(judged),
-                                  self.target_probs[rows], self.verdict.num_accepted, self.verdict.next_id,
-                                  self.verdict.residual)
+        node_ids = self.tree.node_ids[judged].tolist()
+        if not greedy:
+            return describe_positions(node_ids, self.draft_probs_of(judged), self.target_probs[rows],
+                                      self.verdict.num_accepted, self.verdict.next_id, self.verdict.residual)
+        target_sure = torch.softmax(self.target_logits[rows].float(), dim=-1)  # (m+1, vocab)
+        return describe_positions(node_ids, self.draft_sure_rows(judged), target_sure, self.verdict.num_accepted,
+                                  self.verdict.next_id, None, temperature_one=True)
+
+    def draft_sure_rows(self, judged: list[int]) -> torch.Tensor:
+        """How sure the drafter was at each judged node (m, vocab), its softmax at temperature 1: a chain's (or a
+        rival round's) whole row; a tree's only over the guesses it kept there (the node and its siblings, each
+        with its probability); a drafter without a model (it copies): one-hot on its pick."""
+        tree = self.tree
+        if tree.draft_logits:
+            return torch.softmax(torch.cat([tree.draft_logits[node] for node in judged]).float(), dim=-1)
+        if tree.draft_probs is None:
+            return self.draft_probs_of(judged)
+        rows = torch.zeros(len(judged), self.target_probs.shape[-1], device=self.target_probs.device)  # (m, vocab)
+        for row, node in enumerate(judged):
+            for sibling, parent in enumerate(tree.parents):
+                if parent == tree.parents[node]:
+                    rows[row, int(tree.node_ids[sibling])] = tree.draft_probs[sibling]
+        return rows
 
     def rivals(self) -> tuple[DraftedToken, ...]:
         """A rival round's first guesses the walk did not take, judged against the first row."""
@@ -162,7 +187,8 @@ class VerifiedRound:
             tried = not math.isnan(accept_probs[node])
             kind = "accepted" if node in path else "rejected" if tried else "unexamined"
             judged = (float(self.target_probs[parent + 1, token_id]), accept_probs[node], uniforms[node]) if tried else ()
-            nodes.append(TreeNode(token_id, parent, depths[node], self.tree.draft_probs[node], kind, *judged))
+            draft_prob = 1.0 if self.tree.draft_probs is None else self.tree.draft_probs[node]  # a copied token: q one-hot
+            nodes.append(TreeNode(token_id, parent, depths[node], draft_prob, kind, *judged))
         if own_kept:
             parent = path[-1] if path else -1
             nodes.append(TreeNode(self.verdict.next_id, parent, len(path) + 1, 0.0,

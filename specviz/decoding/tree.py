@@ -48,6 +48,9 @@ class DraftTree:
     shape: TreeShape = "tree"
     draft_rows: torch.Tensor | None = None  # (N, vocab) a chain's q at each node, what its drafts were sampled from
     stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
+    # Greedy chains and rival rounds: the drafter's logits (1, vocab) at each node's parent, the row it was picked
+    # from (Proposal.draft_logits), for the inspector; empty elsewhere.
+    draft_logits: tuple[torch.Tensor, ...] = ()
 
     def __len__(self) -> int:
         return self.node_ids.shape[0]

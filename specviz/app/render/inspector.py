@@ -15,10 +15,11 @@ from specviz.app.render.tree_round import drafted_nodes, tree_inspector_html
 from specviz.app.wording import count, every
 
 
-def round_label(event: RoundEvent, texts: RoundTexts | None) -> str:
+def round_label(event: RoundEvent, texts: RoundTexts | None, greedy: bool = False) -> str:
     if ended_at_end_of_text(event):
         return f"round {event.round_index + 1}: {event.num_kept_drafts}/{event.gamma} kept, {END_OF_TEXT}"
-    ending = "bonus" if event.next_kind == "bonus" else "resampled"
+    # at temperature 0 nothing is drawn: the correction is the target's own pick, as the inspector's words say
+    ending = "bonus" if event.next_kind == "bonus" else "the target's pick" if greedy else "resampled"
     shown = f" {short(texts.next_text)}" if texts else ""
     if event.tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
         return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(drafted_nodes(event))}, {ending}{shown}"
@@ -33,7 +34,7 @@ def short(text: str, limit: int = 16) -> str:
 def round_choices(run: RunView) -> list[tuple[str, int]]:
     lane = run.speculative
     return [
-        (round_label(event, lane.round_texts.get(event.round_index)), event.round_index)
+        (round_label(event, lane.round_texts.get(event.round_index), lane.greedy), event.round_index)
         for event in lane.trace.rounds
         if event.gamma > 0
     ]
