@@ -49,6 +49,7 @@ def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypat
     monkeypatch.setattr(live.time, "sleep", lambda s: log.append(("wait", s)))
     clock = iter(range(10_000))
     monkeypatch.setattr(live.time, "perf_counter", lambda: next(clock) * live.LANE_REFRESH_S)  # every event is due a redraw
+    monkeypatch.setattr(live, "DRAW_SHARE", 1.0)  # … however long this clock says drawing took
 
     def pulled(events):
         for event in events:
@@ -69,6 +70,38 @@ def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypat
     log.clear()
     list(live.stream_events(new_run(("baseline",)), lane_events("baseline", 2), decode))
     assert not [entry for entry in log if entry[0] == "wait"]
+
+
+def test_drawing_a_live_run_takes_at_most_its_share_of_the_time(monkeypatch):
+    """Redrawing every chart twice a second doubled a lane's time on screen. Each event here takes 0.1 s of
+    engine time and each redraw 0.1 s of drawing: progress is still drawn, but the drawing beyond what must be
+    drawn (each lane's first token and its end) stays within DRAW_SHARE of the time; only a lane's end redraws
+    every chart, and each lane's time on screen is its model work plus its share of the drawing."""
+    now = [0.0]
+    monkeypatch.setattr(live.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(live.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+
+    def engine(events):
+        for event in events:
+            now[0] += 0.1
+            yield event
+
+    run = new_run(("baseline", "speculative"))
+    forced, optional, all_charts = 0, 0, 0
+    for progress in live.stream_events(run, engine(lane_events("baseline", 60) + lane_events("speculative", 40)), decode,
+                                       settle_s=0.05, live=True):
+        now[0] += 0.05  # drawing this Progress; the settle adds as much again
+        # a Progress shares the live run: what it shows is read now
+        first_token = progress.active and not progress.run.lane(progress.active).trace.rounds
+        forced += bool(progress.lane_finished or first_token)
+        optional += not (progress.lane_finished or first_token)
+        all_charts += progress.lane_finished
+    assert optional >= 5  # the lanes still move on screen
+    assert 0.1 * optional <= live.DRAW_SHARE * now[0]
+    assert all_charts == 2  # every chart redrawn at each lane's end only
+    for lane in (run.baseline, run.speculative):
+        # each event: 0.1 s, of which the trace's clocks hold 0.02–0.034 s; the rest is the engine outside them
+        assert 0.1 * len(lane.trace.rounds) < lane.shown_s <= 0.1 * len(lane.trace.rounds) * 1.25
 
 
 def test_the_reference_lane_is_not_redrawn_while_it_runs():

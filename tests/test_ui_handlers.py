@@ -73,7 +73,8 @@ def test_after_stop_what_was_generated_stays_inspectable():
     stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
                    and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))  # not the lab's
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
-                "temperature": 0.0, "max-new-tokens": 64}  # the drafter picking tiny-code brings
+                "temperature": 0.0, "max-new-tokens": 64,  # the drafter picking tiny-code brings
+                "pace": "slow (4 rounds/s)"}  # each round drawn: a run this fast is otherwise drawn at its end only
     arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     visitor = SimpleNamespace(session_hash="stop-test")
     values = run_fn.fn(visitor, *arguments)

@@ -39,6 +39,11 @@ LANE_REFRESH_S = 0.25  # redraw the lanes at most this often (the first token is
 # happens while no lane's clock runs (see the module's docstring).
 REDRAW_SETTLE_S = 0.05
 PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
+# Drawing a live run (the server's HTML and charts, the settle after each redraw) may take at most this share of
+# its wall time: a redraw that is due waits while the drawing so far is above it. Without it, redrawing all charts
+# every PLOT_REFRESH_S (~0.4 s of plotly each time, once a run has 40 rounds) doubled how long the lanes took on
+# screen, so the race one watched was slower than the speedup the page reported.
+DRAW_SHARE = 0.1
 # Seconds the page waits after showing each round of a drafting lane: real time, or slow
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
 PACES = {"real time": 0.0, "slow (4 rounds/s)": 0.25, "1 round/s": 1.0}
@@ -56,6 +61,8 @@ class Progress:
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
     quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
+    # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (LIVE_CHARTS)
+    lane_finished: bool = False
 
 
 class StopPresses:
@@ -105,11 +112,13 @@ def pace_seconds(pace) -> float:
 
 
 def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s: float = 0.0,
-                  max_run_s: int = 0, settle_s: float = 0.0) -> Iterator[Progress]:
+                  max_run_s: int = 0, settle_s: float = 0.0, live: bool = False) -> Iterator[Progress]:
     """Feed events into the run view, yielding a Progress whenever the page is due a redraw.
 
     After each redraw the events wait `pace_s` (a drafting round shown at a pace) or `settle_s`
-    (any other redraw of a lane still running) before the engine is asked for more.
+    (any other redraw of a lane still running) before the engine is asked for more. Redraws that only
+    show progress keep the drawing under DRAW_SHARE of the time; a lane's first token and its end are
+    always drawn. `live`: each lane's time on screen is kept (LaneView.shown_s), to say beside its model work.
 
     transformers' reference lane runs in a thread of its own while its events arrive, so the
     page is not redrawn until it finishes: drawing would take the CPU from the lane being timed.
@@ -117,7 +126,8 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
     run between two of them.
     """
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
-    started = time.perf_counter()
+    started = lane_began = time.perf_counter()  # lane_began: when the running lane began reading its prompt
+    drawn_s = 0.0  # time spent drawing (the consumer's work on each Progress, the settle after it)
     for event in events:
         check_run_time(started, max_run_s)
         run.add(event, decode)
@@ -125,14 +135,19 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         lane = lane_info(event.lane)
         paced = pace_s > 0 and isinstance(event, RoundEvent) and lane.drafts
         now = time.perf_counter()
+        if isinstance(event, PrefillEvent):  # the lane began reading its prompt then (setting up before is not its time)
+            lane_began = now - event.prefill_s
+        if live and finished_lane:
+            run.lane(event.lane).shown_s = now - lane_began
         if not lane.redraws and isinstance(event, RoundEvent):
             if now - last_lanes >= QUIET_EVERY_S:
                 yield Progress(run, event.lane, False, quiet=True)
                 last_lanes = time.perf_counter()
             continue
-        if paced or finished_lane or isinstance(event, PrefillEvent) or now - last_lanes >= LANE_REFRESH_S:
-            redraw_plots = finished_lane or now - last_plots >= PLOT_REFRESH_S
-            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots)
+        within_share = drawn_s <= DRAW_SHARE * (now - started)
+        if paced or finished_lane or isinstance(event, PrefillEvent) or (now - last_lanes >= LANE_REFRESH_S and within_share):
+            redraw_plots = finished_lane or (now - last_plots >= PLOT_REFRESH_S and within_share)
+            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots, lane_finished=finished_lane)
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes
@@ -140,6 +155,7 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
                 time.sleep(pace_s)
             elif settle_s > 0 and not finished_lane:
                 time.sleep(settle_s)
+            drawn_s += time.perf_counter() - now - (pace_s if paced else 0.0)  # a pace is the visitor's choice
 
 
 def next_lane(run: RunView) -> str | None:
@@ -171,7 +187,7 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
     events = stoppable(recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes)),
                        pair_models(pair), should_stop)
     try:
-        yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S)
+        yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S, live=True)
     except RunStopped:
         yield Progress(run, None, False, quiet=True)
         return

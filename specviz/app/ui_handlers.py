@@ -158,7 +158,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
     kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
     values = {**kept, **lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
     if progress.redraw_plots:
-        values.update(zip(page.charts, chart_values(run)))
+        values.update(zip(page.charts, chart_values(run, live_only=not (progress.finished or progress.lane_finished))))
     if progress.finished:
         live_runs.pop(session, None)
         values.update(inspect_values(page, run))

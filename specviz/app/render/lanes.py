@@ -108,6 +108,8 @@ class LaneView:
     first_text: str = ""
     round_texts: dict[int, RoundTexts] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)  # token id → text alone (inspector charts)
+    # A live run: seconds the lane took on screen, its model work plus the page's drawing while it ran (None: a replay)
+    shown_s: float | None = None
 
     def __post_init__(self):
         self.trace.lane = self.lane

@@ -327,6 +327,9 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
+    on_screen = on_screen_text(run)
+    if on_screen:
+        text += f'<p class="on-screen" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(on_screen)}</p>'
     gap = gap_text(run, comparison) if run.done and same_text(run) else ""
     if gap:
         text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
@@ -336,6 +339,18 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
     if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
+
+
+def on_screen_text(run: RunView) -> str:
+    """What one watched beside what the speedup compares: each lane's time on screen is its model work plus the
+    page drawing it as it ran (a live run's; "" for a replay or an unfinished run)."""
+    lanes = (run.baseline, run.speculative)
+    if any(lane.shown_s is None or not lane.trace.done for lane in lanes):
+        return ""
+    (baseline, speculative), (model_b, model_s) = lanes, (lane.trace.wall_s for lane in lanes)
+    return (f"On screen the lanes took {baseline.shown_s:.1f} s and {speculative.shown_s:.1f} s: the model work the "
+            f"speedup compares ({model_b:.1f} s and {model_s:.1f} s) plus the page drawing them as they ran "
+            f"({max(0.0, baseline.shown_s - model_b):.1f} s and {max(0.0, speculative.shown_s - model_s):.1f} s).")
 
 
 def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:
