@@ -2,7 +2,7 @@
 
 No gradio here. The same loop serves a live run and a replay, so a replay renders exactly
 like the run it recorded. Redraws are throttled (lanes every LANE_REFRESH_S, charts every
-PLOT_REFRESH_S); a pace slows how fast the speculative lane's rounds *appear*, never how fast
+PLOT_REFRESH_S, all of it within DRAW_SHARE of the time); a pace slows how fast the speculative lane's rounds *appear*, never how fast
 they run: the engine is a generator, paused while the page waits, and its clocks only run
 inside it. A live run's events are computed in a worker thread, one each time the page asks, so
 that a Stop can end a forward between two layers (specviz.models.interrupt).
@@ -61,7 +61,7 @@ class Progress:
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
     quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
-    # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (LIVE_CHARTS)
+    # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (ui_sections.chart_values)
     lane_finished: bool = False
 
 
