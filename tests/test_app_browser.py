@@ -578,14 +578,14 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         page.goto(app_url)
         page.wait_for_selector("#run")
         pair = page.locator("#pair input")  # the default pair's name is the longest
-        text_right, arrow_left = pair.evaluate(
-            "e => [e.getBoundingClientRect().right - parseFloat(getComputedStyle(e).paddingRight),"
-            " document.querySelector('#pair .icon-wrap').getBoundingClientRect().left]")
-        assert text_right <= arrow_left + 1, (text_right, arrow_left)  # never under the arrow
+        assert text_clear_of_arrow(page, "pair")
         if width >= 800:
             assert pair.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), pair.input_value()
         else:  # no width holds it: it ends in an ellipsis
             assert pair.evaluate("e => getComputedStyle(e).textOverflow") == "ellipsis"
+        page.locator("button", has_text="Save and replay a run").click()  # the recorded runs' longest name, too
+        choose(page, "replay-pick", max(recorded_runs(), key=len))
+        assert text_clear_of_arrow(page, "replay-pick")
         choose(page, "pair", "tiny-code")
         page.locator("#prompt textarea").fill("def add(a, b):\n    return a + b\n\n\ndef add(")
         set_number(page, "temperature", 1.0)
@@ -605,6 +605,15 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), width
     finally:
         page.close()
+
+
+def text_clear_of_arrow(page, elem_id: str) -> bool:
+    """A dropdown's text ends before its arrow (where no width holds it, in an ellipsis), never under it."""
+    text_right, arrow_left = page.locator(f"#{elem_id} input").evaluate(
+        "(e, id) => [e.getBoundingClientRect().right - parseFloat(getComputedStyle(e).paddingRight),"
+        " document.querySelector('#' + id + ' .icon-wrap').getBoundingClientRect().left]", elem_id)
+    assert arrow_left > 0, elem_id  # laid out, not in a closed section
+    return text_right <= arrow_left + 1
 
 
 ANY_LANGUAGE_PROMPT = "Reply only with three emoji and one Arabic word: 🎉 مرحبا"

@@ -65,10 +65,10 @@ CSS = """
   .specviz-stack { flex-direction: column !important; }
   .specviz-stack > * { width: 100% !important; max-width: 100% !important; align-self: stretch; }
 }
-/* The pair's long name: the prompt and the controls share the width equally (at 1400 px 3:2 cut it),
+/* The pair's long name (and a recorded run's): the prompt and the controls share the width equally (at 1400 px 3:2 cut it),
    and the text stops before the dropdown's arrow, ending in "…" where no width can hold it (400 px). */
 .specviz-stack:has(#pair) > .column { flex-grow: 1 !important; }
-#pair input { padding-right: 26px !important; text-overflow: ellipsis; }
+:is(#pair, #replay-pick) input { padding-right: 26px !important; text-overflow: ellipsis; }
 /* Copying a lane copies its text: the struck drafts, rival guesses and marks are not selectable. */
 .lane-text :is(.tok-rejected, .tok-unexamined, .struck-lead, .rivals, .rival-symbol, .unsure-stop, .tree-mark, .part, .nl,
                .parting-mark) { user-select: none; }
