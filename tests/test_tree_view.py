@@ -193,3 +193,14 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     assert figure.layout.title.text.endswith("the text ended there")
     stages = step_tree.tree_stages(event, texts, greedy=False)
     assert [name for name, _, _ in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_how_it_works_tells_a_tree_round_as_the_tree_it_was(runs, temperature):
+    """In tree mode "In this run" told a tree round's rejection as a chain ("the draft proposed ' x'", one token,
+    where the one pass had checked a tree): every round it cites as a tree round is told with its tree's words."""
+    run = runs[temperature]
+    explained = render.explain_html(run)
+    cited = [event for event in tree_rounds(run) if f"In round {event.round_index + 1} the draft proposed" in explained]
+    assert not cited, [event.round_index + 1 for event in cited]
+    assert "Open that round in the inspector" in explained
