@@ -130,18 +130,15 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     speculative = run.speculative.trace if run else Trace(lane="speculative")
     others = [run.lane(name).trace for name in run.lane_names if name not in ("baseline", "speculative")] if run else []
     gamma = run.gamma if run else 4
-
-    def drafts():
-        return judged_drafts(speculative)
-
+    drafts = () if live_only else judged_drafts(speculative)  # read by two of the charts drawn at a lane's end
     charts = [  # (drawn live, how)
         (True, lambda: plots.tokens_vs_time(baseline, speculative, *others)),
         (True, lambda: plots.accepted_per_round(speculative, gamma)),
         (False, lambda: plots.cumulative_acceptance(speculative)),
         (False, lambda: plots.per_position_acceptance(speculative)),
         (False, lambda: plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {},
-                                                   drafts())),
-        (False, lambda: plots_confidence.confidence_note_html(drafts())),
+                                                   drafts)),
+        (False, lambda: plots_confidence.confidence_note_html(drafts)),
         (False, lambda: plots_timeline.timeline([baseline, speculative, *others])),
         (False, lambda: ui_measures.timeline_note_html(run)),
     ]

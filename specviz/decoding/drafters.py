@@ -104,7 +104,7 @@ DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], D
 def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
                  advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int,
                  to_probs: ProbsFn, generator: torch.Generator, vocab_size: int, threshold: float,
-                 num_rivals: int = 0) -> Proposal:
+                 num_rivals: int = 0, keep_logits: bool = False) -> Proposal:
     """The drafting loop every model-based drafter shares: pick a token from the drafter's logits
     (1, vocab), then `advance(token)` gives the next logits and confidence, up to num_tokens.
 
@@ -115,6 +115,8 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
 
     Greedy, where that stop ends the round at its first token, the drafter's next `num_rivals`
     likeliest tokens are offered beside it (`rivals`): the target judges them in the same verify.
+
+    `keep_logits` (greedy runs the inspector shows): each draft's logits are kept (Proposal.draft_logits).
     """
     rivals, asked = (), num_tokens
     if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
@@ -127,7 +129,8 @@ def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
             # Same token the one-hot q would give, without building q each step: drafting is the
             # hot loop, and q is built once per round below.
             next_id = logits.argmax(-1)  # (1,)
-            kept_logits.append(logits.clone())  # a copy: a drafter may reuse the buffer for its next row
+            if keep_logits:
+                kept_logits.append(logits.clone())  # a copy: a drafter may reuse the buffer for its next row
         else:
             step_probs = to_probs(logits)  # (1, vocab)
             next_id = sample(step_probs, generator)  # (1,)
@@ -167,10 +170,12 @@ class ModelDrafter(Drafter):
     grows_trees = True
 
     def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0, num_rivals: int = 0):
+                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0, num_rivals: int = 0,
+                 keep_logits: bool = False):
         self.model = model
         self.confidence_threshold = confidence_threshold
         self.num_rivals = num_rivals
+        self.keep_logits = keep_logits  # for the inspector (DecodeConfig.inspect): draft_tokens' keep_logits
         self.vocab_size = vocab_size
         self.to_probs = to_probs
         self.generator = generator
@@ -182,7 +187,8 @@ class ModelDrafter(Drafter):
         scorer = None
         if pair.draft_head_rows is not None and not config.full_draft_head:
             scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
-        drafter = cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals)
+        drafter = cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals,
+                      config.inspect)
         if uses_slots(pair.target):  # the draft runs in slots where its target does: graphed on CUDA, from the pool
             drafter.cache = pooled_cache(pair.draft, pair.context_length)
         return drafter
@@ -222,7 +228,7 @@ class ModelDrafter(Drafter):
 
         logits, confidence = self.next_logits(committed_ids)
         return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
-                            self.vocab_size, self.confidence_threshold, self.num_rivals)
+                            self.vocab_size, self.confidence_threshold, self.num_rivals, self.keep_logits)
 
     def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
         """A draft tree after committed_ids (1, n) (specviz.decoding.tree): one forward per level over the

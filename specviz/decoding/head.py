@@ -39,7 +39,8 @@ class HeadDrafter(Drafter):
     reads_target = True
 
     def __init__(self, head: DraftHead, target, scorer: RowScorer, vocab_size: int, to_probs: ProbsFn,
-                 generator: torch.Generator, confidence_threshold: float = 0.0, num_rivals: int = 0):
+                 generator: torch.Generator, confidence_threshold: float = 0.0, num_rivals: int = 0,
+                 keep_logits: bool = False):
         self.head = head
         self.target_layers = head.target_layers  # the target's lower layers it reads, besides the final one
         self.embed = target.get_input_embeddings()
@@ -49,6 +50,7 @@ class HeadDrafter(Drafter):
         self.generator = generator
         self.confidence_threshold = confidence_threshold
         self.num_rivals = num_rivals
+        self.keep_logits = keep_logits  # for the inspector (DecodeConfig.inspect): draft_tokens' keep_logits
         self.cache: DynamicCache | SlotCache = DynamicCache()
         self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
 
@@ -56,7 +58,7 @@ class HeadDrafter(Drafter):
     def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "HeadDrafter":
         scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
         drafter = cls(pair.head, pair.target, scorer, pair.vocab_size, to_probs, generator, config.draft_confidence,
-                      config.rivals)
+                      config.rivals, config.inspect)
         if uses_slots(pair.target):  # the head runs in slots where its target does: graphed on CUDA, from the pool
             drafter.cache = pooled_cache(pair.head.body, pair.context_length)
         return drafter
@@ -112,7 +114,7 @@ class HeadDrafter(Drafter):
 
         logits, confidence = self.row_logits(predicted)
         proposal = draft_tokens(logits, confidence, advance, num_tokens, self.to_probs, self.generator,
-                                self.vocab_size, self.confidence_threshold, self.num_rivals)
+                                self.vocab_size, self.confidence_threshold, self.num_rivals, self.keep_logits)
         # Keep only what was read with true states: the verify's states replace the rest.
         crop_cache(self.cache, num_committed - 1)
         return proposal

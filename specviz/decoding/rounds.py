@@ -167,10 +167,11 @@ class VerifiedRound:
         if tree.draft_probs is None:
             return self.draft_probs_of(judged)
         rows = torch.zeros(len(judged), self.target_probs.shape[-1], device=self.target_probs.device)  # (m, vocab)
+        node_ids = tree.node_ids.tolist()  # one transfer, not one per sibling
         for row, node in enumerate(judged):
             for sibling, parent in enumerate(tree.parents):
                 if parent == tree.parents[node]:
-                    rows[row, int(tree.node_ids[sibling])] = tree.draft_probs[sibling]
+                    rows[row, node_ids[sibling]] = tree.draft_probs[sibling]
         return rows
 
     def rivals(self) -> tuple[DraftedToken, ...]:
