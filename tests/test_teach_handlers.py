@@ -35,19 +35,25 @@ def test_step_mode_goes_one_round_per_press_until_done(demo):
     arguments = [settings.get(component.elem_id, component.value) for component in start_fn.inputs]
     values = start_fn.fn(*arguments)
     assert len(values) == len(start_fn.outputs)
-    session, status, lane, stages = values[:4]
+    session = values[0]
+    shown = {component.elem_id: value for component, value in zip(start_fn.outputs[1:], values[1:])}
+    status, lane, stages = shown["step-status"], shown["step-lane"], shown["step-stages"]
     assert isinstance(session, teach_handlers.StepSession), status
     assert status_round(status) == 0 and 'data-stage="prefill"' in stages and "one round at a time" in lane
+    assert not shown["chart-step-round"].data  # no round yet
     try:
         for press in range(1, 40):
             values = next_fn.fn(session)
             assert len(values) == len(next_fn.outputs)
-            status, button = values[1], values[-1]
+            shown = {component.elem_id: value for component, value in zip(next_fn.outputs[1:], values[1:])}
+            status, button = shown["step-status"], values[-1]
             assert status_round(status) == press and "status-error" not in status  # one press, one round
+            drawn = shown["chart-step-round"]  # the round drawn, as the inspector draws it
+            assert drawn.layout.title.text.startswith(f"Round {press}:") or "drafted" in str(drawn.layout.annotations)
             if 'data-done="true"' in status:
                 break
         assert press >= 2 and button.interactive is False  # Next round is off once the run is done
-        assert "Done" in values[3]
+        assert "Done" in shown["step-stages"]
     finally:
         teach_sections.close_step(session)
 

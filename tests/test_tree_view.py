@@ -114,7 +114,7 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
 
     run = runs[0.0]
     event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.tree))
-    html, figure = inspector_values(run, event.round_index)
+    html, figure, _ = inspector_values(run, event.round_index)
     assert "tree-table" in html and html.count('class="inspect-row tree-row') == len(event.tree)
     assert "the target&#x27;s own pick here is" in html
     by_name = {trace.name: trace for trace in figure.data if trace.name}

@@ -55,6 +55,26 @@ def target_kind(event: RoundEvent) -> BlockKind:
     return "verify-kept" if event.next_kind == "bonus" else "verify-rejected"
 
 
+def round_blocks(event: RoundEvent, start_s: float) -> list[Block]:
+    """One round's blocks from `start_s` on the lane's clock: its draft forwards, then its target forward."""
+    blocks, clock = [], start_s
+    kinds = draft_kinds(event)
+    each_s = event.draft_s / len(kinds) if kinds else 0.0
+    for kind in kinds:
+        blocks.append(Block(clock, each_s, kind, event.round_index))
+        clock += each_s
+    clock += event.draft_s - each_s * len(kinds)  # drafting time with no forward (prompt lookup): no block
+    blocks.append(Block(clock, event.verify_s, target_kind(event), event.round_index, len(event.emitted_ids),
+                        event.num_target_forwards))
+    return blocks
+
+
+def round_start_s(trace: Trace, round_index: int) -> float:
+    """Where a round starts on its lane's clock (the prefill, then every round before it)."""
+    earlier = sum(event.draft_s + event.verify_s for event in trace.rounds if event.round_index < round_index)
+    return (trace.prefill.prefill_s if trace.prefill else 0.0) + earlier
+
+
 def lane_blocks(trace: Trace) -> list[Block]:
     """The lane's blocks in the order the engine ran them."""
     if trace.prefill is None:
@@ -62,15 +82,8 @@ def lane_blocks(trace: Trace) -> list[Block]:
     blocks = [Block(0.0, trace.prefill.prefill_s, "prefill", None, 1, trace.prefill.num_target_forwards)]
     clock = trace.prefill.prefill_s
     for event in trace.rounds:
-        kinds = draft_kinds(event)
-        each_s = event.draft_s / len(kinds) if kinds else 0.0
-        for kind in kinds:
-            blocks.append(Block(clock, each_s, kind, event.round_index))
-            clock += each_s
-        clock += event.draft_s - each_s * len(kinds)  # drafting time with no forward (prompt lookup): no block
-        blocks.append(Block(clock, event.verify_s, target_kind(event), event.round_index, len(event.emitted_ids),
-                            event.num_target_forwards))
-        clock += event.verify_s
+        blocks += round_blocks(event, clock)
+        clock += event.draft_s + event.verify_s
     return blocks
 
 

@@ -276,8 +276,11 @@ def unique_names(names: list[str], token_ids: list[int]) -> list[str]:
 def label_of(token_id: int, labels: Mapping[int, str]) -> str:
     """A short, visible label for a token: quotes, with whitespace spelled out."""
     text = labels.get(token_id)
-    if text is None:
-        return f"#{token_id}"
+    return f"#{token_id}" if text is None else quoted(text)
+
+
+def quoted(text: str) -> str:
+    """A token's text as a short, visible label: quotes, with whitespace spelled out."""
     shown = text.replace("\n", "↵").replace("\t", "⇥")
     if shown.strip() == "":
         shown = shown.replace(" ", "␣")

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_confidence, plots_teach, plots_tree, render, step_lessons
+from specviz.app import lessons, plots, plots_confidence, plots_round, plots_teach, plots_tree, render, step_lessons
 from specviz.app.render.tree_round import figure_words
 from specviz.app.lab import exactness, step_mode, sweep
 from specviz.app.live import record_stop, stop_presses, stopped_by
@@ -104,14 +104,15 @@ def step_lane_html(session: StepSession) -> str:
 
 
 def step_values(session: StepSession, events: Sequence) -> tuple:
-    """(status, lane, stages, chart, next button) after the events of one press."""
+    """(status, lane, stages, chart, round drawn, next button) after the events of one press."""
     trace, config = session.lane.trace, session.request.config
     rounds = [event for event in events if isinstance(event, RoundEvent)]
     round_number = len(trace.rounds)
-    stages, chart = "", gr.skip()
+    stages, chart, drawn = "", gr.skip(), gr.skip()
     if rounds:
         event = rounds[-1]
         texts = session.lane.round_texts[event.round_index]
+        drawn = plots_round.round_anatomy(trace, event, texts, session.lane.greedy)
         before = trace.num_tokens - len(event.emitted_ids)
         stages = step_lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
                                          session.run.draft_room(event), greedy=session.lane.greedy)
@@ -122,6 +123,7 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
         stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
+        drawn = plots_round.round_anatomy(trace, None)  # a new run: no round drawn yet
         message = "Prefill done: press Next round."
     else:
         message = "Nothing left to do: press Start for a new run."
@@ -131,14 +133,15 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
         message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
     status = step_lessons.step_status_html(message, round_number, session.run.done, trace.num_tokens,
                                       "done" if session.run.done else "info")
-    return status, step_lane_html(session), stages or gr.skip(), chart, gr.Button(interactive=not session.run.done)
+    return (status, step_lane_html(session), stages or gr.skip(), chart, drawn,
+            gr.Button(interactive=not session.run.done))
 
 
 def step_error(session: StepSession | None, error: BaseException) -> tuple:
     """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
     message = describe_error(error)
     return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
-            gr.Button(interactive=session is not None and not session.run.done))
+            gr.skip(), gr.Button(interactive=session is not None and not session.run.done))
 
 
 def on_step_start(section: StepSection, session: StepSession | None, *values) -> tuple:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_teach, step_lessons
+from specviz.app import lessons, plots, plots_round, plots_teach, step_lessons
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.render.lanes import FOLLOW_LANE_JS
 from specviz.app.render.verdict import no_verdict_text, run_payoff
-from specviz.analysis.trace import Comparison, compare
+from specviz.analysis.trace import Comparison, Trace, compare
 from specviz.app.settings import NAMES
 from specviz.catalogue import DEFAULT_DRAFTER
 from specviz.decoding.config import MAX_GAMMA
@@ -63,11 +63,12 @@ class StepSection:
     lane: gr.HTML
     stages: gr.HTML
     chart: gr.Plot
+    round_chart: gr.Plot  # the round drawn (specviz.app.plots_round), as the inspector draws it
 
     @property
     def outputs(self) -> list[gr.Component]:
         """What Start and Next round update, in the order their handlers return."""
-        return [self.state, self.status, self.lane, self.stages, self.chart, self.next_button]
+        return [self.state, self.status, self.lane, self.stages, self.chart, self.round_chart, self.next_button]
 
 
 @dataclass
@@ -160,11 +161,12 @@ def build_step_mode(names: list[str]) -> StepSection:
         status = gr.HTML(step_lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
         lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
+        round_chart = gr.Plot(plots_round.round_anatomy(Trace(), None), show_label=False, elem_id="chart-step-round")
         with gr.Row(equal_height=False):
             stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
                              js_on_load=NEXT_KEY_JS)
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")
-    return StepSection(names, state, start_button, next_button, status, lane, stages, chart)
+    return StepSection(names, state, start_button, next_button, status, lane, stages, chart, round_chart)
 
 
 def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection:

@@ -188,12 +188,11 @@ def wire_run(page: Page) -> None:
 def wire_inspector(page: Page) -> None:
     """The round picker and a click on a drafted token both open a round in the inspector."""
     inspector = page.inspector
-    inspector.round_picker.input(inspector_values, [page.run_state, inspector.round_picker],
-                                 [inspector.html, inspector.chart], **INSPECT)
+    inspector.round_picker.input(inspector_values, [page.run_state, inspector.round_picker], inspector.outputs,
+                                 **INSPECT)
     for name, box in page.lanes.items():
         if lane_info(name).drafts:
-            box.click(on_lane_click, [page.run_state], [inspector.round_picker, inspector.html, inspector.chart],
-                      **INSPECT)
+            box.click(on_lane_click, [page.run_state], [inspector.round_picker, *inspector.outputs], **INSPECT)
 
 
 def wire_controls(page: Page) -> None:

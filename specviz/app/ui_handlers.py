@@ -132,12 +132,10 @@ def inspect_values(page: Page, run: render.RunView) -> dict:
     """What makes a run inspectable: the round picker, the inspector on its default round, the
     explainer, and the run in the session (token clicks and the theory explorer read it)."""
     chosen = render.default_round(run)
-    html_value, chart_value = inspector_values(run, chosen)
     return {
         page.run_state: run,
         page.inspector.round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
-        page.inspector.html: html_value,
-        page.inspector.chart: chart_value,
+        **dict(zip(page.inspector.outputs, inspector_values(run, chosen))),
         page.explainer: render.explain_html(run),
     }
 
@@ -214,10 +212,9 @@ def show_error(page: Page, error: BaseException, run_id: int, session: str | Non
 def cleared_values(page: Page) -> dict:
     """The page as before any run: what a new run clears (blank_values), and the charts, the inspector,
     the explainer and the run in the session too."""
-    html_value, chart_value = inspector_values(None, None)
     return {
         **blank_values(page), **dict(zip(page.charts, chart_values(None))), page.run_state: None,
-        page.inspector.html: html_value, page.inspector.chart: chart_value, page.explainer: render.explain_html(None),
+        **dict(zip(page.inspector.outputs, inspector_values(None, None))), page.explainer: render.explain_html(None),
     }
 
 

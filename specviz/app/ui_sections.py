@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_timeline, plots_tree, render, ui_measures
+from specviz.app import plots, plots_confidence, plots_round, plots_timeline, plots_tree, render, ui_measures
 from specviz.app.render.tree_round import figure_words
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
@@ -79,6 +79,12 @@ class Inspector:
     round_picker: gr.Dropdown
     html: gr.HTML
     chart: gr.Plot
+    round_chart: gr.Plot  # the round drawn (specviz.app.plots_round)
+
+    @property
+    def outputs(self) -> list[gr.Component]:
+        """What opening a round updates, in inspector_values' order."""
+        return [self.html, self.chart, self.round_chart]
 
 
 @dataclass
@@ -112,7 +118,7 @@ class Page:
     @property
     def stop_outputs(self) -> list[gr.Component]:
         return [self.status, *self.lanes.values(), self.stats, *self.charts, self.run_state,
-                self.inspector.round_picker, self.inspector.html, self.inspector.chart, self.explainer]
+                self.inspector.round_picker, *self.inspector.outputs, self.explainer]
 
 
 # --- what the sections show ------------------------------------------------------------------------
@@ -147,16 +153,22 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
 
 
 
-def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object]:
+def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object, object]:
+    """The inspector's words, its chart (the deciding position's distributions, or a tree round's tree) and
+    the round drawn."""
     event = render.find_round(run, round_index) if run else None
     if event is None:
-        return render.inspector_html(None, None), plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round")
-    texts = run.speculative.round_texts.get(event.round_index)
+        return (render.inspector_html(None, None),
+                plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round"),
+                plots_round.round_anatomy(Trace(), None))
+    lane = run.speculative
+    texts = lane.round_texts.get(event.round_index)
+    drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
     if event.tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
-        words = figure_words(event, texts.nodes, run.speculative.greedy)
-        return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words)
-    return render.inspector_html(run, round_index), plots.decision_distributions(event, run.speculative.labels,
-                                                                                 greedy=run.speculative.greedy)
+        words = figure_words(event, texts.nodes, lane.greedy)
+        return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words), drawn
+    return (render.inspector_html(run, round_index),
+            plots.decision_distributions(event, lane.labels, greedy=lane.greedy), drawn)
 
 
 def example_prompts() -> list[Prompt]:
@@ -330,11 +342,12 @@ def build_inspector() -> Inspector:
     with gr.Accordion("Step inspector: one round up close", open=True, elem_id="inspector-section"):
         round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
         gr.HTML(BACK_TO_TOKEN_HTML, elem_id="back-to-token", js_on_load=BACK_TO_TOKEN_JS)
-        html, chart = inspector_values(None, None)
+        html, chart, drawn = inspector_values(None, None)
+        round_chart = gr.Plot(drawn, show_label=False, elem_id="chart-round")
         with gr.Row(elem_id="inspector-row"):
             inspector = gr.HTML(html, elem_id="inspector")
             inspector_chart = gr.Plot(chart, show_label=False, elem_id="chart-inspector")
-    return Inspector(round_picker, inspector, inspector_chart)
+    return Inspector(round_picker, inspector, inspector_chart, round_chart)
 
 
 def build_page() -> Page:

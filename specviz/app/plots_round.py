@@ -1,0 +1,164 @@
+"""One round, drawn: its draft forwards one after another, then the one target forward that checked them all,
+on the lane's clock of "Where the time went" (specviz.analysis.timeline).
+
+The target's forward is one block split into the rows it computed: a chain's γ + 1 positions (each row judges
+the draft at its place, the last one gives the bonus), a rival round's extra guesses, a tree's nodes. The rows
+the text kept are lit, the cut follows the first rejection, and the rows after it are the ones both caches
+drop. Plain figures from one RoundEvent: the inspector and step mode draw the same picture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import plotly.graph_objects as go
+
+from specviz.analysis.timeline import round_blocks, round_start_s
+from specviz.analysis.trace import Trace
+from specviz.app.palette import COLORS
+from specviz.app.plots import base_figure, quoted, with_hint
+from specviz.app.render.lanes import RoundTexts
+from specviz.app.wording import count
+from specviz.decoding.events import RoundEvent, TokenKind
+
+DRAFT_ROW, TARGET_ROW = 1.0, 0.0
+DRAFT_HEIGHT, TARGET_HEIGHT = 0.45, 0.7
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row of the round's target forward, as drawn: its text in the block, its colour and its hover."""
+
+    text: str
+    kind: TokenKind
+    hover: str
+
+
+def text_at(texts: list[str], index: int) -> str:
+    return quoted(texts[index]) if index < len(texts) else "…"
+
+
+def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
+    """A chain's γ + 1 rows (with a rival round's guesses after the first): row i judges draft i + 1, the last
+    row gives the bonus where every draft was kept."""
+    correction = "the target's own pick" if greedy else "resampled"
+    cells = []
+    for index, token in enumerate(event.drafted):
+        name, verdict = text_at(texts.drafted, index), event.verdict(index)
+        where = f"row {index + 1} judges draft {index + 1}, {name}"
+        if verdict == "accepted":
+            cells.append(Cell(f"✓ {name}", "accepted", f"{where}: kept"))
+        elif verdict == "rejected":
+            fix = text_at(texts.own, 0)
+            cells.append(Cell(f"✗ {name} → {fix}", "rejected",
+                              f"{where}: rejected; the same row gives {correction} {fix}. The cut falls here."))
+        else:
+            cells.append(Cell(name, "unexamined", f"{where}: after the cut, never judged; its row is dropped"))
+        if index == 0:
+            for rival_index in range(len(event.rivals)):
+                rival_name = text_at(texts.rivals, rival_index)
+                cells.append(Cell(f"rival {rival_name}", "unexamined",
+                                  f"a rival guess for draft 1, {rival_name}, checked in the same pass and not taken; "
+                                  "its row is dropped"))
+    if event.next_kind == "bonus" and len(event.emitted_ids) > event.num_kept_drafts:
+        bonus = text_at(texts.own, len(texts.own) - 1)
+        cells.append(Cell(f"+ {bonus}", "bonus", f"row {event.gamma + 1}: every draft kept, so it gives a bonus token, {bonus}"))
+    else:
+        cells.append(Cell("", "unexamined", f"row {event.gamma + 1}: past the cut, unused"))
+    return cells
+
+
+def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
+    """A tree's rows: one per drafted node, in the order the verify took them, then the target's own token."""
+    cells = []
+    for index, node in enumerate(event.tree):
+        name = text_at(texts.nodes, index)
+        if node.verdict in ("resample", "bonus"):
+            cells.append(Cell(f"+ {name}" if node.verdict == "bonus" else f"→ {name}", node.verdict,
+                              f"the target's own token, {name}: the row under the last kept node gives it"))
+            continue
+        what = {"accepted": "on the kept path", "rejected": "tried and rejected",
+                "unexamined": "never tried: its row is dropped"}[node.verdict]
+        mark = {"accepted": "✓ ", "rejected": "✗ "}.get(node.verdict, "")
+        cells.append(Cell(f"{mark}{name}", node.verdict, f"node {name} at depth {node.depth}: {what}"))
+    return cells
+
+
+def target_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
+    return tree_cells(event, texts) if event.tree else chain_cells(event, texts, greedy)
+
+
+def num_dropped_rows(event: RoundEvent, num_cells: int) -> int:
+    """Rows of the verify both caches drop: every row computed but the committed token's and the kept drafts'."""
+    return max(0, num_cells - 1 - event.num_kept_drafts)
+
+
+def cut_index(event: RoundEvent, cells: list[Cell]) -> int | None:
+    """The cell the cut follows: a chain's first rejection (a tree has no single cut: its kept path is lit)."""
+    if event.tree:
+        return None
+    return next((index for index, cell in enumerate(cells) if cell.kind == "rejected"), None)
+
+
+def draft_texts(event: RoundEvent, texts: RoundTexts) -> list[str]:
+    """What each draft forward is drawn with: a chain's drafted token, a tree's depth."""
+    if event.tree:
+        return [f"depth {index + 1}" for index in range(event.num_draft_forwards)]
+    shown = [text_at(texts.drafted, index) for index in range(len(event.drafted))]
+    return shown + [""] * (event.num_draft_forwards - len(shown))  # a head's extra look-ahead: no token
+
+
+def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | None = None,
+                  greedy: bool = False) -> go.Figure:
+    """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row."""
+    figure = base_figure("One round drawn", "seconds of model work (the lane's clock, as in Where the time went)", "")
+    if event is None or texts is None or event.gamma == 0:
+        return with_hint(figure, "pick a round that drafted")
+    blocks = round_blocks(event, round_start_s(trace, event.round_index))
+    drafts, verify = [block for block in blocks if block.is_draft], blocks[-1]
+    for block, text in zip(drafts, draft_texts(event, texts)):
+        kept = block.kind == "draft-kept"
+        add_block(figure, block.start_s, block.duration_s, DRAFT_ROW, DRAFT_HEIGHT, text,
+                  COLORS["accepted" if kept else "rejected"],
+                  f"a draft forward, {block.duration_s * 1000:.1f} ms: its token {'kept' if kept else 'thrown away'}")
+    cells = target_cells(event, texts, greedy)
+    width = verify.duration_s / len(cells)
+    for index, cell in enumerate(cells):
+        add_block(figure, verify.start_s + index * width, width, TARGET_ROW, TARGET_HEIGHT, cell.text,
+                  COLORS[cell.kind], cell.hover)
+    # one outline round the target's rows: they are one forward, not several
+    figure.add_shape(type="rect", x0=verify.start_s, x1=verify.start_s + verify.duration_s, y0=TARGET_ROW - TARGET_HEIGHT / 2,
+                     y1=TARGET_ROW + TARGET_HEIGHT / 2, line={"color": "#222", "width": 2})
+    cut = cut_index(event, cells)
+    dropped = num_dropped_rows(event, len(cells))
+    if cut is not None:
+        x = verify.start_s + (cut + 1) * width
+        figure.add_shape(type="line", x0=x, x1=x, y0=TARGET_ROW - 0.6, y1=DRAFT_ROW + 0.4,
+                         line={"color": "#222", "width": 2, "dash": "dash"})
+        figure.add_annotation(x=x, y=DRAFT_ROW + 0.45, text="cut", showarrow=False, yanchor="bottom")
+    start = drafts[0].start_s if drafts else verify.start_s
+    figure.update_layout(
+        title={"text": anatomy_title(event, len(drafts), len(cells), dropped)},
+        showlegend=False, bargap=0, barmode="overlay",
+        uniformtext={"minsize": 9, "mode": "hide"},  # a token that does not fit its block is in its hover
+        yaxis={"tickvals": [TARGET_ROW, DRAFT_ROW], "ticktext": ["target", "drafter"], "range": [-0.6, 1.8],
+               "showgrid": False, "zeroline": False, "fixedrange": True},
+        xaxis={"range": [start, verify.start_s + verify.duration_s * 1.02], "tickformat": ".3f"},
+        margin={"l": 60},
+    )
+    return figure
+
+
+def add_block(figure: go.Figure, start_s: float, duration_s: float, row: float, height: float, text: str,
+              colour: str, hover: str) -> None:
+    figure.add_bar(orientation="h", base=[start_s], x=[duration_s], y=[row], width=height, text=[text],
+                   textposition="inside", insidetextanchor="middle", textangle=0, textfont={"color": "white"},
+                   marker={"color": colour, "line": {"width": 1, "color": "white"}},
+                   hovertext=[hover], hoverinfo="text")
+
+
+def anatomy_title(event: RoundEvent, num_drafts: int, num_rows: int, dropped: int) -> str:
+    """Two short lines (a long one was clipped on a phone): the forwards, then what the round kept and dropped."""
+    drafting = "drafts copied, no draft forward" if num_drafts == 0 else count(num_drafts, "draft forward")
+    kept = f"{count(event.num_kept_drafts, 'draft')} kept; the caches drop {count(dropped, 'row')}"
+    return (f"Round {event.round_index + 1}: {drafting}, 1 target forward over {num_rows} rows"
+            f"<br><span style='font-size:12px'>{kept}</span>")

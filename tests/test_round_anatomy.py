@@ -1,0 +1,107 @@
+"""One round drawn (specviz.app.plots_round), on real runs of the tiny-code pair: chains (with and without
+rival guesses, greedy and sampled) and trees. The drawing must sit on the lane's clock of "Where the time
+went", split the one verify into the rows it computed, light the kept ones, cut after the first rejection and
+say how many rows the caches drop; the inspector and step mode show it."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.analysis.bench import load_prompts
+from specviz.analysis.timeline import lane_blocks
+from specviz.app import plots_round, render
+from specviz.app.plots_round import cut_index, num_dropped_rows, target_cells
+from specviz.decoding.config import DecodeConfig
+from specviz.decoding.engine import speculative_decode
+from specviz.models.loading import load_pair
+from specviz.models.presets import PRESETS
+
+SETUPS = {  # name → the run's settings beyond γ 4 and the draft model
+    "chain greedy": {"rivals": 0},
+    "chain sampled": {"temperature": 1.0},
+    "rivals": {"rivals": 2, "draft_confidence": 0.5},
+    "tree greedy": {"tree": 8},
+    "tree sampled": {"tree": 8, "temperature": 1.0},
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, render.RunView]:
+    pair = load_pair("tiny-code")
+    prompt = load_prompts(PRESETS["tiny-code"].prompts_file)[0]
+    prompt_ids = pair.encode(prompt.text, False)
+    views = {}
+    for name, settings in SETUPS.items():
+        config = DecodeConfig(gamma=4, max_new_tokens=40, drafter="model", seed=0, inspect=True, **settings)
+        view = render.RunView(prompt.text, prompt_ids, config.gamma, settings)
+        for event in speculative_decode(pair, prompt_ids, config):
+            view.add(event, pair.decode)
+        views[name] = view
+    return views
+
+
+def drafted_rounds(view: render.RunView):
+    rounds = [event for event in view.speculative.trace.rounds if event.gamma]
+    assert rounds, "no round drafted: the test checks nothing"
+    return rounds
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_first_rejection(runs, setup):
+    view = runs[setup]
+    lane = view.speculative
+    seen_cut = seen_bonus = False
+    for event in drafted_rounds(view):
+        cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
+        rows = len(event.tree) if event.tree else event.gamma + len(event.rivals) + 1
+        assert len(cells) == rows  # the committed token's row and one per drafted token or node
+        kept = [cell for cell in cells if cell.kind == "accepted"]
+        assert len(kept) == event.num_kept_drafts
+        cut = cut_index(event, cells)
+        if event.tree:
+            assert cut is None and cells[-1].kind == ("bonus" if event.next_kind == "bonus" else "resample")
+        elif event.next_kind == "resample":
+            assert cut is not None and cells[cut].kind == "rejected" and not event.drafted[event.num_accepted].accepted
+            assert all(cell.kind != "accepted" for cell in cells[cut + 1:])  # nothing after the cut is kept
+            seen_cut = True
+        else:
+            assert cut is None and cells[-1].kind == "bonus"
+            seen_bonus = True
+        assert num_dropped_rows(event, len(cells)) == rows - 1 - event.num_kept_drafts
+    if not event.tree:
+        assert seen_bonus or seen_cut
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_the_drawing_sits_on_the_lanes_clock_as_where_the_time_went(runs, setup):
+    view = runs[setup]
+    lane = view.speculative
+    blocks = lane_blocks(lane.trace)
+    for event in drafted_rounds(view)[:4]:
+        figure = plots_round.round_anatomy(lane.trace, event, lane.round_texts[event.round_index], lane.greedy)
+        mine = [block for block in blocks if block.round_index == event.round_index]
+        drafts, verify = [block for block in mine if block.is_draft], mine[-1]
+        bars = [(bar.base[0], bar.x[0], bar.y[0]) for bar in figure.data]
+        draft_bars = [bar for bar in bars if bar[2] == plots_round.DRAFT_ROW]
+        target_bars = [bar for bar in bars if bar[2] == plots_round.TARGET_ROW]
+        assert len(draft_bars) == event.num_draft_forwards == len(drafts)
+        assert [bar[0] for bar in draft_bars] == pytest.approx([block.start_s for block in drafts])
+        assert target_bars[0][0] == pytest.approx(verify.start_s)  # the verify, as wide as it took, split by row
+        assert sum(bar[1] for bar in target_bars) == pytest.approx(verify.duration_s)
+        cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
+        assert len(target_bars) == len(cells)
+        title = figure.layout.title.text
+        assert title.startswith(f"Round {event.round_index + 1}:") and f"over {len(cells)} rows" in title
+        dropped = num_dropped_rows(event, len(cells))
+        assert f"the caches drop {dropped} row" in title
+
+
+def test_the_inspector_and_step_mode_draw_the_round(runs):
+    from specviz.app.ui_sections import inspector_values
+
+    view = runs["chain greedy"]
+    event = drafted_rounds(view)[0]
+    _, _, drawn = inspector_values(view, event.round_index)
+    assert drawn.layout.title.text.startswith(f"Round {event.round_index + 1}:") and len(drawn.data) > 1
+    _, _, empty = inspector_values(None, None)
+    assert not empty.data
