@@ -480,6 +480,10 @@ def test_after_stop_the_run_stays_inspectable(page):
     # answer took over 15 s; alone, and beside two busy processes, it comes in well under 1 s
     page.wait_for_function("n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
                            arg=other, timeout=30_000)
+    # the round drawn above the words: its forwards, and the verify split into the rows it computed
+    page.wait_for_function("n => (document.querySelector('#chart-round .gtitle')?.textContent || '').startsWith("
+                           "'Round ' + n + ':')", arg=other, timeout=10_000)
+    assert page.locator("#chart-round .bars path").count() >= 3  # a draft forward and at least two rows
     top = page.locator("#inspector-section").evaluate("e => e.getBoundingClientRect().top")
     assert -2 <= top <= 60, top  # scrolled to the inspector, not left below the charts
     page.locator("#back-to-token button").click()  # and a way back to the token clicked

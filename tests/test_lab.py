@@ -514,7 +514,8 @@ def test_step_mode_at_temperature_0_gives_the_targets_pick_and_no_coin():
     accept = text.split("Accept or reject, left to right.")[1].split("· Verdict")[0]
     assert "no coin is drawn" in accept and "r = " not in accept and "min(1" not in accept
     assert f" t{bad.token_id}: the target's pick here is  t{event.next_id} → rejected" in accept
-    assert f"The target's own pick. At the rejected position the target wrote its own top pick  t{event.next_id}." in text
+    correction = text.split("· The target's own pick.")[1]  # its one-line caption, then its paragraph
+    assert f"At the rejected position the target wrote its own top pick  t{event.next_id}." in correction
     assert "gave the target's own top pick at" in text and f"{bad.target_confidence:.0%} sure" in text
     assert "p( " not in text  # p is one-hot at T = 0: it says nothing the pick does not
     # Above temperature 0 the coin decides, and step mode shows it.

@@ -10,7 +10,7 @@ import pytest
 from specviz.analysis.bench import load_prompts
 from specviz.analysis.timeline import lane_blocks
 from specviz.app import plots_round, render
-from specviz.app.plots_round import cut_index, num_dropped_rows, target_cells
+from specviz.app.plots_round import cut_index, target_cells
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.models.loading import load_pair
@@ -54,7 +54,7 @@ def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_f
     for event in drafted_rounds(view):
         cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
         rows = len(event.tree) if event.tree else event.gamma + len(event.rivals) + 1
-        assert len(cells) == rows  # the committed token's row and one per drafted token or node
+        assert len(cells) == rows == event.num_verify_rows  # the committed token's row, one per drafted token or node
         kept = [cell for cell in cells if cell.kind == "accepted"]
         assert len(kept) == event.num_kept_drafts
         cut = cut_index(event, cells)
@@ -67,7 +67,7 @@ def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_f
         else:
             assert cut is None and cells[-1].kind == "bonus"
             seen_bonus = True
-        assert num_dropped_rows(event, len(cells)) == rows - 1 - event.num_kept_drafts
+        assert event.num_dropped_rows == rows - 1 - event.num_kept_drafts
     if not event.tree:
         assert seen_bonus or seen_cut
 
@@ -77,7 +77,8 @@ def test_the_drawing_sits_on_the_lanes_clock_as_where_the_time_went(runs, setup)
     view = runs[setup]
     lane = view.speculative
     blocks = lane_blocks(lane.trace)
-    for event in drafted_rounds(view)[:4]:
+    rounds = view.speculative.trace.rounds
+    for event in [*drafted_rounds(view)[:4], rounds[-1]]:  # the last may have drafted nothing: one plain step
         figure = plots_round.round_anatomy(lane.trace, event, lane.round_texts[event.round_index], lane.greedy)
         mine = [block for block in blocks if block.round_index == event.round_index]
         drafts, verify = [block for block in mine if block.is_draft], mine[-1]
@@ -91,9 +92,8 @@ def test_the_drawing_sits_on_the_lanes_clock_as_where_the_time_went(runs, setup)
         cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
         assert len(target_bars) == len(cells)
         title = figure.layout.title.text
-        assert title.startswith(f"Round {event.round_index + 1}:") and f"over {len(cells)} rows" in title
-        dropped = num_dropped_rows(event, len(cells))
-        assert f"the caches drop {dropped} row" in title
+        assert title.startswith(f"Round {event.round_index + 1}:") and f"over {len(cells)} row" in title
+        assert f"the caches drop {event.num_dropped_rows} row" in title
 
 
 def test_the_inspector_and_step_mode_draw_the_round(runs):
@@ -105,3 +105,24 @@ def test_the_inspector_and_step_mode_draw_the_round(runs):
     assert drawn.layout.title.text.startswith(f"Round {event.round_index + 1}:") and len(drawn.data) > 1
     _, _, empty = inspector_values(None, None)
     assert not empty.data
+
+
+@pytest.mark.parametrize("setup", ["chain greedy", "chain sampled", "rivals"])
+def test_step_modes_captions_say_what_the_drawing_draws(runs, setup):
+    """Step mode gives each stage of a chain round in one line (its paragraph a click away): the rows of the
+    verify, each draft's verdict and the rows dropped are the drawing's own figures."""
+    from specviz.app.step_lessons import chain_captions, stages_html
+
+    view = runs[setup]
+    lane = view.speculative
+    for event in drafted_rounds(view):
+        texts = lane.round_texts[event.round_index]
+        captions = chain_captions(event, texts)
+        assert f"over {event.num_verify_rows} rows" in captions["verify"]
+        assert f"the caches drop {event.num_dropped_rows} row" in captions["rollback"]
+        assert f"{event.num_accepted} of {event.gamma} draft" in captions["verdict"]
+        verdicts = [event.verdict(index) for index in range(event.gamma)]
+        for kind in ("accepted", "rejected", "unexamined"):  # each draft drawn with its verdict, as in the lane
+            assert captions["accept"].count(f"tok tok-{kind}") == verdicts.count(kind)
+    html = stages_html([("verify", "Verify", "the paragraph", "the caption")], "Round 1")
+    assert "<summary><b>1 · Verify.</b> the caption</summary>" in html and "the paragraph" in html

@@ -61,7 +61,7 @@ def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
     page.click("#step-start")
     page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
     assert page.locator('#step-status [data-round="0"]').count() == 1
-    presses = ["click", "Enter", "n"]  # a mouse click, the focused button's Enter, and the N shortcut
+    presses, opened = ["click", "Enter", "n"], False  # a mouse click, the focused button's Enter, and the N shortcut
     for round_number in range(1, 40):
         press = presses[round_number % len(presses)]
         if press == "click":
@@ -80,12 +80,18 @@ def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
         assert stages[:2] == ["draft", "verify"], stages
         if "accept" in stages:
             assert {"verdict", "correction", "rollback"} <= set(stages)
+            if not opened:  # a chain round's stages are one line each; a click on one opens its why
+                page.locator('#step-stages .step-stage[data-stage="verify"] summary').click()
+                opened = page.locator('#step-stages .step-stage[data-stage="verify"] details').get_attribute("open") is not None
+                assert opened and "the last committed token" in page.locator('#step-stages .step-stage[data-stage="verify"]').inner_text()
         if page.locator('#step-status [data-done="true"]').count():
             break
     assert round_number >= 2
     assert page.locator("#step-next").is_disabled()
     assert "Done" in page.locator("#step-stages").inner_text()
     assert "chart-step" in page.locator("#chart-step").get_attribute("id")
+    assert page.locator("#chart-step-round .gtitle").text_content().startswith("Round ")  # the last round drawn
+    assert opened, "no round's stage opened from its caption"
     step_text = "".join(page.locator(f"#step-lane :is({KEPT})").all_inner_texts())
     assert step_text == normal_text  # same seed, same engine: the same text, round by round
 

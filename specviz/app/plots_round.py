@@ -21,6 +21,8 @@ from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent, TokenKind
 
 DRAFT_ROW, TARGET_ROW = 1.0, 0.0
+# each row's colour by its token's kind; a plain target step (nothing drafted) is grey, as in Where the time went
+ROW_COLOURS = {**COLORS, "target": "#7f7f7f"}
 DRAFT_HEIGHT, TARGET_HEIGHT = 0.45, 0.7
 
 
@@ -41,6 +43,9 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
     """A chain's γ + 1 rows (with a rival round's guesses after the first): row i judges draft i + 1, the last
     row gives the bonus where every draft was kept."""
     correction = "the target's own pick" if greedy else "resampled"
+    if event.gamma == 0:  # nothing drafted: one plain step
+        own = text_at(texts.own, 0)
+        return [Cell(own, "target", f"nothing drafted: one plain target step, which wrote {own}")]
     cells = []
     for index, token in enumerate(event.drafted):
         name, verdict = text_at(texts.drafted, index), event.verdict(index)
@@ -80,16 +85,13 @@ def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
                 "unexamined": "never tried: its row is dropped"}[node.verdict]
         mark = {"accepted": "✓ ", "rejected": "✗ "}.get(node.verdict, "")
         cells.append(Cell(f"{mark}{name}", node.verdict, f"node {name} at depth {node.depth}: {what}"))
+    if len(cells) < event.num_verify_rows:  # an accepted end-of-text: the row below it went unused
+        cells.append(Cell("", "unexamined", "the row below the last kept node: unused, the text had ended"))
     return cells
 
 
 def target_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
     return tree_cells(event, texts) if event.tree else chain_cells(event, texts, greedy)
-
-
-def num_dropped_rows(event: RoundEvent, num_cells: int) -> int:
-    """Rows of the verify both caches drop: every row computed but the committed token's and the kept drafts'."""
-    return max(0, num_cells - 1 - event.num_kept_drafts)
 
 
 def cut_index(event: RoundEvent, cells: list[Cell]) -> int | None:
@@ -111,8 +113,8 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
                   greedy: bool = False) -> go.Figure:
     """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row."""
     figure = base_figure("One round drawn", "seconds of model work (the lane's clock, as in Where the time went)", "")
-    if event is None or texts is None or event.gamma == 0:
-        return with_hint(figure, "pick a round that drafted")
+    if event is None or texts is None:
+        return with_hint(figure, "pick a round")
     blocks = round_blocks(event, round_start_s(trace, event.round_index))
     drafts, verify = [block for block in blocks if block.is_draft], blocks[-1]
     for block, text in zip(drafts, draft_texts(event, texts)):
@@ -124,12 +126,11 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
     width = verify.duration_s / len(cells)
     for index, cell in enumerate(cells):
         add_block(figure, verify.start_s + index * width, width, TARGET_ROW, TARGET_HEIGHT, cell.text,
-                  COLORS[cell.kind], cell.hover)
+                  ROW_COLOURS[cell.kind], cell.hover)
     # one outline round the target's rows: they are one forward, not several
     figure.add_shape(type="rect", x0=verify.start_s, x1=verify.start_s + verify.duration_s, y0=TARGET_ROW - TARGET_HEIGHT / 2,
                      y1=TARGET_ROW + TARGET_HEIGHT / 2, line={"color": "#222", "width": 2})
     cut = cut_index(event, cells)
-    dropped = num_dropped_rows(event, len(cells))
     if cut is not None:
         x = verify.start_s + (cut + 1) * width
         figure.add_shape(type="line", x0=x, x1=x, y0=TARGET_ROW - 0.6, y1=DRAFT_ROW + 0.4,
@@ -137,7 +138,7 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
         figure.add_annotation(x=x, y=DRAFT_ROW + 0.45, text="cut", showarrow=False, yanchor="bottom")
     start = drafts[0].start_s if drafts else verify.start_s
     figure.update_layout(
-        title={"text": anatomy_title(event, len(drafts), len(cells), dropped)},
+        title={"text": anatomy_title(event, len(drafts))},
         showlegend=False, bargap=0, barmode="overlay",
         uniformtext={"minsize": 9, "mode": "hide"},  # a token that does not fit its block is in its hover
         yaxis={"tickvals": [TARGET_ROW, DRAFT_ROW], "ticktext": ["target", "drafter"], "range": [-0.6, 1.8],
@@ -156,9 +157,13 @@ def add_block(figure: go.Figure, start_s: float, duration_s: float, row: float, 
                    hovertext=[hover], hoverinfo="text")
 
 
-def anatomy_title(event: RoundEvent, num_drafts: int, num_rows: int, dropped: int) -> str:
+def anatomy_title(event: RoundEvent, num_drafts: int) -> str:
     """Two short lines (a long one was clipped on a phone): the forwards, then what the round kept and dropped."""
-    drafting = "drafts copied, no draft forward" if num_drafts == 0 else count(num_drafts, "draft forward")
-    kept = f"{count(event.num_kept_drafts, 'draft')} kept; the caches drop {count(dropped, 'row')}"
-    return (f"Round {event.round_index + 1}: {drafting}, 1 target forward over {num_rows} rows"
+    drafting = count(num_drafts, "draft forward")
+    if event.gamma == 0:
+        drafting = "nothing drafted"
+    elif num_drafts == 0:
+        drafting = "drafts copied, no draft forward"
+    kept = f"{count(event.num_kept_drafts, 'draft')} kept; the caches drop {count(event.num_dropped_rows, 'row')}"
+    return (f"Round {event.round_index + 1}: {drafting}, 1 target forward over {count(event.num_verify_rows, 'row')}"
             f"<br><span style='font-size:12px'>{kept}</span>")

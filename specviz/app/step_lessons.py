@@ -26,14 +26,19 @@ if TYPE_CHECKING:  # annotations only: the words stay free of torch and the mode
 STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
 
 
-def stage_html(index: int, name: str, title: str, body: str) -> str:
-    """One stage of a round; each appears STAGE_DELAY_S after the last (none with reduced motion)."""
+def stage_html(index: int, name: str, title: str, body: str, caption: str = "") -> str:
+    """One stage of a round; each appears STAGE_DELAY_S after the last (none with reduced motion). With a
+    caption, the stage is that one line under the drawing of the round, its paragraph one click away."""
+    head = f"<b>{index + 1} · {title}.</b>"
+    inner = (f'<details><summary>{head} {caption}</summary><div style="margin:4px 0 0 1.2em">{body}</div></details>'
+             if caption else f"{head} {body}")
     return (f'<li class="step-stage" data-stage="{name}" style="animation-delay:{index * STAGE_DELAY_S:.1f}s;'
-            f'margin:0 0 8px 0"><b>{index + 1} · {title}.</b> {body}</li>')
+            f'margin:0 0 8px 0">{inner}</li>')
 
 
-def stages_html(stages: Sequence[tuple[str, str, str]], heading: str) -> str:
-    items = "".join(stage_html(i, name, title, body) for i, (name, title, body) in enumerate(stages))
+def stages_html(stages: Sequence[tuple[str, ...]], heading: str) -> str:
+    """Stages as (name, title, body) or (name, title, body, caption)."""
+    items = "".join(stage_html(i, *stage) for i, stage in enumerate(stages))
     return f'<div class="step-round"><p style="margin:0 0 6px 0"><b>{heading}</b></p><ol style="padding-left:0;list-style:none">{items}</ol></div>'
 
 
@@ -42,6 +47,7 @@ def step_intro_html() -> str:
         '<div class="step-round"><p>Press <b>Start</b> to read the prompt with the settings above, then '
         '<b>Next round</b> for one real round of speculative decoding: the draft proposes, the target verifies in '
         'one forward, each draft is accepted or rejected, the target adds its own token, and the caches roll back. '
+        'The round is drawn above its stages; each stage is one line, a click on it tells why. '
         'Keyboard: Tab to a button and press Enter or Space; or press <kbd>N</kbd> anywhere outside a text box '
         'for the next round.</p></div>'
     )
@@ -65,17 +71,35 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
         return stages_html(plain_step_stages(event, texts, drafter), heading)
     if event.tree and texts.nodes:  # a tree round: its own stages, each node's why as the inspector says it
         return stages_html(tree_stages(event, texts.nodes, greedy), heading)
-    rivals = [("rivals", "Rival guesses", rivals_sentence(event, texts))] if event.rivals and texts.rivals else []
+    captions = chain_captions(event, texts)
+    rivals = ([("rivals", "Rival guesses", rivals_sentence(event, texts), captions["rivals"])]
+              if event.rivals and texts.rivals else [])
     stages = [
-        ("draft", "Draft", draft_sentence(event, texts, drafter, room)),
-        ("verify", "Verify", verify_sentence(event, texts, labels, greedy)),
+        ("draft", "Draft", draft_sentence(event, texts, drafter, room), captions["draft"]),
+        ("verify", "Verify", verify_sentence(event, texts, labels, greedy), captions["verify"]),
         *rivals,
-        ("accept", "Accept or reject, left to right", accept_list(event, texts, greedy)),
-        ("verdict", "Verdict", verdict_sentence(event, texts)),
-        ("correction", correction_title(event, greedy), correction_sentence(event, texts, labels, greedy)),
-        ("rollback", "Roll back", rollback_sentence(event, texts, num_new_before, drafter)),
+        ("accept", "Accept or reject, left to right", accept_list(event, texts, greedy), captions["accept"]),
+        ("verdict", "Verdict", verdict_sentence(event, texts), captions["verdict"]),
+        ("correction", correction_title(event, greedy), correction_sentence(event, texts, labels, greedy),
+         captions["correction"]),
+        ("rollback", "Roll back", rollback_sentence(event, texts, num_new_before, drafter), captions["rollback"]),
     ]
     return stages_html(stages, heading)
+
+
+def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
+    """Each stage of a chain round in one line, the words of the round's drawing (specviz.app.plots_round)."""
+    own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
+    return {
+        "draft": f"proposed {listing([plain_token(text) for text in texts.drafted])}",
+        "verify": f"one target forward over {count(event.num_verify_rows, 'row')} judged them all at once",
+        "rivals": f"{count(len(event.rivals), 'other guess', 'other guesses')} for draft 1 judged in the same forward",
+        "accept": listing([inline_token(text, event.verdict(index)) for index, text in enumerate(texts.drafted)]),
+        "verdict": f"{event.num_accepted} of {count(event.gamma, 'draft')} accepted",
+        "correction": f"the target adds {own}" if own else "the end of the text came first",
+        "rollback": (f"{count(len(event.emitted_ids), 'token')} committed; the caches drop "
+                     f"{count(event.num_dropped_rows, 'row')}"),
+    }
 
 
 def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:

@@ -162,7 +162,7 @@ def build_step_mode(names: list[str]) -> StepSection:
                          elem_classes=["specviz-status"])
         lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
         round_chart = gr.Plot(plots_round.round_anatomy(Trace(), None), show_label=False, elem_id="chart-step-round")
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_id="step-row"):
             stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
                              js_on_load=NEXT_KEY_JS)
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")

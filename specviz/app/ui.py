@@ -57,8 +57,8 @@ CSS = """
 .toast-wrap { top: auto !important; bottom: var(--size-4, 16px); }
 #lane-speculative .round { cursor: pointer; }
 .tok[data-parting] { outline: 2px solid #c0392b; outline-offset: 1px; }  /* where greedy lanes parted */
-/* Narrow windows: the inspector's table and chart stack instead of overlapping. */
-@media (max-width: 1000px) { #inspector-row { flex-direction: column; } }
+/* Narrow windows: the inspector's table and chart, and step mode's stages and chart, stack instead of squeezing. */
+@media (max-width: 1000px) { #inspector-row, #step-row { flex-direction: column; } }
 /* At 800 px side by side leaves each part ~380 px: the pair's name cut off, chart titles under their
    legends, lanes too narrow to read. One column there. */
 @media (max-width: 900px) {

@@ -131,6 +131,19 @@ class RoundEvent:
             self.drafted[0].draft_confidence < max(token.draft_confidence for token in self.rivals))
 
     @property
+    def num_verify_rows(self) -> int:
+        """Rows the round's one target forward computed: the last committed token's, then one per drafted token
+        (a rival round's guesses and a tree's nodes among them)."""
+        if self.tree:
+            return 1 + sum(node.verdict not in ("resample", "bonus") for node in self.tree)
+        return 1 + self.gamma + len(self.rivals)
+
+    @property
+    def num_dropped_rows(self) -> int:
+        """Rows of that forward the caches drop after it: all but the committed token's and the kept drafts'."""
+        return self.num_verify_rows - 1 - self.num_kept_drafts
+
+    @property
     def num_kept_drafts(self) -> int:
         """Accepted drafts that made it into the text: an accepted EOS ends it mid-round, and the
         accepted drafts after it are dropped."""
