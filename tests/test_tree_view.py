@@ -192,7 +192,12 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
     assert figure.layout.title.text.endswith("the text ended there")
     stages = step_tree.tree_stages(event, texts, greedy=False)
-    assert [name for name, _, _ in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
+    assert [stage[0] for stage in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
+    from specviz.app.plots_round import target_cells
+    from specviz.app.render.lanes import RoundTexts
+
+    cells = target_cells(event, RoundTexts(drafted=[], nodes=texts), greedy=False)  # the round drawn: no own token
+    assert len(cells) == event.num_verify_rows == 4 and cells[-1].kind == "unexamined" and not cells[-1].text
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

@@ -226,15 +226,16 @@ def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int,
     return sentence
 
 
-def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> list[tuple[str, str, str]]:
+def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> list[tuple[str, str, str, str]]:
     """A round with nothing drafted: no room left, or prompt lookup found no match."""
     why = drafter_info(drafter).none_words
     own = inline_token(texts.next_text, "target") if texts.own else "nothing (end of text)"
     return [
-        ("draft", "Draft", f"Nothing drafted: {why}."),
+        ("draft", "Draft", f"Nothing drafted: {why}.", "nothing drafted"),
         ("verify", "Target step", f"One plain target forward, as the baseline would do: the target chose {own} "
-                                  f"(its top pick at temperature 0, a draw from p above it)."),
-        ("rollback", "Commit", "Nothing to roll back: one token in, one token kept."),
+                                  f"(its top pick at temperature 0, a draw from p above it).",
+         f"one plain target forward wrote {own}"),
+        ("rollback", "Commit", "Nothing to roll back: one token in, one token kept.", "nothing to drop"),
     ]
 
 

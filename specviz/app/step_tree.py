@@ -71,20 +71,31 @@ def settle_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
             f"KV cache: {moved}, and the drafter's own caches keep the same path.{new}")
 
 
-def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[tuple[str, str, str]]:
-    """A tree round's stages for step mode: (name, title, body HTML)."""
+def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[tuple[str, str, str, str]]:
+    """A tree round's stages for step mode: (name, title, body HTML, its one-line caption)."""
     own = own_index(event)
+    drafted = drafted_nodes(event)
     if own is None:  # an accepted end-of-text ended the text inside the round
-        correction = ("correction", "The end of the text", f"{END_OF_TEXT_WORDS[0].upper()}{END_OF_TEXT_WORDS[1:]}.")
+        correction = ("correction", "The end of the text", f"{END_OF_TEXT_WORDS[0].upper()}{END_OF_TEXT_WORDS[1:]}.",
+                      "the text ended on a kept guess")
     else:
+        own_token = inline_token(texts[own], event.tree[own].verdict)
         correction = ("correction", "Bonus" if event.tree[own].verdict == "bonus" else "The target's own token",
-                      f"{inline_token(texts[own], event.tree[own].verdict)}: "
-                      f"{escape_text(own_line(event, own, texts, greedy))}.")
+                      f"{own_token}: {escape_text(own_line(event, own, texts, greedy))}.", f"the target adds {own_token}")
+    tried = sorted((i for i in drafted if event.tree[i].verdict in ("accepted", "rejected")),
+                   key=lambda i: (event.tree[i].depth, i))
+    kept = [inline_token(texts[i], "accepted") for i in drafted if event.tree[i].verdict == "accepted"]
+    depth = max(event.tree[i].depth for i in drafted)
     return [
-        ("draft", "Draft a tree", grow_sentence(event, texts)),
-        ("verify", "Verify every branch in one pass", verify_sentence(event)),
-        ("accept", "Walk down the tree", walk_list(event, texts, greedy)),
-        ("verdict", "Verdict", kept_sentence(event, texts)),
+        ("draft", "Draft a tree", grow_sentence(event, texts),
+         f"{count(len(drafted), 'guess', 'guesses')} on {count(num_branches(event), 'branch', 'branches')}, up to {depth} deep"),
+        ("verify", "Verify every branch in one pass", verify_sentence(event),
+         f"one target forward over {count(event.num_verify_rows, 'row')}, under the tree mask"),
+        ("accept", "Walk down the tree", walk_list(event, texts, greedy),
+         listing([inline_token(texts[i], event.tree[i].verdict) for i in tried])),
+        ("verdict", "Verdict", kept_sentence(event, texts),
+         f"the kept path: {listing(kept)}" if kept else "no guess kept"),
         correction,
-        ("rollback", "Settle the caches", settle_sentence(event, texts)),
+        ("rollback", "Settle the caches", settle_sentence(event, texts),
+         f"{count(len(event.emitted_ids), 'token')} committed; the caches drop {count(event.num_dropped_rows, 'row')}"),
     ]
