@@ -144,3 +144,42 @@ def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer
         assert not any("limit" in reason for reason in reasons), reasons
     finally:
         teach_sections.close_step(session)
+
+
+def test_step_mode_asks_for_a_guess_before_it_shows_the_verify(demo):
+    """With "guess first", Next round runs the round but shows only its drafting, keeps the lane as it was and
+    asks how many drafts the target keeps; the guess shows the whole round and says how it went."""
+    start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
+    guess_fn = handler(demo, "on_step_guess")
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
+                "temperature": 0.0, "max-new-tokens": 16, "rivals": 0}
+    session = start_fn.fn(*[settings.get(component.elem_id, component.value) for component in start_fn.inputs])[0]
+    names = [component.elem_id for component in next_fn.outputs]
+    assert names == [component.elem_id for component in guess_fn.outputs]
+    try:
+        shown = dict(zip(names, next_fn.fn(session, True)))
+        event = session.lane.trace.rounds[-1]
+        assert event.gamma and session.pending is not None
+        assert "how many drafts will the target keep" in shown["step-status"]
+        assert 'data-stage="draft"' in shown["step-stages"] and 'data-stage="verify"' not in shown["step-stages"]
+        assert "tok-accepted" not in shown["step-stages"] and "tok-rejected" not in shown["step-stages"]
+        assert shown["step-lane"] == gr.skip()  # the lane as it was: its verdicts wait for the guess
+        assert shown["step-guess"].visible and shown["step-guess"].choices == [(str(n), str(n)) for n in range(event.gamma + 1)]
+        assert shown["step-next"].interactive is False  # no next round before the guess
+        assert "? your guess first" in str(shown["chart-step-round"].data)
+        again = dict(zip(names, next_fn.fn(session, True)))  # Next again (the N key) shows the waiting round
+        assert session.pending is None and 'data-stage="verify"' in again["step-stages"]
+        for _ in range(10):  # on to the next round that drafts (one that drafts nothing asks no guess)
+            next_fn.fn(session, True)
+            if session.pending is not None:
+                break
+        assert session.pending is not None, "no other round drafted"
+        event = session.lane.trace.rounds[-1]
+        guessed = dict(zip(names, guess_fn.fn(session, "0")))
+        kept = event.num_kept_drafts
+        assert f"You guessed 0: the target kept {kept} of {event.gamma}" in guessed["step-status"]
+        assert ("(right)" in guessed["step-status"]) == (kept == 0)
+        assert 'data-stage="verify"' in guessed["step-stages"] and f'data-round="{event.round_index + 1}"' in guessed["step-lane"]
+        assert guessed["step-guess"].visible is False and guessed["step-next"].interactive is not False
+    finally:
+        teach_sections.close_step(session)

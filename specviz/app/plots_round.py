@@ -110,8 +110,10 @@ def draft_texts(event: RoundEvent, texts: RoundTexts) -> list[str]:
 
 
 def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | None = None,
-                  greedy: bool = False) -> go.Figure:
-    """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row."""
+                  greedy: bool = False, reveal: bool = True) -> go.Figure:
+    """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row.
+    `reveal` False (step mode, while a visitor guesses): the drafts in the draft's colour and the verify as one
+    block still to be read, so nothing gives the verdicts away."""
     figure = base_figure("One round drawn", "seconds of model work (the lane's clock, as in Where the time went)", "")
     if event is None or texts is None:
         return with_hint(figure, "pick a round")
@@ -119,10 +121,12 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
     drafts, verify = [block for block in blocks if block.is_draft], blocks[-1]
     for block, text in zip(drafts, draft_texts(event, texts)):
         kept = block.kind == "draft-kept"
+        fate = f": its token {'kept' if kept else 'thrown away'}" if reveal else ""
         add_block(figure, block.start_s, block.duration_s, DRAFT_ROW, DRAFT_HEIGHT, text,
-                  COLORS["accepted" if kept else "rejected"],
-                  f"a draft forward, {block.duration_s * 1000:.1f} ms: its token {'kept' if kept else 'thrown away'}")
-    cells = target_cells(event, texts, greedy)
+                  COLORS["accepted" if kept else "rejected"] if reveal else COLORS["draft"],
+                  f"a draft forward, {block.duration_s * 1000:.1f} ms{fate}")
+    cells = (target_cells(event, texts, greedy) if reveal else
+             [Cell("? your guess first", "unexamined", "one target forward judges every draft at once")])
     width = verify.duration_s / len(cells)
     for index, cell in enumerate(cells):
         add_block(figure, verify.start_s + index * width, width, TARGET_ROW, TARGET_HEIGHT, cell.text,
@@ -130,7 +134,7 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
     # one outline round the target's rows: they are one forward, not several
     figure.add_shape(type="rect", x0=verify.start_s, x1=verify.start_s + verify.duration_s, y0=TARGET_ROW - TARGET_HEIGHT / 2,
                      y1=TARGET_ROW + TARGET_HEIGHT / 2, line={"color": "#222", "width": 2})
-    cut = cut_index(event, cells)
+    cut = cut_index(event, cells) if reveal else None
     if cut is not None:
         x = verify.start_s + (cut + 1) * width
         figure.add_shape(type="line", x0=x, x1=x, y0=TARGET_ROW - 0.6, y1=DRAFT_ROW + 0.4,
@@ -138,7 +142,8 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
         figure.add_annotation(x=x, y=DRAFT_ROW + 0.45, text="cut", showarrow=False, yanchor="bottom")
     start = drafts[0].start_s if drafts else verify.start_s
     figure.update_layout(
-        title={"text": anatomy_title(event, len(drafts))},
+        title={"text": anatomy_title(event, len(drafts)) if reveal else
+               f"Round {event.round_index + 1}: {count(len(drafts), 'draft forward')}, then 1 target forward"},
         showlegend=False, bargap=0, barmode="overlay",
         uniformtext={"minsize": 9, "mode": "hide"},  # a token that does not fit its block is in its hover
         yaxis={"tickvals": [TARGET_ROW, DRAFT_ROW], "ticktext": ["target", "drafter"], "range": [-0.6, 1.8],

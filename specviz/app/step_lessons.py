@@ -17,7 +17,7 @@ from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
 from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, prob
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
-from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
+from specviz.app.step_drafting import draft_sentence, guesses_in_order, listing, plain_token, rivals_sentence
 from specviz.app.step_tree import tree_stages
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
@@ -75,7 +75,7 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     rivals = ([("rivals", "Rival guesses", rivals_sentence(event, texts), captions["rivals"])]
               if event.rivals and texts.rivals else [])
     stages = [
-        ("draft", "Draft", draft_sentence(event, texts, drafter, room), captions["draft"]),
+        draft_stage(event, texts, drafter, room, greedy),
         ("verify", "Verify", verify_sentence(event, texts, labels, greedy), captions["verify"]),
         *rivals,
         ("accept", "Accept or reject, left to right", accept_list(event, texts, greedy), captions["accept"]),
@@ -87,11 +87,42 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     return stages_html(stages, heading)
 
 
+def draft_stage(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom, greedy: bool) -> tuple[str, ...]:
+    """A round's first stage, which tells nothing of the verdicts (shown alone while a visitor guesses)."""
+    if event.tree and texts.nodes:
+        return tree_stages(event, texts.nodes, greedy)[0]
+    return ("draft", "Draft", draft_sentence(event, texts, drafter, room), chain_captions(event, texts)["draft"])
+
+
+def max_kept(event: RoundEvent) -> int:
+    """The most drafts the round could keep: a chain's γ, a tree's deepest guess."""
+    if event.tree:
+        return max((node.depth for node in event.tree if node.verdict not in ("resample", "bonus")), default=0)
+    return event.gamma
+
+
+def guess_html(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom, greedy: bool) -> str:
+    """The round so far as a visitor guesses: its drafting, and the question the verify will answer."""
+    question = (f'<p id="step-question" style="margin:4px 0"><b>Your guess:</b> one target forward will judge these '
+                f"drafts at once. How many of them (0 to {max_kept(event)}) will it keep? Pick it under the status line "
+                "above; the verify is shown once you have.</p>")
+    return stages_html([draft_stage(event, texts, drafter, room, greedy)], f"Round {event.round_index + 1}") + question
+
+
+def guess_said(guess: str, event: RoundEvent) -> str:
+    """"You guessed 2: the target kept 1 of 3." """
+    kept = event.num_kept_drafts
+    right = "right" if guess == str(kept) else "not quite"
+    return f"You guessed {guess}: the target kept {kept} of {max_kept(event)} ({right})."
+
+
 def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
     """Each stage of a chain round in one line, the words of the round's drawing (specviz.app.plots_round)."""
     own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
+    # the drafter's own order: a rival the target took is not the guess it drafted first
+    drafted = [guesses_in_order(event, texts)[0][0], *texts.drafted[1:]] if event.rivals and texts.rivals else texts.drafted
     return {
-        "draft": f"proposed {listing([plain_token(text) for text in texts.drafted])}",
+        "draft": f"proposed {listing([plain_token(text) for text in drafted])}",
         "verify": f"one target forward over {count(event.num_verify_rows, 'row')} judged them all at once",
         "rivals": f"{count(len(event.rivals), 'other guess', 'other guesses')} for draft 1 judged in the same forward",
         "accept": listing([inline_token(text, event.verdict(index)) for index, text in enumerate(texts.drafted)]),

@@ -17,7 +17,8 @@ from typing import Callable
 import gradio as gr
 
 from specviz.app.teach_handlers import (
-    on_lab_example, on_lab_run, on_lab_stop, on_measured_run, on_step_next, on_step_start, on_sweep_run, on_sweep_stop,
+    on_lab_example, on_lab_run, on_lab_stop, on_measured_run, on_step_guess, on_step_next, on_step_start, on_sweep_run,
+    on_sweep_stop,
 )
 from specviz.app.teach_sections import (
     CONTROL_NAMES, LabSection, StepSection, SweepSection, TheorySection, build_lab, build_step_mode, build_sweep,
@@ -43,8 +44,11 @@ def wire_step_mode(section: StepSection, inputs: list, concurrency_id: str, on_g
     outputs = section.outputs
     section.start_button.click(on_gpu(MethodType(on_step_start, section)), [section.state, *inputs], outputs,
                                api_visibility="private", concurrency_id=concurrency_id)
-    section.next_button.click(on_gpu(on_step_next), [section.state], outputs, api_visibility="private",
-                              concurrency_id=concurrency_id, show_progress="hidden")
+    section.next_button.click(on_gpu(on_step_next), [section.state, section.guess_first], outputs,
+                              api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden")
+    # a guess shows the round already run: no model work, so no queue
+    section.guess.input(on_step_guess, [section.state, section.guess], outputs, api_visibility="private", queue=False,
+                        show_progress="hidden")
 
 
 def wire_lab(section: LabSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:

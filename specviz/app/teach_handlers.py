@@ -75,6 +75,7 @@ class StepSession:
     pair: ModelPair
     run: step_mode.StepRun
     view: render.RunView
+    pending: Sequence | None = None  # a round's events, run and fed, not shown until the visitor has guessed
 
     @property
     def lane(self) -> render.LaneView:
@@ -103,8 +104,9 @@ def step_lane_html(session: StepSession) -> str:
     return session.lane.html("Speculative decoding, one round at a time", status, max_height_px=STEP_LANE_MAX_PX)
 
 
-def step_values(session: StepSession, events: Sequence) -> tuple:
-    """(status, lane, stages, chart, round drawn, next button) after the events of one press."""
+def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple:
+    """(status, lane, stages, chart, round drawn, guess, next button) after the events of one press; `said` goes
+    before the status (the visitor's guess against the round)."""
     trace, config = session.lane.trace, session.request.config
     rounds = [event for event in events if isinstance(event, RoundEvent)]
     round_number = len(trace.rounds)
@@ -131,17 +133,32 @@ def step_values(session: StepSession, events: Sequence) -> tuple:
     if finish is not None:
         stages += step_lessons.finish_html(trace, finish, config.max_new_tokens)
         message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
-    status = step_lessons.step_status_html(message, round_number, session.run.done, trace.num_tokens,
-                                      "done" if session.run.done else "info")
-    return (status, step_lane_html(session), stages or gr.skip(), chart, drawn,
+    status = step_lessons.step_status_html(f"{said} {message}".strip(), round_number, session.run.done,
+                                           trace.num_tokens, "done" if session.run.done else "info")
+    return (status, step_lane_html(session), stages or gr.skip(), chart, drawn, gr.Radio(visible=False, value=None),
             gr.Button(interactive=not session.run.done))
+
+
+def guess_values(session: StepSession, event: RoundEvent) -> tuple:
+    """StepSection.outputs' values while a round waits for the visitor's guess: its drafting only, the lane as it
+    was, the verify drawn as one block still to be read, and the numbers to pick from."""
+    lane = session.lane
+    texts = lane.round_texts[event.round_index]
+    stages = step_lessons.guess_html(event, texts, session.request.config.drafter, session.run.draft_room(event),
+                                     lane.greedy)
+    drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy, reveal=False)
+    status = step_lessons.step_status_html(f"Round {event.round_index + 1} drafted: how many drafts will the target "
+                                           "keep? Pick your guess.", event.round_index, False, lane.trace.num_tokens)
+    choices = [str(number) for number in range(step_lessons.max_kept(event) + 1)]
+    return (status, gr.skip(), stages, gr.skip(), drawn, gr.Radio(choices, value=None, visible=True),
+            gr.Button(interactive=False))
 
 
 def step_error(session: StepSession | None, error: BaseException) -> tuple:
     """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
     message = describe_error(error)
     return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
-            gr.skip(), gr.Button(interactive=session is not None and not session.run.done))
+            gr.skip(), gr.skip(), gr.Button(interactive=session is not None and not session.run.done))
 
 
 def on_step_start(section: StepSection, session: StepSession | None, *values) -> tuple:
@@ -153,15 +170,31 @@ def on_step_start(section: StepSection, session: StepSession | None, *values) ->
     return (session, *step_values(session, session.run.trace.events()))
 
 
-def on_step_next(session: StepSession | None) -> tuple:
+def on_step_next(session: StepSession | None, guess_first: bool = False) -> tuple:
     if session is None:
         return step_error(None, ValueError("press Start first: it reads the prompt with the settings above"))
+    if session.pending is not None:  # a round still waits for its guess (the N key): show it, run no other
+        events, session.pending = session.pending, None
+        return (session, *step_values(session, events, "No guess this time."))
     try:
         events = session.run.advance()
         session.feed(events)
     except Exception as error:  # noqa: BLE001
         return step_error(session, error)
+    drafted = [event for event in events if isinstance(event, RoundEvent) and event.gamma]
+    if guess_first and drafted:
+        session.pending = events
+        return (session, *guess_values(session, drafted[-1]))
     return (session, *step_values(session, events))
+
+
+def on_step_guess(session: StepSession | None, guess: str | None) -> tuple:
+    """The visitor's guess: the round it waited on, shown whole, with how the guess went."""
+    if session is None or session.pending is None or guess is None:
+        return (session, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Radio(visible=False), gr.skip())
+    events, session.pending = session.pending, None
+    event = next(event for event in reversed(events) if isinstance(event, RoundEvent))
+    return (session, *step_values(session, events, step_lessons.guess_said(str(guess), event)))
 
 
 # --- exactness lab ---------------------------------------------------------------------------------------------

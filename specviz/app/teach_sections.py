@@ -64,11 +64,14 @@ class StepSection:
     stages: gr.HTML
     chart: gr.Plot
     round_chart: gr.Plot  # the round drawn (specviz.app.plots_round), as the inspector draws it
+    guess_first: gr.Checkbox  # ask the visitor how many drafts survive before showing the verify
+    guess: gr.Radio  # their answer, shown only while a round waits for it
 
     @property
     def outputs(self) -> list[gr.Component]:
-        """What Start and Next round update, in the order their handlers return."""
-        return [self.state, self.status, self.lane, self.stages, self.chart, self.round_chart, self.next_button]
+        """What Start, Next round and a guess update, in the order their handlers return."""
+        return [self.state, self.status, self.lane, self.stages, self.chart, self.round_chart, self.guess,
+                self.next_button]
 
 
 @dataclass
@@ -158,15 +161,19 @@ def build_step_mode(names: list[str]) -> StepSection:
         with gr.Row():
             start_button = gr.Button("Start", elem_id="step-start", variant="primary", scale=0)
             next_button = gr.Button("Next round", elem_id="step-next", interactive=False, scale=0)
+            guess_first = gr.Checkbox(False, label="guess first: how many drafts will the target keep?",
+                                      elem_id="step-guess-first", scale=1)
         status = gr.HTML(step_lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
+        guess = gr.Radio([], label="your guess: drafts the target keeps", visible=False, elem_id="step-guess")
         lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
         round_chart = gr.Plot(plots_round.round_anatomy(Trace(), None), show_label=False, elem_id="chart-step-round")
         with gr.Row(equal_height=False, elem_id="step-row"):
             stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
                              js_on_load=NEXT_KEY_JS)
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")
-    return StepSection(names, state, start_button, next_button, status, lane, stages, chart, round_chart)
+    return StepSection(names, state, start_button, next_button, status, lane, stages, chart, round_chart,
+                       guess_first, guess)
 
 
 def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection:
