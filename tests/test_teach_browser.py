@@ -96,6 +96,34 @@ def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
     assert step_text == normal_text  # same seed, same engine: the same text, round by round
 
 
+def test_step_mode_asks_for_a_guess_and_then_shows_the_round(page):
+    """With "guess first" a round's verdicts wait for the visitor: the lane is not yet coloured, the round is
+    drawn with its verify still a block to read, Next round is off; a pick shows it all and says how it went."""
+    choose_tiny_code(page, temperature=0.0)
+    open_section(page, "step-mode")
+    page.locator("#step-guess-first input").check()
+    page.click("#step-start")
+    page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
+    for round_number in range(1, 6):  # on to a round that drafted (one that drafts nothing asks no guess)
+        page.click("#step-next")
+        page.wait_for_function("n => new RegExp(`Round ${n} (drafted|done)`).test(document.querySelector('#step-status')"
+                               ".innerText)", arg=round_number, timeout=JOB_TIMEOUT_MS)
+        if f"Round {round_number} drafted" in page.locator("#step-status").inner_text():
+            page.wait_for_selector("#step-guess", state="visible", timeout=10_000)
+            break
+    assert page.locator("#step-guess").is_visible(), page.locator("#step-status").inner_text()
+    assert page.locator("#step-next").is_disabled()
+    assert page.locator('#step-stages .step-stage[data-stage="verify"]').count() == 0
+    assert "your guess first" in page.locator("#chart-step-round").inner_text()
+    rounds_shown = page.locator("#step-lane .round").count()
+    page.locator("#step-guess label", has_text="0").click()
+    page.wait_for_function("document.querySelector('#step-status').innerText.includes('You guessed 0')",
+                           timeout=10_000)
+    assert page.locator("#step-lane .round").count() == rounds_shown + 1  # the lane shows the round now
+    assert page.locator('#step-stages .step-stage[data-stage="verify"]').count() == 1
+    assert page.locator("#step-guess").is_hidden() and not page.locator("#step-next").is_disabled()
+
+
 def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     open_section(page, "exactness-lab")
     page.click("#lab-example")  # the tiny-code pair at temperature 1, where the mistake shows
