@@ -10,6 +10,7 @@ drop. Plain figures from one RoundEvent: the inspector and step mode draw the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
 from specviz.analysis.timeline import round_blocks, round_start_s
@@ -40,8 +41,8 @@ def text_at(texts: list[str], index: int) -> str:
 
 
 def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
-    """A chain's γ + 1 rows (with a rival round's guesses after the first): row i judges draft i + 1, the last
-    row gives the bonus where every draft was kept."""
+    """A chain's γ + 1 rows (with a rival round's guesses after the first): each judges the draft at its place,
+    the last gives the bonus where every draft was kept."""
     correction = "the target's own pick" if greedy else "resampled"
     if event.gamma == 0:  # nothing drafted: one plain step
         own = text_at(texts.own, 0)
@@ -49,7 +50,7 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
     cells = []
     for index, token in enumerate(event.drafted):
         name, verdict = text_at(texts.drafted, index), event.verdict(index)
-        where = f"row {index + 1} judges draft {index + 1}, {name}"
+        where = f"the row that judges draft {index + 1}, {name}"
         if verdict == "accepted":
             cells.append(Cell(f"✓ {name}", "accepted", f"{where}: kept"))
         elif verdict == "rejected":
@@ -66,9 +67,9 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
                                   "its row is dropped"))
     if event.next_kind == "bonus" and len(event.emitted_ids) > event.num_kept_drafts:
         bonus = text_at(texts.own, len(texts.own) - 1)
-        cells.append(Cell(f"+ {bonus}", "bonus", f"row {event.gamma + 1}: every draft kept, so it gives a bonus token, {bonus}"))
+        cells.append(Cell(f"+ {bonus}", "bonus", f"the last row: every draft kept, so it gives a bonus token, {bonus}"))
     else:
-        cells.append(Cell("", "unexamined", f"row {event.gamma + 1}: past the cut, unused"))
+        cells.append(Cell("", "unexamined", "the last row: past the cut, unused"))
     return cells
 
 
