@@ -19,6 +19,7 @@ from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
 from specviz.app.step_drafting import draft_sentence, guesses_in_order, listing, plain_token, rivals_sentence
 from specviz.app.step_tree import tree_stages
+from specviz.app.render.tree_round import tree_depth
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
     from specviz.app.lab.step_mode import DraftRoom
@@ -91,14 +92,12 @@ def draft_stage(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftR
     """A round's first stage, which tells nothing of the verdicts (shown alone while a visitor guesses)."""
     if event.tree and texts.nodes:
         return tree_stages(event, texts.nodes, greedy)[0]
-    return ("draft", "Draft", draft_sentence(event, texts, drafter, room), chain_captions(event, texts)["draft"])
+    return ("draft", "Draft", draft_sentence(event, texts, drafter, room), draft_caption(event, texts))
 
 
 def max_kept(event: RoundEvent) -> int:
     """The most drafts the round could keep: a chain's γ, a tree's deepest guess."""
-    if event.tree:
-        return max((node.depth for node in event.tree if node.verdict not in ("resample", "bonus")), default=0)
-    return event.gamma
+    return tree_depth(event) if event.tree else event.gamma
 
 
 def guess_html(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom, greedy: bool) -> str:
@@ -116,13 +115,17 @@ def guess_said(guess: str, event: RoundEvent) -> str:
     return f"You guessed {guess}: the target kept {kept} of {max_kept(event)} ({right})."
 
 
-def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
-    """Each stage of a chain round in one line, the words of the round's drawing (specviz.app.plots_round)."""
-    own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
-    # the drafter's own order: a rival the target took is not the guess it drafted first
+def draft_caption(event: RoundEvent, texts: RoundTexts) -> str:
+    """A chain round's drafts in the drafter's own order (a rival the target took is not the guess it drafted first)."""
     drafted = [guesses_in_order(event, texts)[0][0], *texts.drafted[1:]] if event.rivals and texts.rivals else texts.drafted
+    return f"proposed {listing([plain_token(text) for text in drafted])}"
+
+
+def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
+    """Each stage of a chain round after its drafting in one line, the words of the round's drawing
+    (specviz.app.plots_round); the drafting's is draft_caption."""
+    own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
     return {
-        "draft": f"proposed {listing([plain_token(text) for text in drafted])}",
         "verify": f"one target forward over {count(event.num_verify_rows, 'row')} judged them all at once",
         "rivals": f"{count(len(event.rivals), 'other guess', 'other guesses')} for draft 1 judged in the same forward",
         "accept": listing([inline_token(text, event.verdict(index)) for index, text in enumerate(texts.drafted)]),

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from specviz.app.render.tokens import escape_text, inline_token
 from specviz.app.render.tree_round import (
-    END_OF_TEXT_WORDS, drafted_nodes, node_lines, num_branches, own_index, own_line,
+    END_OF_TEXT_WORDS, drafted_nodes, node_lines, num_branches, own_index, own_line, tree_depth,
 )
 from specviz.app.step_drafting import listing, plain_token
 from specviz.app.wording import count
@@ -20,10 +20,9 @@ from specviz.decoding.events import RoundEvent
 def grow_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     """What the drafter proposed: the tree's size and shape, and its guesses for the first token."""
     drafted = drafted_nodes(event)
-    depth = max(event.tree[i].depth for i in drafted)
     first = [f"{plain_token(texts[i])} ({event.tree[i].draft_prob:.0%})" for i in drafted if event.tree[i].depth == 1]
     return (f"The drafter grew a tree of {count(len(drafted), 'guess', 'guesses')} on {num_branches(event)} branches, "
-            f"up to {depth} deep, in {count(event.num_draft_forwards, 'drafter pass', 'drafter passes')} (one per level, "
+            f"up to {tree_depth(event)} deep, in {count(event.num_draft_forwards, 'drafter pass', 'drafter passes')} (one per level, "
             f"each over the whole frontier): it expanded its likeliest nodes, scored each by the product of its "
             f"probabilities along the path, and kept the best. For the next token it offered {listing(first)}; the "
             "chart draws the whole tree.")
@@ -37,13 +36,22 @@ def verify_sentence(event: RoundEvent) -> str:
             "p that single steps along its own path would give: one pass checks every branch.")
 
 
+def tried_nodes(event: RoundEvent) -> list[int]:
+    """The guesses the walk tried, in the order it tried them: level by level, siblings in the drafter's order."""
+    tried = [i for i in drafted_nodes(event) if event.tree[i].verdict in ("accepted", "rejected")]
+    return sorted(tried, key=lambda i: (event.tree[i].depth, i))
+
+
+def kept_tokens(event: RoundEvent, texts: Sequence[str]) -> list[str]:
+    """The kept path's guesses, drawn as kept tokens."""
+    return [inline_token(texts[i], "accepted") for i in drafted_nodes(event) if event.tree[i].verdict == "accepted"]
+
+
 def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     """The guesses the walk tried, in the order it tried them, each with its verdict and why."""
     lines = node_lines(event, texts, greedy)
-    tried = [i for i in drafted_nodes(event) if event.tree[i].verdict in ("accepted", "rejected")]
-    tried.sort(key=lambda i: (event.tree[i].depth, i))  # level by level, siblings in the drafter's order
     items = "".join(f"<li>{inline_token(texts[i], event.tree[i].verdict)}: "
-                    f"{escape_text(lines[i].split(chr(10), 1)[1])}</li>" for i in tried)
+                    f"{escape_text(lines[i].split(chr(10), 1)[1])}</li>" for i in tried_nodes(event))
     rule = ("At temperature 0 a guess is kept exactly when it is the target's own pick there."
             if greedy else "A guess x is kept with probability p′(x); each rejection sets p′(x) to 0 and renormalises p′.")
     return (f"From the top, try each node's children in the drafter's order; the first one kept becomes the node "
@@ -52,7 +60,7 @@ def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
 
 def kept_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     drafted = drafted_nodes(event)
-    kept = [inline_token(texts[i], "accepted") for i in drafted if event.tree[i].verdict == "accepted"]
+    kept = kept_tokens(event, texts)
     unexamined = sum(event.tree[i].verdict == "unexamined" for i in drafted)
     rejected = sum(event.tree[i].verdict == "rejected" for i in drafted)
     path = f"The kept path: {listing(kept)}" if kept else "No guess was kept"
@@ -82,17 +90,14 @@ def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[t
         own_token = inline_token(texts[own], event.tree[own].verdict)
         correction = ("correction", "Bonus" if event.tree[own].verdict == "bonus" else "The target's own token",
                       f"{own_token}: {escape_text(own_line(event, own, texts, greedy))}.", f"the target adds {own_token}")
-    tried = sorted((i for i in drafted if event.tree[i].verdict in ("accepted", "rejected")),
-                   key=lambda i: (event.tree[i].depth, i))
-    kept = [inline_token(texts[i], "accepted") for i in drafted if event.tree[i].verdict == "accepted"]
-    depth = max(event.tree[i].depth for i in drafted)
+    kept = kept_tokens(event, texts)
     return [
         ("draft", "Draft a tree", grow_sentence(event, texts),
-         f"{count(len(drafted), 'guess', 'guesses')} on {count(num_branches(event), 'branch', 'branches')}, up to {depth} deep"),
+         f"{count(len(drafted), 'guess', 'guesses')} on {count(num_branches(event), 'branch', 'branches')}, up to {tree_depth(event)} deep"),
         ("verify", "Verify every branch in one pass", verify_sentence(event),
          f"one target forward over {count(event.num_verify_rows, 'row')}, under the tree mask"),
         ("accept", "Walk down the tree", walk_list(event, texts, greedy),
-         listing([inline_token(texts[i], event.tree[i].verdict) for i in tried])),
+         listing([inline_token(texts[i], event.tree[i].verdict) for i in tried_nodes(event)])),
         ("verdict", "Verdict", kept_sentence(event, texts),
          f"the kept path: {listing(kept)}" if kept else "no guess kept"),
         correction,

@@ -51,6 +51,11 @@ def drafted_nodes(event: RoundEvent) -> list[int]:
     return [i for i, node in enumerate(event.tree) if node.verdict not in ("resample", "bonus")]
 
 
+def tree_depth(event: RoundEvent) -> int:
+    """The deepest drafted guess: how far down the tree went, the most drafts the round could keep."""
+    return max((event.tree[i].depth for i in drafted_nodes(event)), default=0)
+
+
 def num_branches(event: RoundEvent) -> int:
     """Root-to-leaf paths among the drafted nodes: how many ways the round guessed on (a chain has one)."""
     drafted = drafted_nodes(event)
@@ -177,10 +182,9 @@ def tree_title(event: RoundEvent, texts: Sequence[str]) -> str:
 
 def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
     drafted = drafted_nodes(event)
-    depth = max(event.tree[i].depth for i in drafted)
     num_kept = sum(event.tree[i].verdict == "accepted" for i in drafted)
     return (f"Round {event.round_index + 1}: the drafter proposed a tree of {count(len(drafted), 'guess', 'guesses')} "
-            f"on {num_branches(event)} branches, up to {depth} deep; the target checked every one in one forward pass "
+            f"on {num_branches(event)} branches, up to {tree_depth(event)} deep; the target checked every one in one forward pass "
             f"(the mask beside it: each guess sees the text, the guesses above it and itself, never another branch) and "
             f"walked down from the top, trying each node's children in order: it kept {num_kept} "
             f"({kept_text(event, texts)}). drafting {event.draft_s * 1000:.1f} ms "
