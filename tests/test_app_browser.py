@@ -404,9 +404,12 @@ def test_run_is_on_the_first_screen_and_brings_the_lanes_into_view(browser, app_
 
 
 def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
-    """At 400 px: Run on the first screen, and a table wider than the screen (the runs so far) scrolls inside
-    its box instead of losing its last columns past the edge."""
-    page = browser.new_page(viewport={"width": 400, "height": 800})
+    """At 400 px on a touch screen: Run on the first screen, and a table wider than the screen (the runs so far)
+    scrolls inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
+    more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), and plotly's toolbar, always shown where
+    nothing hovers, does not sit over the charts' titles."""
+    context = browser.new_context(viewport={"width": 400, "height": 800}, has_touch=True, is_mobile=True)
+    page = context.new_page()
     page.set_default_timeout(30_000)
     try:
         page.goto(app_url)
@@ -424,8 +427,26 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         overflow = table.evaluate("e => ({wide: e.scrollWidth > e.clientWidth, scrolls: getComputedStyle(e).overflowX})")
         assert overflow == {"wide": True, "scrolls": "auto"}, overflow
         assert "same text" in table.text_content() and "prompt" in table.text_content()
+        page.wait_for_selector("#chart-timeline .js-plotly-plot .main-svg")
+        time.sleep(1)  # the charts are scaled once drawn
+        sizes = page.evaluate(CHART_TEXT_PX_JS)
+        assert {chart for chart, _ in sizes} >= {"chart-time", "chart-timeline", "chart-runs"}, sizes
+        assert min(px for _, px in sizes) >= 10, sorted(sizes, key=lambda item: item[1])[:5]
+        assert page.locator(".modebar-container").count() > 0
+        assert page.evaluate("[...document.querySelectorAll('.modebar-container')].every("
+                             "e => getComputedStyle(e).display === 'none')")
     finally:
-        page.close()
+        context.close()
+
+
+# Each drawn chart's text (ticks, titles, legend) as it shows: its font size times the chart's scale (FIT_CHARTS_JS).
+CHART_TEXT_PX_JS = """
+() => [...document.querySelectorAll('[id^=chart-] .js-plotly-plot')].filter(c => c.offsetParent !== null).flatMap(c => {
+  const zoom = parseFloat(c.style.zoom) || 1, id = c.closest('[id^=chart-]').id;
+  return [...c.querySelectorAll('.xtick text, .ytick text, .gtitle, .g-xtitle text, .g-ytitle text, .legendtext')]
+    .map(t => [id, Math.round(10 * parseFloat(getComputedStyle(t).fontSize) * zoom) / 10]);
+})
+"""
 
 
 @pytest.mark.parametrize("drafter", ["draft model", "prompt lookup"])
@@ -554,8 +575,9 @@ CHART_TITLES_JS = """
   const t = title.getBoundingClientRect(), f = svg.getBoundingClientRect();
   const l = legend ? legend.getBoundingClientRect() : null;
   const overlaps = l && !(t.right <= l.left || l.right <= t.left || t.bottom <= l.top || l.bottom <= t.top);
-  const outside = t.left < f.left - 1 || t.right > f.right + 1;
-  return overlaps || outside ? `${c.closest('[id^=chart-]').id}: ${title.textContent}` : null;
+  const axes = [...c.querySelectorAll('.g-xtitle text, .g-ytitle text')].map(e => e.getBoundingClientRect());
+  const past = (r) => r.left < f.left - 1 || r.right > f.right + 1 || r.top < f.top - 1 || r.bottom > f.bottom + 1;
+  return overlaps || past(t) || axes.some(past) ? `${c.closest('[id^=chart-]').id}: ${title.textContent}` : null;
 }).filter(Boolean)
 """
 

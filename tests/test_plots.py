@@ -88,11 +88,16 @@ def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
     rejected = RoundEvent("speculative", 0, 1, 1, (DraftedToken(3, 1.0, 0.0, 0.0, 0.6, False, True),), 0, 7,
                           "resample", (7,), 0.001, 0.01, 1, 1, details=(PositionDetail(((3, 1.0),), ((7, 1.0),), ((7, 1.0),)),))
     labels = {3: " Scotland", 7: " Edinburgh"}
+    # too long for one line of a phone's chart: broken before the arrow, and the figure keeps room for two lines
     assert plots.decision_title(rejected, labels, greedy=True) == (
-        "Round 1, draft 1: ' Scotland' rejected → the target's own pick ' Edinburgh'")
+        "Round 1, draft 1: ' Scotland' rejected<br>→ the target's own pick ' Edinburgh'")
+    assert plots.decision_title(dataclasses.replace(rejected, round_index=0), {3: "a", 7: "b"}) == (
+        "Round 1, draft 1: 'a' rejected → resampled 'b'")
     assert "→ resampled ' Edinburgh'" in plots.decision_title(rejected, labels)
-    assert plots.decision_distributions(rejected, labels, greedy=True).layout.title.text.endswith(
-        "the target's own pick ' Edinburgh'")
+    two_lines = plots.decision_distributions(rejected, labels, greedy=True)
+    assert two_lines.layout.title.text.endswith("the target's own pick ' Edinburgh'")
+    one_line = plots.decision_distributions(rejected, {3: "a", 7: "b"})
+    assert two_lines.layout.margin.t == one_line.layout.margin.t + plots.TITLE_LINE_PX
     # a run that recorded how sure each model was (temperature 1) draws that, named so, and no residual
     sure = dataclasses.replace(rejected, details=(PositionDetail(((3, 0.11), (7, 0.05)), ((7, 0.71), (3, 0.2)), (), True),))
     figure = plots.decision_distributions(sure, labels, greedy=True)

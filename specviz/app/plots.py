@@ -225,7 +225,14 @@ def decision_distributions(
 
 
 TITLE_ROW_PX = 30  # the title's band at the top of the figure
+TITLE_LINE_PX = 18  # each further line of a title broken in two
+TITLE_LINE_CHARS = 50  # what one title line holds at the width a phone's chart is laid out at (ui.PHONE_CHART_PX)
 LEGEND_ROW_PX = 24  # one row of a horizontal legend
+
+
+def two_line_title(head: str, tail: str) -> str:
+    """`head tail` on one line where it fits a phone's chart, else broken before `tail` (a title ran past the edge)."""
+    return f"{head} {tail}" if len(head) + len(tail) < TITLE_LINE_CHARS else f"{head}<br>{tail}"
 
 
 def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
@@ -234,9 +241,13 @@ def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
     The inspector's title names the tokens and runs long; a legend sharing its band covered it.
     Room is kept for the legend to wrap to `legend_rows` rows on a narrow page.
     """
-    top = TITLE_ROW_PX + LEGEND_ROW_PX * legend_rows
+    title_lines = 1 + (figure.layout.title.text or "").count("<br>")
+    top = TITLE_ROW_PX + TITLE_LINE_PX * (title_lines - 1) + LEGEND_ROW_PX * legend_rows
     figure.update_layout(
-        title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8}, "x": 0.01, "xanchor": "left"},
+        # plotly sets a title's first line where a one-line title's would be and the rest below it, so anchored at the
+        # top, a title of two lines had its first line cut: each further line moves it down by one
+        title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8 + TITLE_LINE_PX * (title_lines - 1)},
+               "x": 0.01, "xanchor": "left"},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0},
         margin={"t": top},
         height=HEIGHT + top - MARGIN_TOP,  # the plot area keeps its height
@@ -246,16 +257,16 @@ def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
 def decision_title(event: RoundEvent, labels: Mapping[int, str], greedy: bool = False) -> str:
     position = event.num_accepted
     if len(event.emitted_ids) == event.num_kept_drafts:  # an accepted end-of-text left no room for the target's token
-        return f"Round {event.round_index + 1}: the run ended at an accepted end-of-text; the target's own token was not kept"
+        return two_line_title(f"Round {event.round_index + 1}: the run ended at an accepted end-of-text;",
+                              "the target's own token was not kept")
     if event.next_kind == "resample" and position < len(event.drafted):
         token = event.drafted[position]
         how = "the target's own pick" if greedy else "resampled"
-        return (
-            f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected "
-            f"→ {how} {label_of(event.next_id, labels)}"
-        )
+        return two_line_title(f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected",
+                              f"→ {how} {label_of(event.next_id, labels)}")
     source = "the target's own pick" if greedy else "from p"
-    return f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted → bonus {label_of(event.next_id, labels)}, {source}"
+    return two_line_title(f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted",
+                          f"→ bonus {label_of(event.next_id, labels)}, {source}")
 
 
 def ordered_union(groups: Sequence[Sequence[tuple[int, float]]], limit: int) -> list[int]:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only
     from specviz.app.render.lanes import LaneView
 
 TITLE = "Easy and hard tokens: acceptance against how sure the target was"
-X_TITLE = "how sure the target was: its top probability at the drafted position (accepted/judged per band)"
+X_TITLE = "how sure the target was (its top probability there)"
 JITTER = 0.07  # how far a point may sit from 0 or 1, so a bucket's many points stay apart
 BAR_FILL = "rgba(0, 158, 115, 0.22)"  # COLORS["accepted"], faint: the points stay in front
 
@@ -97,6 +97,7 @@ def add_bucket_bars(figure: go.Figure, buckets: Sequence[ConfidenceBucket]) -> N
         y=[bucket.rate for bucket in shown],
         width=[(bucket.high - bucket.low) * 0.96 for bucket in shown],
         name="share accepted in each band", meta="buckets", marker={"color": BAR_FILL, "line": {"width": 0}},
+        showlegend=False,  # the y axis and each bar's text name it; a third entry wrapped over the title on a phone
         text=[f"{bucket.rate:.0%} of {bucket.num_drafts}" for bucket in shown], textposition="inside",
         insidetextanchor="middle", textfont={"color": "#225"},
         customdata=[[bucket.label, bucket.num_accepted, bucket.num_drafts] for bucket in shown],

@@ -115,7 +115,7 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
     """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row.
     `reveal` False (step mode, while a visitor guesses): the drafts in the draft's colour and the verify as one
     block still to be read, so nothing gives the verdicts away."""
-    figure = base_figure("One round drawn", "seconds of model work (the lane's clock, as in Where the time went)", "")
+    figure = base_figure("One round drawn", "seconds of model work, on the timeline's clock", "")
     if event is None or texts is None:
         return with_hint(figure, "pick a round")
     blocks = round_blocks(event, round_start_s(trace, event.round_index))

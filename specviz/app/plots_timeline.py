@@ -20,13 +20,13 @@ from specviz.app.plots import base_figure, with_hint
 from specviz.catalogue import lane_info
 
 TARGET_HEIGHT, DRAFT_HEIGHT = 0.6, 0.22  # in rows: a draft forward is a thin block under the target's row
-# name in the legend (short: six of them wrap within a narrow chart's legend rows), colour, and whether it
-# sits in the thin draft band
+# name in the legend (short: six of them wrap to two columns in a phone's legend rows; one of 30 characters made
+# them six rows, over the title), colour, and whether it sits in the thin draft band
 STYLES = {
     "prefill": ("prefill", "#bdbdbd", False),
     "step": ("target step", "#7f7f7f", False),
-    "verify-kept": ("verify: all kept + bonus", COLORS["bonus"], False),
-    "verify-rejected": ("verify: rejection + correction", COLORS["resample"], False),
+    "verify-kept": ("verify: all kept", COLORS["bonus"], False),
+    "verify-rejected": ("verify: one rejected", COLORS["resample"], False),
     "draft-kept": ("draft: kept", COLORS["accepted"], True),
     "draft-thrown": ("draft: thrown away", COLORS["rejected"], True),
 }

@@ -48,6 +48,10 @@ QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}
 # "always_last" re-sends the click without its round; its own queue keeps it clear of the model's jobs.
 INSPECT = {"api_visibility": "private", "queue": True, "trigger_mode": "multiple", "concurrency_id": "inspector",
            "concurrency_limit": 1, "show_progress": "hidden"}
+# A phone's chart is laid out this wide, then scaled down to its box whole (FIT_CHARTS_JS). Squeezed to the box
+# itself, titles ran past the edge and legends over the titles; laid out at 560 px, a 400 px screen drew text at
+# ~7 px. At 440 px in a ~388 px box, tick labels show at ~10.5 px and titles at ~12 px.
+PHONE_CHART_PX = 440
 CSS = """
 .specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
 .specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
@@ -77,12 +81,13 @@ CSS = """
 .runs-table, #stats .stats-table, #stats .theory-table { display: block; overflow-x: auto; max-width: 100%; }
 /* The legend's items wrap as whole items (they are joined without spaces, so the line never broke). */
 #legend .legend { display: flex; flex-wrap: wrap; }
-/* Phones: less padding around the tables; the inspector's rows put their verdict on a line of its own
-   under the numbers, so min(1, p/q) and r fit; a chart is laid out at 560 px (squeezed to the screen its title
-   ran past the edge and its legend over the title) and scaled down to its box whole (FIT_CHARTS_JS). */
+/* Touch screens have no hover, so plotly keeps its toolbar shown, over the chart's title: none there. */
+@media (hover: none) { .modebar-container { display: none !important; } }
+/* Phones: less padding around the tables (the page's own: PAGE_HEAD); the inspector's rows put their verdict on a line of its own under the numbers, so min(1, p/q) and r
+   fit; a chart is laid out at PHONE_CHART_PX and scaled down to its box (FIT_CHARTS_JS). */
 @media (max-width: 600px) {
-  .gradio-container { padding-left: 6px !important; padding-right: 6px !important; }
-  #inspector.block, #stats.block, #inspector-section.block { padding-left: 4px !important; padding-right: 4px !important; }
+  #inspector.block, #stats.block, #inspector-section.block, .block.gr-accordion {
+    padding-left: 4px !important; padding-right: 4px !important; }  /* an accordion's 12 px a side shrank its charts */
   #inspector .html-container, #stats .html-container { padding-left: 2px !important; padding-right: 2px !important; }
   #inspector table, #stats table { font-size: 12px !important; }
   #inspector th, #inspector td, #stats th, #stats td { padding: 2px 3px !important; }
@@ -96,15 +101,15 @@ CSS = """
   #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
   #inspector .inspector-table td { overflow-wrap: anywhere; }
   #inspector .inspector-table th { font-size: 11px; }
-  .js-plotly-plot { min-width: 560px; }  /* laid out at 560 px, then scaled to the box (FIT_CHARTS_JS) */
+  .js-plotly-plot { min-width: PHONE_CHART_PXpx; }
   #inspector tr.tree-row-picked td { background: #fff3c4; }  /* the node clicked in the tree */
 }
-"""
-# Narrower than the 560 px a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
+""".replace("PHONE_CHART_PX", str(PHONE_CHART_PX))
+# Narrower than the PHONE_CHART_PX a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
 # in its box, a chart showed rounds 1–4 of 6 and the theory explorer lost its c–α panel.
 FIT_CHARTS_JS = """
 () => {
-  const LAID_OUT_PX = 560;
+  const LAID_OUT_PX = PHONE_CHART_PX;
   const fit = () => document.querySelectorAll('[id^=chart-] .js-plotly-plot').forEach((plot) => {
     const box = plot.closest('[id^=chart-]'), style = getComputedStyle(box);
     const room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
@@ -136,10 +141,14 @@ FIT_CHARTS_JS = """
   fit();
   listen();
 }
-"""
+""".replace("PHONE_CHART_PX", str(PHONE_CHART_PX))
+# Phones: gradio pads the page 32 px a side, so a chart's box was 336 px of a 400 px screen. The page's padding sits
+# above the element gradio scopes the css above to, so this rule goes in the page's head.
+PAGE_HEAD = ("<style>@media (max-width: 600px) { .main.fillable { padding-left: 6px !important; "
+             "padding-right: 6px !important; } }</style>")
 # gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small
 # gradio keeps each visitor's page state (small, a fraction of a MiB) until this many newer sessions came
-LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
+LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "head": PAGE_HEAD, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
 
 
 def on_gpu(fn):
