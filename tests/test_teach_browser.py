@@ -130,6 +130,7 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     page.wait_for_function("document.querySelector('#prompt textarea').value.includes('if not')")
     example_note = page.locator("#lab-status").inner_text()  # it says what it changed on the page
     assert "The example set the page's controls" in example_note and "pair 'tiny-code'" in example_note
+    assert "exactness lab's example (below) set these controls: pair 'tiny-code'" in page.locator("#status").inner_text()
     # The button's promise, a setting where the wrong rule is caught, includes ticking the wrong rule (issue 34).
     page.wait_for_function("document.querySelector('#lab-wrong input[type=checkbox]').checked", timeout=15_000)
     set_number(page, "lab-n", 300)

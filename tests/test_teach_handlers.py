@@ -72,6 +72,8 @@ def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
     assert by_id["lab-wrong"] is True  # issue 34: "a setting where the wrong rule is caught" ticks the wrong rule
     assert "The example set the page&#x27;s controls" in by_id["lab-status"]  # HTML-escaped
     assert "press Run the lab" in str(by_id["chart-exactness"].layout.annotations[0].text)
+    # said beside the controls too: a visitor back at the top finds them changed, and why
+    assert "exactness lab&#x27;s example (below) set these controls: pair &#x27;tiny-code&#x27;" in by_id["status"]
 
 
 def test_the_theory_sliders_wait_for_a_run():

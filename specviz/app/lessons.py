@@ -122,12 +122,21 @@ def setting_text(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def example_settings_text(settings: Mapping[str, object]) -> str:
+    return ", ".join(f"{name.replace('_', '-')} {setting_text(value)}" for name, value in settings.items())
+
+
 def lab_example_html(settings: Mapping[str, object], num_draws: int) -> str:
     """What the lab's example button changed on the page, said once, with old results gone."""
-    shown = ", ".join(f"{name.replace('_', '-')} {setting_text(value)}" for name, value in settings.items())
-    return message_html(f"The example set the page's controls above to: {shown}; and N = {num_draws} and the wrong rule on here "
-                        f"(untick it to see the real rule pass the same test). "
+    return message_html(f"The example set the page's controls above to: {example_settings_text(settings)}; and N = "
+                        f"{num_draws} and the wrong rule on here (untick it to see the real rule pass the same test). "
                         f"Earlier results are cleared: press Run the lab.")
+
+
+def lab_example_main_html(settings: Mapping[str, object]) -> str:
+    """The same change, said where the controls are: a visitor back at the top finds them changed, and why."""
+    return message_html(f"The exactness lab's example (below) set these controls: {example_settings_text(settings)}. "
+                        f"Run uses them too.")
 
 
 def stopped_html(previous_html: str, what: str) -> str:

@@ -26,15 +26,15 @@ from specviz.app.teach_sections import (
 )
 
 
-def build_sections(controls: dict[str, gr.Component], run_state: gr.State, concurrency_id: str = "model",
-                   on_gpu: Callable = lambda fn: fn) -> None:
+def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML,
+                   concurrency_id: str = "model", on_gpu: Callable = lambda fn: fn) -> None:
     """Add the four sections to the Blocks being built and wire them. `controls` maps names in
-    CONTROL_NAMES to the main page's inputs; `concurrency_id` is the page's model queue; `on_gpu`
-    wraps model handlers (ZeroGPU on a Space)."""
+    CONTROL_NAMES to the main page's inputs; `status` is the main page's status line, beside them;
+    `concurrency_id` is the page's model queue; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id, on_gpu)
-    wire_lab(build_lab(names, controls), inputs, concurrency_id, on_gpu)
+    wire_lab(build_lab(names, controls), inputs, status, concurrency_id, on_gpu)
     wire_theory(build_theory(), run_state)
     wire_sweep(build_sweep(names), inputs, concurrency_id, on_gpu)
 
@@ -51,8 +51,9 @@ def wire_step_mode(section: StepSection, inputs: list, concurrency_id: str, on_g
                         show_progress="hidden")
 
 
-def wire_lab(section: LabSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:
-    """Run streams the tally into the status and the histogram; Stop cancels it; the example sets controls."""
+def wire_lab(section: LabSection, inputs: list, page_status: gr.HTML, concurrency_id: str, on_gpu: Callable) -> None:
+    """Run streams the tally into the status and the histogram; Stop cancels it; the example sets controls and
+    says so in the lab and in the page's status line."""
     lab_event = section.run_button.click(
         on_gpu(MethodType(on_lab_run, section)), [section.num_draws, section.wrong_rule, *inputs],
         [section.status, section.chart], api_visibility="private", concurrency_id=concurrency_id,
@@ -62,7 +63,7 @@ def wire_lab(section: LabSection, inputs: list, concurrency_id: str, on_gpu: Cal
                               api_visibility="private")
     section.example_button.click(MethodType(on_lab_example, section), None,
                                  [*section.examples.values(), section.num_draws, section.wrong_rule, section.status,
-                                  section.chart],
+                                  section.chart, page_status],
                                  queue=False, api_visibility="private")
 
 

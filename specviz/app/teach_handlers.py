@@ -266,10 +266,11 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
 
 def on_lab_example(section: LabSection) -> tuple:
     """Set the example's controls, tick the wrong rule (the button promises a setting where it is caught),
-    say which, and clear results that were for other settings."""
+    say which, in the lab and in the page's status line beside the controls, and clear results that were for other
+    settings."""
     example = {name: LAB_EXAMPLE[name] for name in section.examples}
     return (*example.values(), LAB_EXAMPLE_DRAWS, True, lessons.lab_example_html(example, LAB_EXAMPLE_DRAWS),
-            empty_lab_chart())
+            empty_lab_chart(), lessons.lab_example_main_html(example))
 
 
 def on_lab_stop(previous_status, visitor: gr.Request) -> str:
