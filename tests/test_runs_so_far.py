@@ -3,6 +3,8 @@ measured (the bench's record or the page's own repeats), never assumed, and uneq
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from types import SimpleNamespace
 
 from specviz.analysis import payoff
@@ -82,3 +84,35 @@ def test_the_page_lists_its_runs_and_judges_the_third_repeat_by_their_spread():
     assert "their own spread is now the verdict's band" in final["runs-so-far"]
     assert "over 3 runs)" in final["stats"]  # the verdict read the three repeats
     assert len([trace for trace in final["chart-runs"].data if trace.type == "scatter"]) == 1
+
+
+
+def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma():
+    """One recommended γ: after a γ sweep of the last run's setup (its prompt and settings but γ) the statistics
+    quote the sweep's measured γ, at once and in the next run of that setup, with the formula's best beside it as a
+    prediction; a run of another prompt keeps its own one-run answer."""
+    demo = ui.build_app(preload=False)
+    run_fn, sweep_fn = page_handler(demo, "on_run", reads="pace"), page_handler(demo, "on_sweep_run", reads="sweep-from")
+    settings = {"prompt": "def add(a, b):\n", "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
+                "temperature": 0.0, "max-new-tokens": 16, "sweep-from": 1, "sweep-to": 2, "sweep-repeats": 2}
+    request = SimpleNamespace(session_hash="sweep-recommends-test")
+
+    def run(prompt: str) -> tuple[dict, render.RunView]:
+        arguments = [{**settings, "prompt": prompt}.get(component.elem_id, component.value) for component in run_fn.inputs]
+        final = list(run_fn.fn(request, *arguments))[-1]
+        state = next(value for component, value in final.items() if isinstance(value, render.RunView))
+        return {getattr(component, "elem_id", None): value for component, value in final.items()}, state
+
+    first, last_run = run(settings["prompt"])
+    assert "one run judges only its own γ" in first["stats"] and "measured by the γ sweep" not in first["stats"]
+    arguments = [last_run if component.elem_id is None and component.value is None else
+                 settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    *_, swept = sweep_fn.fn(request, *arguments)
+    recommended = re.search(r'id="sweep-recommended" data-gamma="(\w+)"', swept[0]).group(1)
+    said = history.run_history.sweep_of(request.session_hash, last_run).payoff.recommendation_text()
+    assert (recommended == "none") == (said.startswith("none")) and (recommended in said or recommended == "none")
+    for stats in (swept[-1], run(settings["prompt"])[0]["stats"]):  # at once, and in the next run of the setup
+        row = re.search(r"recommended γ \(measured by the γ sweep below[^<]*</td><td[^>]*>([^<]*)", stats)
+        assert row and unescape(row.group(1)).startswith(said + "; the formula predicts"), stats
+    other = run("def mul(a, b):\n")[0]
+    assert "one run judges only its own γ" in other["stats"] and "measured by the γ sweep" not in other["stats"]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_app_browser import set_number  # one home: it waits until a slider shows the value
+from tests.test_app_browser import run_and_wait, set_number  # one home: it waits until a slider shows the value
 
 JOB_TIMEOUT_MS = 180_000
 TINY_PROMPT = "def fibonacci(n):\n"
@@ -227,7 +227,9 @@ def test_the_theory_explorer_says_plainly_when_nothing_pays(page):
 
 
 def test_sweep_plots_one_point_per_gamma(page):
-    choose_tiny_code(page, max_new_tokens=16)
+    choose_tiny_code(page, temperature=0.0, max_new_tokens=16)
+    run_and_wait(page)  # a run of the setup the sweep measures: its statistics take the sweep's γ (below)
+    assert "one run judges only its own γ" in page.locator("#stats").text_content()
     open_section(page, "gamma-sweep")
     set_number(page, "sweep-from", 5)
     set_number(page, "sweep-to", 2)
@@ -266,3 +268,7 @@ def test_sweep_plots_one_point_per_gamma(page):
     num_drafts = int(note.get_attribute("data-drafts"))
     assert num_drafts > 0 and page.locator("#chart-sweep-confidence .scatterlayer .point").count() == num_drafts
     assert "In the sweep's runs" in note.inner_text()
+    # one recommended γ: the run's statistics now quote the sweep's
+    stats = page.locator("#stats .theory-table").text_content()
+    assert "recommended γ (measured by the γ sweep below" in stats and "one run judges only its own γ" not in stats
+    assert ("none" if recommended == "none" else f"γ = {recommended}") in stats

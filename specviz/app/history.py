@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from specviz.analysis.payoff import Payoff
 from specviz.app.render.lanes import RunView
 from specviz.app.render.verdict import same_text
 from specviz.analysis.trace import speedup
@@ -47,11 +48,30 @@ class RunRecord:
         return f"{self.num_baseline_tokens} / {self.num_speculative_tokens}"
 
 
+# What a γ sweep varies (its runs are of one setup but these), and the reference lane, which it never times.
+SWEPT = ("gamma", "tree", "reference")
+
+
 def setup_key(run: RunView) -> str:
     greedy = not run.settings.get("temperature")
     settings = {name: value for name, value in run.settings.items()
                 if name not in NOT_SETUP or (name == "seed" and not greedy)}
     return json.dumps([run.prompt_text, run.chat, settings], sort_keys=True, default=str)
+
+
+def sweep_key(prompt_text: str, settings: dict) -> str:
+    """The setup a γ sweep measured, and that a run has: the prompt and the settings but γ, the tree budget, the
+    reference lane and the seed (a sweep repeats its runs with their own draws)."""
+    kept = {name: value for name, value in settings.items() if name not in (*NOT_SETUP, *SWEPT)}
+    return json.dumps([prompt_text, kept], sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A finished γ sweep: the setup it measured and its one verdict, so a run of that setup quotes its γ."""
+
+    setup: str  # sweep_key
+    payoff: Payoff
 
 
 def record_of(run: RunView, number: int) -> RunRecord | None:
@@ -70,6 +90,7 @@ class RunHistory:
     def __init__(self) -> None:
         self.sessions: OrderedDict[str | None, list[RunRecord]] = OrderedDict()
         self.numbers: dict[str | None, int] = {}
+        self.sweeps: OrderedDict[str | None, SweepRecord] = OrderedDict()  # session → its last finished sweep
         self.lock = threading.Lock()
 
     def add(self, session: str | None, run: RunView) -> RunRecord | None:
@@ -92,6 +113,19 @@ class RunHistory:
     def runs(self, session: str | None) -> list[RunRecord]:
         with self.lock:
             return list(self.sessions.get(session, ()))
+
+    def add_sweep(self, session: str | None, record: SweepRecord) -> None:
+        with self.lock:
+            self.sweeps[session] = record
+            self.sweeps.move_to_end(session)
+            while len(self.sweeps) > SESSIONS_KEPT:
+                self.sweeps.popitem(last=False)
+
+    def sweep_of(self, session: str | None, run: RunView) -> SweepRecord | None:
+        """The session's last sweep where it measured this run's setup (its prompt and settings but γ)."""
+        with self.lock:
+            record = self.sweeps.get(session)
+        return record if record is not None and record.setup == sweep_key(run.prompt_text, run.settings) else None
 
 
 def repeats_of(runs: list[RunRecord], record: RunRecord) -> tuple[float, ...]:

@@ -26,17 +26,18 @@ from specviz.app.teach_sections import (
 )
 
 
-def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML,
+def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
                    concurrency_id: str = "model", on_gpu: Callable = lambda fn: fn) -> None:
     """Add the four sections to the Blocks being built and wire them. `controls` maps names in
-    CONTROL_NAMES to the main page's inputs; `status` is the main page's status line, beside them;
-    `concurrency_id` is the page's model queue; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
+    CONTROL_NAMES to the main page's inputs; `status` is the main page's status line, beside them, and `stats`
+    the last run's statistics (a γ sweep of its setup gives them their recommended γ); `concurrency_id` is the
+    page's model queue; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id, on_gpu)
     wire_lab(build_lab(names, controls), inputs, status, concurrency_id, on_gpu)
     wire_theory(build_theory(), run_state)
-    wire_sweep(build_sweep(names), inputs, concurrency_id, on_gpu)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id, on_gpu)
 
 
 def wire_step_mode(section: StepSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:
@@ -84,10 +85,13 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
                            show_progress="hidden")
 
 
-def wire_sweep(section: SweepSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str,
+               on_gpu: Callable) -> None:
+    """Run streams the sweep into its chart, then restates the last run's statistics where it swept that setup."""
     sweep_event = section.run_button.click(
-        on_gpu(MethodType(on_sweep_run, section)), [section.smallest, section.largest, section.repeats, *inputs],
-        section.outputs, api_visibility="private", concurrency_id=concurrency_id,
+        on_gpu(MethodType(on_sweep_run, section)),
+        [section.smallest, section.largest, section.repeats, run_state, *inputs],
+        [*section.outputs, stats], api_visibility="private", concurrency_id=concurrency_id,
         show_progress="hidden",
     )
     section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,

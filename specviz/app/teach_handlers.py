@@ -19,6 +19,9 @@ import gradio as gr
 from specviz.app import lessons, plots, plots_confidence, plots_round, plots_teach, plots_tree, render, step_lessons
 from specviz.app.render.tree_round import figure_words
 from specviz.app.lab import exactness, step_mode, sweep
+from specviz.analysis.bench_record import loaded_settings
+from specviz.app.history import SweepRecord, run_history, sweep_key
+from specviz.app.render.verdict import same_text
 from specviz.app.live import record_stop, stop_presses, stopped_by
 from specviz.app.request import POLICY, Request, describe_error, whole_number
 from specviz.app.teach_sections import (
@@ -297,7 +300,9 @@ def on_measured_run(run) -> tuple:
 
 
 def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
-                 *values) -> Iterator[tuple]:
+                 run: render.RunView | None, *values) -> Iterator[tuple]:
+    """Time the page's setup at each γ; a sweep that finished is kept for this visitor (app.history), so the
+    statistics of a run of its setup, the last one's at once, quote its recommended γ."""
     started = time.perf_counter()
     session = session_of(visitor)
     try:
@@ -305,7 +310,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
         config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
-        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip(), gr.skip(), gr.skip()
+        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         last_drawn = 0.0
@@ -319,17 +324,32 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                 view = sweep.sweep_view(progress.results(temperature))
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
+                stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
                 yield (lessons.sweep_status_html(progress.num_done, progress.num_total,
                                                  time.perf_counter() - started, view, note),
                        plots_teach.gamma_sweep(view, max(gammas)), plots_teach.sweep_confidence(drafts, progress.labels),
-                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"))
+                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"), stats)
                 last_drawn = time.perf_counter()
             if late:
                 return
     except RunStopped:  # Stop came inside a forward: the job ends there, as between two runs
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
-        yield lessons.message_html(describe_error(error), "error"), gr.skip(), gr.skip(), gr.skip()
+        yield lessons.message_html(describe_error(error), "error"), *[gr.skip()] * 4
+
+
+def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: sweep.SweepView,
+               run: render.RunView | None):
+    """Keep a finished sweep's verdict for the session; the last run's statistics redrawn where it swept that run's
+    setup (and the run has a verdict to restate), else left as they are."""
+    if view.payoff is None:
+        return gr.skip()
+    setup = sweep_key(request.prompt_text, {**request.settings, **loaded_settings(pair)})
+    run_history.add_sweep(session, SweepRecord(setup, view.payoff))
+    if run is None or run_history.sweep_of(session, run) is None or not run.done or not same_text(run):
+        return gr.skip()
+    run.sweep = view.payoff
+    return render.stats_html(run)
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:

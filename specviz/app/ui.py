@@ -165,7 +165,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
     with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
-        teach.build_sections(page.controls, page.run_state, page.status, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
+        teach.build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
         wire_run(page)
         wire_inspector(page)
         wire_controls(page)

@@ -22,6 +22,7 @@ from specviz.app.render.tokens import (
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
+from specviz.analysis.payoff import Payoff
 from specviz.analysis.trace import Trace, first_divergence, first_parting
 from specviz.app.wording import count
 
@@ -273,6 +274,9 @@ class RunView:
         # Speedups of this page's runs of the same setup, this one's included (specviz.app.history): with
         # enough of them their own min–max is the verdict's band. Empty for the API, the CLI and replays.
         self.repeats: tuple[float, ...] = ()
+        # The verdict of this page's last γ sweep of the same setup but γ (specviz.app.history): its recommended γ
+        # is measured over several γ, so the stats quote it as the one recommendation. None for the API and the CLI.
+        self.sweep: Payoff | None = None
 
     @classmethod
     def replaying(cls, saved: Run, run_id: int = 0) -> "RunView":

@@ -127,7 +127,7 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
     payoff = payoff_of(run, comparison) if run.done else None
-    recommended = payoff.recommendation_with_prediction_text() if payoff else "— (no verdict: see above)"
+    recommended_name, recommended = recommended_row(run, payoff)
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
         ("tokens per target pass τ (accepted drafts + the target's own token)",
@@ -137,15 +137,25 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
         (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
-        # One answer to "which γ": the measured one; the formula's best stands beside it as a prediction.
-        ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
-         escape_text(recommended)),
+        (recommended_name, escape_text(recommended)),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
     if payoff is not None:
         body += (f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" '
                  f'style="padding:3px 12px;color:#555">{escape_text(payoff.headline_text())}</td></tr>')
     return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
+
+
+def recommended_row(run: RunView, payoff: Payoff | None) -> tuple[str, str]:
+    """One answer to "which γ": the measured one, the γ sweep's where this page swept this setup (it compares
+    several γ; one run judges only its own); the formula's best beside it as a prediction."""
+    if payoff is None:
+        return "recommended γ", "— (no verdict: see above)"
+    if run.sweep is not None:
+        return ("recommended γ (measured by the γ sweep below, on this prompt and these settings)",
+                f"{run.sweep.recommendation_text()}; {run.sweep.formula_text()}")
+    return ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
+            payoff.recommendation_with_prediction_text())
 
 
 def gap_text(run: RunView, comparison: Comparison) -> str:
