@@ -406,8 +406,9 @@ def test_run_is_on_the_first_screen_and_brings_the_lanes_into_view(browser, app_
 def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
     """At 400 px on a touch screen: Run on the first screen, and a table wider than the screen (the runs so far)
     scrolls inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
-    more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), and plotly's toolbar, always shown where
-    nothing hovers, does not sit over the charts' titles."""
+    more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), no chart's title or axis title is cut or
+    under its legend (the γ sweep's too), and plotly's toolbar, always shown where nothing hovers, does not sit over
+    the charts' titles."""
     context = browser.new_context(viewport={"width": 400, "height": 800}, has_touch=True, is_mobile=True)
     page = context.new_page()
     page.set_default_timeout(30_000)
@@ -429,8 +430,16 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         assert "same text" in table.text_content() and "prompt" in table.text_content()
         page.wait_for_selector("#chart-timeline .js-plotly-plot .main-svg")
         time.sleep(1)  # the charts are scaled once drawn
+        page.locator("#gamma-sweep > button").first.click()  # the sweep's charts have the longest titles and legend
+        set_number(page, "sweep-from", 1)
+        set_number(page, "sweep-to", 2)
+        set_number(page, "sweep-repeats", 1)
+        page.click("#sweep-run")
+        page.wait_for_selector('#sweep-status .sweep-status[data-done="true"]', timeout=RUN_TIMEOUT_MS)
+        time.sleep(1)
+        assert page.evaluate(CHART_TITLES_JS) == [] and page.evaluate(CHARTS_CLIPPED_JS) == []
         sizes = page.evaluate(CHART_TEXT_PX_JS)
-        assert {chart for chart, _ in sizes} >= {"chart-time", "chart-timeline", "chart-runs"}, sizes
+        assert {chart for chart, _ in sizes} >= {"chart-time", "chart-timeline", "chart-runs", "chart-sweep"}, sizes
         assert min(px for _, px in sizes) >= 10, sorted(sizes, key=lambda item: item[1])[:5]
         assert page.locator(".modebar-container").count() > 0
         assert page.evaluate("[...document.querySelectorAll('.modebar-container')].every("

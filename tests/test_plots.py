@@ -97,7 +97,7 @@ def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
     two_lines = plots.decision_distributions(rejected, labels, greedy=True)
     assert two_lines.layout.title.text.endswith("the target's own pick ' Edinburgh'")
     one_line = plots.decision_distributions(rejected, {3: "a", 7: "b"})
-    assert two_lines.layout.margin.t == one_line.layout.margin.t + plots.TITLE_LINE_PX
+    assert two_lines.layout.margin.t == one_line.layout.margin.t + 2 * plots.TITLE_LINE_PX
     # a run that recorded how sure each model was (temperature 1) draws that, named so, and no residual
     sure = dataclasses.replace(rejected, details=(PositionDetail(((3, 0.11), (7, 0.05)), ((7, 0.71), (3, 0.2)), (), True),))
     figure = plots.decision_distributions(sure, labels, greedy=True)

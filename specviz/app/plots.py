@@ -242,16 +242,24 @@ def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
     Room is kept for the legend to wrap to `legend_rows` rows on a narrow page.
     """
     title_lines = 1 + (figure.layout.title.text or "").count("<br>")
-    top = TITLE_ROW_PX + TITLE_LINE_PX * (title_lines - 1) + LEGEND_ROW_PX * legend_rows
+    shift = TITLE_LINE_PX * (title_lines - 1)  # see the title's pad below
+    top = TITLE_ROW_PX + 2 * shift + LEGEND_ROW_PX * legend_rows
     figure.update_layout(
         # plotly sets a title's first line where a one-line title's would be and the rest below it, so anchored at the
         # top, a title of two lines had its first line cut: each further line moves it down by one
-        title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8 + TITLE_LINE_PX * (title_lines - 1)},
+        title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8 + shift},
                "x": 0.01, "xanchor": "left"},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0},
         margin={"t": top},
         height=HEIGHT + top - MARGIN_TOP,  # the plot area keeps its height
     )
+
+
+def legend_below(figure: go.Figure) -> None:
+    """The legend at the figure's foot, under the axis title, as many rows as it needs: plotly grows the bottom
+    margin to fit it, so a legend that wraps (a phone) never reaches the title."""
+    figure.update_layout(legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "xanchor": "left",
+                                 "x": 0.0})
 
 
 def decision_title(event: RoundEvent, labels: Mapping[int, str], greedy: bool = False) -> str:

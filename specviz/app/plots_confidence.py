@@ -17,12 +17,12 @@ from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_dr
 from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.render.pieces import PART_LABEL
-from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, with_hint
+from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, label_of, two_line_title, with_hint
 
 if TYPE_CHECKING:  # annotations only
     from specviz.app.render.lanes import LaneView
 
-TITLE = "Easy and hard tokens: acceptance against how sure the target was"
+TITLE = two_line_title("Easy and hard tokens:", "acceptance against how sure the target was")
 X_TITLE = "how sure the target was (its top probability there)"
 JITTER = 0.07  # how far a point may sit from 0 or 1, so a bucket's many points stay apart
 BAR_FILL = "rgba(0, 158, 115, 0.22)"  # COLORS["accepted"], faint: the points stay in front

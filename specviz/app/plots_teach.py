@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from specviz.catalogue import lane_info
 from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, separate_title_and_legend, with_hint
+from specviz.app.plots import base_figure, legend_below, separate_title_and_legend, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.wording import p_equals
 
@@ -171,7 +171,7 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
                            marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted"]})
     top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
     figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
-    separate_title_and_legend(figure)
+    legend_below(figure)  # four long names: above the plot on a phone they took a row each, over the title
     return figure
 
 
@@ -213,5 +213,6 @@ def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
 
 def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -> go.Figure:
     """Easy and hard tokens over every speculative run of the sweep (each point's hover names its run's γ)."""
-    return acceptance_by_confidence(drafts, labels, "Easy and hard tokens over the sweep's runs: acceptance against "
-                                    "how sure the target was", hint="press Run sweep")
+    return acceptance_by_confidence(drafts, labels, two_line_title("Easy and hard tokens over the sweep's runs:",
+                                                                   "acceptance against how sure the target was"),
+                                    hint="press Run sweep")

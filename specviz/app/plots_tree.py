@@ -169,7 +169,7 @@ def add_mask(figure: go.Figure, nodes: Sequence[TreeNode], texts: Sequence[str])
                        colorscale=[[0, "#f2f2f2"], [1, COLORS["target"]]], row=1, col=2)
     figure.update_yaxes(autorange="reversed", type="category", tickfont={"size": 10}, row=1, col=2)
     figure.update_xaxes(type="category", tickangle=-60, tickfont={"size": 10}, row=1, col=2,
-                        title={"text": "the mask the target saw: who sees whom", "font": {"size": 11}, "standoff": 4})
+                        title={"text": "the mask the target saw:<br>who sees whom", "font": {"size": 11}, "standoff": 4})
 
 
 def tree_figure(event: RoundEvent, texts: Sequence[str], lines: Sequence[str], root_line: str, title: str) -> go.Figure:
