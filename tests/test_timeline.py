@@ -41,7 +41,7 @@ def test_the_chart_draws_both_lanes_on_one_axis_with_thin_draft_blocks():
     figure = plots_timeline.timeline([run.baseline.trace, run.speculative.trace])
     bars = {bar.name: bar for bar in figure.data}
     assert set(bars) == {name for name, _, _ in plots_timeline.STYLES.values()}  # every kind occurs in this run
-    draft, verify = bars["draft: thrown away"], bars["verify: rejection + correction"]
+    draft, verify = bars["draft: thrown away"], bars["verify: one rejected"]
     assert draft.width < verify.width and list(verify.x) == [0.025]
     ends = [max(b + x for bar in figure.data for b, x, y in zip(bar.base, bar.x, bar.y) if abs(y - row) < 0.5)
             for row in (0.0, -1.0)]
@@ -65,6 +65,6 @@ def test_the_timeline_is_drawn_on_replay_too():
     updates = list(replay_fn.fn(*arguments, SimpleNamespace(session_hash="timeline-replay")))
     final = {getattr(component, "elem_id", None): value for component, value in updates[-1].items()}
     kinds = {bar.name for bar in final["chart-timeline"].data}
-    assert "verify: rejection + correction" in kinds or "verify: all kept + bonus" in kinds
+    assert "verify: one rejected" in kinds or "verify: all kept" in kinds
     assert "Where the time went" in final["timeline-note"]
     assert "runs-so-far" not in final  # a replay repeats a recorded clock: it is not one of the page's runs
