@@ -109,7 +109,7 @@ def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma(
                  settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
     *_, swept = sweep_fn.fn(request, *arguments)
     recommended = re.search(r'id="sweep-recommended" data-gamma="(\w+)"', swept[0]).group(1)
-    said = history.run_history.sweep_of(request.session_hash, last_run).payoff.recommendation_text()
+    said = history.run_history.sweep_of(request.session_hash, last_run).recommendation_text()
     assert (recommended == "none") == (said.startswith("none")) and (recommended in said or recommended == "none")
     for stats in (swept[-1], run(settings["prompt"])[0]["stats"]):  # at once, and in the next run of the setup
         row = re.search(r"recommended γ \(measured by the γ sweep below[^<]*</td><td[^>]*>([^<]*)", stats)

@@ -121,11 +121,11 @@ class RunHistory:
             while len(self.sweeps) > SESSIONS_KEPT:
                 self.sweeps.popitem(last=False)
 
-    def sweep_of(self, session: str | None, run: RunView) -> SweepRecord | None:
-        """The session's last sweep where it measured this run's setup (its prompt and settings but γ)."""
+    def sweep_of(self, session: str | None, run: RunView) -> Payoff | None:
+        """The verdict of the session's last sweep where it measured this run's setup (its prompt and settings but γ)."""
         with self.lock:
             record = self.sweeps.get(session)
-        return record if record is not None and record.setup == sweep_key(run.prompt_text, run.settings) else None
+        return record.payoff if record is not None and record.setup == sweep_key(run.prompt_text, run.settings) else None
 
 
 def repeats_of(runs: list[RunRecord], record: RunRecord) -> tuple[float, ...]:

@@ -176,12 +176,18 @@ def stopped_by(session: str | None, section: str, started: float) -> StopCheck:
     return lambda: stop_presses.since(session, section, started)
 
 
+def run_settings(request: Request, pair: ModelPair) -> dict:
+    """What a run records of its setup: the settings asked for, then what loading the pair settled (device,
+    precision, the verify's invariance)."""
+    return {**request.settings, **loaded_settings(pair)}
+
+
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
                pace_s: float = 0.0, should_stop: StopCheck = never_stopped) -> Iterator[Progress]:
     """Decode the request's lanes live; the last Progress is marked finished. When `should_stop` says so
     (the page's Stop), the model's work ends between two layers, a long prompt's reading included, and
     the last Progress is a quiet one: the consumer's own check of the same press ends it there."""
-    settings = {**request.settings, **loaded_settings(pair)}
+    settings = run_settings(request, pair)
     run = RunView(request.prompt_text, prompt_ids, request.config.gamma, settings, run_id,
                   chat=pair.uses_chat(request.chat), lanes=request.lanes)
     events = stoppable(recording_prefills(pair, decode_lanes(pair, prompt_ids, request.config, request.lanes)),

@@ -70,7 +70,8 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     def best_text(best: int, speedups: Sequence[float]) -> str:  # "none" where no γ gains: one verdict
         return str(best) if speedups[best - 1] > 1.0 else "none"
 
-    # Short enough for the width a phone's chart is laid out at (ui.PHONE_CHART_PX) (the longer "Predicted speedup, α = …" ran past it).
+    # Short enough for the width a phone's chart is laid out at, ui.PHONE_CHART_PX (the longer "Predicted speedup,
+    # α = …" ran past it).
     title = (f"Predicted best γ = {best_text(view.best_gamma, view.speedups)} (v = 1), "
              f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f}) "
              f"at α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}")

@@ -19,10 +19,9 @@ import gradio as gr
 from specviz.app import lessons, plots, plots_confidence, plots_round, plots_teach, plots_tree, render, step_lessons
 from specviz.app.render.tree_round import figure_words
 from specviz.app.lab import exactness, step_mode, sweep
-from specviz.analysis.bench_record import loaded_settings
 from specviz.app.history import SweepRecord, run_history, sweep_key
 from specviz.app.render.verdict import same_text
-from specviz.app.live import record_stop, stop_presses, stopped_by
+from specviz.app.live import record_stop, run_settings, stop_presses, stopped_by
 from specviz.app.request import POLICY, Request, describe_error, whole_number
 from specviz.app.teach_sections import (
     LAB_EXAMPLE, LAB_EXAMPLE_DRAWS, LabSection, StepSection, SweepSection, close_step, empty_lab_chart,
@@ -344,9 +343,9 @@ def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: swe
     setup (and the run has a verdict to restate), else left as they are."""
     if view.payoff is None:
         return gr.skip()
-    setup = sweep_key(request.prompt_text, {**request.settings, **loaded_settings(pair)})
+    setup = sweep_key(request.prompt_text, run_settings(request, pair))
     run_history.add_sweep(session, SweepRecord(setup, view.payoff))
-    if run is None or run_history.sweep_of(session, run) is None or not run.done or not same_text(run):
+    if run is None or sweep_key(run.prompt_text, run.settings) != setup or not run.done or not same_text(run):
         return gr.skip()
     run.sweep = view.payoff
     return render.stats_html(run)

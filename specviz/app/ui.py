@@ -83,8 +83,9 @@ CSS = """
 #legend .legend { display: flex; flex-wrap: wrap; }
 /* Touch screens have no hover, so plotly keeps its toolbar shown, over the chart's title: none there. */
 @media (hover: none) { .modebar-container { display: none !important; } }
-/* Phones: less padding around the tables (the page's own: PAGE_HEAD); the inspector's rows put their verdict on a line of its own under the numbers, so min(1, p/q) and r
-   fit; a chart is laid out at PHONE_CHART_PX and scaled down to its box (FIT_CHARTS_JS). */
+/* Phones: less padding around the tables (the page's own: PAGE_HEAD); the inspector's rows put their verdict on a
+   line of its own under the numbers, so min(1, p/q) and r fit; a chart is laid out at PHONE_CHART_PX and scaled down
+   to its box (FIT_CHARTS_JS). */
 @media (max-width: 600px) {
   #inspector.block, #stats.block, #inspector-section.block, .block.gr-accordion {
     padding-left: 4px !important; padding-right: 4px !important; }  /* an accordion's 12 px a side shrank its charts */

@@ -146,7 +146,7 @@ def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
     runs = run_history.runs(session)
     if record is not None:
         run.repeats = repeats_of(runs, record)
-    run.sweep = sweep.payoff if (sweep := run_history.sweep_of(session, run)) is not None else None
+    run.sweep = run_history.sweep_of(session, run)
     return dict(zip(page.runs_so_far, runs_values(runs, spread_of(run))))
 
 
