@@ -88,7 +88,7 @@ def test_the_kept_records_are_named_by_what_they_measured():
         report = json.loads(path.read_text(encoding="utf-8"))
         assert path.name == record_name(report)
         record = read_record(path)
-        assert re.search(r"python -m specviz (bench|gpurun measure) ", record.command), record.command
+        assert re.search(r"python -m specviz (bench|gpurun measure|selfcheck) ", record.command), record.command
         assert record.cells and all(c.low <= c.median <= c.high for c in record.cells)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", record.date)
     bench_page = (BENCH_DIR / "README.md").read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ import torch
 
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.expectations import read_record
-from specviz.analysis.gpurun import RECORDED_RUN, precisions_for
+from specviz.analysis.selfcheck import RECORDED_RUN, precisions_for
 from specviz.analysis.run import Run
 from specviz.app.settings import SETTING
 from specviz.cli.gpurun import call_plan
@@ -131,7 +131,7 @@ def test_in_slots_the_measure_benches_slots_off_beside_them(tmp_path):
     slots off, on the same prompts: before and after, side by side in one run."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "SPECVIZ_SLOTS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "specviz", "gpurun", "measure", "--out", str(tmp_path), "--device", "cpu", "--minutes",
+        [sys.executable, "-m", "specviz", "selfcheck", "--out", str(tmp_path), "--device", "cpu", "--minutes",
          "1.5", "--pair", "tiny-code", "--precisions", "float32", "--num-prompts", "1", "--max-new-tokens", "8",
          "--gammas", "3", "--bench-gammas", "3", "--bench-trees", "0", "--drafters", "model", "--profile-repeats", "1",
          "--profile-tokens", "1,3", "--skip", "against generate,record"], cwd=REPO, capture_output=True, text=True,
@@ -189,7 +189,7 @@ def test_the_luggage_modules_need_the_standard_library_only():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU runs it")
 def test_a_gpu_run_without_a_gpu_stops_at_once_saying_so(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "specviz", "gpurun", "measure", "--out", str(tmp_path), "--device",
+    result = subprocess.run([sys.executable, "-m", "specviz", "selfcheck", "--out", str(tmp_path), "--device",
                              "cuda"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "sees no CUDA device" in result.stderr
     assert not list(tmp_path.iterdir())  # nothing was measured, nothing written

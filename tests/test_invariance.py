@@ -18,7 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.analysis.bench import load_prompts
-from specviz.analysis.selfcheck import transformers_greedy
+from specviz.analysis.selfcheck_measures import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode

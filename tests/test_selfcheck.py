@@ -1,15 +1,29 @@
-"""The self-check for a newly lent machine, run small on the CPU: it passes on the real engine and
-fails when a lane parts from the target alone."""
+"""The self-check for a newly lent machine, run small on the CPU: it passes on the real engine, benches every
+drafter, holds lanes to a bitwise verify, and fails when a lane parts from the target alone."""
 
 from __future__ import annotations
 
-import specviz.analysis.selfcheck
-from specviz.analysis.bench import load_prompts
-from specviz.models.presets import PRESETS
-from specviz.analysis.selfcheck import SelfCheckConfig, first_parting, run_selfcheck
+import json
+from dataclasses import replace
 
-SMALL = SelfCheckConfig(pair="tiny-code", device="cpu", precisions=("float32",), gammas=(1, 3), max_new_tokens=8,
-                        num_prompts=1, bench_gammas=(2,), bench_temperatures=(0.0,), bench_repeats=1)
+import pytest
+
+import specviz.analysis.selfcheck_measures
+from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
+from specviz.analysis.trace import first_parting
+from specviz.catalogue import DRAFTER_CATALOGUE
+from specviz.models.loading import load_pair
+
+SMALL = SelfCheckConfig(pair="tiny-code", device="cpu", minutes=4, precisions=("float32",), gammas=(1, 3),
+                        max_new_tokens=8, num_prompts=1, bench_gammas=(2,), bench_trees=(0,), temperatures=(0.0,),
+                        skip=("record", "against generate", "profile", "slots off"))
+
+
+def checked(config: SelfCheckConfig, out) -> tuple[bool, str, dict]:
+    """(exact, what it printed, checks.json) of a self-check run in-process."""
+    lines = []
+    exact = run_selfcheck(config, out, lines.append)
+    return exact, "\n".join(lines), json.loads((out / "checks.json").read_text())
 
 
 def test_first_parting_counts_an_early_stop_as_parting():
@@ -18,26 +32,28 @@ def test_first_parting_counts_an_early_stop_as_parting():
     assert first_parting([1, 2], [1, 2, 3]) == 2
 
 
-def test_the_self_check_passes_on_the_engine_and_reports_a_bench_for_every_drafter():
-    lines = []
-    assert run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), SMALL, lines.append)
-    text = "\n".join(lines)
-    assert "in float32: greedy identity" in text and "4/4 identical: OK" in text
-    assert "drafter model:" in text and "drafter prompt-lookup:" in text
-    assert "verify against steps: " in text
+def test_the_self_check_passes_on_the_engine_and_reports_a_bench_for_every_drafter(tmp_path):
+    exact, text, checks = checked(SMALL, tmp_path)
+    (result,) = checks["exactness"]
+    assert exact and result["precision"] == "float32" and result["num_checked"] > 0 and not result["partings"]
+    assert f"{result['num_identical']}/{result['num_checked']}" in text and "verify vs steps" in text
+    records = json.loads((tmp_path / "records.json").read_text())
+    pair = load_pair("tiny-code", device="cpu", precision="float32")
+    runnable = {info.name for info in DRAFTER_CATALOGUE if not pair.lacks_for(info)}
+    assert len(records) == len(runnable) >= 2 and all(record["results"] for record in records.values())
+    table = (tmp_path / "table.txt").read_text()
+    assert table.startswith("selfcheck: tiny-code on cpu") and text.rstrip().endswith(table.rstrip())  # printed last
 
 
-def test_the_self_check_in_bfloat16_measures_a_bitwise_verify_and_holds_lanes_to_it():
-    lines = []
-    config = SelfCheckConfig(**{**SMALL.__dict__, "precisions": ("bfloat16",)})
-    assert run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), config, lines.append)
-    text = "\n".join(lines)
-    assert "(bfloat16); at temperature 0 both lanes write the same text by construction" in text
-    assert "4/4 identical: OK" in text
+def test_the_self_check_in_bfloat16_measures_a_bitwise_verify_and_holds_lanes_to_it(tmp_path):
+    exact, _, checks = checked(replace(SMALL, precisions=("bfloat16",), skip=(*SMALL.skip, "bench")), tmp_path)
+    (result,) = checks["exactness"]
+    assert result["invariance"]["bitwise"] and result["num_checked"] > 0
+    assert exact and not [parting for parting in result["partings"] if parting["against"] == "target alone"]
 
 
-def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
-    real = specviz.analysis.selfcheck.speculative_decode
+def test_the_self_check_fails_when_a_lane_parts(monkeypatch, tmp_path):
+    real = specviz.analysis.selfcheck_measures.speculative_decode
 
     def off_by_one(pair, ids, config, *args, **kwargs):  # every token one id higher: never the target's
         for event in real(pair, ids, config, *args, **kwargs):
@@ -45,16 +61,15 @@ def test_the_self_check_fails_when_a_lane_parts(monkeypatch):
                 event = type(event)(**{**event.__dict__, "emitted_ids": tuple(i + 1 for i in event.emitted_ids)})
             yield event
 
-    monkeypatch.setattr(specviz.analysis.selfcheck, "speculative_decode", off_by_one)
-    lines = []
-    assert not run_selfcheck(load_prompts(PRESETS["tiny-code"].prompts_file), SMALL, lines.append)
-    assert "FAILED: lanes must be identical with " in "\n".join(lines)
+    monkeypatch.setattr(specviz.analysis.selfcheck_measures, "speculative_decode", off_by_one)
+    exact, text, checks = checked(replace(SMALL, skip=(*SMALL.skip, "bench")), tmp_path)
+    assert not exact and "from the target alone" in text
+    assert checks["exactness"][0]["partings"][0]["position"] == 1  # the prefill picks token 0, a round token 1
 
 
-def test_the_self_check_refuses_model_flags_it_would_not_use():
-    import pytest
-
+def test_the_self_check_refuses_model_flags_it_would_not_use(capsys):
     from specviz.cli.commands import main
 
-    with pytest.raises(SystemExit, match="does not take --head: bench and generate do"):
+    with pytest.raises(SystemExit):  # it loads the preset itself, in each precision
         main(["selfcheck", "--head", "some-folder"])
+    assert "unrecognized arguments: --head some-folder" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from transformers import DynamicCache
 
 import specviz.decoding.sampling as sampling
 from specviz.analysis.bench import load_prompts
-from specviz.analysis.selfcheck import transformers_greedy
+from specviz.analysis.selfcheck_measures import transformers_greedy
 from specviz.analysis.trace import Trace
 from specviz.catalogue import drafter_info, resolve
 from specviz.decoding.config import DecodeConfig

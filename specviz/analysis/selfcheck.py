@@ -1,123 +1,280 @@
-"""One command for a newly lent machine (a GPU above all): is decoding exact here, and how fast?
+"""`python -m specviz selfcheck`: one command checks a machine (a newly lent GPU above all), under a deadline.
 
-`python -m specviz selfcheck --device cuda` runs, for each precision:
-  1. exactness: whether a verify rounds bitwise like a step for this target on this device
-     (specviz.models.invariance, measured when the pair loads), then greedy identity on the pair's
-     example prompts at several γ, our speculative lane against the target alone and against
-     transformers' own `generate()`. Where the verify is bitwise (batch-invariant) and in
-     float32 any parting is a failure; elsewhere (a device whose kernels defeat the invariant
-     forward) partings are reported with their first position: numerics, not the algorithm;
-  2. the bench table (specviz.analysis.bench) for every drafter, greedy and sampled.
-It never needs a GPU: on a CPU it checks the same things (CI does not run it; tests run a short one).
+In order of what matters if time runs short: rebuild the default target; for each precision, whether a verify
+is bitwise a step (measured at load) and greedy identity against the target alone and transformers'
+generate() on the example and held-out prompts, taken in turn; the bench for every drafter at each
+temperature over a γ sweep in the device's default precision; the first example recorded as a run; the
+target alone against transformers' own generate(), timed alike (is the baseline fair?); where a step, a
+verify and a draft step spend their time (torch.profiler, CUDA activity on a GPU); where the target runs in
+slots (CUDA: specviz.models.slots), the pair's own drafter benched again with slots off, side by side; the
+bench in the other precisions.
+Each phase gets a share of the time left by its weight and stops between two runs once its share is
+spent, saying so; what it finished is kept. Everything goes to --out as it is made: machine.json,
+checks.json (exactness per precision; the target alone against generate()), records.json (`bench --json`
+records, by the file name each would have in assets/bench/), first-example.json.gz (the page's first
+example saved as a run, for assets/runs/), profile.txt, log.txt and table.txt, the short table, printed last.
+On an offline GPU machine `python3 -m specviz.gpu run` starts it (specviz.gpu carries what it needs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import io
+import json
+import sys
+import time
+import traceback
+from contextlib import redirect_stdout
+from functools import partial
+from pathlib import Path
+from typing import Callable
 
 import torch
+import transformers
 
-from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, format_table, run_bench
+from specviz.analysis.bench import Prompt, load_prompts
+from specviz.analysis.bench_record import describe_machine
+from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
+                                                check_exactness, profile_pair, profile_rounds)
+from specviz.analysis.selfcheck_table import exactness_row, format_table, generate_line
 from specviz.catalogue import DRAFTER_CATALOGUE
-from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import autoregressive_decode, speculative_decode
+from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
-from specviz.models.precision import PRECISIONS
-from specviz.decoding.reference import generate_kwargs
-from specviz.analysis.trace import Trace, first_parting
+from specviz.models.precision import choose_device_and_dtype, precision_name
+from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
+from specviz.models.slot_calls import GRAPHS
+from specviz.models.slots import slots_switched, slots_wanted
+
+PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
+# Each phase's share of the time left: exactness per precision, then the default precision's bench (every
+# drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
+# A GPU run showed each precision's exactness phase cut at its share: the default precision's
+# matters most (the page's), the others get less.
+WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5, "profile": 0.7,
+           "slots off": 1.0, "bench, other precision": 0.6}
+RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
 
-@dataclass(frozen=True)
-class SelfCheckConfig:
-    """How much to check; the defaults take a few minutes on a GPU."""
+class Phases:
+    """The run's clock: each phase's deadline is its weight's share of the time left."""
 
-    pair: str | None = None  # a preset name; None: the default pair
-    device: str | None = None  # None: CUDA when present
-    precisions: tuple[str, ...] = tuple(PRECISIONS)
-    gammas: tuple[int, ...] = (1, 3, 6)  # identity is checked at each
-    max_new_tokens: int = 64
-    num_prompts: int | None = None  # None: every example prompt
-    bench_gammas: tuple[int, ...] = (2, 3, 4, 6)
-    bench_temperatures: tuple[float, ...] = (0.0, 0.7)
-    bench_repeats: int = 3
+    def __init__(self, total_s: float, weights: list[float]):
+        self.end = time.monotonic() + total_s
+        self.weights = list(weights)  # the phases still to come
+        self.log: list[dict] = []
 
+    def start(self, name: str) -> float:
+        """The deadline of the next phase (monotonic seconds)."""
+        weight = self.weights.pop(0)
+        share = max(0.0, self.end - time.monotonic()) * weight / (weight + sum(self.weights))
+        self.log.append({"phase": name, "budget_s": round(share, 1), "started": time.monotonic(), "cut": False})
+        return time.monotonic() + share
 
-@dataclass(frozen=True)
-class Parting:
-    """Where a greedy lane left the target alone's tokens (or transformers')."""
-
-    prompt_index: int
-    gamma: int
-    against: str  # "target alone" or "transformers"
-    position: int
+    def finish(self, cut: bool) -> None:
+        entry = self.log[-1]
+        entry["used_s"], entry["cut"] = round(time.monotonic() - entry.pop("started"), 1), cut
 
 
-def greedy_partings(pair: ModelPair, prompt_ids: list[list[int]], config: SelfCheckConfig) -> tuple[list[Parting], int]:
-    """Every place a greedy speculative run parts from the target alone or from transformers'
-    generate(), and how many comparisons were made."""
-    partings, num_checked = [], 0
-    for index, ids in enumerate(prompt_ids):
-        decode_config = DecodeConfig(max_new_tokens=config.max_new_tokens)
-        baseline = Trace.from_events(autoregressive_decode(pair, ids, decode_config))
-        theirs = transformers_greedy(pair, ids, decode_config)
-        for gamma in config.gammas:
-            ours = Trace.from_events(speculative_decode(pair, ids, DecodeConfig(gamma=gamma, max_new_tokens=config.max_new_tokens)))
-            for against, other in (("target alone", baseline.token_ids), ("transformers", theirs)):
-                num_checked += 1
-                position = first_parting(ours.token_ids, other)
-                if position is not None:
-                    partings.append(Parting(index, gamma, against, position))
-    return partings, num_checked
+def precisions_for(device: torch.device, asked: tuple[str, ...] | None) -> list[str]:
+    """The device's default precision first (what a visitor gets), then the others it runs fast."""
+    default = precision_name(choose_device_and_dtype(str(device))[1])
+    chosen = asked or (("bfloat16", "float16", "float32") if device.type == "cuda" else ("bfloat16", "float32"))
+    return sorted(chosen, key=lambda name: name != default)
 
 
-@torch.inference_mode()
-def transformers_greedy(pair: ModelPair, ids: list[int], config: DecodeConfig) -> list[int]:
-    """The target's own generate(), greedy, as a reference independent of our engine."""
-    input_ids = torch.tensor([ids], device=pair.device)  # (1, n)
-    kwargs = generate_kwargs(pair, config, config.max_new_tokens, assisted=False)
-    output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    return output[0, len(ids):].tolist()
+def prompt_sets(preset: PairPreset, num_prompts: int | None) -> dict[str, list[Prompt]]:
+    """The pair's examples and, where it has them, its held-out prompts."""
+    files = {"examples": preset.prompts_file, "held-out": preset.prompts_file.with_name("prompts-heldout.json")}
+    return {name: load_prompts(path)[:num_prompts] for name, path in files.items() if path.is_file()}
 
 
-def bench_every_drafter(pair: ModelPair, prompts: list[Prompt], config: SelfCheckConfig) -> str:
-    """The bench table for each drafter on this device and precision."""
-    tables = []
-    for info in DRAFTER_CATALOGUE:
-        if pair.lacks_for(info):
-            tables.append(f"drafter {info.name}: {pair.lacks_for(info)}")
-            continue
-        drafter = info.name
-        engine = replace(BENCH_ENGINE, max_new_tokens=config.max_new_tokens, drafter=drafter)
-        bench_config = BenchConfig(engine, gammas=config.bench_gammas, temperatures=config.bench_temperatures,
-                                   repeats=config.bench_repeats)
-        results = run_bench(pair, prompts, bench_config, progress=False)
-        tables.append(f"drafter {drafter}:\n{format_table(results)}")
-    return "\n\n".join(tables)
+class Output:
+    """--out: every file rewritten as its content grows, so a killed run still leaves what it made."""
+
+    def __init__(self, folder: Path, print_line: Callable[[str], None]):
+        self.folder, self.print_line = folder, print_line
+        folder.mkdir(parents=True, exist_ok=True)
+        self.lines: list[str] = []
+
+    def say(self, line: str) -> None:
+        self.print_line(line)
+        self.lines.append(line)
+        self.write("log.txt", "\n".join(self.lines) + "\n")
+
+    def note(self, text: str) -> None:
+        """Into the log only (a traceback): the printed tail stays short."""
+        self.lines.append(text)
+        self.write("log.txt", "\n".join(self.lines) + "\n")
+
+    def write(self, name: str, content) -> None:
+        text = content if isinstance(content, str) else json.dumps(content, indent=1, default=str)
+        (self.folder / name).write_text(text)
 
 
-def run_selfcheck(prompts: list[Prompt], config: SelfCheckConfig, print_line=print) -> bool:
-    """Check every precision in turn; True when float32 (where asked) never parted."""
-    exact = True
-    for precision in config.precisions:
-        pair = load_pair(config.pair, device=config.device, precision=precision)
-        chosen = prompts[: config.num_prompts] if config.num_prompts else prompts
-        prompt_ids = encode_prompts(pair, chosen, None)
-        partings, num_checked = greedy_partings(pair, prompt_ids, config)
-        print_line(f"== {pair.name} on {pair.device} in {pair.precision}: greedy identity, {len(chosen)} prompts × "
-                   f"γ {', '.join(map(str, config.gammas))} against the target alone and transformers' generate()")
-        for parting in partings:
-            print_line(f"   parted from {parting.against} at token {parting.position + 1} (prompt {parting.prompt_index + 1}, "
-                       f"γ = {parting.gamma})")
-        bitwise = pair.invariance is not None and pair.invariance.exact
-        print_line(f"   verify against steps: {pair.invariance.summary() if pair.invariance else 'not measured'}")
-        verdict = f"{num_checked - len(partings)}/{num_checked} identical"
-        if bitwise or pair.precision == "float32":
-            exact &= not partings
-            rule = "a verify exact by construction" if bitwise else "float32"
-            print_line(f"   {verdict}: {'OK' if not partings else f'FAILED: lanes must be identical with {rule}'}")
-        else:
-            print_line(f"   {verdict} (this target's verify is not exact by construction here: partings at near-ties are "
-                       "numerics, not the algorithm)")
-        print_line(bench_every_drafter(pair, chosen, config))
+class SelfCheck:
+    """One run: its settings, what it has found so far, and the files it keeps up to date. `cli_main` is the
+    command line's entry (`generate --save` records the first example as the page would), handed down by
+    the command that started the run: analysis never imports the command line above it."""
+
+    def __init__(self, config: SelfCheckConfig, out: Output, cli_main: Callable[[list[str]], int] | None = None):
+        self.config, self.out, self.started, self.cli_main = config, out, time.monotonic(), cli_main
+        self.device, self.preset = torch.device(config.device or default_device()), resolve_pair(config.pair)
+        self.precisions = precisions_for(self.device, config.precisions)
+        own = self.preset.unnamed_drafter()
+        self.drafters = list(config.drafters or [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own])
+        self.sets = prompt_sets(self.preset, config.num_prompts)
+        bench_on = "held-out" if "held-out" in self.sets else "examples"  # held-out: prompts no training phase saw
+        self.bench_set = (bench_on, self.sets[bench_on])
+        self.checks: dict = {"exactness": [], "baseline_vs_generate": None}
+        self.records: dict[str, dict] = {}
+        self.profile_line, self.exact, self.machine, self.phases = "", True, {}, Phases(0, [])
+
+    def pair_in(self, precision: str) -> ModelPair:
+        return load_pair(self.config.pair, device=str(self.device), precision=precision)
+
+    def exactness(self, precision: str, deadline: float) -> bool:
+        result = check_exactness(self.pair_in(precision), self.sets, self.config, deadline)
+        self.checks["exactness"].append(result)
+        self.out.write("checks.json", self.checks)
+        if (result["invariance"] or {}).get("bitwise") or precision == "float32":  # lanes must be identical
+            # to the target alone; generate() runs the target's kernels at its own row counts, which in slots
+            # (a call's rows always SLOTS) are not the lanes': it may part from both at a near-tie
+            self.exact &= not any(parting["against"] == "target alone" for parting in result["partings"])
+        self.out.say(exactness_row(result))
+        return result["cut"]
+
+    def bench(self, precision: str, deadline: float) -> bool:
+        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline, self.drafters,
+                               keep=self.keep_record)
+        return any(record["selfcheck"]["cut"] for record in found.values())
+
+    def keep_record(self, name: str, record: dict) -> None:
+        self.records[name] = record
+        self.out.write("records.json", self.records)
+
+    def record(self, deadline: float) -> bool:
+        """The page's first example with every default, saved as `generate --save` saves it (the machine in
+        its settings), so a page with no GPU replays a GPU run at its real pace."""
+        if self.cli_main is None:
+            self.out.say("record the first example: no command line was given to this run")
+            return False
+        example = load_prompts(self.preset.prompts_file)[0]
+        argv = ["generate", "--pair", self.preset.name, "--prompt", example.text,
+                "--chat" if example.chat is not False else "--no-chat", "--device", str(self.device),
+                "--dtype", self.precisions[0], "--threads", "0", "--save", str(self.out.folder / RECORDED_RUN), "--json"]
+        printed = io.StringIO()
+        with redirect_stdout(printed):  # the report, of which the log keeps the speedup
+            try:
+                code = self.cli_main(argv)
+            except SystemExit as exit_:  # argparse's way out must not end the whole run
+                code = exit_.code
+        report = json.loads(printed.getvalue()) if code == 0 else {}
+        self.out.say(f"recorded the first example ({self.precisions[0]}): {RECORDED_RUN}, exit {code}, "
+                     f"speedup {report.get('speedup')}, identical {report.get('identical_outputs')}")
+        return time.monotonic() > deadline
+
+    def against_generate(self, deadline: float) -> bool:
+        result = baseline_against_generate(self.pair_in(self.precisions[0]), self.bench_set[1], self.config, deadline)
+        self.checks["baseline_vs_generate"] = result
+        self.out.write("checks.json", self.checks)
+        self.out.say(generate_line(result))
+        return result["cut"]
+
+    def profile(self, deadline: float) -> bool:
+        pair = self.pair_in(self.precisions[0])
+        text, self.profile_line = profile_pair(pair, self.config)
+        self.out.write("profile.txt", text + "\n")
+        self.out.say(self.profile_line)
+        rounds_text, rounds_line = profile_rounds(pair, self.sets["examples"][0], self.config)
+        self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n")
+        self.out.say(rounds_line)
+        return time.monotonic() > deadline
+
+    def slots_off(self, deadline: float) -> bool:
+        """The pair's own drafter benched again with slots off (the target as transformers loads it: SDPA, no
+        graphs, not exact by construction), on the same prompts and machine: what slots cost or gain, side by side."""
+        with slots_switched(False):
+            pair = self.pair_in(self.precisions[0])  # loaded anew: whether a target runs in slots is fixed at load
+            found = bench_drafters(pair, self.bench_set, self.config, deadline, self.drafters[:1],
+                                   keep=lambda name, record: self.keep_record(name.replace(".json", "--slots-off.json"), record))
+        return any(record["selfcheck"]["cut"] for record in found.values())
+
+    def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
+        """(phase, its work given its deadline, its weight), in order of what matters."""
+        first, others = self.precisions[0], self.precisions[1:]
+        return [phase for phase in self.phases_in_order(first, others) if not phase[0].startswith(self.config.skip or "\0")]
+
+    def phases_in_order(self, first: str, others: list[str]) -> list[tuple[str, Callable[[float], bool], float]]:
+        return ([(f"exactness {p}", partial(self.exactness, p),
+                  WEIGHTS["exactness" if p == first else "exactness, other precision"]) for p in self.precisions]
+                + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
+                   ("record the first example", self.record, WEIGHTS["record"]),
+                   (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
+                   (f"profile {first}", self.profile, WEIGHTS["profile"])]
+                + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted() else [])
+                + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
+
+    def run_phase(self, name: str, work: Callable[[float], bool]) -> None:
+        deadline = self.phases.start(name)
+        try:
+            cut = work(deadline)
+        except Exception as error:  # noqa: BLE001 — one phase's failure is a finding; the rest still run
+            self.out.say(f"{name}: FAILED: {type(error).__name__}: {error}")
+            self.out.note(traceback.format_exc())
+            cut = True
+        self.phases.finish(cut)
+        entry = self.phases.log[-1]
+        self.out.say(f"{name}: {entry['used_s']} s of {entry['budget_s']} s{' (cut)' if cut else ''}")
+
+    def write_table(self) -> None:
+        """After every phase, so a run killed at its limit still leaves its table."""
+        machine = self.machine
+        machine["page_modules_imported"] = [name for name in PAGE_MODULES if name in sys.modules]
+        # Which SDPA kernels the run allowed (loading turns cuDNN's off on CUDA); the profile names the one used.
+        machine["sdpa_backends"] = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")()
+                                    for name in ("flash", "mem_efficient", "math", "cudnn")}
+        machine["cuda_graphs"] = dict(GRAPHS)  # how many calls slots captured, and the first capture that failed
+        machine["phases"] = self.phases.log
+        self.out.write("machine.json", machine)
+        cuda = f"CUDA {machine['cuda']}, " if machine.get("cuda") else ""
+        header = (f"selfcheck: {self.preset.name} on {self.device} ({machine['gpu'] or machine['cpu']}, {cuda}torch "
+                  f"{machine['torch']}, transformers {machine['transformers']}): "
+                  f"{time.monotonic() - self.started:.0f} s of {self.config.minutes * 60:.0f}; setup {machine['setup_s']:.0f} s"
+                  + graphs_said(machine["cuda_graphs"]))
+        self.out.write("table.txt", format_table(header, self.checks, self.records, self.profile_line, self.phases.log))
+
+    def run(self) -> bool:
+        """Rebuild the target, then every phase in turn; True when no lane parted where lanes must be
+        identical (a bitwise verify, or float32)."""
+        if self.preset.name == DEFAULT_PRESET:
+            self.out.say(f"target: {default_target_id()} ({time.monotonic() - self.started:.0f} s)")
+        self.machine = {**describe_machine(self.device), "setup_s": round(time.monotonic() - self.started, 1)}
+        work = self.work()
+        self.phases = Phases(self.config.minutes * 60 - (time.monotonic() - self.started), [w for _, _, w in work])
+        for name, step, _ in work:
+            self.run_phase(name, step)
+            self.write_table()
+        return self.exact
+
+
+def graphs_said(graphs: dict) -> str:
+    """The header's word on CUDA graphs (specviz.models.slot_calls): none on a CPU, else how many, or why not."""
+    if graphs["failed"]:
+        return f"; CUDA graphs FAILED, slots ran eagerly: {graphs['failed'][:200]}"
+    return f"; {graphs['captured']} CUDA graphs captured" if graphs["captured"] else ""
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_selfcheck(config: SelfCheckConfig, out_dir: Path, print_line: Callable[[str], None] = print,
+                  cli_main: Callable[[list[str]], int] | None = None) -> bool:
+    """The whole run (see the module's note), its table printed last; True when no lane parted where lanes must
+    be identical."""
+    transformers.utils.logging.disable_progress_bar()  # a GPU reply shows the output's tail: keep it for the table
+    out = Output(out_dir, print_line)
+    exact = SelfCheck(config, out, cli_main).run()
+    table = out_dir / "table.txt"
+    print_line(table.read_text() if table.is_file() else "selfcheck: no table was written")
     return exact

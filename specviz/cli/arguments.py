@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specviz.analysis.bench import BENCH_ENGINE, BenchConfig
-from specviz.analysis.gpurun_measures import GpuRunConfig
+from specviz.analysis.selfcheck_measures import SelfCheckConfig
 from specviz.app.settings import SETTING, SETTINGS
 from specviz.models.presets import preset_name
 
@@ -145,42 +145,44 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--threads", type=int, default=None)
 
-    selfcheck = commands.add_parser("selfcheck", help="on a new machine (a GPU): greedy identity in each precision, "
-                                                      "then the bench for every drafter")
-    add_pair_arguments(selfcheck)
-    selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, 1 repeat: seconds, not minutes")
-
+    add_selfcheck_parser(commands)
     commands.add_parser("setup", help="convert the default target from the installed wheel now (else on first use)")
     add_gpurun_parser(commands)
     return parser
 
 
+def add_selfcheck_parser(commands) -> None:
+    check = SelfCheckConfig()  # the check's defaults have one home; the flags spell them
+    selfcheck = commands.add_parser(
+        "selfcheck", help="check a machine (a newly lent GPU above all) under a deadline: greedy identity per precision, "
+                          "the bench for every drafter, the target alone against generate(), a profile")
+    selfcheck.add_argument("--out", type=Path, default=None, help="where its files go (default: a new temporary folder)")
+    selfcheck.add_argument("--device", default=None, help="cuda, cpu, … (default: CUDA when present)")
+    selfcheck.add_argument("--pair", default=None)
+    selfcheck.add_argument("--minutes", type=float, default=check.minutes, help="the whole check, the target's rebuild included")
+    selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, γ 3: a minute or two, not minutes")
+    selfcheck.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
+    selfcheck.add_argument("--gammas", default=listed(check.gammas), help="greedy identity at each")
+    selfcheck.add_argument("--bench-gammas", default=listed(check.bench_gammas))
+    selfcheck.add_argument("--bench-trees", default=listed(check.bench_trees),
+                           help="tree budgets the bench runs at every γ (0 = a chain)")
+    selfcheck.add_argument("--temperatures", default=listed(check.temperatures))
+    selfcheck.add_argument("--max-new-tokens", type=int, default=check.max_new_tokens)
+    selfcheck.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
+    selfcheck.add_argument("--profile-tokens", default=listed(check.profile_tokens))
+    selfcheck.add_argument("--drafters", default=None, help="comma-separated (default: every one, the pair's own first)")
+    selfcheck.add_argument("--skip", default=None, help="comma-separated phases to leave out, by their first words")
+    selfcheck.add_argument("--profile-repeats", type=int, default=check.profile_repeats)
+    selfcheck.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (0: all); a GPU run keeps all")
+
+
 def add_gpurun_parser(commands) -> None:
-    run = GpuRunConfig()  # the measure's defaults have one home; the flags spell them
-    gpurun = commands.add_parser("gpurun", help="the prepared GPU run: pack its parts here, measure there")
+    gpurun = commands.add_parser("gpurun", help="the prepared GPU run: pack what an offline GPU machine needs")
     steps = gpurun.add_subparsers(dest="step", required=True)
     pack_step = steps.add_parser("pack", help="the GGUF and the wheels as parts, one transfer each, and the calls")
     pack_step.add_argument("--dest", type=Path, default=Path(".gpu"), help="an ignored folder (default .gpu)")
     pack_step.add_argument("--part-mib", type=int, default=None, help="part size (default: what the tree leaves)")
-    pack_step.add_argument("--minutes", type=float, default=run.minutes, help="the last call's measure budget")
-    measure = steps.add_parser("measure", help="exactness, bench and profile under a time budget (specviz.gpu runs it)")
-    measure.add_argument("--out", type=Path, required=True)
-    measure.add_argument("--device", default="cuda")
-    measure.add_argument("--pair", default=None)
-    measure.add_argument("--minutes", type=float, default=run.minutes)
-    measure.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
-    measure.add_argument("--gammas", default=listed(run.gammas), help="greedy identity at each")
-    measure.add_argument("--bench-gammas", default=listed(run.bench_gammas))
-    measure.add_argument("--bench-trees", default=listed(run.bench_trees),
-                         help="tree budgets the bench runs at every γ (0 = a chain)")
-    measure.add_argument("--temperatures", default=listed(run.temperatures))
-    measure.add_argument("--max-new-tokens", type=int, default=run.max_new_tokens)
-    measure.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
-    measure.add_argument("--profile-tokens", default=listed(run.profile_tokens))
-    measure.add_argument("--drafters", default=None, help="comma-separated (default: every one, the pair's own first)")
-    measure.add_argument("--skip", default=None, help="comma-separated phases to leave out, by their first words")
-    measure.add_argument("--profile-repeats", type=int, default=run.profile_repeats)
-    measure.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (a dry run); a GPU run keeps all")
+    pack_step.add_argument("--minutes", type=float, default=SelfCheckConfig.minutes, help="the last call's selfcheck budget")
 
 
 def listed(values: tuple) -> str:

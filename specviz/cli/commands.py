@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+from pathlib import Path
 
 from specviz.catalogue import drafter_info
 from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser, parse_numbers
@@ -216,22 +217,30 @@ def run_train(args) -> int:
 
 
 def run_selfcheck(args) -> int:
+    import tempfile
+
     import torch
 
-    from specviz.analysis.bench import load_prompts
-    from specviz.models.presets import resolve_pair
     from specviz.analysis.selfcheck import SelfCheckConfig, run_selfcheck
 
-    given = [flag for flag, value in (("--target", args.target), ("--draft", args.draft), ("--head", args.head)) if value]
-    if given:  # its phases load the preset themselves, in each precision
-        raise SystemExit(f"selfcheck checks a preset pair (--pair); it does not take {', '.join(given)}: "
-                         f"bench and generate do")
-    if args.threads:
+    if args.device and args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}, but this torch ({torch.__version__}) sees no CUDA device")
+    if args.threads and not (args.device or "").startswith("cuda"):  # on a GPU the rebuild's CPU work wants every core
         torch.set_num_threads(args.threads)
-    quick = dict(num_prompts=2, max_new_tokens=16, bench_repeats=1, bench_gammas=(3,)) if args.quick else {}
-    precisions = {"precisions": (args.dtype,)} if args.dtype else {}
-    config = SelfCheckConfig(pair=args.pair, device=args.device, **quick, **precisions)
-    exact = run_selfcheck(load_prompts(resolve_pair(args.pair).prompts_file), config)
+    quick = dict(num_prompts=2, max_new_tokens=16, bench_gammas=(3,), bench_trees=(0,)) if args.quick else {}
+    asked = dict(
+        pair=args.pair, device=args.device, minutes=args.minutes, gammas=parse_numbers(args.gammas, int, "gammas"),
+        bench_gammas=parse_numbers(args.bench_gammas, int, "bench-gammas"),
+        bench_trees=parse_numbers(args.bench_trees, int, "bench-trees"),
+        temperatures=parse_numbers(args.temperatures, float, "temperatures"), max_new_tokens=args.max_new_tokens,
+        num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
+        profile_repeats=args.profile_repeats, drafters=tuple(args.drafters.split(",")) if args.drafters else None,
+        skip=tuple(args.skip.split(",")) if args.skip else (),
+        precisions=tuple(args.precisions.split(",")) if args.precisions else None)
+    out = args.out or Path(tempfile.mkdtemp(prefix="specviz-selfcheck-"))
+    print(f"selfcheck: its files go to {out}", flush=True)
+    # `main` records the first example as `generate --save` does (handed down: analysis never imports the CLI)
+    exact = run_selfcheck(SelfCheckConfig(**{**asked, **quick}), out, cli_main=main)
     return 0 if exact else 1
 
 
@@ -245,7 +254,7 @@ def run_setup(args) -> int:
 def run_gpurun(args) -> int:
     from specviz.cli.gpurun import run_gpurun as run_step
 
-    return run_step(args, main)  # the measure records the first example through `generate --save`
+    return run_step(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
-"""`python -m specviz gpurun pack | measure`: the prepared GPU run's two commands that need specviz.
+"""`python -m specviz gpurun pack`: what an offline GPU machine needs for the self-check, packed here.
 
-pack (here, before a lease): the default target's GGUF and the wheels the GPU machine lacks, as parts
-that each fit one transfer beside the travelling tree (specviz.gpu.parts), and the `run` calls that carry
-them. measure (there, started by `python3 -m specviz.gpu run`): specviz.analysis.gpurun.
+Before a lease: the default target's GGUF and the wheels the GPU machine lacks, as parts that each fit one
+transfer beside the travelling tree (specviz.gpu.parts), and the `run` calls that carry them; there,
+`python3 -m specviz.gpu run` unpacks them and starts `python -m specviz selfcheck` (specviz.analysis.selfcheck).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
 
-from specviz.cli.arguments import parse_numbers
 from specviz.gpu.parts import MIB, pack, part_bytes_for, travelling_bytes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,28 +78,5 @@ def run_pack(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_measure(args: argparse.Namespace, cli_main: Callable[[list[str]], int] | None = None) -> int:
-    import torch  # only once the carried wheels are on the path
-
-    from specviz.analysis.gpurun import GpuRunConfig, run_gpurun
-
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}, but this torch ({torch.__version__}) sees no CUDA device")
-    if args.threads and not args.device.startswith("cuda"):  # on a GPU the rebuild's CPU work wants every core
-        torch.set_num_threads(args.threads)
-    optional = {"precisions": tuple(args.precisions.split(",")) if args.precisions else None}
-    config = GpuRunConfig(
-        pair=args.pair, device=args.device, minutes=args.minutes, gammas=parse_numbers(args.gammas, int, "gammas"),
-        bench_gammas=parse_numbers(args.bench_gammas, int, "bench-gammas"),
-        bench_trees=parse_numbers(args.bench_trees, int, "bench-trees"),
-        temperatures=parse_numbers(args.temperatures, float, "temperatures"), max_new_tokens=args.max_new_tokens,
-        num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
-        profile_repeats=args.profile_repeats, drafters=tuple(args.drafters.split(",")) if args.drafters else None,
-        skip=tuple(args.skip.split(",")) if args.skip else (), **optional)
-    return 0 if run_gpurun(config, args.out, cli_main=cli_main) else 1
-
-
-def run_gpurun(args: argparse.Namespace, cli_main: Callable[[list[str]], int] | None = None) -> int:
-    """`cli_main`: the command line's entry, with which the measure records the first example as
-    `generate --save` does (handed in: this module never imports the commands that import it)."""
-    return run_pack(args) if args.step == "pack" else run_measure(args, cli_main)
+def run_gpurun(args: argparse.Namespace) -> int:
+    return run_pack(args)

@@ -2,7 +2,7 @@
 
 stash PART: keep a carried part (`.gpu/part-<i>`) outside the tree, checked (every call but the last).
 run: stash the last part, join and check the payload, install its wheels into a folder of their own,
-then `python -m specviz gpurun measure` under a hard time limit with that folder first on PYTHONPATH,
+then `python -m specviz selfcheck` under a hard time limit with that folder first on PYTHONPATH,
 and print its table last (also when the limit cut it). assets/bench/README.md, 'GPU run', has the calls.
 train: the same set-up, then the head's GPU recipe (`python -m specviz train --recipe head --device
 cuda`) under the same limit, its work folder kept outside the tree so the next call on a
@@ -25,7 +25,7 @@ from specviz.gpu.parts import GGUF_ENV, assemble, install_wheels, stash
 REPO = Path(__file__).resolve().parents[2]
 STORE = Path("/tmp/specviz-parts")  # outside the tree, which every call replaces
 WORK = Path("/tmp/specviz-gpurun")
-GRACE_S = 45  # past the measure's own deadline before it is killed (it stops itself between runs)
+GRACE_S = 45  # past the self-check's own deadline before it is killed (it stops itself between runs)
 TABLE = "table.txt"
 STDERR = "stderr.txt"
 
@@ -41,7 +41,7 @@ def child_env(args: argparse.Namespace, site: Path, gguf: Path | None) -> dict[s
 def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str]) -> int:
     """A `python -m specviz` process, killed (its whole group) if it outlives its minutes and the grace. Its
     stderr (progress bars, the profiler's chatter) goes to a file: the reply shows the tail of stdout."""
-    what = " ".join(command[:2])  # "gpurun measure", "train --recipe"
+    what = command[0]  # "selfcheck", "train"
     command = [sys.executable, "-m", "specviz", *command]
     print("$", " ".join(command), flush=True)
     with open(args.out / STDERR, "w") as stderr:
@@ -75,10 +75,11 @@ def set_up(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     env = set_up(args)
-    code = run_child(args, ["gpurun", "measure", "--out", str(args.out), "--device", args.device,
+    code = run_child(args, ["selfcheck", "--out", str(args.out), "--device", args.device,
                             "--minutes", str(args.minutes), *args.extra], env)
     table = args.out / TABLE
-    print(table.read_text() if table.is_file() else "gpurun: no table was written", flush=True)
+    if code != 0:  # the self-check prints its table last; one it did not finish has only the table it wrote
+        print(table.read_text() if table.is_file() else "gpurun: no table was written", flush=True)
     print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
     return code
 
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     stash_command = commands.add_parser("stash", help="keep a carried part outside the tree, checked")
     stash_command.add_argument("part", type=Path, help="the carried folder, e.g. .gpu/part-1")
     stash_command.add_argument("--store", type=Path, default=STORE)
-    for name, what, minutes in (("run", "measure", 7.0), ("train", "train the head", 9.0)):
+    for name, what, minutes in (("run", "self-check", 7.0), ("train", "train the head", 9.0)):
         command = commands.add_parser(name, help=f"stash the last part, assemble, install, {what}")
         command.add_argument("--part", type=Path, default=None, help="the last carried part (else all are stashed)")
         command.add_argument("--store", type=Path, default=STORE)
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--minutes", type=float, default=minutes,
                              help="the child's whole budget, setup included; it is killed 45 s past it")
         command.add_argument("extra", nargs=argparse.REMAINDER,
-                             help=f"after --: more `{'gpurun measure' if name == 'run' else 'train --recipe head'}` flags")
+                             help=f"after --: more `{'selfcheck' if name == 'run' else 'train --recipe head'}` flags")
     return parser
 
 

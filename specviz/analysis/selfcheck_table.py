@@ -1,4 +1,4 @@
-"""The prepared GPU run's short table (specviz.analysis.gpurun): what a reader of the command's last lines
+"""The self-check's short table (specviz.analysis.selfcheck): what a reader of the command's last lines
 needs, from the run's own checks and records: exactness per precision, the target alone against
 transformers' generate(), each record's best γ per temperature, the profile's line, each phase's time."""
 

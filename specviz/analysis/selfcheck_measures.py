@@ -1,7 +1,7 @@
-"""What the prepared GPU run measures, each given its pair and a deadline (specviz.analysis.gpurun runs
-them in turn and keeps what they find): greedy identity per precision, the bench per drafter, the target
-alone against transformers' generate(), and where the time goes (a forward's parts, then a whole
-speculative run op by op). GpuRunConfig says how much of each.
+"""What the self-check measures, each given its pair and a deadline (specviz.analysis.selfcheck runs them in
+turn and keeps what they find): greedy identity per precision, the bench per drafter, the target alone
+against transformers' generate(), and where the time goes (a forward's parts, then a whole speculative run
+op by op). SelfCheckConfig says how much of each.
 """
 
 from __future__ import annotations
@@ -11,27 +11,27 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Iterator
 
+import torch
 from torch.profiler import ProfilerActivity, profile
 
 from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, results_to_json, summarise, timed_runs
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
-from specviz.analysis.selfcheck import SelfCheckConfig, greedy_partings
-from specviz.analysis.trace import Trace
+from specviz.analysis.trace import Trace, first_parting
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, clock, speculative_decode
-from specviz.decoding.reference import time_generate
+from specviz.decoding.reference import generate_kwargs, time_generate
 from specviz.models.invariance import plain_copy
 from specviz.models.pairs import ModelPair
 
 
 @dataclass(frozen=True)
-class GpuRunConfig:
-    """What the run measures; its minutes cut whatever the sizes ask for."""
+class SelfCheckConfig:
+    """What the self-check measures; its minutes cut whatever the sizes ask for."""
 
     pair: str | None = None  # a preset; None: the default pair
-    device: str = "cuda"
+    device: str | None = None  # None: CUDA when present, else the CPU
     minutes: float = 7.0  # the whole run, the target's rebuild included
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
@@ -56,16 +56,52 @@ def taken_in_turn(sets: dict[str, list[Prompt]]) -> Iterator[tuple[str, int, Pro
                 yield name, index, prompts[index]
 
 
-def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: GpuRunConfig, deadline: float) -> dict:
+@dataclass(frozen=True)
+class Parting:
+    """Where a greedy lane left the target alone's tokens (or transformers')."""
+
+    prompt_index: int
+    gamma: int
+    against: str  # "target alone" or "transformers"
+    position: int
+
+
+def greedy_partings(pair: ModelPair, prompt_ids: list[list[int]], config: SelfCheckConfig) -> tuple[list[Parting], int]:
+    """Every place a greedy speculative run parts from the target alone or from transformers'
+    generate(), and how many comparisons were made."""
+    partings, num_checked = [], 0
+    decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
+    for index, ids in enumerate(prompt_ids):
+        baseline = Trace.from_events(autoregressive_decode(pair, ids, decode))
+        theirs = transformers_greedy(pair, ids, decode)
+        for gamma in config.gammas:
+            ours = Trace.from_events(speculative_decode(pair, ids, replace(decode, gamma=gamma)))
+            for against, other in (("target alone", baseline.token_ids), ("transformers", theirs)):
+                num_checked += 1
+                position = first_parting(ours.token_ids, other)
+                if position is not None:
+                    partings.append(Parting(index, gamma, against, position))
+    return partings, num_checked
+
+
+@torch.inference_mode()
+def transformers_greedy(pair: ModelPair, ids: list[int], config: DecodeConfig) -> list[int]:
+    """The target's own generate(), greedy, as a reference independent of our engine."""
+    input_ids = torch.tensor([ids], device=pair.device)  # (1, n)
+    kwargs = generate_kwargs(pair, config, config.max_new_tokens, assisted=False)
+    output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+    return output[0, len(ids):].tolist()
+
+
+def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: SelfCheckConfig, deadline: float) -> dict:
     """The verify's measured invariance and greedy identity, prompt by prompt until the deadline."""
-    check = SelfCheckConfig(gammas=config.gammas, max_new_tokens=config.max_new_tokens)
     done = dict.fromkeys(sets, 0)
     partings, num_checked, cut = [], 0, False
     for name, index, prompt in taken_in_turn(sets):
         if time.monotonic() > deadline:
             cut = True
             break
-        found, checked = greedy_partings(pair, encode_prompts(pair, [prompt], None), check)
+        found, checked = greedy_partings(pair, encode_prompts(pair, [prompt], None), config)
         partings += [{**asdict(parting), "prompt_set": name, "prompt_index": index} for parting in found]
         num_checked, done[name] = num_checked + checked, done[name] + 1
     invariance = asdict(pair.invariance) if pair.invariance else None
@@ -96,7 +132,7 @@ def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, dea
     return results, reached, cut
 
 
-def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: GpuRunConfig, deadline: float,
+def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: SelfCheckConfig, deadline: float,
                    drafters: list[str], keep: Callable[[str, dict], None] = lambda name, record: None) -> dict[str, dict]:
     """One `bench --json` record per drafter the pair can run, each with its share of the time; `keep`
     hears each as it is made (a later drafter's failure must not lose it)."""
@@ -115,7 +151,7 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
         measured = replace(bench, temperatures=tuple(sorted({r.temperature for r in results})))
         record = results_to_json(pair, chosen[:reached], measured, results)
         record["prompts"] = {**record["prompts"], "set": set_name, "first": reached, "of": len(chosen)}
-        record["gpurun"] = {"cut": cut, "budget_s": round(budget_s, 1)}
+        record["selfcheck"] = {"cut": cut, "budget_s": round(budget_s, 1)}
         name = record_name(record)
         name = name if info.name == drafters[0] else name.replace(".json", f"--{info.name}.json")
         records[name] = record
@@ -123,7 +159,7 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: G
     return records
 
 
-def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: GpuRunConfig, deadline: float) -> dict:
+def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: SelfCheckConfig, deadline: float) -> dict:
     """Is the baseline fair (not slowed)? The target alone in the engine against transformers' own
     generate(), greedy, each a whole call timed alike (after the GPU's queued work): ours over theirs in
     tokens per second, prompt by prompt until the deadline. Twice: against generate() on the same target
@@ -147,7 +183,7 @@ def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: Gp
     return {"precision": pair.precision, **spread, "num_prompts": len(ratios["ours_over_generate"]), "cut": cut}
 
 
-def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
+def profile_pair(pair: ModelPair, config: SelfCheckConfig) -> tuple[str, str]:
     """The target's step against verifies, then one step of the draft model (full head, as loaded):
     the tables, and one line for the run's table."""
     profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats,
@@ -167,7 +203,7 @@ def profile_pair(pair: ModelPair, config: GpuRunConfig) -> tuple[str, str]:
     return text, line
 
 
-def profile_rounds(pair: ModelPair, prompt: Prompt, config: GpuRunConfig) -> tuple[str, str]:
+def profile_rounds(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) -> tuple[str, str]:
     """One speculative run of the page's defaults under torch's profiler, every op (CPU and GPU): where
     a round spends what the forward profile does not see (Python, syncs, sampling, the drafter's work).
     The table (top ops by their own CPU time), and one line: the run's wall time against its GPU time."""
