@@ -126,3 +126,27 @@ def test_step_modes_captions_say_what_the_drawing_draws(runs, setup):
             assert captions["accept"].count(f"tok tok-{kind}") == verdicts.count(kind)
     html = stages_html([("verify", "Verify", "the paragraph", "the caption")], "Round 1")
     assert "<summary><b>1 · Verify.</b> the caption</summary>" in html and "the paragraph" in html
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_round_is_one_tree_of_nodes_whose_kept_path_is_the_text(runs, setup):
+    """RoundEvent.nodes, the one shape of every round: a chain a linear tree, rival guesses a one-level tree, a
+    tree as drafted; the accepted nodes are one path from the text, the emitted tokens, with the target's own below."""
+    shapes = set()
+    for event in drafted_rounds(runs[setup]):
+        nodes, shapes = event.nodes, shapes | {event.shape}
+        for node in nodes:
+            assert node.parent < nodes.index(node) and node.depth == (1 if node.parent == -1 else nodes[node.parent].depth + 1)
+            if node.verdict in ("accepted", "rejected"):  # judged: with the figures it was judged by
+                assert None not in (node.target_prob, node.accept_prob, node.r)
+            elif node.verdict in ("resample", "bonus"):
+                assert node.r is None and node.draft_prob == 0
+        path = [i for i, node in enumerate(nodes) if node.verdict == "accepted"]
+        assert [nodes[i].parent for i in path] == [-1, *path][:len(path)]  # one path down from the last committed token
+        own = [node for node in nodes if node.verdict in ("resample", "bonus")]
+        assert [nodes[i].token_id for i in path] + [node.token_id for node in own] == list(event.emitted_ids)
+        assert all(node.parent == (path[-1] if path else -1) for node in own)
+        drafted = [node for node in nodes if node not in own]
+        assert len(drafted) == (len(event.tree) - len(own) if event.tree else event.gamma + len(event.rivals))
+    shape = setup.split()[0]  # a rival run drafts a plain chain where its first draft was sure
+    assert shape in shapes <= {shape, "chain"}

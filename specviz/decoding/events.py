@@ -18,6 +18,7 @@ Lane = str
 # accepted draft ("bonus").
 NextKind = Literal["target", "resample", "bonus"]
 StopReason = Literal["max_new_tokens", "eos", "context_length", "stopped"]
+RoundShape = Literal["chain", "rivals", "tree"]
 # How a token is shown, everywhere (page, inspector, explainer, terminal): a draft's verdict,
 # or how the target's own token came about (a plain target token, a resample, a bonus).
 TokenKind = Literal["accepted", "rejected", "unexamined", "resample", "bonus", "target"]
@@ -55,7 +56,9 @@ class TreeNode:
     token_id: int
     parent: int  # index into RoundEvent.tree of its parent; -1: the last committed token
     depth: int  # 1 for a child of the last committed token
-    draft_prob: float  # the drafter's probability of it after its parent (temperature 1); 0 for the target's token
+    # the drafter's probability of it after its parent: the q a chain's draft was sampled from; a picked node's (a
+    # tree's, a rival guess) at temperature 1; 0 for the target's token
+    draft_prob: float
     # accepted / rejected (tried and failed) / unexamined (never tried: an ancestor or an earlier sibling
     # decided first) for a drafted node; resample (the target's pick where every child failed) or bonus
     # (after a fully accepted path) for the target's own token, the tree's last entry.
@@ -131,12 +134,35 @@ class RoundEvent:
             self.drafted[0].draft_confidence < max(token.draft_confidence for token in self.rivals))
 
     @property
-    def num_verify_rows(self) -> int:
-        """Rows the round's one target forward computed: the last committed token's, then one per drafted token
-        (a rival round's guesses and a tree's nodes among them)."""
+    def shape(self) -> RoundShape:
+        """What the round drafted: a chain, an unsure first draft with its rival guesses, or a tree (nothing
+        drafted: a chain of none, the baseline's step)."""
+        return "tree" if self.tree else "rivals" if self.rivals else "chain"
+
+    @property
+    def nodes(self) -> tuple[TreeNode, ...]:
+        """The round as the one shape every round has: each drafted node the verify fed (its parent, depth,
+        verdict and, where judged, p, the accept chance and r), then the target's own token below the kept path
+        where it was kept. A chain is a linear tree; a rival round a one-level tree (the guess it judged first,
+        then the others); a tree round's nodes as drafted."""
         if self.tree:
-            return 1 + sum(node.verdict not in ("resample", "bonus") for node in self.tree)
-        return 1 + self.gamma + len(self.rivals)
+            return self.tree
+        if self.rivals:  # the first guesses, all children of the text: the one judged first, then the others
+            guesses = (self.drafted[0], *self.rivals)
+            drafted = [node_of(token, self.verdict(0) if index == 0 else "rejected", -1, 1, token.draft_confidence)
+                       for index, token in enumerate(guesses)]
+        else:
+            drafted = [node_of(token, self.verdict(index), index - 1, index + 1, token.draft_prob)
+                       for index, token in enumerate(self.drafted)]
+        if len(self.emitted_ids) <= self.num_accepted or self.gamma == 0:  # an EOS cut it, or nothing was drafted
+            return tuple(drafted)
+        own = TreeNode(self.next_id, self.num_accepted - 1, self.num_accepted + 1, 0.0, self.own_kind)
+        return (*drafted, own)
+
+    @property
+    def num_verify_rows(self) -> int:
+        """Rows the round's one target forward computed: the last committed token's, then one per drafted node."""
+        return 1 + sum(node.verdict not in ("resample", "bonus") for node in self.nodes)
 
     @property
     def num_dropped_rows(self) -> int:
@@ -173,6 +199,12 @@ class RoundEvent:
         drafts = [ShownToken(token.token_id, self.verdict(i), i) for i, token in enumerate(self.drafted)]
         own = [ShownToken(token_id, self.own_kind, None) for token_id in self.emitted_ids[self.num_accepted :]]
         return tuple(drafts + own)
+
+
+def node_of(token: DraftedToken, verdict: TokenKind, parent: int, depth: int, draft_prob: float) -> TreeNode:
+    """A drafted token as a node of its round's tree, with the figures the target judged it by where it did."""
+    judged = (token.target_prob, token.accept_prob, token.r) if token.decided else ()
+    return TreeNode(token.token_id, parent, depth, draft_prob, verdict, *judged)
 
 
 @dataclass(frozen=True)
