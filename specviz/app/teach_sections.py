@@ -15,7 +15,7 @@ import gradio as gr
 from specviz.app import lessons, plots, plots_round, plots_teach, step_lessons
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app.lab import exactness, explorer, sweep
-from specviz.app.render.lanes import FOLLOW_LANE_JS
+from specviz.app.page_files import page_file
 from specviz.app.render.verdict import no_verdict_text, run_payoff
 from specviz.analysis.trace import Comparison, Trace, compare
 from specviz.app.settings import NAMES
@@ -32,25 +32,6 @@ LAB_EXAMPLE = {"pair": "tiny-code", "prompt": "        if not", "chat": False, "
                "top_p": 1.0, "drafter": DEFAULT_DRAFTER}
 LAB_EXAMPLE_DRAWS = 500
 THEORY_START = {"alpha": 0.7, "cost_ratio": 0.1, "verify_cost": 1.5}  # the explorer's sliders before any run
-NEXT_KEY_JS = """
-if (!window.specvizStepKeys) {
-  window.specvizStepKeys = true;
-  document.addEventListener('keydown', (event) => {
-    if (event.key !== 'n' && event.key !== 'N') return;
-    if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
-    if (event.target.closest('input, textarea, select, [contenteditable="true"]')) return;
-    const next = document.querySelector('#step-next');
-    if (next && !next.disabled && next.offsetParent !== null) { event.preventDefault(); next.click(); }
-  });
-}
-const next = document.querySelector('#step-next');
-if (next) { next.setAttribute('aria-keyshortcuts', 'N'); next.title = 'Next round (N)'; }
-"""
-STAGE_CSS = """
-.step-stage { animation: specviz-stage-in 0.35s ease-out both; }
-@keyframes specviz-stage-in { from { opacity: 0; transform: translateY(4px); } to { opacity: 1; transform: none; } }
-@media (prefers-reduced-motion: reduce) { .step-stage { animation: none; } }
-"""
 
 
 @dataclass
@@ -166,11 +147,11 @@ def build_step_mode(names: list[str]) -> StepSection:
         status = gr.HTML(step_lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
         guess = gr.Radio([], label="your guess: drafts the target keeps", visible=False, elem_id="step-guess")
-        lane = gr.HTML("", elem_id="step-lane", js_on_load=FOLLOW_LANE_JS)
+        lane = gr.HTML("", elem_id="step-lane", js_on_load=page_file("follow_lane.js"))
         round_chart = gr.Plot(plots_round.round_anatomy(Trace(), None), show_label=False, elem_id="chart-step-round")
         with gr.Row(equal_height=False, elem_id="step-row"):
-            stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=STAGE_CSS,
-                             js_on_load=NEXT_KEY_JS)
+            stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=page_file("step_stage.css"),
+                             js_on_load=page_file("step_keys.js"))
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")
     return StepSection(names, state, start_button, next_button, status, lane, stages, chart, round_chart,
                        guess_first, guess)

@@ -30,6 +30,7 @@ from specviz.app.ui_handlers import (
     RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, pair_pick_js, on_queued, on_release,
     on_replay, on_run, on_stop,
 )
+from specviz.app.page_files import page_file
 from specviz.app.ui_sections import Page, build_page
 
 try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
@@ -48,101 +49,12 @@ QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}
 # "always_last" re-sends the click without its round; its own queue keeps it clear of the model's jobs.
 INSPECT = {"api_visibility": "private", "queue": True, "trigger_mode": "multiple", "concurrency_id": "inspector",
            "concurrency_limit": 1, "show_progress": "hidden"}
-# A phone's chart is laid out this wide, then scaled down to its box whole (FIT_CHARTS_JS). Squeezed to the box
+# A phone's chart is laid out this wide, then scaled down to its box whole (static/fit_charts.js). Squeezed to the box
 # itself, titles ran past the edge and legends over the titles; laid out at 560 px, a 400 px screen drew text at
 # ~7 px. At 440 px in a ~388 px box, tick labels show at ~10.5 px and titles at ~12 px.
 PHONE_CHART_PX = 440
-CSS = """
-.specviz-status .status-error { color: #8a2d00; background: #fdeee6; border: 1px solid #e7a987; }
-.specviz-status .status-info { color: #264b66; background: #eaf3fa; border: 1px solid #b9d3e6; }
-.specviz-status .status-done { color: #0d4d3b; background: #e6f5ef; border: 1px solid #9fd3bf; }
-.specviz-status div[class^="status-"] { padding: 6px 10px; border-radius: 6px; }
-/* Warnings appear at the bottom, clear of the pair and γ controls. */
-.toast-wrap { top: auto !important; bottom: var(--size-4, 16px); }
-#lane-speculative .round { cursor: pointer; }
-.tok[data-parting] { outline: 2px solid #c0392b; outline-offset: 1px; }  /* where greedy lanes parted */
-/* Narrow windows: the inspector's table and chart, and step mode's stages and chart, stack instead of squeezing. */
-@media (max-width: 1000px) { #inspector-row, #step-row { flex-direction: column; } }
-/* At 800 px side by side leaves each part ~380 px: the pair's name cut off, chart titles under their
-   legends, lanes too narrow to read. One column there. */
-@media (max-width: 900px) {
-  .specviz-stack { flex-direction: column !important; }
-  .specviz-stack > * { width: 100% !important; max-width: 100% !important; align-self: stretch; }
-}
-/* The pair's long name (and a recorded run's): the prompt and the controls share the width equally (at 1400 px 3:2 cut it),
-   and the text stops before the dropdown's arrow, ending in "…" where no width can hold it (400 px). */
-.specviz-stack:has(#pair) > .column { flex-grow: 1 !important; }
-:is(#pair, #replay-pick) input { padding-right: 26px !important; text-overflow: ellipsis; }
-/* Copying a lane copies its text: the struck drafts, rival guesses and marks are not selectable. */
-.lane-text :is(.tok-rejected, .tok-unexamined, .struck-lead, .rivals, .rival-symbol, .unsure-stop, .tree-mark, .part, .nl,
-               .parting-mark) { user-select: none; }
-/* A table wider than its box (the runs so far at 400 px lost their "same text" and "prompt" columns)
-   scrolls sideways inside it. */
-.runs-table, #stats .stats-table, #stats .theory-table { display: block; overflow-x: auto; max-width: 100%; }
-/* The legend's items wrap as whole items (they are joined without spaces, so the line never broke). */
-#legend .legend { display: flex; flex-wrap: wrap; }
-/* Touch screens have no hover, so plotly keeps its toolbar shown, over the chart's title: none there. */
-@media (hover: none) { .modebar-container { display: none !important; } }
-/* Phones: less padding around the tables (the page's own: PAGE_HEAD); the inspector's rows put their verdict on a
-   line of its own under the numbers, so min(1, p/q) and r fit; a chart is laid out at PHONE_CHART_PX and scaled down
-   to its box (FIT_CHARTS_JS). */
-@media (max-width: 600px) {
-  #inspector.block, #stats.block, #inspector-section.block, .block.gr-accordion {
-    padding-left: 4px !important; padding-right: 4px !important; }  /* an accordion's 12 px a side shrank its charts */
-  #inspector .html-container, #stats .html-container { padding-left: 2px !important; padding-right: 2px !important; }
-  #inspector table, #stats table { font-size: 12px !important; }
-  #inspector th, #inspector td, #stats th, #stats td { padding: 2px 3px !important; }
-  #inspector .inspector-table, #inspector .inspector-table tbody { display: block; border: none !important; padding: 0 !important; }
-  #inspector .inspector-table tr { display: grid; grid-template-columns: 1.3em minmax(0, 1.2fr) repeat(4, minmax(0, 1fr));
-                                   border: none !important; border-bottom: 1px solid #ddd !important; }
-  #inspector .inspector-table tr:has(> :nth-child(5):last-child) {  /* temperature 0: four columns, then the verdict */
-    grid-template-columns: 1.3em minmax(0, 2fr) minmax(0, 1fr) minmax(0, 2fr); }
-  #inspector .inspector-table tr > :last-child { grid-column: 1 / -1; padding-left: calc(1.3em + 3px) !important; }
-  #inspector .inspector-table tr > th:last-child { display: none; }
-  #inspector .inspector-table td, #inspector .inspector-table th { border: none !important; background: none; }
-  #inspector .inspector-table td { overflow-wrap: anywhere; }
-  #inspector .inspector-table th { font-size: 11px; }
-  .js-plotly-plot { min-width: PHONE_CHART_PXpx; }
-  #inspector tr.tree-row-picked td { background: #fff3c4; }  /* the node clicked in the tree */
-}
-""".replace("PHONE_CHART_PX", str(PHONE_CHART_PX))
-# Narrower than the PHONE_CHART_PX a chart is laid out at (a phone), each chart is scaled to its box, whole: scrolling
-# in its box, a chart showed rounds 1–4 of 6 and the theory explorer lost its c–α panel.
-FIT_CHARTS_JS = """
-() => {
-  const LAID_OUT_PX = PHONE_CHART_PX;
-  const fit = () => document.querySelectorAll('[id^=chart-] .js-plotly-plot').forEach((plot) => {
-    const box = plot.closest('[id^=chart-]'), style = getComputedStyle(box);
-    const room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
-    const zoom = room > 0 && room < LAID_OUT_PX ? String(Math.floor(1000 * room / LAID_OUT_PX) / 1000) : '';
-    if (plot.style.zoom !== zoom) plot.style.zoom = zoom;
-  });
-  // A click on a node of the inspector's tree picks that node's row: highlighted, scrolled to,
-  // and its line (why kept, rejected or never examined) written above the table.
-  const pick = (index) => {
-    const rows = document.querySelectorAll('#inspector tr.tree-row');
-    rows.forEach((row) => row.classList.toggle('tree-row-picked', row.dataset.node === String(index)));
-    const row = document.querySelector(`#inspector tr.tree-row[data-node="${index}"]`);
-    const said = document.querySelector('#inspector .tree-picked');
-    if (!row || !said) return;
-    const cells = row.querySelectorAll('td');
-    said.textContent = `${cells[1].innerText.trim()} (node ${cells[0].innerText.trim()}): ${cells[cells.length - 1].innerText.trim()}`;
-    row.scrollIntoView({ block: 'nearest' });
-  };
-  const listen = () => document.querySelectorAll('#chart-inspector .js-plotly-plot').forEach((plot) => {
-    if (plot.dataset.treeClicks || typeof plot.on !== 'function') return;
-    plot.dataset.treeClicks = '1';
-    plot.on('plotly_click', (event) => {
-      const point = (event.points || [])[0];
-      if (point && point.customdata !== undefined && point.customdata !== null) pick(point.customdata);
-    });
-  });
-  new MutationObserver(() => { fit(); listen(); }).observe(document.body, { childList: true, subtree: true });
-  window.addEventListener('resize', fit);
-  fit();
-  listen();
-}
-""".replace("PHONE_CHART_PX", str(PHONE_CHART_PX))
+CSS = page_file("page.css", PHONE_CHART_PX=PHONE_CHART_PX)
+FIT_CHARTS_JS = page_file("fit_charts.js", PHONE_CHART_PX=PHONE_CHART_PX)
 # Phones: gradio pads the page 32 px a side, so a chart's box was 336 px of a 400 px screen. The page's padding sits
 # above the element gradio scopes the css above to, so this rule goes in the page's head.
 PAGE_HEAD = ("<style>@media (max-width: 600px) { .main.fillable { padding-left: 6px !important; "

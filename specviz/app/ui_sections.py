@@ -21,7 +21,7 @@ from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
-from specviz.app.render.lanes import FOLLOW_LANE_JS
+from specviz.app.page_files import page_file
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import Trace
@@ -34,33 +34,9 @@ FALLBACK_PROMPTS = [
     Prompt("Alice and Bob were walking through the park when", False),
     Prompt("def fibonacci(n):\n", False),
 ]
-# A click on a round of a drafting lane asks the server to open that round in the inspector,
-# and brings the inspector into view (it sits below the charts, out of sight on most screens).
-ROUND_CLICK_JS = """
-element.addEventListener('click', (event) => {
-  const round = event.target.closest('.round');
-  if (!round) { return; }
-  trigger('click', {round: Number(round.dataset.round)});
-  window.specvizClickedRound = round;  // where the inspector's "back" button returns to
-  document.querySelector('#back-to-token .back-to-token')?.removeAttribute('hidden');
-  document.getElementById('inspector-section')?.scrollIntoView({block: 'start'});
-});
-""" + FOLLOW_LANE_JS
-# The way back from the inspector, shown once a token was clicked: to its round (outlined a moment), else the lanes.
+# The way back from the inspector, shown once a token was clicked (static/back_to_token.js).
 BACK_TO_TOKEN_HTML = ('<button class="back-to-token" hidden style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
                       'background:#fff;cursor:pointer;font-size:13px;font-weight:normal">↑ back to the token you clicked</button>')
-BACK_TO_TOKEN_JS = """
-element.addEventListener('click', (event) => {
-  if (!event.target.closest('.back-to-token')) { return; }
-  const round = window.specvizClickedRound;
-  const target = round && round.isConnected ? round : document.getElementById('lane-speculative');
-  target?.scrollIntoView({block: 'center'});
-  if (target === round) {
-    round.style.outline = '2px solid #f97316';
-    setTimeout(() => { round.style.outline = ''; }, 1500);
-  }
-});
-"""
 
 
 @dataclass
@@ -304,7 +280,7 @@ def build_lanes() -> dict[str, gr.HTML]:
         for name, html in zip(PAGE_LANES, empty):
             info = lane_info(name)
             boxes[name] = gr.HTML(html, elem_id=f"lane-{name}", visible=info.by_default,
-                                  js_on_load=ROUND_CLICK_JS if info.drafts else FOLLOW_LANE_JS)
+                                  js_on_load=page_file("round_click.js") + page_file("follow_lane.js") if info.drafts else page_file("follow_lane.js"))
     return boxes
 
 
@@ -341,7 +317,7 @@ def build_replay() -> Replay:
 def build_inspector() -> Inspector:
     with gr.Accordion("Step inspector: one round up close", open=True, elem_id="inspector-section"):
         round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
-        gr.HTML(BACK_TO_TOKEN_HTML, elem_id="back-to-token", js_on_load=BACK_TO_TOKEN_JS)
+        gr.HTML(BACK_TO_TOKEN_HTML, elem_id="back-to-token", js_on_load=page_file("back_to_token.js"))
         html, chart, drawn = inspector_values(None, None)
         round_chart = gr.Plot(drawn, show_label=False, elem_id="chart-round")
         with gr.Row(elem_id="inspector-row"):
