@@ -10,16 +10,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from specviz.analysis.payoff import Payoff, judge_run
-from specviz.app.render.tokens import escape_text, inline_token
+from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.analysis.trace import Comparison
 from specviz.app.wording import count, duration_text, p_equals
 
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
-
-
-def message_html(message: str, kind: str = "info") -> str:
-    """A status line in the page's own status style (info / done / error)."""
-    return f'<div class="status-{kind}" data-kind="{kind}">{escape_text(message)}</div>'
 
 
 # --- exactness lab ----------------------------------------------------------------------------------------
@@ -128,14 +123,14 @@ def example_settings_text(settings: Mapping[str, object]) -> str:
 
 def lab_example_html(settings: Mapping[str, object], num_draws: int) -> str:
     """What the lab's example button changed on the page, said once, with old results gone."""
-    return message_html(f"The example set the page's controls above to: {example_settings_text(settings)}; and N = "
+    return status_html(f"The example set the page's controls above to: {example_settings_text(settings)}; and N = "
                         f"{num_draws} and the wrong rule on here (untick it to see the real rule pass the same test). "
                         f"Earlier results are cleared: press Run the lab.")
 
 
 def lab_example_main_html(settings: Mapping[str, object]) -> str:
     """The same change, said where the controls are: a visitor back at the top finds them changed, and why."""
-    return message_html(f"The exactness lab's example (below) set these controls: {example_settings_text(settings)}. "
+    return status_html(f"The exactness lab's example (below) set these controls: {example_settings_text(settings)}. "
                         f"Run uses them too.")
 
 

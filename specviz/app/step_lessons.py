@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from specviz.catalogue import drafter_info
 from specviz.decoding.events import FinishEvent, RoundEvent
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
-from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, prob
+from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, prob, status_html
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
 from specviz.app.step_drafting import draft_sentence, guesses_in_order, listing, plain_token, rivals_sentence
@@ -285,5 +285,4 @@ def finish_html(trace: Trace, finish: FinishEvent, max_new_tokens: int) -> str:
 
 def step_status_html(message: str, round_number: int, done: bool, num_tokens: int, kind: str = "info") -> str:
     """The step's status line; its data attributes say where the run is (for people's tools and tests)."""
-    return (f'<div class="status-{kind}" data-kind="{kind}" data-round="{round_number}" '
-            f'data-done="{"true" if done else "false"}" data-tokens="{num_tokens}">{escape_text(message)}</div>')
+    return status_html(message, kind, round=round_number, done="true" if done else "false", tokens=num_tokens)

@@ -243,9 +243,9 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
         config = request.config
         settings = lessons.lab_settings_text(request.settings["pair"], config.temperature, config.top_k, config.top_p,
                                              config.gamma, drafter_info(config.drafter).label, config.tree)
-        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
+        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
         pair, prompt_ids = load_prompt(request)
-        yield lessons.message_html("Computing the target's exact distribution…"), gr.skip()
+        yield render.status_html("Computing the target's exact distribution…"), gr.skip()
         labels, start, last_drawn, tally = None, "", 0.0, None
         tallies = exactness.run_lab(pair, prompt_ids, request.config, planned, wrong)
         for tally in stoppable(tallies, pair_models(pair), stopped_by(session, "lab", started)):
@@ -263,7 +263,7 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
     except RunStopped:  # Stop came inside a forward: the job ends there, as between two tallies
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
-        yield lessons.message_html(describe_error(error), "error"), gr.skip()
+        yield render.status_html(describe_error(error), "error"), gr.skip()
 
 
 def on_lab_example(section: LabSection) -> tuple:
@@ -309,7 +309,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
         config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
-        yield lessons.message_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
+        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         last_drawn = 0.0
@@ -334,7 +334,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
     except RunStopped:  # Stop came inside a forward: the job ends there, as between two runs
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
-        yield lessons.message_html(describe_error(error), "error"), *[gr.skip()] * 4
+        yield render.status_html(describe_error(error), "error"), *[gr.skip()] * 4
 
 
 def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: sweep.SweepView,

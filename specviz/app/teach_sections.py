@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from specviz.app import lessons, plots, plots_round, plots_teach, step_lessons
+from specviz.app import lessons, plots, plots_round, plots_teach, render, step_lessons
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app.lab import exactness, explorer, sweep
 from specviz.app.page_files import page_file
@@ -177,7 +177,7 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
                                        size="sm", scale=0)
             run_button = gr.Button("Run the lab", variant="primary", elem_id="lab-run", scale=0)
             stop_button = gr.Button("Stop", variant="stop", elem_id="lab-stop", scale=0)
-        status = gr.HTML(lessons.message_html("Press Run the lab."), elem_id="lab-status", elem_classes=["specviz-status"])
+        status = gr.HTML(render.status_html("Press Run the lab."), elem_id="lab-status", elem_classes=["specviz-status"])
         chart = gr.Plot(empty_lab_chart(), show_label=False, elem_id="chart-exactness")
     examples = {name: controls[name] for name in LAB_EXAMPLE if name in controls}
     return LabSection(names, examples, num_draws, wrong_rule, example_button, run_button, stop_button, status, chart)
@@ -220,7 +220,7 @@ def build_sweep(names: list[str]) -> SweepSection:
         with gr.Row():
             run_button = gr.Button("Run sweep", variant="primary", elem_id="sweep-run", scale=0)
             stop_button = gr.Button("Stop", variant="stop", elem_id="sweep-stop", scale=0)
-        status = gr.HTML(lessons.message_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
+        status = gr.HTML(render.status_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
         chart = gr.Plot(plots_teach.gamma_sweep(sweep.sweep_view([])), show_label=False, elem_id="chart-sweep")
         confidence_chart = gr.Plot(plots_teach.sweep_confidence([], {}), show_label=False, elem_id="chart-sweep-confidence")
         confidence_note = gr.HTML("", elem_id="sweep-confidence-note")

@@ -28,7 +28,7 @@ from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
 from specviz.app.ui_measures import runs_values
-from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values, status_html
+from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values
 from specviz.app.wording import count
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
@@ -162,7 +162,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
         live_runs.pop(session, None)
         values.update(inspect_values(page, run))
         values.update({
-            page.status: status_html(done_summary(run), "done", run.run_id),
+            page.status: render.status_html(done_summary(run), "done", run=run.run_id),
             page.replay.download: gr.DownloadButton(value=save_for_download(run), visible=True),
         })
     return values
@@ -176,7 +176,7 @@ def stopped_values(page: Page, run: render.RunView) -> dict:
 
 
 def stopped_page(page: Page, run: render.RunView) -> dict:
-    return {page.status: status_html(stopped_message(run), "info", run.run_id), **stopped_values(page, run)}
+    return {page.status: render.status_html(stopped_message(run), "info", run=run.run_id), **stopped_values(page, run)}
 
 
 def page_updates(page: Page, progresses: Iterable[Progress], session: str | None, started: float) -> Iterator[dict]:
@@ -195,7 +195,7 @@ def page_updates(page: Page, progresses: Iterable[Progress], session: str | None
 
 def show_error(page: Page, error: BaseException, run_id: int, session: str | None = None) -> dict:
     message = describe_error(error)
-    values = {page.status: status_html(message, "error", run_id)}
+    values = {page.status: render.status_html(message, "error", run=run_id)}
     run = live_runs.pop(session, None)
     if run is None:
         # A refused input: the page clears what the last run drew, whose settings the controls no
@@ -230,7 +230,7 @@ def blank_values(page: Page) -> dict:
 
 
 def start_values(page: Page, run_id: int, message: str) -> dict:
-    return {page.status: status_html(message, "info", run_id), **blank_values(page)}
+    return {page.status: render.status_html(message, "info", run=run_id), **blank_values(page)}
 
 
 def replayed_values(page: Page, saved: Run) -> tuple[dict, list[str]]:
@@ -257,7 +257,7 @@ QUEUED_TEXT = ("Queued: runs take turns on the model, one at a time; yours start
 
 def on_queued():
     """Run was pressed: the status says the run is queued until on_run, its first word, takes over."""
-    return status_html(QUEUED_TEXT, "info")
+    return render.status_html(QUEUED_TEXT, "info", run=0)
 
 
 def on_run(page: Page, request: gr.Request, *values):
@@ -270,7 +270,7 @@ def on_run(page: Page, request: gr.Request, *values):
     try:
         parsed = Request.parse(**named)
         pace_s = pace_seconds(pace_value)
-        yield {page.status: status_html(loading_message(parsed), "info", run_id)}
+        yield {page.status: render.status_html(loading_message(parsed), "info", run=run_id)}
         model_pair = parsed.load()
         prompt_ids = parsed.encode(model_pair)
         # Said before the prefill starts: a long prompt's reading showed only "Generating…" for minutes.
@@ -309,7 +309,7 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
     try:
         yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
         finished = page_values(page, Progress(view, None, True, finished=True), session, live=False)
-        yield {**finished, page.status: status_html(f"{done_summary(view)} {settings_note}.", "done", run_id)}
+        yield {**finished, page.status: render.status_html(f"{done_summary(view)} {settings_note}.", "done", run=run_id)}
     except Exception as error:  # noqa: BLE001
         yield show_error(page, error, run_id, session)
 
@@ -319,7 +319,7 @@ def on_stop(page: Page, request: gr.Request):
     record_stop(session, "run")
     run = live_runs.pop(session, None)
     if run is None:
-        return {page.status: status_html(stopped_message(run), "info", 0)}
+        return {page.status: render.status_html(stopped_message(run), "info", run=0)}
     return stopped_page(page, run)
 
 
@@ -351,5 +351,5 @@ def on_release(name: str, slider: gr.Slider):
     """A slider's release: say so when its box pulled a typed value into range (γ = 100 → 16)."""
     def note_clamp(event: gr.EventData):
         note = clamped_note(name, getattr(event, "_data", None), slider.minimum, slider.maximum)
-        return status_html(note, "info") if note else gr.skip()
+        return render.status_html(note, "info", run=0) if note else gr.skip()
     return note_clamp

@@ -100,10 +100,6 @@ class Page:
 # --- what the sections show ------------------------------------------------------------------------
 
 
-def status_html(message: str, kind: str = "info", run_id: int = 0) -> str:
-    return f'<div class="status-{kind}" data-kind="{kind}" data-run="{run_id}">{render.escape_text(message)}</div>'
-
-
 def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     """Every chart of the run and its notes, in the page's order. `live_only` (a lane still running): only the
     race and the rounds as they are decided; the others are left as they are until the lane ends, since each costs
@@ -228,7 +224,7 @@ def build_prompt() -> tuple[dict[str, gr.Component], gr.Button, gr.Button, gr.HT
     with gr.Row():
         run_button = gr.Button("Run", variant="primary", elem_id="run")
         stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
-    status = gr.HTML(status_html("Ready: press Run."), elem_id="status", elem_classes=["specviz-status"])
+    status = gr.HTML(render.status_html("Ready: press Run.", run=0), elem_id="status", elem_classes=["specviz-status"])
     # Labels, not gradio's two-column table: the table gave the chat switch's long label
     # most of the width and squeezed each prompt into a tall, narrow cell.
     gr.Examples(examples=[[p.text, p.chat is not False] for p in examples], inputs=list(controls.values()),

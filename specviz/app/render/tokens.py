@@ -48,6 +48,13 @@ def escape_text(text: str) -> str:
     return escaped.replace("$", "&#36;").replace("`", "&#96;").replace("{", "&#123;").replace("}", "&#125;")
 
 
+def status_html(message: str, kind: str = "info", **data: object) -> str:
+    """A status line in the page's status style (info / done / error); `data` become data- attributes saying where a
+    run is (the page's run id, step mode's round), for people's tools and tests."""
+    attributes = "".join(f' data-{name}="{value}"' for name, value in data.items())
+    return f'<div class="status-{kind}" data-kind="{kind}"{attributes}>{escape_text(message)}</div>'
+
+
 def visible_text(text: str, keep_breaks: bool = True) -> str:
     """Escaped token text with newlines drawn as ↵ (and kept as line breaks only if keep_breaks)."""
     if text == "":  # a token with no whole character of its own: bytes the next token completes (pieces.py)
