@@ -21,18 +21,24 @@ MAX_NEW_TOKENS = 32
 
 def set_number(page, elem_id: str, value) -> None:
     """Type into a slider's number box (or a gr.Number) and commit it; for a slider, wait until its track
-    shows the value (on a loaded machine a Run clicked at once once read the old value). A value the slider
-    clamps never shows: after 8 s the test goes on and its own assertions speak. The browser tests of every
-    file use this one (the γ sweep's, with a copy that did not wait, twice ran without the page's tree)."""
+    shows the value, typing it again if it did not take (on a loaded machine a Run clicked at once once read
+    the old value, and a value typed while its accordion was still opening was lost twice in full CI runs:
+    the theory note kept α = 0.70, a tree run drafted a chain). A value the slider clamps never shows: after
+    three tries the test goes on and its own assertions speak. The browser tests of every file use this one."""
     box = page.locator(f"#{elem_id} input[type=number]").first
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
-    if page.locator(f"#{elem_id} input[type=range]").count():
+    box.wait_for(state="visible")
+    has_track = page.locator(f"#{elem_id} input[type=range]").count() > 0
+    for _ in range(3):
+        box.fill(str(value))
+        box.press("Enter")
+        box.blur()
+        if not has_track:
+            return
         try:
             page.wait_for_function("([id, value]) => Number(document.querySelector(`#${id} input[type=range]`).value) === value",
-                                   arg=[elem_id, float(value)], timeout=8_000)
-        except Exception:  # playwright's TimeoutError: a clamped or rejected value
+                                   arg=[elem_id, float(value)], timeout=4_000)
+            return
+        except Exception:  # playwright's TimeoutError: lost, or a clamped or rejected value
             pass
 
 

@@ -30,8 +30,10 @@ def choose_tiny_code(page, prompt: str = TINY_PROMPT, temperature: float = 0.8, 
 
 
 def open_section(page, elem_id: str) -> None:
-    """Open an accordion (they start closed) by its header."""
+    """Open an accordion (they start closed) by its header, and wait until its first control is drawn (a value
+    typed before that can be lost)."""
     page.locator(f"#{elem_id} > button").first.click()
+    page.locator(f"#{elem_id} :is(input, button, textarea, select):not(#{elem_id} > button)").first.wait_for(state="visible")
 
 
 def chart_traces(page, elem_id: str) -> dict:
