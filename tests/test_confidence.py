@@ -11,7 +11,8 @@ import torch
 
 from specviz.analysis import confidence
 from specviz.analysis.trace import Trace
-from specviz.app import plots_confidence, plots_teach, render
+from specviz.app import plots_confidence, render
+from specviz.app.teach import sweep_page
 from specviz.app.lab import sweep
 from specviz.app.ui_sections import chart_values
 from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent, event_from_dict, event_to_dict
@@ -118,11 +119,11 @@ def test_the_sweeps_chart_pools_its_runs_and_names_each_points_gamma():
     progress = sweep.SweepProgress(2, 2, {(2, 0): [(Trace(), confidence_trace())], (4, 0): [(Trace(), confidence_trace())]})
     drafts = progress.judged_drafts()
     assert len(drafts) == 10 and {d.gamma for d in drafts} == {2, 4}
-    figure = plots_teach.sweep_confidence(drafts, {})
+    figure = sweep_page.sweep_confidence(drafts, {})
     accepted = next(trace for trace in figure.data if trace.meta == "accepted")
     assert " of a run at γ = 4" in [row[2] for row in accepted.customdata]
     assert "#2" in accepted.hovertext[0]  # no tokenizer: the id stands in for the text
-    assert plots_teach.sweep_confidence([], {}).layout.annotations[0].text == "press Run sweep"
+    assert sweep_page.sweep_confidence([], {}).layout.annotations[0].text == "press Run sweep"
 
 
 def test_a_confidence_survives_a_saved_run():

@@ -17,7 +17,8 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz.app import lessons, plots_teach, render, step_lessons
+from specviz.app import render, step_lessons
+from specviz.app.teach import lab_page, sweep_page, theory_page
 
 from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
@@ -285,7 +286,7 @@ def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma()
     view = sweep.sweep_view(results)
     assert view.trees == (0, 4) and [(m.gamma, m.tree) for m in view.payoff.measured] == [(1, 0), (2, 0), (1, 4), (2, 4)]
     assert len(view.predicted_with_verify) == len(view.results_of(0)) == 2  # the formula is a chain's
-    assert 'data-tree="' in lessons.sweep_status_html(progress.num_done, progress.num_total, 3.0, view)
+    assert 'data-tree="' in sweep_page.sweep_status_html(progress.num_done, progress.num_total, 3.0, view)
     chain_only = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8), (1, 2), repeats=2)
     assert chain_only.trees == (0,) and chain_only.num_timed_runs(1) == 2 * (1 + 2)  # a chain only, as before trees
 
@@ -312,14 +313,14 @@ def test_the_rule_picks_the_tree_budget_as_it_picks_gamma_and_says_what_a_tree_t
     view = sweep.sweep_view(trees + chains)
     assert (view.recommended_gamma, view.recommended_tree) == (2, 8) and view.best_gamma == 2
     assert view.alpha == 0.7 and view.predicted_with_verify[1] == pytest.approx(theory.expected_speedup(0.7, 2, 0.1, 1.12))
-    html = lessons.sweep_status_html(7, 7, 30.0, view)
+    html = sweep_page.sweep_status_html(7, 7, 30.0, view)
     assert 'data-gamma="2" data-tree="8"' in html and "<b>Recommended: γ = 2, tree 8</b>: median 1.60×" in html
     assert "Why this setup:" in html
     assert ("A tree trades more tokens per target pass (τ) for a costlier verify (v, in target steps), since one pass "
             "checks every node: here the chain&#x27;s pick, γ = 2, gave τ = 2.10 at v = 1.12, and tree 8&#x27;s, "
             "γ = 2, τ = 2.80 at v = 1.45.") in html
     assert "Both curves are a chain's" in html and "γ = 2, tree 8: α̂ 0.70, τ 2.80" in html
-    figure = plots_teach.gamma_sweep(view)
+    figure = sweep_page.gamma_sweep(view)
     measured = {trace.meta: trace for trace in figure.data if str(trace.meta).startswith("measured")}
     assert set(measured) == {"measured", "measured-tree-8"}
     assert list(measured["measured"].x) == [1, 2, 3] and measured["measured-tree-8"].x[1] > 2  # nudged apart
@@ -330,14 +331,14 @@ def test_the_rule_picks_the_tree_budget_as_it_picks_gamma_and_says_what_a_tree_t
     # A tree within the noise of the chain's best: the tie goes to the chain, which verifies less.
     tied = sweep.sweep_view(chains + [tree_cell(2, 8, 1.27, 1.22, 1.32, 2.8, 1.45)])
     assert (tied.recommended_gamma, tied.recommended_tree) == (2, 0)
-    tied_html = lessons.sweep_status_html(7, 7, 30.0, tied)
+    tied_html = sweep_page.sweep_status_html(7, 7, 30.0, tied)
     assert 'data-tree="0"' in tied_html and "<b>Recommended: γ = 2, a chain</b>" in tied_html
     # Chains alone read as before: no tree named, no trade, one measured series.
     alone = sweep.sweep_view(chains)
-    alone_html = lessons.sweep_status_html(4, 4, 9.0, alone)
+    alone_html = sweep_page.sweep_status_html(4, 4, 9.0, alone)
     assert "<b>Recommended γ = 2</b>" in alone_html and 'data-tree="0"' in alone_html and alone.recommended_tree == 0
     assert not any(words in alone_html for words in ("tree ", "a chain", "A tree trades", "Why this setup"))
-    assert [t.meta for t in plots_teach.gamma_sweep(alone).data if str(t.meta).startswith("measured")] == ["measured"]
+    assert [t.meta for t in sweep_page.gamma_sweep(alone).data if str(t.meta).startswith("measured")] == ["measured"]
 
 
 def test_a_stop_press_ends_only_the_jobs_it_came_after():
@@ -360,34 +361,34 @@ def test_a_sweep_where_nothing_beats_the_target_recommends_none():
     view = sweep.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 1.04, 0.96, 1.12),
                            bench_result(3, 0.80, 0.70, 0.90)])
     assert view.best_gamma == 2 and view.recommended_gamma is None and not view.payoff.pays
-    html = lessons.sweep_status_html(9, 9, 12.0, view)
+    html = sweep_page.sweep_status_html(9, 9, 12.0, view)
     # γ = 2 is faster at the median but its runs reach 0.96×: no gain beyond the noise, said with its figures
     assert 'data-gamma="none"' in html and "none beyond the noise: γ = 2&#x27;s median is 1.04×, but it reaches down to 0.96×" in html
     assert "Not shown to pay here: γ = 2 measured a median 1.04×" in html
     assert "What would change it" in html
     assert "Recommended γ = " not in html
     assert html.count("The formula predicts") + html.count("the formula predicts") == 1  # said once, as the reason
-    assert "no γ beats the target alone" in plots_teach.gamma_sweep(view).layout.title.text
+    assert "no γ beats the target alone" in sweep_page.gamma_sweep(view).layout.title.text
     slower = sweep.sweep_view([bench_result(1, 0.95, 0.90, 1.02), bench_result(2, 0.91, 0.85, 0.99)])
-    assert 'data-gamma="none"' in lessons.sweep_status_html(6, 6, 8.0, slower)
-    assert "none: the target alone is faster here" in lessons.sweep_status_html(6, 6, 8.0, slower)
+    assert 'data-gamma="none"' in sweep_page.sweep_status_html(6, 6, 8.0, slower)
+    assert "none: the target alone is faster here" in sweep_page.sweep_status_html(6, 6, 8.0, slower)
 
 
 def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_below_c():
     view = explorer.theory_view(0.3, 0.5, 1.5)
-    note = lessons.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
+    note = theory_page.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
     assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
     assert "none: the target alone is faster here" in note and "pays" not in note
-    assert "best γ = none" in plots_teach.theory_explorer(view).layout.title.text
+    assert "best γ = none" in theory_page.theory_explorer(view).layout.title.text
     good = explorer.theory_view(0.8, 0.05, 1.0)
-    note = lessons.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
+    note = theory_page.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note and f"γ = {good.best_gamma_with_verify} (" in note
 
 
 def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
     slow = Comparison(speedup=0.46, acceptance_rate=0.35, cost_ratio=0.3, verify_cost=1.8, predicted_speedup=1.1,
                       predicted_with_verify=0.6, best_gamma=1, pays=False)
-    note = lessons.theory_note_html(0.35, 0.3, 1.8, slow, 16, theory.min_paying_alpha(0.3, 1.8))
+    note = theory_page.theory_note_html(0.35, 0.3, 1.8, slow, 16, theory.min_paying_alpha(0.3, 1.8))
     assert "Here speculation does not pay: this run measured 0.46× at γ = 16" in note
     assert "pays" not in note.replace('data-pays="false"', "")
 
@@ -432,16 +433,16 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
 def test_the_labs_status_says_p_value_and_how_long_is_left():
     """On this page p is the target's probability: the lab names its statistic "p-value", never a bare p,
     and a long lab says how long it has left from its pace so far."""
-    halfway = lessons.lab_status_html(250, 500, {"baseline": 0.42, "speculative": 3e-7}, 8, False, 120.0)
+    halfway = lab_page.lab_status_html(250, 500, {"baseline": 0.42, "speculative": 3e-7}, 8, False, 120.0)
     assert "p-value = 0.42" in halfway and "p-value = 3e-07" in halfway
     assert re.search(r"\bp = ", halfway) is None and "p is the chance" not in halfway
     assert 'data-left-s="120"' in halfway and "about 2 min left" in halfway
-    done = lessons.lab_status_html(500, 500, {"baseline": 0.42, "speculative": 0.3}, 8, False, 240.0)
+    done = lab_page.lab_status_html(500, 500, {"baseline": 0.42, "speculative": 0.3}, 8, False, 240.0)
     assert "left" not in done
 
 
 def test_the_labs_example_says_what_it_changed():
-    html = unescape(lessons.lab_example_html({"pair": "tiny-code", "prompt": "        if not", "chat": False, "top_k": 10}, 500))
+    html = unescape(lab_page.lab_example_html({"pair": "tiny-code", "prompt": "        if not", "chat": False, "top_k": 10}, 500))
     assert "pair 'tiny-code'" in html and "prompt '        if not'" in html and "chat off" in html
     assert "top-k 10" in html and "N = 500" in html and "cleared" in html
 
@@ -596,17 +597,17 @@ def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
     assert view.best_gamma == 6  # the highest median, 1.27×…
     assert view.tied_gammas == (2, 3, 4, 5, 6)  # …but γ 2–5 are within 5% of it; γ = 1's 1.20× is not
     assert view.recommended_gamma == 2 and view.payoff.at_range_edge is None
-    html = lessons.sweep_status_html(14, 14, 41.0, view)
+    html = sweep_page.sweep_status_html(14, 14, 41.0, view)
     assert 'data-gamma="2"' in html and "Recommended γ = 2</b>: median 1.24×" in html
     assert "γ = 6&#x27;s 1.27×" in html and "a tie goes to the smaller γ: γ = 2" in html and "a tie goes to the smaller γ" in html
     assert "Recommended γ = 6" not in html
     # Five of six tie: another sweep may pick another of them, and the page says what narrows the spread.
     assert "5 of the 6 γ measured are within the noise of the best, so another sweep may well pick another" in html
     assert "more repeats, or a longer answer, narrow the spread" in html
-    assert "within the noise of the best, so another sweep" not in lessons.sweep_status_html(
+    assert "within the noise of the best, so another sweep" not in sweep_page.sweep_status_html(
         10, 10, 20.0, sweep.sweep_view(clear_rise()))
     assert "the formula predicts" in html and "a prediction, not a measurement" in html
-    assert "recommended γ = 2" in plots_teach.gamma_sweep(view).layout.title.text
+    assert "recommended γ = 2" in sweep_page.gamma_sweep(view).layout.title.text
     # the bench's text and JSON give the same answer by the same rule
     assert bench.recommend_gamma(issue_26_sweep(), 0.0) == 2
     table = bench.format_table(issue_26_sweep())
@@ -625,19 +626,19 @@ def test_a_choice_at_the_edge_of_the_range_says_so_and_suggests_widening_it():
     rising = clear_rise()
     view = sweep.sweep_view(rising)
     assert view.recommended_gamma == 4 and view.payoff.at_range_edge == "largest"
-    html = lessons.sweep_status_html(10, 10, 20.0, view)
+    html = sweep_page.sweep_status_html(10, 10, 20.0, view)
     assert 'data-edge="largest"' in html and "γ = 4 is the largest γ measured" in html and "widen the range" in html
     assert bench.recommendation_record(rising, 0.0)["at_range_edge"] == "largest"
     assert "widen the range upwards" in bench.format_table(rising)
     falling = [dataclasses.replace(bench_result(gamma, median, median - 0.02, median + 0.02), num_runs=2)
                for gamma, median in ((3, 1.45), (4, 1.30), (5, 1.15))]
     assert sweep.sweep_view(falling).payoff.at_range_edge == "smallest"
-    assert "widen the range downwards" in lessons.sweep_status_html(6, 6, 9.0, sweep.sweep_view(falling))
+    assert "widen the range downwards" in sweep_page.sweep_status_html(6, 6, 9.0, sweep.sweep_view(falling))
     inside = sweep.sweep_view([bench_result(1, 1.10, 1.05, 1.15), bench_result(2, 1.40, 1.35, 1.45),
                                bench_result(3, 1.20, 1.15, 1.25)])
     assert inside.recommended_gamma == 2 and inside.payoff.at_range_edge is None
-    assert "widen" not in lessons.sweep_status_html(9, 9, 9.0, inside)
-    alone = lessons.sweep_status_html(3, 3, 3.0, sweep.sweep_view([bench_result(3, 1.40, 1.35, 1.45)]))
+    assert "widen" not in sweep_page.sweep_status_html(9, 9, 9.0, inside)
+    alone = sweep_page.sweep_status_html(3, 3, 3.0, sweep.sweep_view([bench_result(3, 1.40, 1.35, 1.45)]))
     assert 'data-gamma="3"' in alone and "Why this γ" not in alone and "widen" not in alone  # one γ: no range
     assert sweep.sweep_view([bench_result(1, 1.40, 1.35, 1.45), bench_result(2, 1.10, 1.05, 1.15)]).payoff.at_range_edge is None  # γ = 1 is as small as γ goes
 
@@ -660,13 +661,13 @@ def test_the_labs_verdict_states_its_threshold_and_agrees_with_the_whiskers():
     """Issue 26: "Target alone: p-value = 0.03 — consistent with …" beside a bar outside its ±2σ whisker, with
     the 0.01 threshold named only for the wrong rule. Each verdict now says it against the threshold, and a bar
     outside its whisker is said to happen about 1 time in 20 by chance."""
-    html = unescape(lessons.lab_status_html(500, 500, {"baseline": 0.03, "speculative": 2e-9}, 13, True, 60.0,
+    html = unescape(lab_page.lab_status_html(500, 500, {"baseline": 0.03, "speculative": 2e-9}, 13, True, 60.0,
                                             outside={"baseline": 1, "speculative": 5}))
     assert ("Target alone: p-value = 0.03 ≥ 0.01: no evidence against the target's exact distribution, though 1 of "
             "its 13 bars sits outside the ±2σ whisker: about 1 bar in 20 does by chance") in html
     assert "p-value = 2e-09 < 0.01: these draws do not follow the target's distribution (5 of its 13 bars" in html
     assert "consistent with" not in html and "1 bar in 20 outside its whisker" in html
-    plain = unescape(lessons.lab_status_html(500, 500, {"baseline": 0.4}, 13, False, 60.0))
+    plain = unescape(lab_page.lab_status_html(500, 500, {"baseline": 0.4}, 13, False, 60.0))
     assert "Target alone: p-value = 0.40 ≥ 0.01: no evidence against the target's exact distribution." in plain
 
 
@@ -691,8 +692,8 @@ def test_the_lab_gives_no_verdict_before_every_bin_expects_five_draws():
     tally.outside["speculative"] = 1  # an outcome the target never gives: decisive at any count
     assert tally.p_value("speculative") == 0.0
     tally.counts["baseline"] = [45, 5, 0]
-    assert not tally.too_few("baseline") and tally.p_value("baseline") < lessons.SIGNIFICANCE
-    html = unescape(lessons.lab_status_html(20, 500, {"baseline": None, "speculative": None}, 3, False, 5.0,
+    assert not tally.too_few("baseline") and tally.p_value("baseline") < exactness.SIGNIFICANCE
+    html = unescape(lab_page.lab_status_html(20, 500, {"baseline": None, "speculative": None}, 3, False, 5.0,
                                             draws_needed=50, settings="Drawn with the tiny-code pair at temperature 1."))
     assert html.count("no verdict yet: the test needs every tested pair expected at least 5 times, about 50 draws") == 2
     assert "do not follow" not in html and "no evidence" not in html
@@ -700,9 +701,9 @@ def test_the_lab_gives_no_verdict_before_every_bin_expects_five_draws():
 
 
 def test_the_lab_restates_the_settings_its_draws_were_made_with():
-    chain = lessons.lab_settings_text("tiny-code", 1.0, 0, 0.9, 4, "draft model", 0)
+    chain = lab_page.lab_settings_text("tiny-code", 1.0, 0, 0.9, 4, "draft model", 0)
     assert chain == "Drawn with the tiny-code pair at temperature 1, top-k off, top-p 0.9; γ = 4 from the draft model."
-    tree = lessons.lab_settings_text("tiny-code", 0.7, 10, 1.0, 4, "prompt lookup", 8)
+    tree = lab_page.lab_settings_text("tiny-code", 0.7, 10, 1.0, 4, "prompt lookup", 8)
     assert "temperature 0.7, top-k 10, top-p off; a tree of up to 8 nodes from the prompt lookup" in tree
 
 
@@ -729,7 +730,7 @@ def test_the_lab_tests_after_the_targets_greedy_start_where_it_is_unsure(monkeyp
     assert start_ids == prompt + list(start.lead_ids) and start.lead_ids and start.skipped_prob == float(joint.max())
     monkeypatch.setattr(exactness, "SPREAD_TOP", float(joint.max()))  # spread enough: the lab tests right there
     assert exactness.choose_start(pair, prompt, config, (first_ids, joint))[0] == exactness.LabStart()
-    words = unescape(lessons.lab_start_html(" Edinburgh,", "The capital", 0.83))
+    words = unescape(lab_page.lab_start_html(" Edinburgh,", "The capital", 0.83))
     assert "all but sure" in words and "83%" in words and "greedy start" in words
 
 

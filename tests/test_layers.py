@@ -11,8 +11,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specviz"
 # gpu: the GPU run's luggage, standard library only (it runs before the carried wheels are installed).
 FLOORS = {"catalogue": 0, "gpu": 0, "models": 1, "decoding": 2, "analysis": 3, "training": 3, "app": 4, "cli": 5, "__main__": 5}
 GRADIO_MODULES = {"app/ui.py", "app/ui_sections.py", "app/ui_handlers.py", "app/ui_measures.py",
-                  "app/teach.py", "app/teach_sections.py",
-                  "app/teach_handlers.py"}
+                  *(f"app/teach/{name}.py" for name in ("build", "shared", "step_page", "lab_page", "theory_page",
+                                                         "sweep_page"))}
 
 
 def imports_of(path: Path) -> list[tuple[str, int]]:

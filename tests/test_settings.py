@@ -79,7 +79,8 @@ def test_a_literal_anywhere_would_show_when_the_engines_defaults_move():
 def test_every_setting_is_declared_once_and_derived_everywhere():
     import inspect
 
-    from specviz.app import settings, teach_sections, ui, ui_handlers
+    from specviz.app import settings, ui, ui_handlers
+    from specviz.app.teach import shared
     from specviz.app.request import Request
     from specviz.decoding.config import DecodeConfig
 
@@ -88,7 +89,7 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
     assert list(inspect.signature(ui.generate).parameters) == names  # the API, in the declarations' order
     assert ui_handlers.RUN_INPUTS == (*names, "pace")
     assert set(ui.SLIDER_NAMES) == {setting.name for setting in settings.SETTINGS if setting.kind == "slider"}
-    assert set(teach_sections.CONTROL_NAMES) == set(names) - {"reference"}
+    assert set(shared.CONTROL_NAMES) == set(names) - {"reference"}
     recorded = Request.parse("hi", "tiny-code").settings
     assert list(recorded) == [setting.name for setting in settings.SETTINGS if setting.recorded]
     config_fields = {field.name for field in fields(DecodeConfig)}

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from specviz.app import teach_handlers, teach_sections, ui
+from specviz.app import ui
+from specviz.app.teach import lab_page, step_page, theory_page
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def test_step_mode_goes_one_round_per_press_until_done(demo):
     session = values[0]
     shown = {component.elem_id: value for component, value in zip(start_fn.outputs[1:], values[1:])}
     status, lane, stages = shown["step-status"], shown["step-lane"], shown["step-stages"]
-    assert isinstance(session, teach_handlers.StepSession), status
+    assert isinstance(session, step_page.StepSession), status
     assert status_round(status) == 0 and 'data-stage="prefill"' in stages and "one round at a time" in lane
     assert not shown["chart-step-round"].data  # no round yet
     try:
@@ -55,11 +56,11 @@ def test_step_mode_goes_one_round_per_press_until_done(demo):
         assert press >= 2 and button.interactive is False  # Next round is off once the run is done
         assert "Done" in shown["step-stages"]
     finally:
-        teach_sections.close_step(session)
+        step_page.close_step(session)
 
 
 def test_next_round_before_start_asks_for_start():
-    values = teach_handlers.on_step_next(None)
+    values = step_page.on_step_next(None)
     assert values[0] is None and "press Start first" in values[1] and "status-error" in values[1]
 
 
@@ -67,8 +68,8 @@ def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
     example_fn = handler(demo, "on_lab_example")
     values = example_fn.fn()
     by_id = {component.elem_id: value for component, value in zip(example_fn.outputs, values)}
-    assert by_id["pair"] == "tiny-code" and by_id["prompt"] == teach_sections.LAB_EXAMPLE["prompt"]
-    assert by_id["lab-n"] == teach_sections.LAB_EXAMPLE_DRAWS
+    assert by_id["pair"] == "tiny-code" and by_id["prompt"] == lab_page.LAB_EXAMPLE["prompt"]
+    assert by_id["lab-n"] == lab_page.LAB_EXAMPLE_DRAWS
     assert by_id["lab-wrong"] is True  # issue 34: "a setting where the wrong rule is caught" ticks the wrong rule
     assert "The example set the page&#x27;s controls" in by_id["lab-status"]  # HTML-escaped
     assert "press Run the lab" in str(by_id["chart-exactness"].layout.annotations[0].text)
@@ -77,10 +78,10 @@ def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
 
 
 def test_the_theory_sliders_wait_for_a_run():
-    assert all(value == gr.skip() for value in teach_handlers.on_measured_run(None))
+    assert all(value == gr.skip() for value in theory_page.on_measured_run(None))
     run = SimpleNamespace(baseline=SimpleNamespace(trace=SimpleNamespace(rounds=[])),
                           speculative=SimpleNamespace(trace=SimpleNamespace(rounds=[])))
-    assert all(value == gr.skip() for value in teach_handlers.on_measured_run(run))  # no rounds yet: nothing to measure
+    assert all(value == gr.skip() for value in theory_page.on_measured_run(run))  # no rounds yet: nothing to measure
 
 
 def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
@@ -90,13 +91,13 @@ def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
     (input): a run's values are drawn with the sliders they set, by one handler (issue 34: change events fired in a
     closed accordion redrew with v still at 1.50)."""
     writers = [fn for fn in demo.fns.values() if any(getattr(out, "elem_id", None) == "theory-note" for out in fn.outputs)]
-    by_slider = [fn for fn in writers if fn.fn is teach_sections.theory_values]
+    by_slider = [fn for fn in writers if fn.fn is theory_page.theory_values]
     assert len(by_slider) == 1, [fn.name for fn in writers]
     triggers = {(demo.blocks[block_id].elem_id, event) for block_id, event in by_slider[0].targets}
     assert triggers == {("theory-alpha", "input"), ("theory-c", "input"), ("theory-v", "input")}
     assert by_slider[0].trigger_mode == "always_last"
     others = [fn for fn in writers if fn not in by_slider]
-    assert others and all(fn.fn is teach_handlers.on_measured_run for fn in others)
+    assert others and all(fn.fn is theory_page.on_measured_run for fn in others)
     for fn in others:  # the sliders and the note they are drawn for, in one reply
         assert {out.elem_id for out in fn.outputs} == {"theory-alpha", "theory-c", "theory-v", "chart-theory", "theory-note"}
 
@@ -106,10 +107,9 @@ def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
     drawn from the very values the sliders are set to."""
     comparison = SimpleNamespace(acceptance_rate=0.781, cost_ratio=0.043, verify_cost=0.97, speedup=1.2,
                                  predicted_speedup=2.1, predicted_with_verify=1.9)
-    for module in (teach_sections, teach_handlers):
-        monkeypatch.setattr(module, "measured_of", lambda _run: (comparison, 3))
+    monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
     run = SimpleNamespace(done=False)  # a run still under way: no verdict yet, only the sliders' values
-    alpha, cost, verify, _chart, note = teach_handlers.on_measured_run(run)
+    alpha, cost, verify, _chart, note = theory_page.on_measured_run(run)
     assert (alpha, cost, verify) == (0.78, 0.04, 0.97)
     assert "α = 0.78, c = 0.04, v = 0.97" in note, note
 
@@ -135,7 +135,7 @@ def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer
     settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
                 "temperature": 1.0, "max-new-tokens": 64, "draft-confidence": 0.9, "rivals": 0}
     session = start_fn.fn(*[settings.get(component.elem_id, component.value) for component in start_fn.inputs])[0]
-    assert isinstance(session, teach_handlers.StepSession)
+    assert isinstance(session, step_page.StepSession)
     try:
         reasons = []
         for _ in range(6):
@@ -145,7 +145,7 @@ def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer
         assert all("sure of its" in reason and "threshold 0.90" in reason for reason in reasons), reasons
         assert not any("limit" in reason for reason in reasons), reasons
     finally:
-        teach_sections.close_step(session)
+        step_page.close_step(session)
 
 
 def test_step_mode_asks_for_a_guess_before_it_shows_the_verify(demo):
@@ -184,4 +184,4 @@ def test_step_mode_asks_for_a_guess_before_it_shows_the_verify(demo):
         assert 'data-stage="verify"' in guessed["step-stages"] and f'data-round="{event.round_index + 1}"' in guessed["step-lane"]
         assert guessed["step-guess"].visible is False and guessed["step-next"].interactive is not False
     finally:
-        teach_sections.close_step(session)
+        step_page.close_step(session)

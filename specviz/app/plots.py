@@ -1,6 +1,6 @@
 """Plotly figures of a run, built from traces only (never from models or the UI clock), and the
 page's figure style (`base_figure`, `with_hint`, `separate_title_and_legend`) that the teaching
-sections' figures (specviz.app.plots_teach) share.
+sections' figures (specviz.app.teach) share.
 
 Every function takes finished or partial traces and returns a `plotly.graph_objects.Figure`;
 an empty trace gives an empty figure with a hint, so the app can draw them from the first

@@ -20,7 +20,8 @@ from types import MethodType
 import gradio as gr
 import torch
 
-from specviz.app import render, settings, teach
+from specviz.app import render, settings
+from specviz.app.teach.build import build_sections
 from specviz.catalogue import lane_info
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
@@ -78,7 +79,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
     with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
-        teach.build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
+        build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
         wire_run(page)
         wire_inspector(page)
         wire_controls(page)

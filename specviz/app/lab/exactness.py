@@ -33,6 +33,7 @@ from specviz.decoding.rounds import AcceptRule, TreeRule
 from specviz.app.lab.typical import WRONG_TREE_WORDS, typical_acceptance
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
+SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
 MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 draws
 MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out

@@ -1,0 +1,35 @@
+"""The page's teaching sections, one module each: step mode (`step_page`), the exactness lab (`lab_page`), the
+theory explorer (`theory_page`) and the γ sweep (`sweep_page`). Each holds its layout (`build_*`), its handlers
+(`on_*`), its wiring (`wire_*`), its figure and its words; the gradio-free logic is in specviz.app.lab.
+
+`build_sections` runs inside ui.build_app's Blocks and reads the main page's controls, so every section works on
+the settings the visitor already chose. A section is one line here. Jobs that run the models go through the queue
+in the page's one model concurrency group; the long ones (lab, sweep) can be stopped and respect the host's time
+limit per run.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import gradio as gr
+
+from specviz.app.teach.lab_page import build_lab, wire_lab
+from specviz.app.teach.step_page import build_step_mode, wire_step_mode
+from specviz.app.teach.sweep_page import build_sweep, wire_sweep
+from specviz.app.teach.theory_page import build_theory, wire_theory
+from specviz.app.teach.shared import CONTROL_NAMES
+
+
+def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
+                   concurrency_id: str = "model", on_gpu: Callable = lambda fn: fn) -> None:
+    """Add the four sections to the Blocks being built and wire them. `controls` maps names in
+    CONTROL_NAMES to the main page's inputs; `status` is the main page's status line, beside them, and `stats`
+    the last run's statistics (a γ sweep of its setup gives them their recommended γ); `concurrency_id` is the
+    page's model queue; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
+    names = [name for name in CONTROL_NAMES if name in controls]
+    inputs = [controls[name] for name in names]
+    wire_step_mode(build_step_mode(names), inputs, concurrency_id, on_gpu)
+    wire_lab(build_lab(names, controls), inputs, status, concurrency_id, on_gpu)
+    wire_theory(build_theory(), run_state)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id, on_gpu)

@@ -1,0 +1,319 @@
+"""The γ sweep: the page's setup timed at every γ of a range, with its one recommended γ, its chart over the
+theory's curves and easy and hard tokens over its runs (logic: specviz.app.lab.sweep)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import MethodType
+from typing import Callable, Iterator, Mapping, Sequence
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from specviz.analysis.confidence import JudgedDraft
+from specviz.analysis.payoff import TIE_RULE
+from specviz.app import plots_confidence, render
+from specviz.app.history import SweepRecord, run_history, sweep_key
+from specviz.app.lab import sweep
+from specviz.app.lab.sweep import SweepView
+from specviz.app.live import run_settings, stop_presses, stopped_by
+from specviz.app.palette import COLORS
+from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
+from specviz.app.plots_confidence import acceptance_by_confidence
+from specviz.app.render.tokens import escape_text
+from specviz.app.render.verdict import same_text
+from specviz.app.request import Request, describe_error, whole_number
+from specviz.app.teach.shared import (
+    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, record_stopped, time_left_text,
+    time_limit_note,
+)
+from specviz.app.ui_handlers import session_of
+from specviz.app.wording import count
+from specviz.decoding.config import MAX_GAMMA
+from specviz.models.interrupt import RunStopped, pair_models, stoppable
+from specviz.models.pairs import ModelPair
+
+# Each tree budget's measured points: its own colour and marker, nudged right of the chain's so their min–max
+# whiskers at one γ stay apart (the hover still says the γ).
+TREE_STYLES = ((COLORS["draft"], "diamond"), (COLORS["accepted"], "square"), (COLORS["resample"], "triangle-up"))
+TREE_NUDGE = 0.18
+
+
+# --- layout -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepSection:
+    names: list[str]
+    smallest: gr.Slider
+    largest: gr.Slider
+    repeats: gr.Slider
+    run_button: gr.Button
+    stop_button: gr.Button
+    status: gr.HTML
+    chart: gr.Plot
+    confidence_chart: gr.Plot  # easy and hard tokens over the sweep's runs (specviz.app.plots_confidence)
+    confidence_note: gr.HTML  # the sentence under it
+
+    @property
+    def outputs(self) -> list[gr.Component]:
+        return [self.status, self.chart, self.confidence_chart, self.confidence_note]
+
+
+def build_sweep(names: list[str]) -> SweepSection:
+    with gr.Accordion("γ sweep: which γ to pick", open=False, elem_id="gamma-sweep"):
+        gr.Markdown(
+            "Times the target alone and speculative decoding at every γ in the range, with the prompt and settings "
+            "above, repeated (each repeat with its own seed); plots the median speedup with its min–max spread over "
+            f"the theory's curves, and names one γ: {TIE_RULE}, which drafts less for the same speed. "
+            "When the page drafts a tree (a tree budget above 0), every γ is timed both as a chain and as that "
+            "tree, and the same rule picks between them. Below it, easy and hard tokens over all the sweep's runs."
+        )
+        with gr.Row():
+            smallest = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="smallest γ", elem_id="sweep-from")
+            largest = gr.Slider(1, MAX_GAMMA, value=6, step=1, label="largest γ", elem_id="sweep-to")
+            repeats = gr.Slider(1, sweep.MAX_SWEEP_REPEATS, value=2, step=1, label="repeats", elem_id="sweep-repeats")
+        with gr.Row():
+            run_button = gr.Button("Run sweep", variant="primary", elem_id="sweep-run", scale=0)
+            stop_button = gr.Button("Stop", variant="stop", elem_id="sweep-stop", scale=0)
+        status = gr.HTML(render.status_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
+        chart = gr.Plot(gamma_sweep(sweep.sweep_view([])), show_label=False, elem_id="chart-sweep")
+        confidence_chart = gr.Plot(sweep_confidence([], {}), show_label=False, elem_id="chart-sweep-confidence")
+        confidence_note = gr.HTML("", elem_id="sweep-confidence-note")
+    return SweepSection(names, smallest, largest, repeats, run_button, stop_button, status, chart, confidence_chart,
+                        confidence_note)
+
+
+# --- handlers -----------------------------------------------------------------------------------------------------
+
+
+def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
+                 run: render.RunView | None, *values) -> Iterator[tuple]:
+    """Time the page's setup at each γ; a sweep that finished is kept for this visitor (app.history), so the
+    statistics of a run of its setup, the last one's at once, quote its recommended γ."""
+    started = time.perf_counter()
+    session = session_of(visitor)
+    try:
+        request = parse_controls(section.names, values)
+        gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
+                                         whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
+        config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
+        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
+        pair, prompt_ids = load_prompt(request)
+        temperature = request.config.temperature
+        last_drawn = 0.0
+        progresses = sweep.sweep_gammas(pair, prompt_ids, config)
+        for progress in stoppable(progresses, pair_models(pair), stopped_by(session, "sweep", started)):
+            if stop_presses.since(session, "sweep", started):
+                return
+            finished = progress.num_done == progress.num_total
+            late = over_time(started)
+            if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
+                view = sweep.sweep_view(progress.results(temperature))
+                note = time_limit_note("the sweep") if late and not finished else ""
+                drafts = progress.judged_drafts()
+                stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
+                yield (sweep_status_html(progress.num_done, progress.num_total,
+                                                 time.perf_counter() - started, view, note),
+                       gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
+                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"), stats)
+                last_drawn = time.perf_counter()
+            if late:
+                return
+    except RunStopped:  # Stop came inside a forward: the job ends there, as between two runs
+        return
+    except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
+        yield render.status_html(describe_error(error), "error"), *[gr.skip()] * 4
+
+
+def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: sweep.SweepView,
+               run: render.RunView | None):
+    """Keep a finished sweep's verdict for the session; the last run's statistics redrawn where it swept that run's
+    setup (and the run has a verdict to restate), else left as they are."""
+    if view.payoff is None:
+        return gr.skip()
+    setup = sweep_key(request.prompt_text, run_settings(request, pair))
+    run_history.add_sweep(session, SweepRecord(setup, view.payoff))
+    if run is None or sweep_key(run.prompt_text, run.settings) != setup or not run.done or not same_text(run):
+        return gr.skip()
+    run.sweep = view.payoff
+    return render.stats_html(run)
+
+
+def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
+    return record_stopped(visitor, "sweep", previous_status, "the chart shows the runs made so far.")
+
+
+# --- wiring -------------------------------------------------------------------------------------------------------
+
+
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str,
+               on_gpu: Callable) -> None:
+    """Run streams the sweep into its chart, then restates the last run's statistics where it swept that setup."""
+    sweep_event = section.run_button.click(
+        on_gpu(MethodType(on_sweep_run, section)),
+        [section.smallest, section.largest, section.repeats, run_state, *inputs],
+        [*section.outputs, stats], api_visibility="private", concurrency_id=concurrency_id,
+        show_progress="hidden",
+    )
+    section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,
+                              api_visibility="private")
+
+# --- figure -------------------------------------------------------------------------------------------------------
+
+
+def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
+    """Measured median speedup per γ with its min–max spread, one series per tree budget (the chain, and
+    "tree N" where the page drafts one), over the theory's curves for a chain."""
+    if not view.results:
+        figure = base_figure("γ sweep", "γ (tokens drafted per round)", "× the target alone's speed")
+        return with_hint(figure, "press Run sweep")
+    results = list(view.results)
+    figure = base_figure(sweep_title(view), "γ (tokens drafted per round)", "× the target alone's speed")
+    last_gamma = max_gamma or max(r.gamma for r in results)
+    gammas = [g for g in view.theory_gammas if g <= last_gamma]
+    chain = " for a chain" if view.has_trees else ""  # Leviathan's formula has no term for a tree
+    figure.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=1, y1=1, line={"color": "#444", "dash": "dot", "width": 1})
+    figure.add_scatter(x=gammas, y=list(view.theory_speedups[: len(gammas)]), mode="lines", meta="theory",
+                       name=f"theory{chain}, v = 1 (α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f})",
+                       line={"color": COLORS["bonus"], "width": 2}, hovertemplate="γ = %{x}: %{y:.2f}× predicted<extra></extra>")
+    chains = view.results_of(0)
+    figure.add_scatter(x=[r.gamma for r in chains], y=list(view.predicted_with_verify), mode="lines+markers",
+                       meta="theory-with-verify", name=f"theory{chain} with each γ's measured verify cost v",
+                       line={"color": COLORS["resample"], "dash": "dash", "width": 2}, marker={"size": 6},
+                       customdata=[r.verify_cost for r in chains],
+                       hovertemplate="γ = %{x}: %{y:.2f}× predicted (v = %{customdata:.2f})<extra></extra>")
+    for tree in view.trees:
+        add_measured(figure, view, tree)
+    best = view.recommended_result
+    if best is not None:
+        figure.add_scatter(x=[best.gamma + nudge_of(view, best.tree)], y=[best.max_speedup], mode="markers+text",
+                           text=["recommended"], textposition="top center", showlegend=False, hoverinfo="skip",
+                           marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted"]})
+    top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
+    figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
+    legend_below(figure)  # four long names: above the plot on a phone they took a row each, over the title
+    return figure
+
+
+def sweep_title(view: SweepView) -> str:
+    """The chart's verdict: the recommended setup, or that none beats the target alone."""
+    best = view.recommended_result
+    if best is not None:
+        cheaper = "cheaper setup" if view.has_trees else "smaller γ"
+        tie = f"; a tie within the noise goes to the {cheaper})" if len(view.payoff.ties) > 1 else ")"
+        return f"γ sweep: recommended {view.label_of(best)} (median {best.median_speedup:.2f}×{tie}"
+    if view.payoff is not None:  # the one verdict: nothing beat the target alone beyond the noise
+        return f"γ sweep: no {'γ or tree' if view.has_trees else 'γ'} beats the target alone beyond the noise"
+    return "γ sweep"
+
+
+def nudge_of(view: SweepView, tree: int) -> float:
+    return TREE_NUDGE * view.trees.index(tree) if tree in view.trees else 0.0
+
+
+def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
+    """One budget's measured medians with their min–max whiskers; the chain keeps the meta "measured"."""
+    results = view.results_of(tree)
+    index = view.trees.index(tree)
+    colour, symbol = (EXACT_COLOR, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
+    budget = (f"tree {tree}" if tree else "chain") + ": " if view.has_trees else ""
+    figure.add_scatter(
+        x=[r.gamma + nudge_of(view, tree) for r in results], y=[r.median_speedup for r in results], mode="markers",
+        meta=f"measured-tree-{tree}" if tree else "measured", name=f"{budget}measured median (min–max)",
+        marker={"size": 10, "color": colour, "symbol": symbol},
+        error_y={"type": "data", "symmetric": False, "array": [r.max_speedup - r.median_speedup for r in results],
+                 "arrayminus": [r.median_speedup - r.min_speedup for r in results], "color": "#555", "thickness": 1.5, "width": 5},
+        customdata=[[r.min_speedup, r.max_speedup, r.num_runs, r.acceptance_rate, r.tokens_per_target_forward,
+                     r.gamma, r.verify_cost] for r in results],
+        hovertemplate=(f"γ = %{{customdata[5]}}{', tree ' + str(tree) if tree else ''}: median %{{y:.2f}}× "
+                       "(%{customdata[0]:.2f}–%{customdata[1]:.2f}, %{customdata[2]} runs); α̂ = %{customdata[3]:.2f}, "
+                       "τ = %{customdata[4]:.2f} tokens per target pass, v = %{customdata[6]:.2f}<extra></extra>"),
+    )
+
+
+def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -> go.Figure:
+    """Easy and hard tokens over every speculative run of the sweep (each point's hover names its run's γ)."""
+    return acceptance_by_confidence(drafts, labels, two_line_title("Easy and hard tokens over the sweep's runs:",
+                                                                   "acceptance against how sure the target was"),
+                                    hint="press Run sweep")
+
+
+# --- words --------------------------------------------------------------------------------------------------------
+
+
+def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
+    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget, where
+    the page drafts a tree and the sweep timed it beside a chain) by the one rule (medians within the noise tie,
+    and a tie goes to the cheaper setup), why that one, whether it is the range's edge, what a tree trades, and the
+    formula's best γ beside it as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
+    done = num_done >= num_total
+    parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
+             f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
+             f"</div>"]
+    gamma = tree = ""
+    if view is not None and view.payoff is not None:
+        chosen = view.recommended_result
+        gamma, tree = (str(chosen.gamma), str(chosen.tree)) if chosen is not None else ("none", "none")
+        parts.append(sweep_recommended_html(view, "" if done else " so far"))
+        parts.append(sweep_prediction_html(view))
+    if note:
+        parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
+    return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
+            f'data-gamma="{gamma}" data-tree="{tree}">{"".join(parts)}</div>')
+
+
+def sweep_recommended_html(view, so_far: str) -> str:
+    """The recommendation (#sweep-recommended, its γ and tree budget as data), and why that one; or "none" and why."""
+    payoff, chosen = view.payoff, view.recommended_result
+    if chosen is None:
+        return (f'<p id="sweep-recommended" data-gamma="none" data-tree="none" style="margin:6px 0"><b>Recommended '
+                f"γ{so_far}: {escape_text(payoff.recommendation_text())}.</b></p>"
+                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>')
+    named = f": {view.label_of(chosen)}" if view.has_trees else f" {view.label_of(chosen)}"  # "Recommended: γ = 3, tree 8"
+    html = (f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-tree="{chosen.tree}" '
+            f'data-edge="{payoff.at_range_edge or ""}" style="margin:6px 0"><b>Recommended{named}</b>{so_far}: median '
+            f"{chosen.median_speedup:.2f}× ({chosen.min_speedup:.2f}–{chosen.max_speedup:.2f}× over "
+            f"{count(chosen.num_runs, 'run')}), above 1× beyond the noise.</p>")
+    why = payoff.choice_text()
+    if why:  # one γ measured is no choice among several
+        html += (f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this {'setup' if view.has_trees else 'γ'}: "
+                 f"{escape_text(why)}</p>")
+    return html
+
+
+def sweep_prediction_html(view) -> str:
+    """Beside a recommendation, the formula's best γ as a prediction (a verdict of "none" already gives it, as the
+    reason); τ and α̂ per cell; what a tree trades, where one was timed; and what the two curves are."""
+    payoff = view.payoff
+    beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
+    trade = f"{escape_text(tree_trade_text(view))} " if view.has_trees else ""
+    cells = "the chain's γ cells" if view.has_trees else "the sweep"
+    curves = (" Both curves are a chain's: the formula has no term for a tree, so the tree's points are measured only."
+              if view.has_trees else "")
+    return (f"<p class='sweep-prediction' style='margin:0;color:#555;font-size:13px'>{beside}"
+            f"{escape_text(sweep_tau_text(view))} {trade}"
+            f"The blue curve is the formula at α̂ = {view.alpha:.2f}, c = {view.cost_ratio:.2f} (medians over {cells}) "
+            f"with v = 1; the orange one puts in each γ's measured verify cost, which grows with γ where a longer "
+            f"verify costs more.{curves} The measured medians decide; the curves explain.</p>")
+
+
+def tree_trade_text(view) -> str:
+    """What a draft tree trades, in the τ and v of the cells the rule picks among the chain's γ and the tree's."""
+    chain, tree = view.pick_of(0), view.pick_of(view.trees[-1])
+    if chain is None or tree is None:
+        return ""
+    return (f"A tree trades more tokens per target pass (τ) for a costlier verify (v, in target steps), since one "
+            f"pass checks every node: here the chain's pick, γ = {chain.gamma}, gave τ = "
+            f"{chain.tokens_per_target_forward:.2f} at v = {chain.verify_cost:.2f}, and tree {tree.tree}'s, "
+            f"γ = {tree.gamma}, τ = {tree.tokens_per_target_forward:.2f} at v = {tree.verify_cost:.2f}.")
+
+
+def sweep_tau_text(view) -> str:
+    """τ beside α̂ for each γ swept (and tree budget): a share of drafts kept against the tokens one target pass gave."""
+    cells = ("; " if view.has_trees else ", ").join(
+        f"{view.label_of(r)}: α̂ {r.acceptance_rate:.2f}, τ {r.tokens_per_target_forward:.2f}" for r in view.results)
+    return (f"Per {'setup' if view.has_trees else 'γ'} ({cells}): α̂ is the share of examined drafts the target "
+            "accepted, τ the tokens one target pass gave (its own correction or bonus included), so τ ≥ 1, and a "
+            "larger γ raises τ only where the drafter keeps drafting and its drafts keep being accepted.")
