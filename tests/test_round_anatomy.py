@@ -97,7 +97,7 @@ def test_the_drawing_sits_on_the_lanes_clock_as_where_the_time_went(runs, setup)
 
 
 def test_the_inspector_and_step_mode_draw_the_round(runs):
-    from specviz.app.ui_sections import inspector_values
+    from specviz.app.inspector_page import inspector_values
 
     view = runs["chain greedy"]
     event = drafted_rounds(view)[0]

@@ -22,16 +22,15 @@ import torch
 
 from specviz.app import render, settings
 from specviz.app.teach.build import build_sections
-from specviz.catalogue import lane_info
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
 from specviz.app.ui_handlers import (
-    RUN_INPUTS, inspector_values, on_drafter_change, on_lane_click, on_pair_change, pair_pick_js, on_queued, on_release,
-    on_replay, on_run, on_stop,
+    RUN_INPUTS, on_drafter_change, on_pair_change, pair_pick_js, on_queued, on_release, on_replay, on_run, on_stop,
 )
 from specviz.app.page_files import page_file
+from specviz.app.inspector_page import wire_inspector
 from specviz.app.ui_sections import Page, build_page
 
 try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
@@ -45,11 +44,6 @@ MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the 
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
 SLIDER_NAMES = {setting.name: settings.short_name(setting) for setting in settings.SLIDERS}  # for clamp notes
 QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
-# Opening a round: every click is served, one after another in the order made, so the inspector ends on
-# the round clicked last. Gradio's default for a click drops one made while the previous is answered, and
-# "always_last" re-sends the click without its round; its own queue keeps it clear of the model's jobs.
-INSPECT = {"api_visibility": "private", "queue": True, "trigger_mode": "multiple", "concurrency_id": "inspector",
-           "concurrency_limit": 1, "show_progress": "hidden"}
 # A phone's chart is laid out this wide, then scaled down to its box whole (static/fit_charts.js). Squeezed to the box
 # itself, titles ran past the edge and legends over the titles; laid out at 560 px, a 400 px screen drew text at
 # ~7 px. At 440 px in a ~388 px box, tick labels show at ~10.5 px and titles at ~12 px.
@@ -81,7 +75,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
         # step mode, exactness lab, theory explorer, γ sweep
         build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
         wire_run(page)
-        wire_inspector(page)
+        wire_inspector(page.inspector, page.run_state, page.lanes)
         wire_controls(page)
         gr.api(on_gpu(generate), api_name="generate", concurrency_id=MODEL_JOBS)
     # A full queue answers new visitors with gradio's own "queue is full" error at once.
@@ -106,16 +100,6 @@ def wire_run(page: Page) -> None:
     )
     page.stop_button.click(MethodType(on_stop, page), None, page.stop_outputs, cancels=[run_event, replay_event],
                            queue=False, api_visibility="private")
-
-
-def wire_inspector(page: Page) -> None:
-    """The round picker and a click on a drafted token both open a round in the inspector."""
-    inspector = page.inspector
-    inspector.round_picker.input(inspector_values, [page.run_state, inspector.round_picker], inspector.outputs,
-                                 **INSPECT)
-    for name, box in page.lanes.items():
-        if lane_info(name).drafts:
-            box.click(on_lane_click, [page.run_state], [inspector.round_picker, *inspector.outputs], **INSPECT)
 
 
 def wire_controls(page: Page) -> None:

@@ -28,7 +28,8 @@ from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
 from specviz.app.ui_measures import runs_values
-from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values, inspector_values
+from specviz.app.inspector_page import inspector_values
+from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values
 from specviz.app.wording import count
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
@@ -321,13 +322,6 @@ def on_stop(page: Page, request: gr.Request):
     if run is None:
         return {page.status: render.status_html(stopped_message(run), "info", run=0)}
     return stopped_page(page, run)
-
-
-def on_lane_click(run, event: gr.EventData):
-    round_index = int(getattr(event, "round", 0) or 0) - 1  # data-round counts from 1
-    if run is None or render.find_round(run, round_index) is None:
-        return gr.Dropdown(), *inspector_values(run, None)
-    return gr.Dropdown(value=round_index), *inspector_values(run, round_index)
 
 
 def on_pair_change(pair):

@@ -1,7 +1,8 @@
 """The main page's sections, each a small builder that adds its components to the Blocks being
 built and returns them; `Page` gathers the ones the handlers (specviz.app.ui_handlers) read or write.
 
-Layout only: no handler is defined or wired here (specviz.app.ui wires them).
+Layout only: no handler is defined or wired here (specviz.app.ui wires them). The step inspector is a module of
+its own (specviz.app.inspector_page): its layout, handlers and wiring together.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_round, plots_timeline, plots_tree, render, ui_measures
-from specviz.app.render.tree_round import figure_words
+from specviz.app import plots, plots_confidence, plots_timeline, render, ui_measures
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
@@ -21,6 +21,7 @@ from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
+from specviz.app.inspector_page import Inspector, build_inspector
 from specviz.app.page_files import page_file
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.run import recorded_runs
@@ -34,9 +35,6 @@ FALLBACK_PROMPTS = [
     Prompt("Alice and Bob were walking through the park when", False),
     Prompt("def fibonacci(n):\n", False),
 ]
-# The way back from the inspector, shown once a token was clicked (static/back_to_token.js).
-BACK_TO_TOKEN_HTML = ('<button class="back-to-token" hidden style="border:1px solid #ccc;border-radius:6px;padding:2px 10px;'
-                      'background:#fff;cursor:pointer;font-size:13px;font-weight:normal">↑ back to the token you clicked</button>')
 
 
 @dataclass
@@ -48,19 +46,6 @@ class Replay:
     file: gr.File
     speed: gr.Radio
     button: gr.Button
-
-
-@dataclass
-class Inspector:
-    round_picker: gr.Dropdown
-    html: gr.HTML
-    chart: gr.Plot
-    round_chart: gr.Plot  # the round drawn (specviz.app.plots_round)
-
-    @property
-    def outputs(self) -> list[gr.Component]:
-        """What opening a round updates, in inspector_values' order."""
-        return [self.html, self.chart, self.round_chart]
 
 
 @dataclass
@@ -123,24 +108,6 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     return [draw() if live or not live_only else gr.skip() for live, draw in charts]
 
 
-
-
-def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object, object]:
-    """The inspector's words, its chart (the deciding position's distributions, or a tree round's tree) and
-    the round drawn."""
-    event = render.find_round(run, round_index) if run else None
-    if event is None:
-        return (render.inspector_html(None, None),
-                plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round"),
-                plots_round.round_anatomy(Trace(), None))
-    lane = run.speculative
-    texts = lane.round_texts.get(event.round_index)
-    drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
-    if event.tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
-        words = figure_words(event, texts.nodes, lane.greedy)
-        return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words), drawn
-    return (render.inspector_html(run, round_index),
-            plots.decision_distributions(event, lane.labels, greedy=lane.greedy), drawn)
 
 
 def example_prompts() -> list[Prompt]:
@@ -308,18 +275,6 @@ def build_replay() -> Replay:
                              elem_id="replay-speed")
         button = gr.Button("Replay", elem_id="replay-run")
     return Replay(download, pick, file, speed, button)
-
-
-def build_inspector() -> Inspector:
-    with gr.Accordion("Step inspector: one round up close", open=True, elem_id="inspector-section"):
-        round_picker = gr.Dropdown(choices=[], value=None, label="Round", interactive=True, elem_id="round-picker")
-        gr.HTML(BACK_TO_TOKEN_HTML, elem_id="back-to-token", js_on_load=page_file("back_to_token.js"))
-        html, chart, drawn = inspector_values(None, None)
-        round_chart = gr.Plot(drawn, show_label=False, elem_id="chart-round")
-        with gr.Row(elem_id="inspector-row"):
-            inspector = gr.HTML(html, elem_id="inspector")
-            inspector_chart = gr.Plot(chart, show_label=False, elem_id="chart-inspector")
-    return Inspector(round_picker, inspector, inspector_chart, round_chart)
 
 
 def build_page() -> Page:
