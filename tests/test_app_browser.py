@@ -222,9 +222,12 @@ def test_run_stream_inspect_and_recover(page):
 
 
 def choose(page, elem_id: str, option: str) -> None:
-    """Pick a dropdown option by its visible text."""
+    """Pick a dropdown option by its visible text, and wait until the box shows it (like set_number: a Run
+    clicked before the page took the pick would run the old one)."""
     page.click(f"#{elem_id} input")
     page.locator("ul[role=listbox] li", has_text=option).first.click()
+    page.wait_for_function("([id, option]) => document.querySelector(`#${id} input`).value.includes(option)",
+                           arg=[elem_id, option])
 
 
 def test_three_lanes_prompt_lookup_click_to_inspect_and_replay(page, tmp_path):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_app_browser import run_and_wait, set_number  # one home: it waits until a slider shows the value
+from tests.test_app_browser import choose, run_and_wait, set_number  # one home: it waits until a slider shows the value
 
 JOB_TIMEOUT_MS = 180_000
 TINY_PROMPT = "def fibonacci(n):\n"
@@ -20,8 +20,7 @@ KEPT = ".tok-accepted, .tok-resample, .tok-bonus, .tok-target"  # the tokens a l
 
 def choose_tiny_code(page, prompt: str = TINY_PROMPT, temperature: float = 0.8, max_new_tokens: int = 24,
                      seed: int = 3) -> None:
-    page.click("#pair input")
-    page.locator("ul[role=listbox] li", has_text="tiny-code").click()
+    choose(page, "pair", "tiny-code")
     page.locator("#prompt textarea").fill(prompt)
     page.locator("#chat input[type=checkbox]").uncheck()
     set_number(page, "temperature", temperature)
