@@ -21,7 +21,7 @@ from specviz.app.plots import base_figure, separate_title_and_legend
 from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.app.request import describe_error, whole_number
 from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, record_stopped, time_left_text,
+    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
     time_limit_note,
 )
 from specviz.app.ui_handlers import session_of
@@ -285,9 +285,8 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
     so_far = "" if done else " (so far)"
     return (
         f'<div class="lab-status" data-done="{"true" if done else "false"}" data-draws="{num_done}">'
-        f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
-        f"{num_done} of {num_planned} draws per lane · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}"
-        f"</div>{settings_line}{start}<ul style='margin:6px 0'>{items}</ul>"
+        f"{progress_html(num_done, num_planned, 'draws per lane', elapsed_s)}{settings_line}{start}"
+        f"<ul style='margin:6px 0'>{items}</ul>"
         f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
         f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
         f"above); below {SIGNIFICANCE} the lab says the lane does not follow it, a mistake 1 time in "

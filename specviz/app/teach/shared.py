@@ -48,6 +48,12 @@ def record_stopped(visitor: gr.Request | None, section: str, previous_status: st
     return stopped_html(previous_status or "", what)
 
 
+def progress_html(num_done: int, num_planned: int, what: str, elapsed_s: float) -> str:
+    """The long sections' progress line: a bar, "7 of 12 timed runs · 30 s · about 1 min left"."""
+    return (f'<div><progress max="{num_planned}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
+            f"{num_done} of {num_planned} {what} · {elapsed_s:.0f} s{time_left_text(num_done, num_planned, elapsed_s)}</div>")
+
+
 def time_left_text(num_done: int, num_planned: int, elapsed_s: float) -> str:
     """" · about 3 min left", from the pace so far; nothing before the first draw or after the last."""
     if num_done <= 0 or num_done >= num_planned:

@@ -25,7 +25,7 @@ from specviz.app.render.tokens import escape_text
 from specviz.app.render.verdict import same_text
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, record_stopped, time_left_text,
+    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
     time_limit_note,
 )
 from specviz.app.ui_handlers import session_of
@@ -249,9 +249,7 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
     and a tie goes to the cheaper setup), why that one, whether it is the range's edge, what a tree trades, and the
     formula's best γ beside it as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
-    parts = [f'<div><progress max="{num_total}" value="{num_done}" style="width:220px;vertical-align:middle"></progress> '
-             f"{num_done} of {num_total} timed runs · {elapsed_s:.0f} s{time_left_text(num_done, num_total, elapsed_s)}"
-             f"</div>"]
+    parts = [progress_html(num_done, num_total, "timed runs", elapsed_s)]
     gamma = tree = ""
     if view is not None and view.payoff is not None:
         chosen = view.recommended_result
