@@ -108,8 +108,6 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     return [draw() if live or not live_only else gr.skip() for live, draw in charts]
 
 
-
-
 def example_prompts() -> list[Prompt]:
     """The example prompts in assets/prompts.json, or a few built-ins if that file is unreadable."""
     try:
