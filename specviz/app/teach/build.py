@@ -15,10 +15,10 @@ from typing import Callable
 import gradio as gr
 
 from specviz.app.teach.lab_page import build_lab, wire_lab
+from specviz.app.teach.shared import CONTROL_NAMES
 from specviz.app.teach.step_page import build_step_mode, wire_step_mode
 from specviz.app.teach.sweep_page import build_sweep, wire_sweep
 from specviz.app.teach.theory_page import build_theory, wire_theory
-from specviz.app.teach.shared import CONTROL_NAMES
 
 
 def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
