@@ -199,6 +199,15 @@ def test_an_end_of_text_token_is_drawn_as_a_mark_with_its_name_in_the_hover():
     assert "‹end›" not in render.token_span("<|im_start|>", "target", "t") + render.token_span(" end", "target", "t")
 
 
+def test_a_chat_templates_start_marker_is_drawn_as_a_mark_not_raw():
+    """A sampled draft may propose <|im_start|>: the lane draws a short mark, the raw name only in its hover."""
+    span = render.token_span("<|im_start|>", "rejected", "the draft")
+    shown = span[span.index(">", span.index("title=")) + 1:]
+    assert "‹start›" in shown and "&lt;" not in shown and "im_start" not in shown, span
+    assert "a marker of the chat template" in span and "the draft" in span
+    assert "‹" not in render.token_span("<b>", "accepted", "t") + render.token_span(" start", "accepted", "t")
+
+
 def test_whitespace_marks_leave_the_text_unchanged():
     run = render.RunView("x", [1], gamma=0, settings={})
     run.add(PrefillEvent("baseline", 1, 10, 0.01, 1, 0), decode)  # "\t"

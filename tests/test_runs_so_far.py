@@ -111,8 +111,10 @@ def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma(
     recommended = re.search(r'id="sweep-recommended" data-gamma="(\w+)"', swept[0]).group(1)
     said = history.run_history.sweep_of(request.session_hash, last_run).recommendation_text()
     assert (recommended == "none") == (said.startswith("none")) and (recommended in said or recommended == "none")
-    for stats in (swept[-1], run(settings["prompt"])[0]["stats"]):  # at once, and in the next run of the setup
+    again = run(settings["prompt"])[0]
+    for stats in (swept[-1], again["stats"]):  # at once, and in the next run of the setup
         row = re.search(r"recommended γ \(measured by the γ sweep below[^<]*</td><td[^>]*>([^<]*)", stats)
         assert row and unescape(row.group(1)).startswith(said + "; the formula predicts"), stats
+    assert f"Recommended γ: {said}; the formula predicts" in unescape(again["explainer"])  # "How it works" agrees
     other = run("def mul(a, b):\n")[0]
     assert "one run judges only its own γ" in other["stats"] and "measured by the γ sweep" not in other["stats"]

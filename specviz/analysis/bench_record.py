@@ -87,7 +87,8 @@ def device_label(device: torch.device | str = "cpu") -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, torch {torch.__version__}"
-    return f"{cpu_model()} ({machine_kind(device)}, {torch.get_num_threads()} threads), torch {torch.__version__}"
+    threads = torch.get_num_threads()
+    return f"{cpu_model()} ({machine_kind(device)}, {threads} thread{'' if threads == 1 else 's'}), torch {torch.__version__}"
 
 
 def loaded_settings(pair) -> dict:

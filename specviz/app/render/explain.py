@@ -5,7 +5,7 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
-from specviz.app.render.verdict import no_verdict_text, run_payoff
+from specviz.app.render.verdict import no_verdict_text, recommended_row, run_payoff
 from specviz.app.render.tokens import (
     END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
 )
@@ -124,7 +124,7 @@ def explain_speed(run: RunView) -> str:
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
     verdict = run_payoff(run, comparison)
-    judged = (f"{escape_text(verdict.headline_text())} Recommended γ: {escape_text(verdict.recommendation_text())}."
+    judged = (f"{escape_text(verdict.headline_text())} Recommended γ: {escape_text(recommended_row(run, verdict)[1])}."
               if verdict is not None else escape_text(no_verdict_text(run)))
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "

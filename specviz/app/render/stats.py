@@ -11,7 +11,7 @@ from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, run_payoff, same_text
+from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, recommended_row, run_payoff, same_text
 from specviz.app.render.tokens import escape_text
 from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
@@ -144,18 +144,6 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         body += (f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" '
                  f'style="padding:3px 12px;color:#555">{escape_text(payoff.headline_text())}</td></tr>')
     return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
-
-
-def recommended_row(run: RunView, payoff: Payoff | None) -> tuple[str, str]:
-    """One answer to "which γ": the measured one, the γ sweep's where this page swept this setup (it compares
-    several γ; one run judges only its own); the formula's best beside it as a prediction."""
-    if payoff is None:
-        return "recommended γ", "— (no verdict: see above)"
-    if run.sweep is not None:
-        return ("recommended γ (measured by the γ sweep below, on this prompt and these settings)",
-                f"{run.sweep.recommendation_text()}; {run.sweep.formula_text()}")
-    return ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
-            payoff.recommendation_with_prediction_text())
 
 
 def gap_text(run: RunView, comparison: Comparison) -> str:

@@ -76,8 +76,19 @@ END_MARK = '<span class="end-token" style="font-variant:small-caps">‹end›</s
 END_TITLE = "{name}: the end-of-text token, the model's way of saying its text is finished"
 
 
+# The chat template's other markers (<|im_start|>, a sampled draft may propose one): a short mark too, never raw.
+SPECIAL_TOKEN = re.compile(r"<\|(?:im_)?([a-z_]+)\|>")
+SPECIAL_TITLE = "{name}: a marker of the chat template, not text"
+
+
 def is_end_token(text: str) -> bool:
     return END_TOKEN.fullmatch(text.strip()) is not None
+
+
+def special_mark(text: str) -> str | None:
+    """A chat template's marker drawn as a short small-caps word (‹start› for <|im_start|>); None for text."""
+    special = SPECIAL_TOKEN.fullmatch(text.strip())
+    return None if special is None else f'<span class="special-token" style="font-variant:small-caps">‹{special[1]}›</span>'
 
 
 def is_blank(text: str) -> bool:
@@ -110,8 +121,9 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
     after them, and inside the box that left an empty coloured chip at the end of the line."""
     end = is_end_token(text)
-    if end:
-        title = f"{END_TITLE.format(name=text.strip())}\n{title}"
+    special = None if end else special_mark(text)
+    if end or special:
+        title = f"{(END_TITLE if end else SPECIAL_TITLE).format(name=text.strip())}\n{title}"
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
@@ -120,7 +132,7 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
         lead = f'<span class="struck-lead">{lead}</span>'
     return (
         f'{lead}<span class="{classes}"{place} style="{TOKEN_STYLES[kind]}border-radius:3px;padding:0 1px;margin:0 1px 0 0;'
-        f'{emphasis}" title="{escape_text(title)}">{END_MARK if end else visible_text(text, keep_breaks)}</span>'
+        f'{emphasis}" title="{escape_text(title)}">{END_MARK if end else special or visible_text(text, keep_breaks)}</span>'
     )
 
 

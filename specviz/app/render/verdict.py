@@ -47,3 +47,15 @@ def no_verdict_text(run: RunView) -> str:
         return "No verdict: the run did not finish, so its lanes did unequal work."
     return unequal_texts_text(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens,
                               float(run.settings.get("temperature", 0) or 0))
+
+
+def recommended_row(run: RunView, payoff: Payoff | None) -> tuple[str, str]:
+    """One answer to "which γ": the measured one, the γ sweep's where this page swept this setup (it compares
+    several γ; one run judges only its own); the formula's best beside it as a prediction."""
+    if payoff is None:
+        return "recommended γ", "— (no verdict: see above)"
+    if run.sweep is not None:
+        return ("recommended γ (measured by the γ sweep below, on this prompt and these settings)",
+                f"{run.sweep.recommendation_text()}; {run.sweep.formula_text()}")
+    return ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
+            payoff.recommendation_with_prediction_text())
