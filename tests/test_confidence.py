@@ -27,18 +27,20 @@ def spec_round(index: int, tokens: tuple[DraftedToken, ...], rivals: tuple[Draft
     num_accepted = next((i for i, token in enumerate(tokens) if not token.accepted), len(tokens))
     kind = "bonus" if num_accepted == len(tokens) else "resample"
     emitted = tuple(token.token_id for token in tokens[:num_accepted]) + (7,)
-    return RoundEvent("speculative", index, 1 + 3 * index, len(tokens), tokens, num_accepted, 7, kind, emitted,
+    return RoundEvent.from_views("speculative", index, 1 + 3 * index, len(tokens), tokens, num_accepted, 7, kind, emitted,
                       0.004, 0.02, len(tokens), 1, rivals=rivals)
 
 
 def confidence_trace() -> Trace:
     """Round 1: ' f' (90% sure) accepted, '(x' (30%) rejected, '):' never examined. Round 2: a first
-    position with a rival (taken: counted once), then ' x' (100%) accepted. Round 3: 'return' (15%) rejected."""
+    position with a rival (taken: counted once; a rival round drafts one position, as the engine's do). Round 3:
+    ' x' (100%) accepted. Round 4: 'return' (15%) rejected."""
     return Trace.from_events([
         PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
         spec_round(0, (judged(2, 0.9, True), judged(3, 0.3, False), judged(4, 0.2, False, decided=False))),
-        spec_round(1, (judged(5, 0.85, True), judged(7, 1.0, True)), rivals=(judged(8, 0.85, False),)),
-        spec_round(2, (judged(6, 0.15, False),)),
+        spec_round(1, (judged(5, 0.85, True),), rivals=(judged(8, 0.85, False),)),
+        spec_round(2, (judged(7, 1.0, True),)),
+        spec_round(3, (judged(6, 0.15, False),)),
         FinishEvent("speculative", "max_new_tokens", 9),
     ])
 
@@ -47,7 +49,7 @@ def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
     drafts = confidence.judged_drafts(confidence_trace())
     assert [(d.token_id, d.accepted) for d in drafts] == [(2, True), (3, False), (5, True), (7, True), (6, False)]
     assert len(drafts) == confidence_trace().num_examined  # the same drafts α̂ counts
-    assert [(d.round_index, d.draft_index) for d in drafts] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    assert [(d.round_index, d.draft_index) for d in drafts] == [(0, 0), (0, 1), (1, 0), (2, 0), (3, 0)]
     older = Trace.from_events([spec_round(0, (dataclasses.replace(judged(2, 0.9, True), target_confidence=None),))])
     assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
     hint = plots_confidence.run_chart(older, {}).layout.annotations[0].text
@@ -127,9 +129,10 @@ def test_the_sweeps_chart_pools_its_runs_and_names_each_points_gamma():
 
 
 def test_a_confidence_survives_a_saved_run():
-    event = confidence_trace().rounds[1]
-    again = event_from_dict(event_to_dict(event))
-    assert again == event and again.drafted[1].target_confidence == 1.0
+    for event in confidence_trace().rounds[1:3]:  # a rival round's taken guess, a chain's draft
+        again = event_from_dict(event_to_dict(event))
+        assert again == event and again.drafted[0].target_confidence == event.drafted[0].target_confidence
+    assert confidence_trace().rounds[2].drafted[0].target_confidence == 1.0
 
 
 def test_the_engine_records_the_targets_own_top_probability_at_each_draft():

@@ -411,7 +411,7 @@ def round_event(gamma, num_accepted, next_id=50, draft_s=0.0, verify_s=0.0, posi
     )
     emitted = tuple(10 + i for i in range(num_accepted)) + (next_id,)
     kind = "bonus" if num_accepted == gamma else "resample"
-    return RoundEvent(
+    return RoundEvent.from_views(
         "speculative", index, position, gamma, drafted, num_accepted, next_id, kind, emitted, draft_s, verify_s, gamma, 1
     )
 

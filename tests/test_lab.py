@@ -398,7 +398,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     from tests.test_render import detail, drafted
 
     favourite = PositionDetail(((6, 0.9),), ((6, 0.9),), ())  # "return": no other position's top token
-    event = RoundEvent("speculative", 0, 1, 3,
+    event = RoundEvent.from_views("speculative", 0, 1, 3,
                        (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False),
                         drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
                        1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
@@ -547,13 +547,13 @@ def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
                           taken_index == 1, True, draft_confidence=0.27)
     third = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
     if taken_index == 1:  # the engine's record: the taken guess is the round's one draft, the others its rivals
-        event = RoundEvent("speculative", 0, 1, 1, (second,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
+        event = RoundEvent.from_views("speculative", 0, 1, 1, (second,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
                            stopped_unsure=True, rivals=(pick, third))
     elif taken_index == 0:
-        event = RoundEvent("speculative", 0, 1, 1, (pick,), 1, 5, "bonus", (8, 5), 0.002, 0.03, 1, 1,
+        event = RoundEvent.from_views("speculative", 0, 1, 1, (pick,), 1, 5, "bonus", (8, 5), 0.002, 0.03, 1, 1,
                            stopped_unsure=True, rivals=(second, third))
     else:
-        event = RoundEvent("speculative", 0, 1, 1, (pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
+        event = RoundEvent.from_views("speculative", 0, 1, 1, (pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
                            stopped_unsure=True, rivals=(second, third))
     view = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "rivals": 2}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):

@@ -98,7 +98,7 @@ def test_a_speculative_round_joins_a_drafted_character_and_the_inspector_names_i
               DraftedToken(other[-1], 1.0, 0.0, 0.0, 0.9, False, True))
     run = render.RunView("Animals:", prompt, gamma=len(drafts), settings={"temperature": 0.0})
     run.add(PrefillEvent("speculative", len(prompt), first_id, 0.01, 1, 1), decode)
-    run.add(RoundEvent("speculative", 0, 1, len(drafts), drafts, len(kept_ids), ids[-1], "resample",
+    run.add(RoundEvent.from_views("speculative", 0, 1, len(drafts), drafts, len(kept_ids), ids[-1], "resample",
                        (*kept_ids, ids[-1]), 0.001, 0.01, len(drafts), 1), decode)
     texts = run.speculative.round_texts[0]
     assert texts.drafted[0] == "" and pieces.REPLACEMENT not in "".join(texts.drafted + texts.own)

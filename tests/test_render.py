@@ -40,13 +40,13 @@ def make_run() -> render.RunView:
     ]
     speculative = [
         PrefillEvent("speculative", 1, 2, 0.012, 1, 1),
-        RoundEvent(  # rejection at the second draft, third never examined, then a resample
+        RoundEvent.from_views(  # rejection at the second draft, third never examined, then a resample
             "speculative", 0, 1, 3,
             (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False), drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
             1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
             details=(detail(), detail(((4, 0.7), (5, 0.3))), detail(), detail()),
         ),
-        RoundEvent(  # all accepted, plus a bonus
+        RoundEvent.from_views(  # all accepted, plus a bonus
             "speculative", 1, 3, 3,
             (drafted(5, 0.9, 0.95, 0.1, True), drafted(6, 0.8, 0.9, 0.3, True), drafted(10, 0.5, 0.6, 0.2, True)),
             3, 7, "bonus", (5, 6, 10, 7), 0.006, 0.025, 3, 1,
@@ -127,13 +127,13 @@ def test_empty_traces_give_hint_figures():
 def bonus_round(index: int, position: int, gamma: int = 1) -> RoundEvent:
     """A round whose `gamma` drafts ("def" each) were all accepted, then the bonus " x"."""
     drafts = tuple(drafted(1, 0.9, 0.95, 0.1, True) for _ in range(gamma))
-    return RoundEvent("speculative", index, position, gamma, drafts, gamma, 7, "bonus", (1,) * gamma + (7,),
+    return RoundEvent.from_views("speculative", index, position, gamma, drafts, gamma, 7, "bonus", (1,) * gamma + (7,),
                       0.006, 0.025, gamma, 1, details=(detail(),) * (gamma + 1))
 
 
 def rejection_round(index: int, position: int) -> RoundEvent:
     """A γ = 1 round whose only draft was rejected, then the resample "(x"."""
-    return RoundEvent("speculative", index, position, 1, (drafted(8, 0.5, 0.1, 0.9, False),), 0, 3, "resample", (3,),
+    return RoundEvent.from_views("speculative", index, position, 1, (drafted(8, 0.5, 0.1, 0.9, False),), 0, 3, "resample", (3,),
                       0.006, 0.025, 1, 1, details=(detail(((3, 1.0),)), detail()))
 
 
@@ -243,7 +243,7 @@ def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent("speculative", 0, 1, 2, tuple(drafted(t, 1.0, 1.0, 0.5, True) for t in speculative_ids[:2]), 2,
+        RoundEvent.from_views("speculative", 0, 1, 2, tuple(drafted(t, 1.0, 1.0, 0.5, True) for t in speculative_ids[:2]), 2,
                    speculative_ids[2], "bonus", tuple(speculative_ids), 0.004, 0.03, 2, 1),
         FinishEvent("speculative", "max_new_tokens", 4),
     ]
@@ -259,7 +259,7 @@ def test_the_card_says_a_stopped_greedy_lane_agrees_so_far_not_that_it_drew_anot
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent("speculative", 0, 1, 1, (drafted(3, 1.0, 1.0, 0.5, True),), 1, 4, "bonus", (3, 4), 0.004, 0.03, 1, 1),
+        RoundEvent.from_views("speculative", 0, 1, 1, (drafted(3, 1.0, 1.0, 0.5, True),), 1, 4, "bonus", (3, 4), 0.004, 0.03, 1, 1),
         FinishEvent("speculative", "stopped", 3),
     ):
         run.add(event, decode)
@@ -337,7 +337,7 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     details = describe_positions([0], draft, target, verdict.num_accepted, verdict.next_id, verdict.residual)
     assert tail_id in dict(details[0].residual_top) and tail_id in dict(details[0].target_top)
     assert dict(details[0].residual_top)[tail_id] == pytest.approx(float(residual[tail_id]))
-    event = RoundEvent("speculative", 0, 1, 1, (drafted(0, 1.0, 0.05, 0.9, False),), 0, tail_id, "resample",
+    event = RoundEvent.from_views("speculative", 0, 1, 1, (drafted(0, 1.0, 0.05, 0.9, False),), 0, tail_id, "resample",
                        (tail_id,), 0.001, 0.01, 1, 1, details=details)
     figure = plots.decision_distributions(event, {tail_id: "tail"})
     assert all(any("tail" in name for name in bar.x) for bar in figure.data)  # q, p and the residual
@@ -364,7 +364,7 @@ def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.R
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent("speculative", 0, 1, 2, (drafted(3, 1.0, 1.0, 0.5, True), drafted(4, 1.0, 1.0, 0.5, True)), 2, 5,
+        RoundEvent.from_views("speculative", 0, 1, 2, (drafted(3, 1.0, 1.0, 0.5, True), drafted(4, 1.0, 1.0, 0.5, True)), 2, 5,
                    "bonus", (3, 4, 5), 0.004, speculative_verify_s, 2, 1),
         FinishEvent("speculative", "max_new_tokens", 4),
     ]
@@ -454,9 +454,9 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     unsure = DraftedToken(8, 1.0, 0.0, 0.0, 0.6, False, True, draft_confidence=0.34)
     for event in (
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent("speculative", 0, 1, 2, (sure, unsure), 1, 4, "resample", (3, 4), 0.004, 0.03, 2, 1,
+        RoundEvent.from_views("speculative", 0, 1, 2, (sure, unsure), 1, 4, "resample", (3, 4), 0.004, 0.03, 2, 1,
                    stopped_unsure=True),
-        RoundEvent("speculative", 1, 3, 1, (sure,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1),
+        RoundEvent.from_views("speculative", 1, 3, 1, (sure,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1),
         FinishEvent("speculative", "max_new_tokens", 5),
     ):
         run.add(event, decode)
@@ -475,7 +475,7 @@ def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
     """At temperature > 0 q is the draft's tempered softmax, not one-hot, and r decides: the hover gives the
     coin in a plain line first, then the rule's numbers."""
     sampled = DraftedToken(8, 0.41, 0.2, 0.49, 0.6, False, True, draft_confidence=0.34)
-    event = RoundEvent("speculative", 0, 1, 1, (sampled,), 0, 4, "resample", (4,), 0.001, 0.01, 1, 1)
+    event = RoundEvent.from_views("speculative", 0, 1, 1, (sampled,), 0, 4, "resample", (4,), 0.001, 0.01, 1, 1)
     reason = render.tokens.draft_reason(event, 0, False, " <b>", " x")
     assert reason == "accepted with probability min(1, p/q) = 0.49; the coin r = 0.60 was above it, so rejected"
     title = render.tokens.drafted_title(0, 1, sampled, "rejected", reason)
@@ -534,10 +534,10 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     first_pick = DraftedToken(8, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.41)
     taken = DraftedToken(3, 1.0, 1.0, 1.0, 0.2, True, True, draft_confidence=0.27)
     other = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
-    took_a_rival = RoundEvent("speculative", 0, 1, 1, (taken,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
+    took_a_rival = RoundEvent.from_views("speculative", 0, 1, 1, (taken,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
                               stopped_unsure=True, rivals=(first_pick, other))
     assert event_from_dict(json.loads(json.dumps(event_to_dict(took_a_rival)))) == took_a_rival  # saved runs keep them
-    none_taken = RoundEvent("speculative", 1, 3, 1, (first_pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
+    none_taken = RoundEvent.from_views("speculative", 1, 3, 1, (first_pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
                             stopped_unsure=True, rivals=(taken, other))
     for event in (PrefillEvent("speculative", 1, 2, 0.01, 1, 1), took_a_rival, none_taken,
                   FinishEvent("speculative", "max_new_tokens", 4)):
@@ -679,7 +679,7 @@ def greedy_rejection_run(temperature: float) -> render.RunView:
         kept = DraftedToken(2, 0.8, 0.9, 1.0, 0.55, True, True, draft_confidence=0.81, target_confidence=0.9)
         wrong = DraftedToken(8, 0.5, 0.205, 0.41, 0.77, False, True, draft_confidence=0.43, target_confidence=0.62)
     for event in (PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
-                  RoundEvent("speculative", 0, 1, 2, (kept, wrong), 1, 7, "resample", (2, 7), 0.004, 0.03, 2, 1),
+                  RoundEvent.from_views("speculative", 0, 1, 2, (kept, wrong), 1, 7, "resample", (2, 7), 0.004, 0.03, 2, 1),
                   FinishEvent("speculative", "max_new_tokens", 3)):
         run.add(event, decode)
     return run

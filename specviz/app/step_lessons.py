@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from specviz.catalogue import drafter_info
 from specviz.decoding.events import FinishEvent, RoundEvent
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
-from specviz.app.render.tokens import GREEDY_RULE, escape_text, inline_token, prob, status_html
+from specviz.app.render.tokens import GREEDY_RULE, inline_token, prob, status_html
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
 from specviz.app.step_drafting import draft_sentence, guesses_in_order, listing, plain_token, rivals_sentence

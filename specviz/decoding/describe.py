@@ -1,5 +1,5 @@
 """What a round's event says beside its drafts (specviz.decoding.rounds tells each draft's q, p, r and
-verdict): the rivals the target did not take, and the step inspector's top-k of q, p and the residual.
+verdict): the step inspector's top-k of q, p and the residual.
 Plain values, built once per round from the tensors the engine computed, so every consumer of the stream
 reads the same numbers.
 """
@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 
-from specviz.decoding.events import DraftedToken, PositionDetail
+from specviz.decoding.events import PositionDetail
 
 INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
@@ -40,13 +40,3 @@ def describe_positions(draft_ids: Sequence[int], draft_probs: torch.Tensor, targ
         residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
         details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top, temperature_one))
     return tuple(details)
-
-
-def describe_rivals(guesses: list[tuple[int, float]], taken: int, target_probs: torch.Tensor) -> tuple[DraftedToken, ...]:
-    """The first guesses the target did not take, each judged against its first row (one-hot when
-    greedy): the round's rejected rivals, or the drafter's own pick where a rival won."""
-    first = target_probs[0]  # (vocab,)
-    return tuple(
-        DraftedToken(token_id, 1.0, float(first[token_id]), float(first[token_id]), 0.0, False, True, confidence)
-        for i, (token_id, confidence) in enumerate(guesses) if i != taken
-    )

@@ -126,7 +126,7 @@ def autoregressive_decode(
             next_id = int(sample(to_probs(logits.to(pair.device)), generator))
             step_s = clock(pair.device) - started
             generated.append(next_id)
-            yield RoundEvent(lane=lane, round_index=round_index, position=len(generated) - 1, gamma=0, drafted=(),
+            yield RoundEvent(lane=lane, round_index=round_index, position=len(generated) - 1, gamma=0, nodes=(),
                              num_accepted=0, next_id=next_id, next_kind="target", emitted_ids=(next_id,), draft_s=0.0,
                              verify_s=step_s, num_draft_forwards=0, num_target_forwards=1)
             if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:

@@ -7,7 +7,8 @@ compared, and serialised to JSON without touching torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from typing import Literal, NamedTuple, Union
 
 # A lane's name tags each of its events: "baseline" (the target alone), "speculative" (ours),
@@ -34,7 +35,8 @@ class ShownToken(NamedTuple):
 
 @dataclass(frozen=True)
 class DraftedToken:
-    """One drafted token and its verdict (Leviathan: q = draft, p = target)."""
+    """One drafted token and its verdict (Leviathan: q = draft, p = target), as a round's chain view tells it
+    (RoundEvent.drafted, derived from its nodes)."""
 
     token_id: int
     draft_prob: float  # q(x): probability the draft gave the token it proposed
@@ -51,23 +53,30 @@ class DraftedToken:
 
 @dataclass(frozen=True)
 class TreeNode:
-    """One node of a tree round's draft tree (DecodeConfig.tree), or the target's own token below it."""
+    """One node of a round's draft tree (every round is one: a chain a linear tree, rival guesses a one-level
+    tree), or the target's own token below the kept path."""
 
     token_id: int
-    parent: int  # index into RoundEvent.tree of its parent; -1: the last committed token
+    parent: int  # index into RoundEvent.nodes of its parent; -1: the last committed token
     depth: int  # 1 for a child of the last committed token
     # the drafter's probability of it after its parent: the q a chain's draft was sampled from; a picked node's (a
     # tree's, a rival guess) at temperature 1; 0 for the target's token
     draft_prob: float
     # accepted / rejected (tried and failed) / unexamined (never tried: an ancestor or an earlier sibling
-    # decided first) for a drafted node; resample (the target's pick where every child failed) or bonus
-    # (after a fully accepted path) for the target's own token, the tree's last entry.
+    # decided first; or accepted after an accepted end-of-text, which ended the text) for a drafted node;
+    # resample (the target's pick where every child failed) or bonus (after a fully accepted path) for the
+    # target's own token, the last entry.
     verdict: TokenKind
-    # For a node the walk tried: p(x) at its parent (the target's probability, before any sibling failed),
-    # the chance it was accepted with (p′(x), after the siblings tried before it) and the r drawn. None otherwise.
+    # p(x) at its parent's row: the one verify computes it for every drafted node. None for the target's token.
     target_prob: float | None = None
+    # The chance it was accepted with (p′(x), after the siblings tried before it) and the r drawn, where the rule
+    # computed them: a tree's tried nodes; every draft of a chain (its rule draws all of them at once). None otherwise.
     accept_prob: float | None = None
     r: float | None = None
+    # How sure each model was here, at temperature 1: the drafter's top probability at a chain's position (a picked
+    # node's own probability); the target's top probability at the parent's row. None: no model, or not recorded.
+    draft_confidence: float | None = None
+    target_confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,15 +103,23 @@ class PrefillEvent:
     num_draft_forwards: int
 
 
+# RoundEvent's fields as saved runs stored them, in their order, up to its views (RoundEvent.from_views).
+VIEW_FIELDS = ("lane", "round_index", "position", "gamma", "drafted", "num_accepted", "next_id", "next_kind",
+               "emitted_ids", "draft_s", "verify_s", "num_draft_forwards", "num_target_forwards", "details",
+               "stopped_unsure")
+
+
 @dataclass(frozen=True)
 class RoundEvent:
-    """One round: γ drafted tokens verified by one target forward (γ = 0 for the baseline)."""
+    """One round: the nodes one target forward verified (none for the baseline), and what the target kept."""
 
     lane: Lane
     round_index: int  # 0-based, prefill not counted
     position: int  # number of new tokens generated before this round
-    gamma: int  # tokens drafted this round (≤ the configured γ near max_new_tokens / context)
-    drafted: tuple[DraftedToken, ...]
+    gamma: int  # the chain's length as told (`drafted`): ≤ the configured γ near max_new_tokens / context
+    # Every drafted node the verify fed, parents before children, then the target's own token below the kept path
+    # where it was kept (none when an accepted end-of-text ended the text). Empty when nothing was drafted.
+    nodes: tuple[TreeNode, ...]
     num_accepted: int
     next_id: int  # the target's token: resample or bonus (speculative), plain sample (baseline)
     next_kind: NextKind
@@ -111,15 +128,99 @@ class RoundEvent:
     verify_s: float  # seconds verifying (target forward + accept/resample + cache rollback)
     num_draft_forwards: int
     num_target_forwards: int
-    details: tuple[PositionDetail, ...] | None = None  # per drafted position (+1 for a bonus)
+    details: tuple[PositionDetail, ...] | None = None  # per position of `drafted` (+1 for a bonus)
     stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
-    # Greedy rounds whose unsure first draft had rivals (DecodeConfig.rivals): the first guesses the
-    # target judged in the same verify and did not take. `drafted` holds the one it followed. (The engine
-    # drafts and judges them as a one-level tree, specviz.decoding.tree; the stream tells them this way.)
-    rivals: tuple[DraftedToken, ...] = ()
-    # Tree rounds (DecodeConfig.tree > 0): every node the one verify checked, then the target's own token;
-    # `drafted` holds the chain the walk judged (the accepted path, then the child rejected below it).
-    tree: tuple[TreeNode, ...] = ()
+    # What the round drafted: a chain; an unsure first draft with the drafter's next guesses beside it
+    # (DecodeConfig.rivals, greedy), a one-level tree; or a tree (DecodeConfig.tree).
+    shape: RoundShape = "chain"
+
+    @classmethod
+    def from_views(cls, *values, rivals: tuple[DraftedToken, ...] = (), tree: tuple[TreeNode, ...] = (),
+                   **fields) -> RoundEvent:
+        """An event from the three views runs saved before the nodes were stored (`drafted`, `rivals`, `tree`), as
+        `event_from_dict` reads them; tests write small events this way too, positionally in the fields' order of
+        then (`drafted` where `nodes` is now)."""
+        fields = {**dict(zip(VIEW_FIELDS, values)), **fields}
+        drafted = fields.pop("drafted", ())
+        shape: RoundShape = "tree" if tree else "rivals" if rivals else "chain"
+        told = cls(nodes=(), shape=shape, **fields)  # the rules below read num_accepted and emitted_ids only
+        if not fields["gamma"]:  # nothing drafted (a tree saved its one plain step): no nodes, as the engine's now
+            return told
+        if tree:
+            nodes = list(tree)
+            for token, index in zip(drafted, told.judged_nodes(nodes, shape)):  # how sure each model was
+                nodes[index] = replace(nodes[index], draft_confidence=token.draft_confidence,
+                                       target_confidence=token.target_confidence)
+        elif rivals:
+            nodes = told.rival_nodes(drafted[0], rivals)
+        else:
+            nodes = [node_of(token, told.chain_verdict(token, index), index - 1, index + 1, token.draft_prob)
+                     for index, token in enumerate(drafted)]
+        if not tree and drafted and len(told.emitted_ids) > told.num_accepted:  # the target's own token, kept
+            nodes.append(TreeNode(told.next_id, told.num_accepted - 1, told.num_accepted + 1, 0.0, told.own_kind))
+        return replace(told, nodes=tuple(nodes))
+
+    def chain_verdict(self, token: DraftedToken, index: int) -> TokenKind:
+        """A chain's draft `index` as decided left to right: a draft accepted after an EOS inside the same round is
+        not emitted, so it counts as unexamined, like the drafts after a rejection."""
+        if token.accepted:
+            return "accepted" if index < self.num_kept_drafts else "unexamined"
+        return "rejected" if token.decided else "unexamined"
+
+    def rival_nodes(self, taken: DraftedToken, others: tuple[DraftedToken, ...]) -> list[TreeNode]:
+        """A saved rival round's guesses as the engine drafted them, likeliest first (its own pick, then its next
+        guesses). Greedy, so each was tried in that order up to the target's own pick; the others' r was not saved."""
+        guesses = sorted((taken, *others), key=lambda token: -(token.draft_confidence or 0.0))
+        tried = guesses.index(taken) + 1 if taken.accepted else len(guesses)
+        nodes = []
+        for i, token in enumerate(guesses):
+            verdict = ("accepted" if token.accepted else "rejected") if i < tried else "unexamined"
+            judged = (token.accept_prob, token.r) if token is taken else (token.target_prob, None) if i < tried else ()
+            nodes.append(TreeNode(token.token_id, -1, 1, token.draft_confidence or 1.0, verdict, token.target_prob,
+                                  *judged, draft_confidence=token.draft_confidence,
+                                  target_confidence=token.target_confidence))
+        return nodes
+
+    @staticmethod
+    def judged_nodes(nodes: tuple[TreeNode, ...] | list[TreeNode], shape: RoundShape) -> list[int]:
+        """The nodes told as a chain (`drafted`): a chain's every draft; for a tree or rival guesses, the path the
+        rule accepted (r < its accept chance: an accepted node after an end-of-text is shown unexamined), then the
+        first child below it (the first the walk rejected there), if any."""
+        drafted = [i for i, node in enumerate(nodes) if node.verdict not in ("resample", "bonus")]
+        if shape == "chain":
+            return drafted
+        path = [i for i in drafted if nodes[i].verdict == "accepted" or
+                (None not in (nodes[i].r, nodes[i].accept_prob) and nodes[i].r < nodes[i].accept_prob)]
+        below = path[-1] if path else -1
+        return path + [i for i in drafted if nodes[i].parent == below][:1]
+
+    # Derived once per event (the lanes ask for them at every redraw); a frozen dataclass keeps them in __dict__,
+    # outside its fields, so equality, asdict and the saved JSON see only the nodes.
+    @cached_property
+    def drafted(self) -> tuple[DraftedToken, ...]:
+        """The round told as a chain, for the lanes: a chain's every draft (those after a rejection unexamined);
+        a tree's or rival round's kept path, then the child rejected below it. A picked node's q is one-hot."""
+        return tuple(
+            DraftedToken(node.token_id, node.draft_prob if self.shape == "chain" else 1.0, node.target_prob,
+                         node.accept_prob, node.r, index < self.num_accepted, index <= self.num_accepted,
+                         node.draft_confidence, node.target_confidence)
+            for index, node in enumerate(self.nodes[i] for i in self.judged_nodes(self.nodes, self.shape)))
+
+    @cached_property
+    def rivals(self) -> tuple[DraftedToken, ...]:
+        """A rival round's first guesses the target did not take (`drafted` holds the one it took, or the drafter's
+        own pick where it took none), each with p at the first row, as the lanes and inspector tell them."""
+        if self.shape != "rivals":
+            return ()
+        taken = self.judged_nodes(self.nodes, self.shape)[0]
+        return tuple(DraftedToken(node.token_id, 1.0, node.target_prob, node.target_prob, 0.0, False, True,
+                                  node.draft_confidence)
+                     for i, node in enumerate(self.nodes) if i != taken and node.verdict not in ("resample", "bonus"))
+
+    @property
+    def tree(self) -> tuple[TreeNode, ...]:
+        """A tree round's nodes (DecodeConfig.tree > 0); empty for a chain or rival round."""
+        return self.nodes if self.shape == "tree" else ()
 
     @property
     def num_examined(self) -> int:
@@ -132,32 +233,6 @@ class RoundEvent:
         """The target took a rival guess, not the drafter's own first pick (the guess it was surest of)."""
         return bool(self.rivals) and self.drafted[0].accepted and (
             self.drafted[0].draft_confidence < max(token.draft_confidence for token in self.rivals))
-
-    @property
-    def shape(self) -> RoundShape:
-        """What the round drafted: a chain, an unsure first draft with its rival guesses, or a tree (nothing
-        drafted: a chain of none, the baseline's step)."""
-        return "tree" if self.tree else "rivals" if self.rivals else "chain"
-
-    @property
-    def nodes(self) -> tuple[TreeNode, ...]:
-        """The round as the one shape every round has: each drafted node the verify fed (its parent, depth,
-        verdict and, where judged, p, the accept chance and r), then the target's own token below the kept path
-        where it was kept. A chain is a linear tree; a rival round a one-level tree (the guess it judged first,
-        then the others); a tree round's nodes as drafted."""
-        if self.tree:
-            return self.tree
-        if self.rivals:  # the first guesses, all children of the text: the one judged first, then the others
-            guesses = (self.drafted[0], *self.rivals)
-            drafted = [node_of(token, self.verdict(0) if index == 0 else "rejected", -1, 1, token.draft_confidence)
-                       for index, token in enumerate(guesses)]
-        else:
-            drafted = [node_of(token, self.verdict(index), index - 1, index + 1, token.draft_prob)
-                       for index, token in enumerate(self.drafted)]
-        if len(self.emitted_ids) <= self.num_accepted or self.gamma == 0:  # an EOS cut it, or nothing was drafted
-            return tuple(drafted)
-        own = TreeNode(self.next_id, self.num_accepted - 1, self.num_accepted + 1, 0.0, self.own_kind)
-        return (*drafted, own)
 
     @property
     def num_verify_rows(self) -> int:
@@ -176,15 +251,8 @@ class RoundEvent:
         return min(self.num_accepted, len(self.emitted_ids))
 
     def verdict(self, index: int) -> str:
-        """accepted / rejected / unexamined for drafted token `index`.
-
-        A draft accepted after an EOS inside the same round is not emitted, so it counts as
-        unexamined, like the drafts after a rejection.
-        """
-        token = self.drafted[index]
-        if token.accepted:
-            return "accepted" if index < self.num_kept_drafts else "unexamined"
-        return "rejected" if token.decided else "unexamined"
+        """accepted / rejected / unexamined for drafted token `index` (`drafted`'s)."""
+        return self.chain_verdict(self.drafted[index], index)
 
     @property
     def own_kind(self) -> TokenKind:
@@ -202,9 +270,9 @@ class RoundEvent:
 
 
 def node_of(token: DraftedToken, verdict: TokenKind, parent: int, depth: int, draft_prob: float) -> TreeNode:
-    """A drafted token as a node of its round's tree, with the figures the target judged it by where it did."""
-    judged = (token.target_prob, token.accept_prob, token.r) if token.decided else ()
-    return TreeNode(token.token_id, parent, depth, draft_prob, verdict, *judged)
+    """A saved chain's draft as a node of its round's linear tree, with every figure it was saved with."""
+    return TreeNode(token.token_id, parent, depth, draft_prob, verdict, token.target_prob, token.accept_prob, token.r,
+                    token.draft_confidence, token.target_confidence)
 
 
 @dataclass(frozen=True)
@@ -231,15 +299,18 @@ def event_from_dict(data: dict) -> Event:
     """Inverse of event_to_dict (JSON turns tuples into lists; turn them back)."""
     fields = dict(data)
     cls = EVENT_TYPES[fields.pop("type")]
-    if cls is RoundEvent:
-        fields["drafted"] = tuple(DraftedToken(**token) for token in fields["drafted"])
-        fields["rivals"] = tuple(DraftedToken(**token) for token in fields.get("rivals", ()))
-        fields["tree"] = tuple(TreeNode(**node) for node in fields.get("tree", ()))
-        fields["emitted_ids"] = tuple(fields["emitted_ids"])
-        if fields.get("details") is not None:
-            fields["details"] = tuple(
-                PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")),
-                               detail.get("temperature_one", False))  # a run saved before it was recorded: q and p
-                for detail in fields["details"]
-            )
-    return cls(**fields)
+    if cls is not RoundEvent:
+        return cls(**fields)
+    fields["emitted_ids"] = tuple(fields["emitted_ids"])
+    if fields.get("details") is not None:
+        fields["details"] = tuple(
+            PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")),
+                           detail.get("temperature_one", False))  # a run saved before it was recorded: q and p
+            for detail in fields["details"]
+        )
+    if "nodes" in fields:
+        return cls(**{**fields, "nodes": tuple(TreeNode(**node) for node in fields["nodes"])})
+    # saved before the nodes were stored: its three views
+    return cls.from_views(drafted=tuple(DraftedToken(**token) for token in fields.pop("drafted")),
+                          rivals=tuple(DraftedToken(**token) for token in fields.pop("rivals", ())),
+                          tree=tuple(TreeNode(**node) for node in fields.pop("tree", ())), **fields)

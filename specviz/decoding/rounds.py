@@ -8,8 +8,8 @@ and told by the same code.
 The verify feeds the last committed id and the nodes (a chain causally, the others under the tree's mask),
 the decision walks the rows (a chain by the paper's rule, `accept_or_resample`, whose drafts were sampled
 from q; the others by `accept_tree`), and the settle keeps the accepted path in every cache. The event
-tells the round as a chain (`drafted`: every draft of a chain, or the path a tree's walk judged), with a
-rival round's guesses in `rivals` and a tree's nodes in `tree`.
+stores the nodes with their verdicts and figures, whatever the shape (RoundEvent.nodes); its chain view
+(`drafted`) is derived from them.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
-from specviz.decoding.describe import describe_positions, describe_rivals
+from specviz.decoding.describe import describe_positions
 from specviz.decoding.drafters import Drafter, Proposal
-from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent, TreeNode
+from specviz.decoding.events import PositionDetail, RoundEvent, TreeNode
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, row_confidences, target_forward
 from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree
 from specviz.decoding.tree import DraftTree, empty_tree, fed_path_slots
@@ -102,15 +102,13 @@ class VerifiedRound:
               inspect: bool, greedy: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
         judged, verdict, tree = self.judged, self.verdict, self.tree
-        drafted = self.drafted(judged)
         return RoundEvent(
-            lane=lane, round_index=round_index, position=position, gamma=len(drafted), drafted=drafted,
+            lane=lane, round_index=round_index, position=position, gamma=len(judged), nodes=self.nodes(len(emitted)),
             num_accepted=verdict.num_accepted, next_id=verdict.next_id,
             next_kind="bonus" if verdict.is_bonus else "resample", emitted_ids=tuple(emitted), draft_s=draft_s,
             verify_s=verify_s, num_draft_forwards=tree.num_forwards, num_target_forwards=1,
             details=self.positions(judged, greedy) if inspect and judged else None, stopped_unsure=tree.stopped_unsure,
-            rivals=self.rivals() if tree.shape == "rivals" else (),
-            tree=self.nodes(len(emitted) > verdict.num_accepted) if tree.shape == "tree" else (),
+            shape=tree.shape,
         )
 
     def draft_probs_of(self, nodes: list[int]) -> torch.Tensor:
@@ -119,27 +117,6 @@ class VerifiedRound:
             return self.tree.draft_rows[nodes]
         node_ids = self.tree.node_ids[nodes]  # (m,)
         return torch.nn.functional.one_hot(node_ids, self.target_probs.shape[-1]).to(self.target_probs.dtype)
-
-    def drafted(self, judged: list[int]) -> tuple[DraftedToken, ...]:
-        """Each judged draft: q and p of its token (p at its parent's row), the accept chance, the r drawn, and
-        how sure each model was there; every figure read off the device in one transfer per kind."""
-        if not judged:
-            return ()
-        token_ids = self.tree.node_ids[judged]  # (m,)
-        rows = torch.tensor([self.tree.parents[node] + 1 for node in judged], device=token_ids.device)  # (m,)
-        draft_rows = self.tree.draft_rows
-        # a picked node's q is one-hot on it; a chain's draft was sampled from its row of q
-        draft_probs = draft_rows[judged, token_ids].tolist() if draft_rows is not None else [1.0] * len(judged)
-        target_probs = self.target_probs[rows, token_ids].tolist()
-        target_confidences = row_confidences(self.target_logits[rows]).tolist()  # how sure the target was there
-        accept_probs, uniforms = self.verdict.accept_probs[judged].tolist(), self.verdict.uniforms[judged].tolist()
-        num_accepted = self.verdict.num_accepted
-        return tuple(
-            DraftedToken(token_id, draft_probs[i], target_probs[i], accept_probs[i], uniforms[i], i < num_accepted,
-                         i <= num_accepted, None if self.tree.draft_probs is None else self.tree.draft_probs[node],
-                         target_confidences[i])
-            for i, (node, token_id) in enumerate(zip(judged, token_ids.tolist()))
-        )
 
     def positions(self, judged: list[int], greedy: bool) -> tuple[PositionDetail, ...]:
         """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
@@ -174,26 +151,34 @@ class VerifiedRound:
                     rows[row, node_ids[sibling]] = tree.draft_probs[sibling]
         return rows
 
-    def rivals(self) -> tuple[DraftedToken, ...]:
-        """A rival round's first guesses the walk did not take, judged against the first row."""
-        guesses = list(zip(self.tree.node_ids.tolist(), self.tree.draft_probs))
-        return describe_rivals(guesses, self.verdict.path[0] if self.verdict.path else 0, self.target_probs)
-
-    def nodes(self, own_kept: bool) -> tuple[TreeNode, ...]:
-        """Every node with its verdict, then the target's own token below the path (resample or bonus)."""
-        depths, path = node_depths(self.tree.parents), self.verdict.path
+    def nodes(self, num_emitted: int) -> tuple[TreeNode, ...]:
+        """Every drafted node with its verdict and the figures it was judged by, then the target's own token below
+        the kept path where it was kept (`num_emitted`: the round's emitted tokens, cut at an end-of-text).
+        Each figure is read off the device in one transfer per kind."""
+        tree, verdict = self.tree, self.verdict
+        if not len(tree):
+            return ()
+        path, decided = verdict.path, {-1, *verdict.path}  # a node below the path (or the text) was decided if tried
+        kept = set(path[:num_emitted])  # an accepted node after an accepted end-of-text: the text had ended
+        rows = torch.tensor([parent + 1 for parent in tree.parents], device=tree.node_ids.device)  # (N,) parents' rows
+        target_probs = self.target_probs[rows, tree.node_ids].tolist()
+        target_sure = row_confidences(self.target_logits[rows]).tolist()  # how sure the target was there
+        if tree.draft_rows is not None:  # a chain's q, what each draft was sampled from
+            draft_probs = tree.draft_rows[torch.arange(len(tree), device=rows.device), tree.node_ids].tolist()
+        else:  # a picked node's probability at temperature 1; a copied token's q is one-hot
+            draft_probs = list(tree.draft_probs) if tree.draft_probs is not None else [1.0] * len(tree)
+        accept_probs, uniforms = verdict.accept_probs.tolist(), verdict.uniforms.tolist()
         nodes = []
-        accept_probs, uniforms = self.verdict.accept_probs.tolist(), self.verdict.uniforms.tolist()
-        for node, (token_id, parent) in enumerate(zip(self.tree.node_ids.tolist(), self.tree.parents)):
+        for node, (token_id, parent, depth) in enumerate(zip(tree.node_ids.tolist(), tree.parents, node_depths(tree.parents))):
             tried = not math.isnan(accept_probs[node])
-            kind = "accepted" if node in path else "rejected" if tried else "unexamined"
-            judged = (float(self.target_probs[parent + 1, token_id]), accept_probs[node], uniforms[node]) if tried else ()
-            draft_prob = 1.0 if self.tree.draft_probs is None else self.tree.draft_probs[node]  # a copied token: q one-hot
-            nodes.append(TreeNode(token_id, parent, depths[node], draft_prob, kind, *judged))
-        if own_kept:
-            parent = path[-1] if path else -1
-            nodes.append(TreeNode(self.verdict.next_id, parent, len(path) + 1, 0.0,
-                                  "bonus" if self.verdict.is_bonus else "resample"))
+            kind = ("accepted" if node in kept else "unexamined") if node in path else (
+                "rejected" if tried and parent in decided else "unexamined")
+            figures = (accept_probs[node], uniforms[node]) if tried else (None, None)
+            nodes.append(TreeNode(token_id, parent, depth, draft_probs[node], kind, target_probs[node], *figures,
+                                  None if tree.draft_probs is None else tree.draft_probs[node], target_sure[node]))
+        if num_emitted > len(path):
+            nodes.append(TreeNode(verdict.next_id, path[-1] if path else -1, len(path) + 1, 0.0,
+                                  "bonus" if verdict.is_bonus else "resample"))
         return tuple(nodes)
 
 
