@@ -197,7 +197,7 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     from specviz.app.render.lanes import RoundTexts
 
     cells = target_cells(event, RoundTexts(drafted=[], nodes=texts), greedy=False)  # the round drawn: no own token
-    assert len(cells) == event.num_verify_rows == 4 and cells[-1].kind == "unexamined" and not cells[-1].text
+    assert len(cells) == event.num_verify_rows == 4 and cells[-1].kind == "unexamined" and cells[-1].text == "unused"
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

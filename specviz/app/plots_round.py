@@ -69,7 +69,7 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
         bonus = text_at(texts.own, len(texts.own) - 1)
         cells.append(Cell(f"+ {bonus}", "bonus", f"the last row: every draft kept, so it gives a bonus token, {bonus}"))
     else:
-        cells.append(Cell("", "unexamined", "the last row: past the cut, unused"))
+        cells.append(Cell("unused", "unexamined", "the last row: past the cut, unused"))
     return cells
 
 
@@ -87,7 +87,7 @@ def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
         mark = {"accepted": "✓ ", "rejected": "✗ "}.get(node.verdict, "")
         cells.append(Cell(f"{mark}{name}", node.verdict, f"node {name} at depth {node.depth}: {what}"))
     if len(cells) < event.num_verify_rows:  # an accepted end-of-text: the row below it went unused
-        cells.append(Cell("", "unexamined", "the row below the last kept node: unused, the text had ended"))
+        cells.append(Cell("unused", "unexamined", "the row below the last kept node: unused, the text had ended"))
     return cells
 
 

@@ -118,13 +118,14 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
 
 
 def explain_speed(run: RunView) -> str:
-    """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the one verdict."""
+    """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the γ to try next."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
     comparison = compare(baseline, speculative, run.gamma)
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
     verdict = run_payoff(run, comparison)
-    judged = (f"{escape_text(verdict.headline_text())} Recommended γ: {escape_text(recommended_row(run, verdict)[1])}."
+    # the verdict itself is on the result card, once; here only what to try next
+    judged = (f"Recommended γ: {escape_text(recommended_row(run, verdict)[1])}."
               if verdict is not None else escape_text(no_verdict_text(run)))
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "

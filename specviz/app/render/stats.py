@@ -140,9 +140,6 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         (recommended_name, escape_text(recommended)),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
-    if payoff is not None:
-        body += (f'<tr><td colspan="2" class="pays" data-pays="{str(payoff.pays).lower()}" '
-                 f'style="padding:3px 12px;color:#555">{escape_text(payoff.headline_text())}</td></tr>')
     return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
 
 

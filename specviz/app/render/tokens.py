@@ -29,8 +29,9 @@ LEGEND_ITEMS = (
     ("accepted", "accepted draft", "the target agreed (r < min(1, p/q))"),
     ("rejected", "rejected draft", "struck through: r ≥ min(1, p/q), thrown away"),
     ("unexamined", "not examined", "drafted after a rejection, never checked"),
-    ("resample", "resampled", "the target's correction, drawn from norm(max(0, p − q))"),
-    ("bonus", "bonus", "all γ drafts accepted: one more token from p for free"),
+    ("resample", "resampled", "the target's own token where a draft failed: its top pick at temperature 0, "
+                              "else drawn from norm(max(0, p − q))"),
+    ("bonus", "bonus", "every draft of the round accepted: the same target pass gives one more token"),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
 )
 # break-spaces and overflow-wrap:anywhere: a run of indentation or a long unbroken token wraps inside
@@ -251,9 +252,10 @@ def stopped_unsure_text(event) -> str:
     # Where the target took a rival, the drafter's own last guess is its first pick, kept among the rivals.
     first_pick = first_pick_index(event)
     last = event.drafted[-1] if first_pick is None else event.rivals[first_pick]
-    return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: the draft was only "
-            f"{last.draft_confidence:.0%} sure of the last one, below the confidence threshold, so guessing on "
-            f"would likely be wasted verify work")
+    # its top probability there, not q of the token it drew: a sampled draft may be an unlikely one
+    return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: at the last one the "
+            f"draft's likeliest guess had only {last.draft_confidence:.0%}, below the confidence threshold, so "
+            f"guessing on would likely be wasted verify work")
 
 
 def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
