@@ -88,22 +88,13 @@ class VerifiedRound:
     def num_drafted(self) -> int:
         return self.tree.depth  # what the γ schedule compares: the longest path it could have accepted
 
-    @property
-    def judged(self) -> list[int]:
-        """The round told as a chain: a chain's every draft (those after a rejection unexamined); for a tree
-        or rival guesses, the accepted path, then the first child the walk rejected below it, if any."""
-        if self.tree.shape == "chain":
-            return list(range(len(self.tree)))
-        path = list(self.verdict.path)
-        parent = path[-1] if path else -1
-        return path + [child for child, of in enumerate(self.tree.parents) if of == parent][:1]
-
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool, greedy: bool) -> RoundEvent:
         """The round as the stream tells it; built after the clock stopped, so describing costs no lane time."""
-        judged, verdict, tree = self.judged, self.verdict, self.tree
+        verdict, tree, nodes = self.verdict, self.tree, self.nodes(len(emitted))
+        judged = RoundEvent.judged_nodes(nodes, tree.shape)  # the chain the event tells (its `drafted`)
         return RoundEvent(
-            lane=lane, round_index=round_index, position=position, gamma=len(judged), nodes=self.nodes(len(emitted)),
+            lane=lane, round_index=round_index, position=position, gamma=len(judged), nodes=nodes,
             num_accepted=verdict.num_accepted, next_id=verdict.next_id,
             next_kind="bonus" if verdict.is_bonus else "resample", emitted_ids=tuple(emitted), draft_s=draft_s,
             verify_s=verify_s, num_draft_forwards=tree.num_forwards, num_target_forwards=1,
