@@ -41,12 +41,14 @@ WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
     f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
 )
-# Measured on a GPU (assets/bench/README.md, "What the H200 run measured"): most of the target's step was
-# Python and the framework, and a round's verify cost more than one step. The one phrase every GPU explanation shares.
-LAUNCH_BOUND_GPU = "a 135 M target on a GPU waits on kernel launches and Python, not arithmetic"
+# Measured on an H200 (assets/bench/README.md, "What the H200 runs measured"): with the target in slots replayed as
+# CUDA graphs a step fell from 28 ms to 4 ms, most of it still the host's, and a draft step costs a fifth of one
+# (c ≈ 0.2), so drafting is not cheap there. The one phrase every GPU explanation shares.
+LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU: even replayed as CUDA graphs a step takes about 4 ms, "
+                    "mostly the host's, and a draft step costs a fifth of one")
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
-    f"What would change it: fewer launches per forward (CUDA graphs, torch.compile), since {LAUNCH_BOUND_GPU}, "
-    f"which keeps a round's verify above one step (v stays high); a bigger target, whose step is arithmetic; "
+    f"What would change it: a bigger target, whose step is arithmetic, so a draft step costs a small share of it "
+    f"(lower c), since {LAUNCH_BOUND_GPU}; fewer trips to the host a round (each round reads its verdicts back); "
     f"{OTHER_LEVERS}"
 )
 

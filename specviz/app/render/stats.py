@@ -189,8 +189,7 @@ INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on m
 
 
 HARD_CASE_ON_A_CPU = "a big target on a GPU is the easy case, a small target on a CPU the hard one."
-HARD_CASE_ON_A_GPU = (f"a big target is the easy case; a small one on a GPU is hard too: {LAUNCH_BOUND_GPU}, so a "
-                      "round's verify costs more than one step there.")
+HARD_CASE_ON_A_GPU = f"a big target is the easy case; a small one on a GPU is hard too: {LAUNCH_BOUND_GPU}."
 
 
 def setup_html(run: RunView) -> str:
