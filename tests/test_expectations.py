@@ -114,7 +114,7 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
     expectation = expect("cpu-native-bf16", "bfloat16", records)
     assert [r.prompt_set for r in expectation.records] == ["examples", "held-out"]
     text = expectation.text()
-    assert text.startswith("What to expect here (a CPU with native bf16, in bfloat16, one thread)")
+    assert text.startswith("What to expect here (a CPU with native bf16 but no AMX, in bfloat16, one thread)")
     assert ("1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts and 1.38× (1.08–1.88) at "
             "γ = 3 with the EAGLE-style head on held-out prompts") in text  # each figure named by its setting
     assert "1.25×" not in text and "1.29×" not in text  # another machine's, another thread count's
@@ -197,7 +197,9 @@ def test_the_machine_kind_follows_torchs_view_of_the_host(monkeypatch):
 
     assert machine_kind("cuda") == "cuda" and machine_kind("meta") == "other"
     monkeypatch.setattr(bench_record, "cpu_has_native_bf16", lambda: True)
-    assert machine_kind("cpu") == "cpu-native-bf16"
+    for amx, kind in ((True, "cpu-amx"), (False, "cpu-native-bf16")):
+        monkeypatch.setattr(bench_record, "cpu_has_amx", lambda a=amx: a)
+        assert machine_kind("cpu") == kind
     monkeypatch.setattr(bench_record, "cpu_has_native_bf16", lambda: False)
     for capability, kind in (("AVX512", "cpu-avx512"), ("AVX2", "cpu-avx2"), ("DEFAULT", "cpu-other")):
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)

@@ -29,6 +29,7 @@ from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.int8 import cpu_supports
 from specviz.models.precision import cpu_has_native_bf16
+from specviz.models.precision import cpu_has_amx as amx_in_use  # AMX present and not held back by the host
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
 COUNTS = (2, 4, 8)
@@ -331,6 +332,20 @@ def test_the_default_pair_rounds_a_verify_like_steps_with_other_kernel_families(
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, **limits, "SPECVIZ_PRECISION": ""},
                             capture_output=True, text=True, timeout=850)
     assert result.returncode == 0 and "rows match" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not amx_in_use(), reason="the kernels this check must catch are oneDNN's AMX ones, not in use here (no AMX, or the host holds oneDNN below it)")
+def test_the_row_check_catches_the_amx_kernels_on_the_target_as_transformers_loads_it():
+    """The check is not a probe that happens to pass: on an AMX CPU the default target as transformers loads it
+    (slots off) rounds a bfloat16 verify's rows unlike steps (oneDNN's AMX kernels block by row count: the path
+    that parted ~30 % of greedy runs there), and the same check that passes on the slots fails on it."""
+    with slots.slots_switched(False):
+        pair = load_pair(precision="bfloat16")
+    assert not pair.invariance.exact
+    with torch.inference_mode(), pytest.raises(AssertionError, match="rows differ"):
+        assert_rows_match(pair.target, pair.vocab_size, seed=11, context_lengths=random_lengths(11, 3),
+                          counts=(1, 2, 4, 6, 8), tree_sizes=(6, 16))
 
 
 @pytest.mark.timeout(600)

@@ -19,7 +19,7 @@ import transformers
 
 from specviz.models.int8 import cpu_supports
 from specviz.models.invariance import Invariance
-from specviz.models.precision import cpu_has_native_bf16, cuda_has_native_bf16
+from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16
 from specviz.models.presets import ASSETS_DIR
 
 # The prompt files a record can name, by the words the README and the page use for them.
@@ -39,7 +39,7 @@ def machine_kind(device: torch.device | str = "cpu") -> str:
     if device.type != "cpu":
         return "other"
     if cpu_has_native_bf16():
-        return "cpu-native-bf16"
+        return "cpu-amx" if cpu_has_amx() else "cpu-native-bf16"
     capability = torch.backends.cpu.get_cpu_capability().upper()
     if capability.startswith("AVX512"):
         return "cpu-avx512"

@@ -15,6 +15,7 @@ what to expect on this machine.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +32,8 @@ from specviz.catalogue import drafter_info
 BENCH_DIR = ASSETS_DIR / "bench"
 # What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
 KIND_WORDS = {
-    "cpu-native-bf16": "CPU with native bf16",  # AMX or AVX512-BF16, and no host limit keeping torch from it
+    "cpu-amx": "CPU with AMX",  # an Intel Xeon's bf16 tiles, which oneDNN uses unless the host holds it back
+    "cpu-native-bf16": "CPU with native bf16 but no AMX",  # AVX512-BF16, and no host limit keeping torch from it
     "cpu-avx512": "CPU with AVX-512 but no native bf16",
     "cpu-avx2": "CPU with AVX2 only",
     "cpu-other": "CPU without AVX2",
@@ -44,7 +46,7 @@ KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
 PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
 # The precision a machine of each kind gets by default (specviz.models.precision): float32 on every other kind.
-DEFAULT_PRECISION_OF_KIND = {"cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}
+DEFAULT_PRECISION_OF_KIND = {"cpu-amx": "bfloat16", "cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}
 
 
 # --- reading the records ----------------------------------------------------------------------------
@@ -134,8 +136,12 @@ def read_record(path: Path) -> BenchRecord:
 
 
 def machine_words(machine: dict) -> str:
+    """The machine's name in a reader's words ("Intel Xeon", not "Intel(R) Xeon(R) Processor"), with the
+    instruction-set limit the host set: torch's own (AVX2) or, where only oneDNN's was set, oneDNN's."""
     name = machine.get("gpu") or machine.get("cpu") or "unknown"
-    limit = machine.get("env", {}).get("ATEN_CPU_CAPABILITY")
+    name = re.sub(r"\s*\((R|TM)\)|\s+Processor$|\s+CPU$", "", name, flags=re.IGNORECASE)
+    env = machine.get("env", {})
+    limit = env.get("ATEN_CPU_CAPABILITY") or env.get("ONEDNN_MAX_CPU_ISA")
     return f"{name} limited to {limit.upper()}" if limit else name
 
 

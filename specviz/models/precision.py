@@ -40,6 +40,16 @@ def cpu_has_native_bf16() -> bool:
     return os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper() not in ONEDNN_ISAS_WITHOUT_BF16
 
 
+def cpu_has_amx() -> bool:
+    """Native bf16 through AMX tiles (an Intel Xeon since Sapphire Rapids), not held back by the host:
+    oneDNN's AMX kernels are a kernel family of their own, with their own speed and their own rounding
+    by row count (the reason every call has one shape), so its records are kept apart from AVX512-BF16's."""
+    if not (cpu_has_native_bf16() and cpu_supports("_is_amx_tile_supported")):
+        return False
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper()
+    return isa in {"ALL", "DEFAULT"} or "AMX" in isa
+
+
 def cuda_has_native_bf16() -> bool:
     """bf16 in the GPU's own matrix units (Ampere and later). torch's default check also says yes where
     bf16 is only emulated (a T4: sm 7.5), where float16 is the fast 16-bit type (current device)."""
