@@ -44,8 +44,8 @@ WHAT_WOULD_CHANGE_IT = (
 # Measured on an H200 (assets/bench/README.md, "What the H200 runs measured"): with the target in slots replayed as
 # CUDA graphs a step fell from 28 ms to 4 ms, most of it still the host's, and a draft step costs a fifth of one
 # (c ≈ 0.2), so drafting is not cheap there. The one phrase every GPU explanation shares.
-LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU: even replayed as CUDA graphs a step takes about 4 ms, "
-                    "mostly the host's, and a draft step costs a fifth of one")
+LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU (even replayed as CUDA graphs a step takes about 4 ms, "
+                    "mostly the host's, and a draft step costs a fifth of one)")
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
     f"What would change it: a bigger target, whose step is arithmetic, so a draft step costs a small share of it "
     f"(lower c), since {LAUNCH_BOUND_GPU}; fewer trips to the host a round (each round reads its verdicts back); "
