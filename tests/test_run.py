@@ -128,9 +128,9 @@ def test_the_recorded_runs_in_assets_load_and_replay():
 
 
 def test_runs_saved_as_three_views_load_as_nodes_that_tell_the_same_rounds():
-    """The recorded runs were saved before a round stored its nodes: each round as `drafted`, `rivals` and `tree`.
+    """Most recorded runs were saved before a round stored its nodes: each round as `drafted`, `rivals` and `tree`.
     Loaded, the nodes give back exactly those views, and saved again they load to the same events."""
-    shapes = set()
+    shapes, num_translated = set(), 0
     for name, path in recorded_runs().items():
         data = json.loads(gzip.decompress(path.read_bytes()))
         saved = Run.load(path)
@@ -139,7 +139,9 @@ def test_runs_saved_as_three_views_load_as_nodes_that_tell_the_same_rounds():
             loaded = saved.lanes[lane_data["lane"]].rounds
             assert len(stored) == len(loaded) > 0, name
             for views, event in zip(stored, loaded):
-                assert "nodes" not in views, "the test reads runs saved as three views"
+                if "nodes" in views:  # saved since rounds store nodes (the H200 run): nothing to translate
+                    continue
+                num_translated += 1
                 shapes.add(event.shape)
                 assert [asdict(token) for token in event.drafted] == views["drafted"], (name, event.round_index)
                 assert [asdict(token) for token in event.rivals] == views.get("rivals", [])
@@ -148,7 +150,8 @@ def test_runs_saved_as_three_views_load_as_nodes_that_tell_the_same_rounds():
                         for node in event.tree] == views.get("tree", [])
         again = Run.from_json(saved.to_json())
         assert [again.lanes[lane].events() for lane in again.lanes] == [saved.lanes[lane].events() for lane in saved.lanes]
-    assert shapes == {"chain", "rivals"}  # no tree run is recorded: test_tree holds a tree's round trip
+    # no tree run is recorded: test_tree holds a tree's round trip
+    assert num_translated > 0 and shapes == {"chain", "rivals"}
 
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
