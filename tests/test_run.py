@@ -175,6 +175,24 @@ def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     assert 0 < model_seconds < 5  # the GPU's own pace, replayed as measured
 
 
+def test_after_a_cpu_run_of_the_default_pair_the_machine_line_gives_the_gpus_figure():
+    """The GPU's figure was said before the first run and gone after it, when a learner asks "would a GPU do better?"."""
+    from specviz.analysis.expectations import expect_here
+    from specviz.app.render.stats import setup_html
+
+    def setup_of(name: str) -> str:
+        saved = Run.load(recorded_runs()[name])
+        view = render.RunView.replaying(saved)
+        for event in replay(saved, speed=float("inf")):
+            view.add(event, saved.replayed_decode)
+        return setup_html(view)
+
+    gpu_record = expect_here("cpu").gpus[0]
+    cpu_line = setup_of("capital of scotland · head · smollm2")
+    assert f"On a GPU the bench measured {gpu_record.best_cell(0.0).speedup_text()}" in cpu_line, cpu_line
+    assert "On a GPU the bench measured" not in setup_of("gpu h200 · capital of scotland · head · smollm2")
+
+
 def test_cli_saves_and_replays_a_run(tmp_path, capsys):
     path = tmp_path / "run.json"
     code = main(["generate", "--pair", "tiny-code", "--prompt", "def add(a, b):\n", "--max-new-tokens", "12",

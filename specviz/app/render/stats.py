@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
-from specviz.analysis.expectations import expect_here
+from specviz.analysis.expectations import expect_here, gpu_words_for
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Payoff
 from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
+from specviz.models.presets import preset_name
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.tau import tau_text
 from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, recommended_row, run_payoff, same_text
@@ -201,7 +202,19 @@ def setup_html(run: RunView) -> str:
             f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
-            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if ran_on_gpu(run) else HARD_CASE_ON_A_CPU}</p>")
+            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if ran_on_gpu(run) else HARD_CASE_ON_A_CPU}"
+            f"{escape_text(gpu_figure_words(run))}</p>")
+
+
+def gpu_figure_words(run: RunView) -> str:
+    """After a CPU run of a pair the bench measured on a GPU, that figure: the page says it before the first run,
+    and "would a GPU do better?" is asked after one too."""
+    expectation = expect_here()
+    if ran_on_gpu(run) or expectation is None or not expectation.gpus:
+        return ""
+    if preset_name(str(run.settings.get("pair"))) != expectation.gpus[0].pair:
+        return ""
+    return gpu_words_for(expectation.gpus)
 
 
 def exactness_html(run: RunView) -> str:
