@@ -128,6 +128,28 @@ def test_the_sweep_times_the_pages_tree_budget_beside_a_chain(demo):
     assert set(measured) == {"measured", "measured-tree-4"} and measured["measured"] == [1, 2]
 
 
+def test_the_sweep_says_when_no_round_reached_the_larger_gammas(demo):
+    """A learner saw γ 2–5 measure the same α̂ and τ: the confidence stop had capped every round at 2 drafts, and
+    nothing said so. With the stop at its highest the tiny pair's rounds stop early, and the status names the γ that
+    drafted no more than a smaller one."""
+    sweep_fn = handler(demo, "on_sweep_run")
+    settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False,
+                "temperature": 0.0, "max-new-tokens": 12, "draft-confidence": 0.95, "sweep-from": 3, "sweep-to": 6,
+                "sweep-repeats": 1}
+    arguments = [settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    *_, values = sweep_fn.fn(None, *arguments)
+    status = values[0]
+    match = re.search(r'data-most-drafted="(\d+)"', status)
+    assert 'data-done="true"' in status and match, status
+    most = int(match.group(1))
+    unreached = ", ".join(str(gamma) for gamma in range(max(most + 1, 3), 7))
+    assert most < 6 and f"so γ = {unreached} never drafted more than γ = {most} does" in status, status
+    settings["draft-confidence"] = 0.0  # always draft γ: every γ is reached, and nothing is said
+    arguments = [settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    *_, values = sweep_fn.fn(None, *arguments)
+    assert 'data-done="true"' in values[0] and "sweep-capped" not in values[0], values[0]
+
+
 def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):
     """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the confidence stop had
     ended the round. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""

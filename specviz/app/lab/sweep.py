@@ -42,6 +42,12 @@ class SweepProgress:
     def results(self, temperature: float) -> list[BenchResult]:
         return [summarise(gamma, temperature, pairs, tree=tree) for (gamma, tree), pairs in self.cells()]
 
+    def most_drafted(self) -> int:
+        """The most tokens any chain round of the sweep drafted. A drafter that stops once unsure (draft_confidence)
+        may never reach the larger γ: above this one, each γ drafted exactly as this one did."""
+        return max((len(event.drafted) for (_, tree), pairs in self.cells() if not tree
+                    for _, speculative in pairs for event in speculative.rounds), default=0)
+
     def judged_drafts(self) -> list[JudgedDraft]:
         """Every judged draft of every speculative run so far, tagged with its run's γ."""
         return [draft for (gamma, _), pairs in self.cells() for _, speculative in pairs

@@ -167,8 +167,8 @@ def agreement_sentence(figures: DrafterFigures) -> str:
         return ""
     listed = "; ".join(f"on {escape_text(text)}, the head {head:.2f} and the draft model {draft:.2f}"
                        for text, draft, head in figures.agreement)
-    return (f" Measured, how often each one's first guess is the target's own next token (the draft model's card, "
-            f"<code>assets/{EMBEDDED_DRAFT_DIR.name}/README.md</code>): {listed}. Both were trained "
+    return (f" Measured, how often each one's first guess is the target's own next token (from the draft model's "
+            f"card): {listed}. Both were trained "
             "on the same signal from the target, so the difference is what reading the target's state buys.")
 
 

@@ -115,7 +115,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                 drafts = progress.judged_drafts()
                 stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
                 yield (sweep_status_html(progress.num_done, progress.num_total,
-                                                 time.perf_counter() - started, view, note),
+                                         time.perf_counter() - started, view, note, progress.most_drafted()),
                        gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
                        plots_confidence.confidence_note_html(drafts, "the sweep's runs"), stats)
                 last_drawn = time.perf_counter()
@@ -243,23 +243,39 @@ def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -
 # --- words --------------------------------------------------------------------------------------------------------
 
 
-def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
+def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "",
+                      most_drafted: int = 0) -> str:
     """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget, where
     the page drafts a tree and the sweep timed it beside a chain) by the one rule (medians within the noise tie,
     and a tie goes to the cheaper setup), why that one, whether it is the range's edge, what a tree trades, and the
     formula's best γ beside it as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
-    parts = [progress_html(num_done, num_total, "timed runs", elapsed_s)]
+    # a repeat times the target alone once and then every setup: the count says so, or 12 reads as 12 speculative runs
+    parts = [progress_html(num_done, num_total, "timed runs (the target alone's among them)", elapsed_s)]
     gamma = tree = ""
     if view is not None and view.payoff is not None:
         chosen = view.recommended_result
         gamma, tree = (str(chosen.gamma), str(chosen.tree)) if chosen is not None else ("none", "none")
         parts.append(sweep_recommended_html(view, "" if done else " so far"))
         parts.append(sweep_prediction_html(view))
+        parts.append(capped_drafts_html(view, most_drafted) if done else "")
     if note:
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
     return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
             f'data-gamma="{gamma}" data-tree="{tree}">{"".join(parts)}</div>')
+
+
+def capped_drafts_html(view, most_drafted: int) -> str:
+    """Where no chain round drafted as many tokens as the larger γ allow (the drafter stops once unsure), those γ
+    measured the same rounds: said, or a learner reads equal α̂ and τ across γ as a fault."""
+    chain_gammas = [result.gamma for result in view.results if not result.tree]
+    if not chain_gammas or most_drafted <= 0 or most_drafted >= max(chain_gammas):
+        return ""
+    unreached = [gamma for gamma in chain_gammas if gamma > most_drafted]
+    return (f'<p class="sweep-capped" data-most-drafted="{most_drafted}" style="margin:0 0 6px 0">No round drafted more '
+            f"than {most_drafted} token{'' if most_drafted == 1 else 's'}, so γ = {', '.join(map(str, unreached))} never "
+            f"drafted more than γ = {most_drafted} does: their differences are the clock's noise. A round stops drafting "
+            "once the drafter is unsure (“draft only while sure”, under Drafting and precision) or at the text's end.</p>")
 
 
 def sweep_recommended_html(view, so_far: str) -> str:
