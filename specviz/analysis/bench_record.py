@@ -57,6 +57,11 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def reader_name(name: str) -> str:
+    """A processor's name as a reader says it: "Intel Xeon", not "Intel(R) Xeon(R) Processor"."""
+    return re.sub(r"\s*\((R|TM)\)|\s+(Processor|CPU)$", "", name, flags=re.IGNORECASE)
+
+
 def describe_machine(device: torch.device | str = "cpu") -> dict:
     """What a reader of a record needs to know which machine it came from (the bench's JSON carries it)."""
     device = torch.device(device)
@@ -88,7 +93,8 @@ def device_label(device: torch.device | str = "cpu") -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, torch {torch.__version__}"
     threads = torch.get_num_threads()
-    return f"{cpu_model()} ({machine_kind(device)}, {threads} thread{'' if threads == 1 else 's'}), torch {torch.__version__}"
+    return (f"{reader_name(cpu_model())} ({machine_kind(device)}, {threads} thread{'' if threads == 1 else 's'}), "
+            f"torch {torch.__version__}")
 
 
 def loaded_settings(pair) -> dict:

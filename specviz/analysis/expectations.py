@@ -15,7 +15,6 @@ what to expect on this machine.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 from specviz.models.precision import default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
-from specviz.analysis.bench_record import machine_kind
+from specviz.analysis.bench_record import machine_kind, reader_name
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
 from specviz.catalogue import drafter_info
 
@@ -139,7 +138,7 @@ def machine_words(machine: dict) -> str:
     """The machine's name in a reader's words ("Intel Xeon", not "Intel(R) Xeon(R) Processor"), with the
     instruction-set limit the host set: torch's own (AVX2) or, where only oneDNN's was set, oneDNN's."""
     name = machine.get("gpu") or machine.get("cpu") or "unknown"
-    name = re.sub(r"\s*\((R|TM)\)|\s+Processor$|\s+CPU$", "", name, flags=re.IGNORECASE)
+    name = reader_name(name)
     env = machine.get("env", {})
     limit = env.get("ATEN_CPU_CAPABILITY") or env.get("ONEDNN_MAX_CPU_ISA")
     return f"{name} limited to {limit.upper()}" if limit else name
