@@ -26,6 +26,7 @@ from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_pos
 from specviz.models import invariance, slots
 from specviz.models.slots import SLOTS, SLOTS_LAYOUT, SlotCache
 from specviz.models.loading import load_pair
+from specviz.models.presets import ASSETS_DIR
 from specviz.models.pairs import ModelPair
 from specviz.models.int8 import cpu_supports
 from specviz.models.precision import cpu_has_native_bf16
@@ -332,6 +333,25 @@ def test_the_default_pair_rounds_a_verify_like_steps_with_other_kernel_families(
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, **limits, "SPECVIZ_PRECISION": ""},
                             capture_output=True, text=True, timeout=850)
     assert result.returncode == 0 and "rows match" in result.stdout, result.stderr[-3000:]
+
+
+# Prompts of our own that no drafter trained on and neither the examples nor the held-out file hold, chosen to differ
+# in kind and length: a short question, arithmetic, a 278-character request, code, SQL and a letter to complete.
+VARIED_KINDS = (1, 13, 34, 36, 38, 43)
+
+
+@pytest.mark.timeout(600)
+def test_greedy_lanes_write_the_target_alones_text_on_varied_prompts_in_the_default_precision():
+    """End to end on this CPU's default precision (bfloat16 where native, float32 elsewhere): chains at γ 3 and 5
+    and a tree of 16 write the target alone's tokens on prompts beyond the examples and the held-out file."""
+    pair = load_pair()
+    prompts = load_prompts(ASSETS_DIR / "prompts-varied.json")
+    for index in VARIED_KINDS:
+        ids = pair.encode(prompts[index].text, prompts[index].chat)
+        baseline = Trace.from_events(autoregressive_decode(pair, ids, DecodeConfig(max_new_tokens=32))).token_ids
+        for setup in (dict(gamma=3), dict(gamma=5), dict(gamma=3, tree=16)):
+            spoken = Trace.from_events(speculative_decode(pair, ids, DecodeConfig(max_new_tokens=32, **setup)))
+            assert spoken.token_ids == baseline, (pair.precision, prompts[index].text[:40], setup)
 
 
 @pytest.mark.timeout(300)
