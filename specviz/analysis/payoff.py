@@ -41,7 +41,7 @@ WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
     f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
 )
-# Measured on an H200 (assets/bench/README.md, "What the H200 runs measured"): with the target in slots replayed as
+# Measured on an H200 (assets/bench/README.md, "What the H200 runs with slots measured"): with the target in slots replayed as
 # CUDA graphs a step fell from 28 ms to 4 ms, most of it still the host's, and a draft step costs a fifth of one
 # (c ≈ 0.2), so drafting is not cheap there. The one phrase every GPU explanation shares.
 LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU (even replayed as CUDA graphs a step takes about 4 ms, "

@@ -44,7 +44,7 @@ class SweepProgress:
 
     def most_drafted(self) -> int:
         """The most tokens any chain round of the sweep drafted. A drafter that stops once unsure (draft_confidence)
-        may never reach the larger γ: above this one, each γ drafted exactly as this one did."""
+        may never reach the larger γ: no γ above this one drafted more than it."""
         return max((len(event.drafted) for (_, tree), pairs in self.cells() if not tree
                     for _, speculative in pairs for event in speculative.rounds), default=0)
 

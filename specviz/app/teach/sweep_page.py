@@ -267,7 +267,7 @@ def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None
 
 def capped_drafts_html(view, most_drafted: int) -> str:
     """Where no chain round drafted as many tokens as the larger γ allow (the drafter stops once unsure), those γ
-    measured the same rounds: said, or a learner reads equal α̂ and τ across γ as a fault."""
+    drafted no more than a smaller one: said, or a learner reads equal α̂ and τ across γ as a fault."""
     chain_gammas = [result.gamma for result in view.results if not result.tree]
     if not chain_gammas or most_drafted <= 0 or most_drafted >= max(chain_gammas):
         return ""
