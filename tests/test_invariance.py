@@ -355,7 +355,8 @@ def test_greedy_lanes_write_the_target_alones_text_on_varied_prompts_in_the_defa
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not amx_in_use(), reason="the kernels this check must catch are oneDNN's AMX ones, not in use here (no AMX, or the host holds oneDNN below it)")
+@pytest.mark.skipif(not amx_in_use(), reason="the kernels this check must catch are oneDNN's AMX ones, not in use "
+                                              "here (no AMX, or the host holds oneDNN below it)")
 def test_the_row_check_catches_the_amx_kernels_on_the_target_as_transformers_loads_it():
     """The check is not a probe that happens to pass: on an AMX CPU the default target as transformers loads it
     (slots off) rounds a bfloat16 verify's rows unlike steps (oneDNN's AMX kernels block by row count: the path

@@ -335,7 +335,8 @@ def rival_text(text: str) -> str:
 
 def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
     """The rivals the target did not take, small and struck through after the guess in the text (12.5 px in
-    #666: at 11 px in #888 a learner could not read them, 3.5:1 against white), explained on hover (the drafter's first pick, where a rival won, is drawn as a draft instead)."""
+    #666: at 11 px in #888 a learner could not read them, 3.5:1 against white), explained on hover (the
+    drafter's first pick, where a rival won, is drawn as a draft instead)."""
     skipped = first_pick_index(event)  # where a rival won, the first pick is drawn as the rejected draft
     others = [text for i, text in enumerate(rival_texts) if i != skipped]
     if not others:
