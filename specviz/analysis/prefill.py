@@ -2,9 +2,11 @@
 before a long one (a very long prompt's reading took minutes with only "Generating…" on screen).
 
 Every live run records its target-alone lane's prefill (tokens, seconds) for its pair; a prompt is
-estimated from a measured prefill near its length, per token. Reading slows per token as a prompt
-grows (attention's share goes with the square of the length), so a prompt far longer than anything measured is extrapolated with a fit of a·n + b·n²
-through the measurements, two short probes timed once per pair to start it.
+estimated from a measured prefill near its length, per token. A prompt far longer than anything measured
+is estimated in two parts: the work that grows with the length (the linear layers), scaled per token from
+a short probe, and the attention, which grows with the square of the length, timed at the length itself
+(one layer's, times the layers). A fit of a·n + b·n² through two short probes said 5 s for a 7,800-token
+read that took 11 s: at 256 and 512 tokens the square's share is too small to measure.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from specviz.decoding.engine import clock
@@ -21,7 +24,7 @@ from specviz.decoding.events import Event, PrefillEvent
 from specviz.decoding.forward import forward_new_ids
 
 PROBE_TOKENS = 256  # prompts shorter than this are read in well under a second: nothing to say
-FIT_PROBES = (256, 512)  # the lengths timed once per pair before a longer prompt is extrapolated
+PROBE_LONGEST = 512  # the length timed once per pair before a longer prompt is extrapolated
 NEAR = 1.25  # a measured prefill within this factor of a prompt's length is scaled to it per token
 NOTE_ABOVE_S = 5.0  # a page says the reading time when a lane's prefill is expected to take longer
 KEPT_PER_PAIR = 16  # measured prefills kept per pair (the latest)
@@ -35,7 +38,7 @@ class PrefillEstimate:
     seconds: float
     measured_tokens: int  # the longest measured prefill it rests on
     measured_tokens_per_s: float  # the speed measured there
-    extrapolated: bool = False  # far longer than anything measured: a fit of a·n + b·n², n tokens
+    extrapolated: bool = False  # far longer than anything measured: its attention timed at its length
 
     @property
     def worth_saying(self) -> bool:
@@ -78,43 +81,52 @@ def probe_prefill(pair, prompt_ids: list[int]) -> tuple[int, float]:
         return ids.shape[1], clock(pair.device) - started
 
 
-def fit_seconds(samples: list[tuple[int, float]], num_tokens: int) -> float:
-    """Least squares of t = a·n + b·n² (a, b ≥ 0) through the samples, at n = num_tokens: attention's share
-    grows with the square of the length (eight times the tokens took far more than eight times as long)."""
-    n = [float(tokens) for tokens, _ in samples]
-    t = [seconds for _, seconds in samples]
-    s11, s12, s22 = (sum(x ** k for x in n) for k in (2, 3, 4))
-    r1, r2 = sum(x * y for x, y in zip(n, t)), sum(x * x * y for x, y in zip(n, t))
-    det = s11 * s22 - s12 * s12
-    a, b = ((r1 * s22 - r2 * s12) / det, (s11 * r2 - s12 * r1) / det) if det > 0 else (r1 / s11, 0.0)
-    if b < 0:
-        a, b = r1 / s11, 0.0
-    elif a < 0:
-        a, b = 0.0, r2 / s22
-    return a * num_tokens + b * num_tokens ** 2
+def attention_seconds(pair, num_tokens: int) -> float:
+    """What a prompt pass's attention over num_tokens costs the target here: one layer's, timed on random
+    queries and keys of its shapes as the pass runs it (causal SDPA), times the layers. The part of reading
+    that grows with the square of the length, measured at the length itself rather than extrapolated."""
+    config = pair.target.config.get_text_config()
+    num_heads = config.num_attention_heads
+    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+    dtype, device = pair.target.dtype, pair.device
+    query = torch.randn(1, num_heads, num_tokens, head_dim, dtype=dtype, device=device)  # (1, H, n, D)
+    key = torch.randn(1, num_kv_heads, num_tokens, head_dim, dtype=dtype, device=device)  # (1, kv, n, D)
+    with torch.inference_mode():
+        started = clock(device)
+        F.scaled_dot_product_attention(query, key, key, is_causal=True, enable_gqa=True)
+        return (clock(device) - started) * config.num_hidden_layers
+
+
+def extrapolate_seconds(pair, measured_prefill: tuple[int, float], num_tokens: int) -> float:
+    """A prompt far longer than the measured prefill: its linear work scaled per token from the measured one
+    (its attention taken out), plus the attention timed at num_tokens."""
+    tokens, seconds = measured_prefill
+    linear = max(seconds - attention_seconds(pair, tokens), 0.0)
+    return linear * num_tokens / tokens + attention_seconds(pair, num_tokens)
 
 
 def estimate_prefill(pair, prompt_ids: list[int]) -> PrefillEstimate:
     """How long the target should take to read these ids here: the measured prefill nearest in length, scaled
-    per token; a prompt far longer than any, from a fit through them (timing FIT_PROBES once per pair); a prompt
-    no longer than the last probe, timed itself."""
+    per token; a prompt far longer than any, in two parts (extrapolate_seconds, timing a PROBE_LONGEST-token
+    prefill once per pair); a prompt no longer than that probe, timed itself."""
     key = pair_key(pair)
     num_tokens = len(prompt_ids)
     with lock:
         kept = list(measured.get(key, ()))
     near = [sample for sample in kept if num_tokens / NEAR <= sample[0] <= num_tokens * NEAR]
-    if not near and num_tokens <= FIT_PROBES[-1]:
+    if not near and num_tokens <= PROBE_LONGEST:
         near = [probe_prefill(pair, prompt_ids)]
         record_prefill(key, *near[0])
     if near:
         tokens, seconds = min(near, key=lambda sample: abs(sample[0] - num_tokens))
         return PrefillEstimate(num_tokens, seconds * num_tokens / tokens, tokens, tokens / seconds)
-    for length in FIT_PROBES:
-        if not any(tokens == length for tokens, _ in kept):
-            kept.append(probe_prefill(pair, prompt_ids[:length]))
-            record_prefill(key, *kept[-1])
+    if not any(tokens >= PROBE_LONGEST for tokens, _ in kept):
+        kept.append(probe_prefill(pair, prompt_ids[:PROBE_LONGEST]))
+        record_prefill(key, *kept[-1])
     tokens, seconds = max(kept)
-    return PrefillEstimate(num_tokens, fit_seconds(kept, num_tokens), tokens, tokens / seconds, extrapolated=True)
+    return PrefillEstimate(num_tokens, extrapolate_seconds(pair, (tokens, seconds), num_tokens), tokens,
+                           tokens / seconds, extrapolated=True)
 
 
 def reading_note_for(pair, prompt_ids: list[int], num_lanes: int) -> str:
@@ -129,8 +141,8 @@ def reading_note(estimate: PrefillEstimate, num_lanes: int) -> str:
     """The page's words before a long prompt is read ("" when reading it is quick)."""
     if not estimate.worth_saying:
         return ""
-    source = (f"extrapolated from prefills measured here up to {estimate.measured_tokens:,} tokens: reading slows as "
-              f"the prompt grows" if estimate.extrapolated else
+    source = (f"from a {estimate.measured_tokens:,}-token prefill measured here, per token, and the attention, "
+              f"which grows with the square of the length, timed at this length" if estimate.extrapolated else
               f"{estimate.measured_tokens_per_s:,.0f} tokens/s measured on a {estimate.measured_tokens:,}-token prompt here")
     return (f"Reading the prompt first: {estimate.num_tokens:,} tokens take the target about {estimate.seconds:.0f} s "
             f"in each of the {num_lanes} lanes before its first token, on this machine ({source}). "

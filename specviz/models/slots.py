@@ -271,8 +271,13 @@ def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
     batch, _, num_rows, _ = query.shape
     num_keys = key.shape[2]
     if batch > 1 or num_rows > MAX_ROWWISE:
-        mask = attention_mask if attention_mask is not None else causal_after(num_keys, num_rows, query.device)
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling, enable_gqa=True)
+        # A whole prompt from an empty cache is plain causal: SDPA's causal kernel skips the masked half (a bool
+        # mask made a 7,800-token prompt's attention three times slower on a CPU). Both lanes read one pass.
+        whole = attention_mask is None and num_rows == num_keys
+        mask = None if whole else (attention_mask if attention_mask is not None
+                                   else causal_after(num_keys, num_rows, query.device))
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=whole, scale=scaling,
+                                             enable_gqa=True)
         return out.transpose(1, 2)  # (b, M, H, D)
     if attention_mask is None:
         calls = causal_calls(num_keys, num_rows, query.device)
