@@ -23,6 +23,7 @@ from specviz.app.teach import lab_page, sweep_page, theory_page
 from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
+from specviz.analysis.payoff import Spread
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
@@ -352,6 +353,24 @@ def test_a_stop_press_ends_only_the_jobs_it_came_after():
     for number in range(StopPresses.KEPT + 10):
         presses.press(f"visitor {number}", "lab")
     assert len(presses.pressed) == StopPresses.KEPT
+
+
+def test_a_sweep_of_one_repeat_is_judged_with_the_band_one_run_has_here_as_the_statistics_judge_one_run():
+    """One repeat per γ measured 1.59–1.72× and the chart said "no γ beats the target alone beyond the noise"
+    while the run's statistics, with the bench record's band for one run, said it pays (an Intel Xeon with AMX)."""
+    once = [dataclasses.replace(bench_result(gamma, median, median, median), num_runs=1)
+            for gamma, median in ((1, 1.59), (2, 1.72), (3, 1.70))]
+    assert sweep.sweep_view(once).recommended_gamma is None  # no band measured: one run cannot say
+    band = Spread(0.71, 1.39, "the bench's 24 greedy runs")
+    view = sweep.sweep_view(once, spread=band)
+    assert view.recommended_gamma == 1 and view.tied_gammas == (1, 2, 3)  # 1.59× ≥ 1.72 × 0.71: all within the noise
+    html = sweep_page.sweep_status_html(4, 4, 5.0, view)
+    assert 'data-gamma="1"' in html and "the bench&#x27;s 24 greedy runs" in html
+    figure = sweep_page.gamma_sweep(view)
+    ring = next(trace for trace in figure.data if trace.meta == "recommended")
+    assert list(ring.x) == [1] and list(ring.y) == [1.59] and ring.name == "recommended: γ = 1" and ring.text is None
+    three = sweep.sweep_view([bench_result(2, 1.35, 1.25, 1.45)], spread=Spread(0.1, 9.0, "wide"))
+    assert three.payoff.measured[0].spread is None  # repeats give their own spread: the band is for one run
 
 
 # --- issue 16: the sweep and the theory explorer give the one verdict ----------------------------------------

@@ -21,7 +21,7 @@ from specviz.decoding.engine import autoregressive_decode, longest_text, specula
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.bench_record import record_metadata
-from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff
+from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff, Spread
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup, tokens_per_target_forward
 
@@ -199,10 +199,11 @@ def payoff_of(results: Iterable[BenchResult], temperature: float, tree: int | No
     return Payoff(best.acceptance_rate, best.c, best.verify_cost, tuple(measurement_of(r) for r in cells))
 
 
-def measurement_of(result: BenchResult) -> Measurement:
-    """A cell as the one rule (specviz.analysis.payoff) reads it: its γ, tree budget, median and spread."""
+def measurement_of(result: BenchResult, spread: Spread | None = None) -> Measurement:
+    """A cell as the one rule (specviz.analysis.payoff) reads it: its γ, tree budget, median and spread; a cell of
+    one run takes `spread`, how far one run was measured to move here, as the page's one run does."""
     return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
-                       tree=result.tree)
+                       spread if result.num_runs == 1 else None, result.tree)
 
 
 def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:

@@ -16,7 +16,7 @@ from specviz.analysis.confidence import JudgedDraft, judged_drafts
 from specviz.analysis.bench import BenchConfig, BenchResult, measurement_of, summarise, timed_runs
 from specviz.decoding.config import MAX_GAMMA, DecodeConfig
 from specviz.models.pairs import ModelPair
-from specviz.analysis.payoff import Payoff
+from specviz.analysis.payoff import Payoff, Spread
 from specviz.analysis.trace import Trace
 from specviz.app.render.pieces import label_text
 
@@ -149,11 +149,13 @@ class SweepView:
         cells = self.results_of(tree)
         if not cells or self.payoff is None:
             return None
-        chosen = replace(self.payoff, measured=tuple(measurement_of(r) for r in cells)).chosen
+        chosen = replace(self.payoff, measured=tuple(m for m in self.payoff.measured if m.tree == tree)).chosen
         return next(r for r in cells if r.gamma == chosen.gamma)
 
 
-def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> SweepView:
+def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA, spread: Spread | None = None) -> SweepView:
+    """The chart's and the verdict's view of a sweep. `spread`: how far one run was measured to move here (a bench
+    record's), which a cell of one run (one repeat) is judged with, as the page's statistics judge one run."""
     results = tuple(sorted(results, key=lambda r: (r.tree, r.gamma)))
     if not results:
         return SweepView((), 0.0, 0.0, (), (), (), None, ())
@@ -163,7 +165,8 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA) -> Sw
     cost_ratio = statistics.median([r.c for r in basis])
     gammas = tuple(range(1, max(max_gamma, max(r.gamma for r in results)) + 1))
     cell = max(basis, key=lambda r: r.median_speedup)
-    payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r) for r in results), max(gammas))
+    payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r, spread) for r in results),
+                    max(gammas))
     return SweepView(
         results=results,
         alpha=alpha,

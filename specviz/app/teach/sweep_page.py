@@ -12,6 +12,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from specviz.analysis.confidence import JudgedDraft
+from specviz.analysis.expectations import spread_here
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app import plots_confidence, render
 from specviz.app.history import SweepRecord, run_history, sweep_key
@@ -29,7 +30,6 @@ from specviz.app.teach.shared import (
     time_limit_note,
 )
 from specviz.app.ui_handlers import session_of
-from specviz.app.wording import count
 from specviz.decoding.config import MAX_GAMMA
 from specviz.models.interrupt import RunStopped, pair_models, stoppable
 from specviz.models.pairs import ModelPair
@@ -102,6 +102,8 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
+        settings = run_settings(request, pair)  # a cell of one repeat is judged with the band one run is, here
+        spread = spread_here(str(settings["pair"]), str(settings["precision"]), temperature, pair.device.type)
         last_drawn = 0.0
         progresses = sweep.sweep_gammas(pair, prompt_ids, config)
         for progress in stoppable(progresses, pair_models(pair), stopped_by(session, "sweep", started)):
@@ -110,7 +112,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
             finished = progress.num_done == progress.num_total
             late = over_time(started)
             if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
-                view = sweep.sweep_view(progress.results(temperature))
+                view = sweep.sweep_view(progress.results(temperature), spread=spread)
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
                 stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
@@ -188,9 +190,11 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
         add_measured(figure, view, tree)
     best = view.recommended_result
     if best is not None:
-        figure.add_scatter(x=[best.gamma + nudge_of(view, best.tree)], y=[best.max_speedup], mode="markers+text",
-                           text=["recommended"], textposition="top center", showlegend=False, hoverinfo="skip",
-                           marker={"symbol": "triangle-down", "size": 12, "color": COLORS["accepted"]})
+        # a ring round the measured point, named in the legend: a word beside it sat on the theory's curves
+        figure.add_scatter(x=[best.gamma + nudge_of(view, best.tree)], y=[best.median_speedup], mode="markers",
+                           name=f"recommended: {view.label_of(best)}", meta="recommended", hoverinfo="skip",
+                           marker={"symbol": "circle-open", "size": 20, "color": COLORS["accepted"],
+                                   "line": {"width": 3}})
     top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
     figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
     legend_below(figure)  # four long names: above the plot on a phone they took a row each, over the title
@@ -287,14 +291,20 @@ def sweep_recommended_html(view, so_far: str) -> str:
                 f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>')
     named = f": {view.label_of(chosen)}" if view.has_trees else f" {view.label_of(chosen)}"  # "Recommended: γ = 3, tree 8"
     html = (f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-tree="{chosen.tree}" '
-            f'data-edge="{payoff.at_range_edge or ""}" style="margin:6px 0"><b>Recommended{named}</b>{so_far}: median '
-            f"{chosen.median_speedup:.2f}× ({chosen.min_speedup:.2f}–{chosen.max_speedup:.2f}× over "
-            f"{count(chosen.num_runs, 'run')}), above 1× beyond the noise.</p>")
+            f'data-edge="{payoff.at_range_edge or ""}" style="margin:6px 0"><b>Recommended{named}</b>{so_far}: '
+            f"{escape_text(measured_text(payoff.chosen))}, above 1× beyond the noise.</p>")
     why = payoff.choice_text()
     if why:  # one γ measured is no choice among several
         html += (f"<p class='sweep-choice' style='margin:0 0 6px 0'>Why this {'setup' if view.has_trees else 'γ'}: "
                  f"{escape_text(why)}</p>")
     return html
+
+
+def measured_text(measured) -> str:
+    """A cell's median and spread: over its repeats, or one run's with the band one run has here."""
+    if measured.num_runs == 1:
+        return f"{measured.median:.2f}× in one run; {measured.band_text()}"
+    return f"median {measured.median:.2f}× ({measured.low:.2f}–{measured.high:.2f}× over {measured.num_runs} runs)"
 
 
 def sweep_prediction_html(view) -> str:
