@@ -671,6 +671,7 @@ def test_the_runs_stats_table_gives_one_recommendation_with_the_formula_beside_i
     assert table.count("recommended") == 1 and "the formula's best γ" not in table
     stats = render.stats_dict(run)
     assert f"γ = 2; the formula predicts γ = {stats['best_gamma']} would do best" in table
+    assert f"at this α̂ = {stats['acceptance_rate']:.2f}, c = " in table  # its own figures: a sweep's differ
 
 
 # --- issue 26: the lab's verdict against its threshold, and where it tests -------------------------------------------

@@ -247,10 +247,12 @@ class Payoff:
 
     def formula_text(self) -> str:
         """The formula's best γ, said as a prediction to stand beside the measured answer, never as a second one."""
+        # its own α̂, c and v named: a run's and a sweep's differ, and so do their formula's best γ
         if self.predicted_pays:
-            return f"the formula predicts γ = {self.predicted_gamma} would do best ({self.predicted_speedup:.2f}×)"
-        return (f"the formula predicts no γ beats the target alone (its best, γ = {self.predicted_gamma}, "
-                f"{self.predicted_speedup:.2f}×)")
+            return (f"the formula predicts γ = {self.predicted_gamma} would do best ({self.predicted_speedup:.2f}×) "
+                    f"at this {self.setup_text()}")
+        return (f"the formula predicts no γ beats the target alone at this {self.setup_text()} (its best, "
+                f"γ = {self.predicted_gamma}, {self.predicted_speedup:.2f}×)")
 
     def recommendation_with_prediction_text(self) -> str:
         """The one recommendation (measured first), with the formula's prediction beside it."""
