@@ -96,7 +96,7 @@ def test_a_new_drafter_is_its_class_plus_one_catalogue_entry(monkeypatch):
         baseline = Trace.from_events(autoregressive_decode(pair, prompt, config))
         speculative = Trace.from_events(speculative_decode(pair, prompt, config))
         assert speculative.token_ids == baseline.token_ids
-        assert all(not event.tree for event in speculative.rounds) and max(e.gamma for e in speculative.rounds) == 3
+        assert all(not event.is_tree for event in speculative.rounds) and max(e.gamma for e in speculative.rounds) == 3
     assert drafter_description(pair, config) == "repeater"
     figures = drafters_about.read_drafter_figures()
     assert "repeater" in drafters_about.diagram_html(figures) and "The repeater" in drafters_about.sizes_html(figures)

@@ -198,7 +198,7 @@ def test_greedy_tree_rounds_write_the_target_alones_text_and_transformers(arch, 
             settings = dataclasses.replace(config, gamma=gamma, tree=budget)
             trace = Trace.from_events(speculative_decode(pair, prompt_ids, settings))
             assert trace.token_ids == baseline, (gamma, budget)
-            assert all(event.tree for event in trace.rounds[:-1])  # tree rounds, not chains
+            assert all(event.is_tree for event in trace.rounds[:-1])  # tree rounds, not chains
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -263,7 +263,7 @@ def test_a_tree_rounds_event_tells_the_tree(temperature):
     config = DecodeConfig(gamma=4, tree=8, max_new_tokens=30, stop_at_eos=False, drafter="model", temperature=temperature)
     trace = Trace.from_events(speculative_decode(pair, prompt, config))
     for event in trace.rounds:
-        drafted, own = event.tree[:-1], event.tree[-1]
+        drafted, own = event.nodes[:-1], event.nodes[-1]
         assert len(drafted) <= 8 and max(node.depth for node in drafted) <= 4
         path = [i for i, node in enumerate(drafted) if node.verdict == "accepted"]
         assert [drafted[i].parent for i in path] == [-1, *path][: len(path)]  # one path from the root
@@ -345,7 +345,7 @@ def test_greedy_prompt_lookup_trees_write_the_target_alones_text(arch):
         baseline = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
         trace = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, gamma=4, tree=8)))
         assert trace.token_ids == baseline
-        parents = [[node.parent for node in event.tree[:-1]] for event in trace.rounds]
+        parents = [[node.parent for node in event.nodes[:-1]] for event in trace.rounds]
         assert any(len(set(each)) < len(each) for each in parents)  # some rounds checked two branches at a node
 
 
@@ -359,7 +359,7 @@ def test_the_exactness_lab_and_step_mode_run_the_pages_tree():
     assert lab_config(config, seed=1).tree == 8
     step = StepRun(tiny_pair("llama"), [5, 6, 7], config)
     events = step.start() + step.advance()
-    assert any(getattr(event, "tree", ()) for event in events)
+    assert any(getattr(event, "is_tree", False) for event in events)
 
 
 def test_a_round_with_no_room_drafts_an_empty_tree_on_the_texts_device():
@@ -403,7 +403,7 @@ def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree
     config = DecodeConfig(gamma=4, tree=tree, rivals=rivals, draft_confidence=0.9 if rivals else 0.0,
                           max_new_tokens=30, stop_at_eos=False, drafter="model", inspect=True)
     trace = Trace.from_events(speculative_decode(pair, prompt, config))
-    judged = [event for event in trace.rounds if event.tree or event.rivals]
+    judged = [event for event in trace.rounds if event.is_tree or event.rivals]
     assert judged, "no round drafted a tree or rivals: the test checks nothing"
     for event in judged:
         assert len(event.details) == event.gamma + 1
@@ -412,4 +412,4 @@ def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree
             assert dict(detail.draft_top)[token.token_id] == pytest.approx(token.draft_confidence)
         assert event.details[event.num_accepted].target_top[0][0] == event.next_id
         assert not event.details[event.num_accepted].residual_top
-        assert bool(event.rivals) == (not event.tree) == bool(rivals)
+        assert bool(event.rivals) == (not event.is_tree) == bool(rivals)

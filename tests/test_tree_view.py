@@ -39,7 +39,7 @@ def runs() -> dict[float, render.RunView]:
 
 
 def tree_rounds(run: render.RunView):
-    rounds = [event for event in run.speculative.trace.rounds if event.tree]
+    rounds = [event for event in run.speculative.trace.rounds if event.is_tree]
     assert rounds, "no tree round: the test checks nothing"
     return rounds
 
@@ -47,10 +47,10 @@ def tree_rounds(run: render.RunView):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_the_layout_puts_each_parent_above_its_children_and_marks_the_kept_path(runs, temperature):
     for event in tree_rounds(runs[temperature]):
-        placed = plots_tree.lay_out_tree(event.tree)
+        placed = plots_tree.lay_out_tree(event.nodes)
         at = {entry.index: entry for entry in placed}
         assert placed[0].index == plots_tree.ROOT and placed[0].y == 0
-        children = plots_tree.children_in_order(event.tree)
+        children = plots_tree.children_in_order(event.nodes)
         for entry in placed[1:]:
             assert entry.y == at[entry.parent].y - 1  # one row below its parent
             below = [at[child].x for child in children[entry.index]]
@@ -67,14 +67,14 @@ def test_the_layout_puts_each_parent_above_its_children_and_marks_the_kept_path(
         for entry in placed[1:]:  # grey below a node the walk did not keep, and never on the path
             if entry.parent != plots_tree.ROOT and at[entry.parent].kind in ("rejected", "unexamined"):
                 assert entry.kind == "unexamined" and entry.color == COLORS["unexamined"] and not entry.on_path
-    kinds = {entry.kind for event in tree_rounds(runs[temperature]) for entry in plots_tree.lay_out_tree(event.tree)}
+    kinds = {entry.kind for event in tree_rounds(runs[temperature]) for entry in plots_tree.lay_out_tree(event.nodes)}
     assert {"accepted", "unexamined"} <= kinds
 
 
 def test_the_drawn_mask_is_the_mask_the_target_saw(runs):
     """sees_matrix against forward.tree_layout's 4D mask for each real tree (rows: nodes; text, then nodes)."""
     for event in tree_rounds(runs[0.0]):
-        parents = [node.parent for node in event.tree[:-1]]
+        parents = [node.parent for node in event.nodes[:-1]]
         num_text = 5  # any text length: the text columns are all seen, and drawn as one
         layout = tree_layout(num_text + len(parents), len(parents), parents, torch.device("cpu"), torch.float32)
         engine_sees = (layout["attention_mask"][0, 0] == 0).tolist()  # (N, text + N)
@@ -91,12 +91,12 @@ def test_each_node_says_why_in_plain_words(runs):
     for temperature, run in runs.items():
         for event in tree_rounds(run):
             texts = run.speculative.round_texts[event.round_index].nodes
-            assert len(texts) == len(event.tree)
+            assert len(texts) == len(event.nodes)
             lines = node_lines(event, texts, greedy=temperature == 0)
-            for i, node in enumerate(event.tree):
+            for i, node in enumerate(event.nodes):
                 why = lines[i].split("\n")[-1]
                 if node.verdict == "rejected" and temperature == 0:
-                    pick = next(j for j, other in enumerate(event.tree) if other.parent == node.parent
+                    pick = next(j for j, other in enumerate(event.nodes) if other.parent == node.parent
                                 and other.verdict in ("accepted", "resample", "bonus"))
                     assert why.startswith(f"rejected: the target's own pick here is '{texts[pick]}'"), why
                 elif node.verdict == "rejected":
@@ -113,9 +113,9 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
     from specviz.app.inspector_page import inspector_values
 
     run = runs[0.0]
-    event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.tree))
+    event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.nodes))
     html, figure, _ = inspector_values(run, event.round_index)
-    assert "tree-table" in html and html.count('class="inspect-row tree-row') == len(event.tree)
+    assert "tree-table" in html and html.count('class="inspect-row tree-row') == len(event.nodes)
     assert "the target&#x27;s own pick here is" in html
     by_name = {trace.name: trace for trace in figure.data if trace.name}
     rejected = by_name[plots_tree.KIND_NAMES["rejected"]]
@@ -123,7 +123,7 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
                for text in rejected.hovertext)
     assert all(text.startswith("<s>") for text in rejected.text)  # struck
     heatmap = next(trace for trace in figure.data if trace.type == "heatmap")
-    assert len(heatmap.z) == len(event.tree) - 1 and len(heatmap.z[0]) == len(event.tree)
+    assert len(heatmap.z) == len(event.nodes) - 1 and len(heatmap.z[0]) == len(event.nodes)
     words = figure_words(event, run.speculative.round_texts[event.round_index].nodes, True)
     assert words["title"].startswith(f"Round {event.round_index + 1}: ")
     # The lane reads as text, the kept path only, with a branch count on each round that checked a tree.
@@ -166,13 +166,13 @@ def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
         for event in step.advance():
             view.add(event, pair.decode)
     step.close()
-    event = next(event for event in view.speculative.trace.rounds if any(n.verdict == "rejected" for n in event.tree))
+    event = next(event for event in view.speculative.trace.rounds if any(n.verdict == "rejected" for n in event.nodes))
     texts = view.speculative.round_texts[event.round_index]
     stages = step_lessons.round_html(event, texts, view.speculative.labels, 0, "model", None, greedy=False)
     names = re.findall(r'data-stage="(\w+)"', stages)
     assert names == ["draft", "verify", "accept", "verdict", "correction", "rollback"], names
     assert "tree mask" in stages and "Walk down the tree" in stages
-    rejected = next(i for i, node in enumerate(event.tree) if node.verdict == "rejected")
+    rejected = next(i for i, node in enumerate(event.nodes) if node.verdict == "rejected")
     why = node_lines(event, texts.nodes, greedy=False)[rejected].split("\n")[1]
     assert render.escape_text(why) in stages
 

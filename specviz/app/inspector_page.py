@@ -48,7 +48,7 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
     lane = run.speculative
     texts = lane.round_texts.get(event.round_index)
     drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
-    if event.tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
+    if event.is_tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
         words = figure_words(event, texts.nodes, lane.greedy)
         return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words), drawn
     return (render.inspector_html(run, round_index),

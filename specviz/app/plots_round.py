@@ -76,7 +76,7 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
 def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
     """A tree's rows: one per drafted node, in the order the verify took them, then the target's own token."""
     cells = []
-    for index, node in enumerate(event.tree):
+    for index, node in enumerate(event.nodes):
         name = text_at(texts.nodes, index)
         if node.verdict in ("resample", "bonus"):
             cells.append(Cell(f"+ {name}" if node.verdict == "bonus" else f"→ {name}", node.verdict,
@@ -92,19 +92,19 @@ def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
 
 
 def target_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
-    return tree_cells(event, texts) if event.tree else chain_cells(event, texts, greedy)
+    return tree_cells(event, texts) if event.is_tree else chain_cells(event, texts, greedy)
 
 
 def cut_index(event: RoundEvent, cells: list[Cell]) -> int | None:
     """The cell the cut follows: a chain's first rejection (a tree has no single cut: its kept path is lit)."""
-    if event.tree:
+    if event.is_tree:
         return None
     return next((index for index, cell in enumerate(cells) if cell.kind == "rejected"), None)
 
 
 def draft_texts(event: RoundEvent, texts: RoundTexts) -> list[str]:
     """What each draft forward is drawn with: a chain's drafted token, a tree's depth."""
-    if event.tree:
+    if event.is_tree:
         return [f"depth {index + 1}" for index in range(event.num_draft_forwards)]
     shown = [text_at(texts.drafted, index) for index in range(len(event.drafted))]
     return shown + [""] * (event.num_draft_forwards - len(shown))  # a head's extra look-ahead: no token

@@ -41,7 +41,7 @@ NODE_SIZE = 16
 class PlacedNode:
     """One entry of a tree round's drawing: a drafted node, the target's own token, or the root."""
 
-    index: int  # into RoundEvent.tree; ROOT for the last committed token
+    index: int  # into RoundEvent.nodes; ROOT for the last committed token
     parent: int | None  # None for the root
     x: float
     y: float  # -depth: the root at 0, its children at -1, …
@@ -173,14 +173,14 @@ def add_mask(figure: go.Figure, nodes: Sequence[TreeNode], texts: Sequence[str])
 
 
 def tree_figure(event: RoundEvent, texts: Sequence[str], lines: Sequence[str], root_line: str, title: str) -> go.Figure:
-    """The round's tree (left) and the mask the target saw (right). `texts` and `lines` hold each entry of
-    event.tree's text and plain hover line (the inspector's renderer words them)."""
-    placed = lay_out_tree(event.tree)
+    """The round's tree (left) and the mask the target saw (right). `texts` and `lines` hold each node's
+    text and plain hover line (the inspector's renderer words them)."""
+    placed = lay_out_tree(event.nodes)
     figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.12)
     add_edges(figure, placed)
-    add_nodes(figure, placed, event.tree, texts, lines, root_line)
-    add_mask(figure, event.tree, texts)
-    depth = max(node.depth for node in event.tree)
+    add_nodes(figure, placed, event.nodes, texts, lines, root_line)
+    add_mask(figure, event.nodes, texts)
+    depth = max(node.depth for node in event.nodes)
     width = max(entry.x for entry in placed)
     figure.update_xaxes(visible=False, range=[-0.7, width + 0.7], row=1, col=1)
     figure.update_yaxes(visible=False, range=[-depth - 0.7, 0.5], row=1, col=1)

@@ -70,7 +70,7 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
     heading = f"Round {event.round_index + 1}"
     if event.gamma == 0:
         return stages_html(plain_step_stages(event, texts, drafter), heading)
-    if event.tree and texts.nodes:  # a tree round: its own stages, each node's why as the inspector says it
+    if event.is_tree and texts.nodes:  # a tree round: its own stages, each node's why as the inspector says it
         return stages_html(tree_stages(event, texts.nodes, greedy), heading)
     captions = chain_captions(event, texts)
     rivals = ([("rivals", "Rival guesses", rivals_sentence(event, texts), captions["rivals"])]
@@ -90,14 +90,14 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
 
 def draft_stage(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom, greedy: bool) -> tuple[str, ...]:
     """A round's first stage, which tells nothing of the verdicts (shown alone while a visitor guesses)."""
-    if event.tree and texts.nodes:
+    if event.is_tree and texts.nodes:
         return tree_stages(event, texts.nodes, greedy)[0]
     return ("draft", "Draft", draft_sentence(event, texts, drafter, room), draft_caption(event, texts))
 
 
 def max_kept(event: RoundEvent) -> int:
     """The most drafts the round could keep: a chain's γ, a tree's deepest guess."""
-    return tree_depth(event) if event.tree else event.gamma
+    return tree_depth(event) if event.is_tree else event.gamma
 
 
 def guess_html(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom, greedy: bool) -> str:

@@ -20,7 +20,7 @@ from specviz.decoding.events import RoundEvent
 def grow_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     """What the drafter proposed: the tree's size and shape, and its guesses for the first token."""
     drafted = drafted_nodes(event)
-    first = [f"{plain_token(texts[i])} ({event.tree[i].draft_prob:.0%})" for i in drafted if event.tree[i].depth == 1]
+    first = [f"{plain_token(texts[i])} ({event.nodes[i].draft_prob:.0%})" for i in drafted if event.nodes[i].depth == 1]
     return (f"The drafter grew a tree of {count(len(drafted), 'guess', 'guesses')} on {num_branches(event)} branches, "
             f"up to {tree_depth(event)} deep, in {count(event.num_draft_forwards, 'drafter pass', 'drafter passes')} (one per level, "
             f"each over the whole frontier): it expanded its likeliest nodes, scored each by the product of its "
@@ -38,19 +38,19 @@ def verify_sentence(event: RoundEvent) -> str:
 
 def tried_nodes(event: RoundEvent) -> list[int]:
     """The guesses the walk tried, in the order it tried them: level by level, siblings in the drafter's order."""
-    tried = [i for i in drafted_nodes(event) if event.tree[i].verdict in ("accepted", "rejected")]
-    return sorted(tried, key=lambda i: (event.tree[i].depth, i))
+    tried = [i for i in drafted_nodes(event) if event.nodes[i].verdict in ("accepted", "rejected")]
+    return sorted(tried, key=lambda i: (event.nodes[i].depth, i))
 
 
 def kept_tokens(event: RoundEvent, texts: Sequence[str]) -> list[str]:
     """The kept path's guesses, drawn as kept tokens."""
-    return [inline_token(texts[i], "accepted") for i in drafted_nodes(event) if event.tree[i].verdict == "accepted"]
+    return [inline_token(texts[i], "accepted") for i in drafted_nodes(event) if event.nodes[i].verdict == "accepted"]
 
 
 def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     """The guesses the walk tried, in the order it tried them, each with its verdict and why."""
     lines = node_lines(event, texts, greedy)
-    items = "".join(f"<li>{inline_token(texts[i], event.tree[i].verdict)}: "
+    items = "".join(f"<li>{inline_token(texts[i], event.nodes[i].verdict)}: "
                     f"{escape_text(lines[i].split(chr(10), 1)[1])}</li>" for i in tried_nodes(event))
     rule = ("At temperature 0 a guess is kept exactly when it is the target's own pick there."
             if greedy else "A guess x is kept with probability p′(x); each rejection sets p′(x) to 0 and renormalises p′.")
@@ -61,19 +61,19 @@ def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
 def kept_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     drafted = drafted_nodes(event)
     kept = kept_tokens(event, texts)
-    unexamined = sum(event.tree[i].verdict == "unexamined" for i in drafted)
-    rejected = sum(event.tree[i].verdict == "rejected" for i in drafted)
+    unexamined = sum(event.nodes[i].verdict == "unexamined" for i in drafted)
+    rejected = sum(event.nodes[i].verdict == "rejected" for i in drafted)
     path = f"The kept path: {listing(kept)}" if kept else "No guess was kept"
     return (f"{path}. Of the other guesses, {rejected} tried and rejected, {unexamined} never examined (grey: a "
             "guess above them failed, or a sibling was kept first); a chain would have checked one branch only.")
 
 
 def settle_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
-    num_kept = sum(node.verdict == "accepted" for node in event.tree)
+    num_kept = sum(node.verdict == "accepted" for node in event.nodes)
     moved = (f"the {count(num_kept, 'kept guess', 'kept guesses')}' entries move right behind the text and the other "
              "branches' are dropped" if num_kept else "no guess was kept, so every guess's entries are dropped")
     own = own_index(event)
-    new = ("" if own is None else f" The new {inline_token(texts[own], event.tree[own].verdict)} is in no cache yet: "
+    new = ("" if own is None else f" The new {inline_token(texts[own], event.nodes[own].verdict)} is in no cache yet: "
            "the next round feeds it first.")
     return (f"Committed {count(len(event.emitted_ids), 'token')}. The verify wrote every guess into the target's "
             f"KV cache: {moved}, and the drafter's own caches keep the same path.{new}")
@@ -87,8 +87,8 @@ def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[t
         correction = ("correction", "The end of the text", f"{END_OF_TEXT_WORDS[0].upper()}{END_OF_TEXT_WORDS[1:]}.",
                       "the text ended on a kept guess")
     else:
-        own_token = inline_token(texts[own], event.tree[own].verdict)
-        correction = ("correction", "Bonus" if event.tree[own].verdict == "bonus" else "The target's own token",
+        own_token = inline_token(texts[own], event.nodes[own].verdict)
+        correction = ("correction", "Bonus" if event.nodes[own].verdict == "bonus" else "The target's own token",
                       f"{own_token}: {escape_text(own_line(event, own, texts, greedy))}.", f"the target adds {own_token}")
     kept = kept_tokens(event, texts)
     return [
@@ -97,7 +97,7 @@ def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[t
         ("verify", "Verify every branch in one pass", verify_sentence(event),
          f"one target forward over {count(event.num_verify_rows, 'row')}, under the tree mask"),
         ("accept", "Walk down the tree", walk_list(event, texts, greedy),
-         listing([inline_token(texts[i], event.tree[i].verdict) for i in tried_nodes(event)])),
+         listing([inline_token(texts[i], event.nodes[i].verdict) for i in tried_nodes(event)])),
         ("verdict", "Verdict", kept_sentence(event, texts),
          f"the kept path: {listing(kept)}" if kept else "no guess kept"),
         correction,

@@ -32,7 +32,8 @@ def lane_summary(view) -> dict:
                 "drafted_ids": [token.token_id for token in event.drafted],
                 "rival_ids": [token.token_id for token in event.rivals],
                 # a tree round's nodes (each with its parent's index, -1: the text) and how each was judged
-                "tree": [{"id": node.token_id, "parent": node.parent, "verdict": node.verdict} for node in event.tree],
+                "tree": [{"id": node.token_id, "parent": node.parent, "verdict": node.verdict}
+                         for node in (event.nodes if event.is_tree else ())],
                 "num_accepted": event.num_accepted,
                 "next_id": event.next_id,
                 "next_kind": event.next_kind,

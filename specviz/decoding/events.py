@@ -218,9 +218,9 @@ class RoundEvent:
                      for i, node in enumerate(self.nodes) if i != taken and node.verdict not in ("resample", "bonus"))
 
     @property
-    def tree(self) -> tuple[TreeNode, ...]:
-        """A tree round's nodes (DecodeConfig.tree > 0); empty for a chain or rival round."""
-        return self.nodes if self.shape == "tree" else ()
+    def is_tree(self) -> bool:
+        """A round that drafted a tree (DecodeConfig.tree > 0): its nodes are drawn as one, not told as a chain."""
+        return self.shape == "tree" and bool(self.nodes)
 
     @property
     def num_examined(self) -> int:

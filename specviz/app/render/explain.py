@@ -41,11 +41,11 @@ def explain_html(run: RunView | None) -> str:
     bonus = next((e for e in rounds if e.next_kind == "bonus" and not e.took_rival), None)
     rival = next((e for e in rounds if e.took_rival and len(e.emitted_ids) == 2), None)
     # a draft tree's round: the one with the most branches, so the tree is worth a sentence
-    tree = max((e for e in rounds if e.tree and num_branches(e) > 1), key=num_branches, default=None)
+    tree = max((e for e in rounds if e.is_tree and num_branches(e) > 1), key=num_branches, default=None)
     # One example of each ending (and of a rival the target took, and of a tree), cited in the order the rounds ran,
     # each round once; a tree round is told as the tree it was, whatever its ending (as a chain, its judged path
     # read as "the draft proposed ' x'", one token, where the one pass had checked a tree of eight).
-    chosen = {e.round_index: (e, explain_tree if e.tree else explain) for e, explain in (
+    chosen = {e.round_index: (e, explain_tree if e.is_tree else explain) for e, explain in (
         (rejected, explain_rejection), (bonus, explain_bonus), (rival, explain_rival), (tree, explain_tree)) if e is not None}
     points = [explain(lane, e) for _, (e, explain) in sorted(chosen.items())]
     baseline, speculative = run.baseline.trace, lane.trace

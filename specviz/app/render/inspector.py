@@ -21,7 +21,7 @@ def round_label(event: RoundEvent, texts: RoundTexts | None, greedy: bool = Fals
     # at temperature 0 nothing is drawn: the correction is the target's own pick, as the inspector's words say
     ending = "bonus" if event.next_kind == "bonus" else "the target's pick" if greedy else "resampled"
     shown = f" {short(texts.next_text)}" if texts else ""
-    if event.tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
+    if event.is_tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
         return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(drafted_nodes(event))}, {ending}{shown}"
     return f"round {event.round_index + 1}: {event.num_accepted}/{event.gamma} accepted, {ending}{shown}"
 
@@ -177,7 +177,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
         return '<div class="inspector" style="color:#999">Pick a round after a run.</div>'
     texts = run.speculative.round_texts.get(event.round_index, RoundTexts([]))
     greedy = run.speculative.greedy
-    if event.tree and texts.nodes:
+    if event.is_tree and texts.nodes:
         return tree_inspector_html(event, texts.nodes, greedy)
     rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
     rows = draft_rows(event, texts, greedy)

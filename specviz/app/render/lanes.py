@@ -37,7 +37,7 @@ class RoundTexts:
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
     rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
-    nodes: list[str] = field(default_factory=list)  # a tree round's entries (RoundEvent.tree), each after its ancestors
+    nodes: list[str] = field(default_factory=list)  # a tree round's nodes (RoundEvent.nodes), each after its ancestors
     # hover lines on how a token's bytes join its neighbours' into characters (pieces.byte_note), by
     # ("drafted" | "own", index); absent for tokens of whole characters
     byte_notes: dict[tuple[str, int], str] = field(default_factory=dict)
@@ -127,7 +127,9 @@ class LaneView:
                 texts.byte_notes[(role, len(pieces))] = byte_note(piece)
             pieces.append(piece.text)
         texts.rivals = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.rivals]
-        texts.nodes = node_texts(event, self.committed_ids, lambda context, token_id: token_piece(decode, context, token_id).text)
+        if event.is_tree:  # a chain's and a rival round's tokens are read as the chain tells them, above
+            texts.nodes = node_texts(event, self.committed_ids,
+                                     lambda context, token_id: token_piece(decode, context, token_id).text)
         return texts
 
     def draft_spans(self, event: RoundEvent, index: int, kind: str, texts: RoundTexts) -> list[str]:

@@ -3,7 +3,7 @@ examined; where the target's own token came from), the inspector's summary and t
 and the lane's small mark on a round that checked more than a chain. The figure
 (specviz.app.plots_tree) hovers with these same lines.
 
-A tree round's event (RoundEvent.tree) lists every drafted node with its parent, depth, the
+A tree round's event (RoundEvent.nodes) lists every drafted node with its parent, depth, the
 drafter's probability and its verdict, then the target's own token below the kept path.
 """
 
@@ -33,8 +33,8 @@ def ancestors(nodes: Sequence[TreeNode], index: int) -> list[int]:
 
 
 def node_texts(event: RoundEvent, committed_ids: list[int], piece: Piece) -> list[str]:
-    """The text of each entry of event.tree, read after the text and its own ancestors."""
-    nodes = event.tree
+    """The text of each entry of event.nodes, read after the text and its own ancestors."""
+    nodes = event.nodes
     return [piece(committed_ids + [nodes[a].token_id for a in ancestors(nodes, i)], node.token_id)
             for i, node in enumerate(nodes)]
 
@@ -44,28 +44,28 @@ END_OF_TEXT_WORDS = "the text ended at an accepted end-of-text token, so the tar
 
 def own_index(event: RoundEvent) -> int | None:
     """The target's own token's entry (the tree's last); None where an accepted end-of-text ended the round."""
-    return len(event.tree) - 1 if event.tree and event.tree[-1].verdict in ("resample", "bonus") else None
+    return len(event.nodes) - 1 if event.is_tree and event.nodes[-1].verdict in ("resample", "bonus") else None
 
 
 def drafted_nodes(event: RoundEvent) -> list[int]:
-    return [i for i, node in enumerate(event.tree) if node.verdict not in ("resample", "bonus")]
+    return [i for i, node in enumerate(event.nodes) if node.verdict not in ("resample", "bonus")]
 
 
 def tree_depth(event: RoundEvent) -> int:
     """The deepest drafted guess: how far down the tree went, the most drafts the round could keep."""
-    return max((event.tree[i].depth for i in drafted_nodes(event)), default=0)
+    return max((event.nodes[i].depth for i in drafted_nodes(event)), default=0)
 
 
 def num_branches(event: RoundEvent) -> int:
     """Root-to-leaf paths among the drafted nodes: how many ways the round guessed on (a chain has one)."""
     drafted = drafted_nodes(event)
-    parents = {event.tree[i].parent for i in drafted}
+    parents = {event.nodes[i].parent for i in drafted}
     return sum(i not in parents for i in drafted)
 
 
 def tree_mark(event: RoundEvent) -> str:
     """The lane's mark after a round that checked more than a chain: its branch count, small, explained on hover."""
-    if not event.tree or num_branches(event) < 2:
+    if not event.is_tree or num_branches(event) < 2:
         return ""
     title = f"{count(len(drafted_nodes(event)), 'guess', 'guesses')} on {num_branches(event)} branches: {TREE_MARK_HELP}"
     return (f'<sup class="tree-mark" title="{escape_text(title)}" style="font-size:10px;color:#777;'
@@ -125,7 +125,7 @@ def unexamined_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str])
 
 def own_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
     """Where the target's own token (the tree's last entry) came from."""
-    nodes = event.tree
+    nodes = event.nodes
     node = nodes[index]
     where = after_text(nodes, index, texts)
     if node.verdict == "bonus":
@@ -142,8 +142,8 @@ def own_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) 
 
 
 def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
-    """The plain line for one entry of event.tree, the same in the figure's hover and the inspector's table."""
-    nodes = event.tree
+    """The plain line for one entry of event.nodes, the same in the figure's hover and the inspector's table."""
+    nodes = event.nodes
     node = nodes[index]
     if node.verdict in ("resample", "bonus"):
         return f"{quoted(texts[index])}\n{own_line(event, index, texts, greedy)}"
@@ -159,7 +159,7 @@ def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool)
 
 
 def node_lines(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[str]:
-    return [node_line(event, i, texts, greedy) for i in range(len(event.tree))]
+    return [node_line(event, i, texts, greedy) for i in range(len(event.nodes))]
 
 
 def root_line(event: RoundEvent) -> str:
@@ -168,21 +168,21 @@ def root_line(event: RoundEvent) -> str:
 
 
 def kept_text(event: RoundEvent, texts: Sequence[str]) -> str:
-    path = [i for i, node in enumerate(event.tree) if node.verdict == "accepted"]
+    path = [i for i, node in enumerate(event.nodes) if node.verdict == "accepted"]
     return " ".join(quoted(texts[i]) for i in path) or "no guess"
 
 
 def tree_title(event: RoundEvent, texts: Sequence[str]) -> str:
     own = own_index(event)
     ending = ("; the text ended there" if own is None else
-              f", then {'bonus' if event.tree[own].verdict == 'bonus' else 'the target' + chr(39) + 's own'} {quoted(texts[own])}")
+              f", then {'bonus' if event.nodes[own].verdict == 'bonus' else 'the target' + chr(39) + 's own'} {quoted(texts[own])}")
     return (f"Round {event.round_index + 1}: {count(len(drafted_nodes(event)), 'guess', 'guesses')} on "
             f"{num_branches(event)} branches; kept {kept_text(event, texts)}{ending}")
 
 
 def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
     drafted = drafted_nodes(event)
-    num_kept = sum(event.tree[i].verdict == "accepted" for i in drafted)
+    num_kept = sum(event.nodes[i].verdict == "accepted" for i in drafted)
     return (f"Round {event.round_index + 1}: the drafter proposed a tree of {count(len(drafted), 'guess', 'guesses')} "
             f"on {num_branches(event)} branches, up to {tree_depth(event)} deep; the target checked every one in one forward pass "
             f"(the mask beside it: each guess sees the text, the guesses above it and itself, never another branch) and "
@@ -197,12 +197,12 @@ def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     own = own_index(event)
     if own is None:
         return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."
-    failed = [i for i in drafted_nodes(event) if event.tree[i].parent == event.tree[own].parent
-              and event.tree[i].verdict == "rejected"]
+    failed = [i for i in drafted_nodes(event) if event.nodes[i].parent == event.nodes[own].parent
+              and event.nodes[i].verdict == "rejected"]
     where = f"Where did {quoted(texts[own])} come from? It is {own_line(event, own, texts, greedy)}."
     if not failed:
         return where
-    why = rejected_line(event.tree, failed[0], texts, greedy)
+    why = rejected_line(event.nodes, failed[0], texts, greedy)
     return f"Why was {quoted(texts[failed[0]])} rejected? {why[0].upper()}{why[1:]}. {where}"
 
 
@@ -215,7 +215,7 @@ def tree_inspector_html(event: RoundEvent, texts: Sequence[str], greedy: bool) -
     """The inspector for a tree round: the deciding node in words, the tree in one sentence, a row per node."""
     lines = node_lines(event, texts, greedy)
     rows = []
-    for i, node in enumerate(event.tree):
+    for i, node in enumerate(event.nodes):
         own = node.verdict in ("resample", "bonus")
         parent = "the text" if node.parent == ROOT else escape_text(f"{node.parent + 1} {quoted(texts[node.parent])}")
         why = lines[i].split("\n", 1)[1]

@@ -138,7 +138,7 @@ def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple
                                          session.run.draft_room(event), greedy=session.lane.greedy)
         chart = (plots.decision_distributions(event, session.lane.labels, greedy=session.lane.greedy) if event.gamma
                  else empty_step_chart())
-        if event.tree and texts.nodes:  # a tree round: the inspector's tree beside its mask
+        if event.is_tree and texts.nodes:  # a tree round: the inspector's tree beside its mask
             chart = plots_tree.tree_figure(event, **figure_words(event, texts.nodes, session.lane.greedy))
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
