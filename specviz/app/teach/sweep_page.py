@@ -206,10 +206,11 @@ def sweep_title(view: SweepView) -> str:
     best = view.recommended_result
     if best is not None:
         cheaper = "cheaper setup" if view.has_trees else "smaller γ"
-        tie = f"; a tie within the noise goes to the {cheaper})" if len(view.payoff.ties) > 1 else ")"
-        return f"γ sweep: recommended {view.label_of(best)} (median {best.median_speedup:.2f}×{tie}"
+        tie = f"; a tie goes to the {cheaper})" if len(view.payoff.ties) > 1 else ")"  # the status says what a tie is
+        return two_line_title(f"γ sweep: recommended {view.label_of(best)}", f"(median {best.median_speedup:.2f}×{tie}")
     if view.payoff is not None:  # the one verdict: nothing beat the target alone beyond the noise
-        return f"γ sweep: no {'γ or tree' if view.has_trees else 'γ'} beats the target alone beyond the noise"
+        return two_line_title(f"γ sweep: no {'γ or tree' if view.has_trees else 'γ'} beats the target alone",
+                              "beyond the noise")
     return "γ sweep"
 
 
