@@ -8,6 +8,8 @@ A run whose lanes wrote different texts gets no verdict: its tokens per second a
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from specviz.analysis.expectations import spread_here
 from specviz.analysis.payoff import Payoff, Spread, judge_run, unequal_texts_text
 from specviz.analysis.trace import Comparison
@@ -30,15 +32,23 @@ def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
 
 def ran_on_gpu(run: RunView) -> bool:
     """Whether the run was measured on a CUDA GPU (a replay of a GPU run on a CPU page too)."""
-    return str(run.settings.get("device", "")).startswith("cuda")
+    return on_gpu(run.settings)
+
+
+def on_gpu(settings: Mapping) -> bool:
+    return str(settings.get("device", "")).startswith("cuda")
 
 
 def spread_of(run: RunView) -> Spread | None:
-    """How far one run of this pair, precision and temperature was measured to move on the kind of machine the
-    run was measured on: this one's, or a GPU's for a run recorded on one (a replay keeps its device)."""
-    settings = run.settings
+    return spread_for(run.settings)
+
+
+def spread_for(settings: Mapping) -> Spread | None:
+    """How far one run of these settings' pair, precision and temperature was measured to move on the kind of
+    machine they ran on: this one's, or a GPU's for a run recorded on one (a replay keeps its device); a γ sweep
+    judges its cells of one run with it, as the statistics judge a run."""
     return spread_here(str(settings.get("pair", "")), str(settings.get("precision", "")),
-                       float(settings.get("temperature", 0) or 0), "cuda" if ran_on_gpu(run) else None)
+                       float(settings.get("temperature", 0) or 0), "cuda" if on_gpu(settings) else None)
 
 
 def no_verdict_text(run: RunView) -> str:

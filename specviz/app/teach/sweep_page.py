@@ -12,7 +12,6 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from specviz.analysis.confidence import JudgedDraft
-from specviz.analysis.expectations import spread_here
 from specviz.analysis.payoff import TIE_RULE
 from specviz.app import plots_confidence, render
 from specviz.app.history import SweepRecord, run_history, sweep_key
@@ -23,7 +22,7 @@ from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.render.tokens import escape_text
-from specviz.app.render.verdict import same_text
+from specviz.app.render.verdict import same_text, spread_for
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.teach.shared import (
     EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
@@ -102,8 +101,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
-        settings = run_settings(request, pair)  # a cell of one repeat is judged with the band one run is, here
-        spread = spread_here(str(settings["pair"]), str(settings["precision"]), temperature, pair.device.type)
+        spread = spread_for(run_settings(request, pair))  # a cell of one repeat is judged as one run is, here
         last_drawn = 0.0
         progresses = sweep.sweep_gammas(pair, prompt_ids, config)
         for progress in stoppable(progresses, pair_models(pair), stopped_by(session, "sweep", started)):
