@@ -117,7 +117,7 @@ def test_the_shipped_head_drafts_from_the_targets_states_and_changes_nothing(pai
     trace = Trace.from_events(speculative_decode(pair, prompt_ids, DecodeConfig(gamma=gamma, max_new_tokens=NUM_NEW, drafter="head")))
     assert trace.token_ids == baseline
     rows = set(pair.head_rows.tolist())
-    assert all(token.token_id in rows for event in trace.rounds for token in (*event.drafted, *event.rivals))
+    assert all(token.token_id in rows for event in trace.rounds for token in (*event.drafted, *event.guesses))
     assert trace.num_accepted > 0
     for rivals in (0, 3):  # with none, and with more rival guesses than the default
         config = DecodeConfig(gamma=gamma, max_new_tokens=NUM_NEW, drafter="head", rivals=rivals)

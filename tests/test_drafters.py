@@ -244,14 +244,19 @@ def test_greedy_with_rival_guesses_equals_the_target_alone_and_the_target_takes_
         ours = Trace.from_events(speculative_decode(pair, prompt_ids, config))
         assert ours.token_ids == baseline.token_ids
         for event in ours.rounds:
-            if not event.rivals:
+            guesses = event.guesses
+            if not guesses:
                 continue
-            judged += len(event.rivals)
-            assert event.gamma == 1 and len(event.rivals) <= 2 and not any(token.accepted for token in event.rivals)
-            guesses = [event.drafted[0], *event.rivals]
-            # the drafter's own pick is the likeliest; a rival taken was less likely to the drafter, yet the target's own
-            if event.drafted[0].draft_confidence < max(token.draft_confidence for token in event.rivals):
-                assert event.num_accepted == 1
+            judged += len(guesses) - 1
+            assert event.gamma == 1 and 2 <= len(guesses) <= 3
+            # the drafter's order, its own pick first; the one taken (if any) is the first draft the lanes tell
+            assert [token.draft_confidence for token in guesses] == sorted((token.draft_confidence for token in guesses),
+                                                                          reverse=True)
+            assert [i for i, token in enumerate(guesses) if token.accepted] == ([event.shown_guess] if event.num_accepted else [])
+            assert event.drafted[0].token_id == guesses[event.shown_guess].token_id
+            # a rival taken was less likely to the drafter, yet the target's own
+            if event.drafted[0].draft_confidence < guesses[0].draft_confidence:
+                assert event.num_accepted == 1 and event.took_rival
                 taken += 1
             assert len({token.token_id for token in guesses}) == len(guesses)
     assert judged > 0 and taken > 0, "no rival was offered or taken: the test checks nothing"
@@ -263,6 +268,6 @@ def test_rivals_are_greedy_only_need_the_confidence_stop_and_are_checked():
     sampled = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, temperature=1.0, draft_confidence=0.9, rivals=2)
     never_unsure = DecodeConfig(gamma=3, max_new_tokens=20, stop_at_eos=False, draft_confidence=0.0, rivals=2)
     for config in (sampled, never_unsure):
-        assert not any(event.rivals for event in Trace.from_events(speculative_decode(pair, prompt_ids, config)).rounds)
+        assert not any(event.guesses for event in Trace.from_events(speculative_decode(pair, prompt_ids, config)).rounds)
     with pytest.raises(ValueError, match="rival guesses must be an integer from 0 \\(off\\) to 4, got 5"):
         DecodeConfig(rivals=5).validate()

@@ -92,8 +92,8 @@ def test_the_head_holds_the_targets_true_states_and_a_cache_of_true_inputs_only(
     trace = Trace.from_events(speculative_decode(pair, prompt, config, drafter=lambda *args: drafter))
     assert len(seen) == len(trace.rounds) and any(event.num_accepted < event.gamma for event in trace.rounds)
     if rivals:  # a rival the target took: its state was moved to its place in the text
-        assert any(event.num_accepted and event.rivals and event.drafted[0].draft_confidence
-                   < max(token.draft_confidence for token in event.rivals) for event in trace.rounds)
+        assert any(event.num_accepted and event.guesses and event.drafted[0].draft_confidence
+                   < event.guesses[0].draft_confidence for event in trace.rounds)
     committed = torch.tensor([prompt + trace.token_ids])  # (1, n)
     output = pair.target.base_model(input_ids=committed[:, :-1], output_hidden_states=True)
     true_states = torch.cat([output.last_hidden_state, *(output.hidden_states[k] for k in layers)], -1)  # (1, n-1, d·(1+n))

@@ -641,10 +641,10 @@ def round_spans(lane_html: str, event: RoundEvent) -> list[tuple[str, str, str]]
 
 def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is_rejected(run_with_a_rival_taken):
     run, event = run_with_a_rival_taken
-    first_pick = max(event.rivals, key=lambda token: token.draft_confidence)
+    first_pick = event.guesses[0]
     assert first_pick.draft_confidence > event.drafted[0].draft_confidence  # the drafter liked its own pick better
     texts = run.speculative.round_texts[event.round_index]
-    first_text = texts.rivals[list(event.rivals).index(first_pick)]
+    first_text = texts.guesses[0]
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (pick_class, pick_title, pick_shown), (taken_class, taken_title, taken_shown) = spans[:2]
     # the drafter's own first pick is the round's first draft, struck through as rejected by the target's own pick
@@ -653,7 +653,7 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     assert "draft 1/1, the drafter's first pick" in pick_title
     # the rival the target took follows it, kept, and says so, with the drafter's own probability for it
     assert "tok-accepted" in taken_class and "tok-rival-taken" in taken_class
-    assert taken_title.startswith(f"rival guess {render.tokens.guess_rank(event, event.drafted[0])} — the target's own pick, taken")
+    assert taken_title.startswith(f"rival guess {event.taken_guess + 1} — the target's own pick, taken")
     assert f"{event.drafted[0].draft_confidence:.0%}" in taken_title and "q(x)" not in taken_title
     assert "draft 1/1 ·" not in taken_title
     # the small struck rivals after it are the guesses left over, never the first pick again

@@ -53,7 +53,7 @@ def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_f
     seen_cut = seen_bonus = False
     for event in drafted_rounds(view):
         cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
-        rows = len(event.nodes) if event.is_tree else event.gamma + len(event.rivals) + 1
+        rows = len(event.nodes) if event.is_tree else event.gamma + len(event.guesses[1:]) + 1
         assert len(cells) == rows == event.num_verify_rows  # the committed token's row, one per drafted token or node
         kept = [cell for cell in cells if cell.kind == "accepted"]
         assert len(kept) == event.num_kept_drafts
@@ -147,6 +147,6 @@ def test_every_round_is_one_tree_of_nodes_whose_kept_path_is_the_text(runs, setu
         assert [nodes[i].token_id for i in path] + [node.token_id for node in own] == list(event.emitted_ids)
         assert all(node.parent == (path[-1] if path else -1) for node in own)
         drafted = [node for node in nodes if node not in own]
-        assert len(drafted) == (len(event.nodes) - len(own) if event.is_tree else event.gamma + len(event.rivals))
+        assert len(drafted) == (len(event.nodes) - len(own) if event.is_tree else event.gamma + len(event.guesses[1:]))
     shape = setup.split()[0]  # a rival run drafts a plain chain where its first draft was sure
     assert shape in shapes <= {shape, "chain"}

@@ -60,8 +60,8 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
         else:
             cells.append(Cell(name, "unexamined", f"{where}: after the cut, never judged; its row is dropped"))
         if index == 0:
-            for rival_index in range(len(event.rivals)):
-                rival_name = text_at(texts.rivals, rival_index)
+            for rival_index in (i for i in range(len(event.guesses)) if i != event.shown_guess):
+                rival_name = text_at(texts.guesses, rival_index)
                 cells.append(Cell(f"rival {rival_name}", "unexamined",
                                   f"a rival guess for draft 1, {rival_name}, checked in the same pass and not taken; "
                                   "its row is dropped"))

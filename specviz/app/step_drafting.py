@@ -34,8 +34,8 @@ def listing(items: Sequence[str]) -> str:
 def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom) -> str:
     info = drafter_info(drafter)
     drafts = list(zip(texts.drafted, event.drafted))
-    if event.rivals and texts.rivals:  # the drafter's own first pick, whichever guess the target then took
-        drafts[0] = guesses_in_order(event, texts)[0]
+    if event.guesses and texts.guesses:  # the drafter's own first pick, whichever guess the target then took
+        drafts[0] = (texts.guesses[0], event.guesses[0])
     proposals = [f"{plain_token(text)} ({q_words(token)})" for text, token in drafts]
     sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
                                        tokens=count(event.gamma, "token"), proposals=listing(proposals),
@@ -66,12 +66,12 @@ def fewer_sentence(event: RoundEvent, drafter: str, room: DraftRoom) -> str:
     planned = max(room.gamma, room.planned)
     of = f"γ = {room.gamma}" if planned == room.gamma else f"the {planned} the heuristic γ schedule planned"
     if cause == "unsure":
-        last = first_pick(event) if event.rivals else event.drafted[-1]
+        last = event.guesses[0] if event.guesses else event.drafted[-1]  # a rival round's: its first pick
         why = (f"the drafter was only {last.draft_confidence:.0%} sure of its {ordinal(event.gamma)} draft, under the "
                f"“draft only while sure” threshold {room.threshold:.2f}, so it stopped there: a draft it is unsure of "
                f"is often rejected, and each extra draft makes the verify dearer.")
-        if event.rivals:
-            why += (f" Unsure of the round's first token, it offered its next {count(len(event.rivals), 'guess', 'guesses')} "
+        if event.guesses:
+            why += (f" Unsure of the round's first token, it offered its next {count(len(event.guesses) - 1, 'guess', 'guesses')} "
                     f"for that position instead (rival guesses, stage 3).")
     elif cause in ("limit", "context"):
         limit = (f"the models' context leaves room for {count(room.room + 1, 'more token')}" if cause == "context"
@@ -85,27 +85,15 @@ def fewer_sentence(event: RoundEvent, drafter: str, room: DraftRoom) -> str:
     return f" Only {event.gamma} of {of}: {why}"
 
 
-def first_pick(event: RoundEvent) -> DraftedToken:
-    """A rival round's first guess as the drafter made it (its surest), whichever guess the target took."""
-    return max((event.drafted[0], *event.rivals), key=lambda token: token.draft_confidence or 0.0)
-
-
-def guesses_in_order(event: RoundEvent, texts: RoundTexts) -> list[tuple[str, DraftedToken]]:
-    """A rival round's guesses for its first position in the drafter's own order (surest first), with
-    their texts: the first draft the target went on with (event.drafted[0]) and its rivals."""
-    guesses = list(zip([texts.drafted[0], *texts.rivals], (event.drafted[0], *event.rivals)))
-    return sorted(guesses, key=lambda guess: -(guess[1].draft_confidence or 0.0))
-
-
-def dropped_guesses(guesses: Sequence[tuple[str, DraftedToken]], kept: DraftedToken) -> str:
-    return listing([inline_token(text, "rejected") for text, token in guesses if token is not kept])
+def dropped_guesses(texts: RoundTexts, kept: int) -> str:
+    return listing([inline_token(text, "rejected") for i, text in enumerate(texts.guesses) if i != kept])
 
 
 def rivals_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     """What rival guesses are, and what became of this round's (greedy only: DecodeConfig.rivals)."""
-    guesses = guesses_in_order(event, texts)
+    guesses = list(zip(texts.guesses, event.guesses))
     (first_text, first), others = guesses[0], guesses[1:]
-    taken = event.drafted[0] if event.drafted[0].accepted else None
+    taken = event.taken_guess
     ordinals = listing([ordinal(i + 2) for i in range(len(others))])
     offered = listing([f"{plain_token(text)} ({token.draft_confidence:.0%})" for text, token in others])
     sentence = (f"Unsure of its first token {plain_token(first_text)} ({first.draft_confidence:.0%} sure), the drafter "
@@ -117,12 +105,11 @@ def rivals_sentence(event: RoundEvent, texts: RoundTexts) -> str:
         return sentence + (f"Here none of the {len(guesses)} was: the first pick {inline_token(first_text, 'rejected')} "
                            f"goes to the test below and is rejected, the rivals are dropped, and the target writes its "
                            f"own token.")
-    taken_text = texts.drafted[0]
-    if taken is first:
+    taken_text = texts.guesses[taken]
+    if taken == 0:
         return sentence + (f"Here it was the drafter's first pick {inline_token(taken_text, 'accepted')}: the round goes "
-                           f"on with it, and the rivals {dropped_guesses(guesses, taken)} are dropped.")
-    rank = ordinal(1 + next(i for i, (_, token) in enumerate(guesses) if token is taken))
-    return sentence + (f"Here it was {inline_token(taken_text, 'accepted')}, the drafter's {rank} guess: the round goes "
-                       f"on with it as its one draft, and {dropped_guesses(guesses, taken)} are dropped. Without rivals, the first pick "
+                           f"on with it, and the rivals {dropped_guesses(texts, taken)} are dropped.")
+    return sentence + (f"Here it was {inline_token(taken_text, 'accepted')}, the drafter's {ordinal(taken + 1)} guess: the "
+                       f"round goes on with it as its one draft, and {dropped_guesses(texts, taken)} are dropped. Without rivals, the first pick "
                        f"{inline_token(first_text, 'rejected')} would have been rejected and this token written by the "
                        f"target alone, one token for the pass instead of two.")

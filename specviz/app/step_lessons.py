@@ -17,7 +17,7 @@ from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
 from specviz.app.render.tokens import GREEDY_RULE, inline_token, prob, status_html
 from specviz.analysis.trace import Trace
 from specviz.app.wording import count, every
-from specviz.app.step_drafting import draft_sentence, guesses_in_order, listing, plain_token, rivals_sentence
+from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
 from specviz.app.step_tree import tree_stages
 from specviz.app.render.tree_round import tree_depth
 
@@ -74,7 +74,7 @@ def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], 
         return stages_html(tree_stages(event, texts.nodes, greedy), heading)
     captions = chain_captions(event, texts)
     rivals = ([("rivals", "Rival guesses", rivals_sentence(event, texts), captions["rivals"])]
-              if event.rivals and texts.rivals else [])
+              if event.guesses and texts.guesses else [])
     stages = [
         draft_stage(event, texts, drafter, room, greedy),
         ("verify", "Verify", verify_sentence(event, texts, labels, greedy), captions["verify"]),
@@ -117,7 +117,7 @@ def guess_said(guess: str, event: RoundEvent) -> str:
 
 def draft_caption(event: RoundEvent, texts: RoundTexts) -> str:
     """A chain round's drafts in the drafter's own order (a rival the target took is not the guess it drafted first)."""
-    drafted = [guesses_in_order(event, texts)[0][0], *texts.drafted[1:]] if event.rivals and texts.rivals else texts.drafted
+    drafted = [texts.guesses[0], *texts.drafted[1:]] if event.guesses and texts.guesses else texts.drafted
     return f"proposed {listing([plain_token(text) for text in drafted])}"
 
 
@@ -127,7 +127,7 @@ def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
     own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
     return {
         "verify": f"one target forward over {count(event.num_verify_rows, 'row')} judged them all at once",
-        "rivals": f"{count(len(event.rivals), 'other guess', 'other guesses')} for draft 1 judged in the same forward",
+        "rivals": f"{count(len(event.guesses) - 1, 'other guess', 'other guesses')} for draft 1 judged in the same forward",
         "accept": listing([inline_token(text, event.verdict(index)) for index, text in enumerate(texts.drafted)]),
         "verdict": f"{event.num_accepted} of {count(event.gamma, 'draft')} accepted",
         "correction": f"the target adds {own}" if own else "the end of the text came first",
@@ -137,7 +137,8 @@ def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
 
 
 def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:
-    rivals = f" (and the {count(len(event.rivals), 'rival guess', 'rival guesses')}, stage 3)" if event.rivals else ""
+    rivals = (f" (and the {count(len(event.guesses) - 1, 'rival guess', 'rival guesses')}, stage 3)" if event.guesses
+              else "")
     forward = f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
     if greedy:  # p is one-hot there: the target's own top pick is all it says
         # Its pick after the last draft is the bonus token where every draft was kept (stage 6 names it), and

@@ -30,7 +30,8 @@ def lane_summary(view) -> dict:
         summary["rounds"] = [
             {
                 "drafted_ids": [token.token_id for token in event.drafted],
-                "rival_ids": [token.token_id for token in event.rivals],
+                # a rival round's guesses for its one position, the drafter's surest first
+                "guess_ids": [token.token_id for token in event.guesses],
                 # a tree round's nodes (each with its parent's index, -1: the text) and how each was judged
                 "tree": [{"id": node.token_id, "parent": node.parent, "verdict": node.verdict}
                          for node in (event.nodes if event.is_tree else ())],

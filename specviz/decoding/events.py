@@ -207,15 +207,29 @@ class RoundEvent:
             for index, node in enumerate(self.nodes[i] for i in self.judged_nodes(self.nodes, self.shape)))
 
     @cached_property
-    def rivals(self) -> tuple[DraftedToken, ...]:
-        """A rival round's first guesses the target did not take (`drafted` holds the one it took, or the drafter's
-        own pick where it took none), each with p at the first row, as the lanes and inspector tell them."""
+    def guesses(self) -> tuple[DraftedToken, ...]:
+        """A rival round's guesses for its one position in the drafter's own order, surest first (its first pick,
+        then its next guesses), the one the target took marked accepted; () in any other round. Each with p at
+        the first row, as the lanes and the inspector tell them."""
         if self.shape != "rivals":
             return ()
-        taken = self.judged_nodes(self.nodes, self.shape)[0]
-        return tuple(DraftedToken(node.token_id, 1.0, node.target_prob, node.target_prob, 0.0, False, True,
-                                  node.draft_confidence)
-                     for i, node in enumerate(self.nodes) if i != taken and node.verdict not in ("resample", "bonus"))
+        guesses = sorted((node for node in self.nodes if node.verdict not in ("resample", "bonus")),
+                         key=lambda node: -(node.draft_confidence or 0.0))
+        return tuple(DraftedToken(node.token_id, 1.0, node.target_prob, node.target_prob, 0.0,
+                                  node.verdict == "accepted" and self.num_accepted > 0, True, node.draft_confidence,
+                                  node.target_confidence)
+                     for node in guesses)
+
+    @property
+    def taken_guess(self) -> int | None:
+        """Which of `guesses` the target took (0: the drafter's first pick); None where it took none."""
+        return next((i for i, token in enumerate(self.guesses) if token.accepted), None)
+
+    @property
+    def shown_guess(self) -> int:
+        """Which of `guesses` the lanes tell as the round's first draft (`drafted[0]`): the one the target took,
+        else the drafter's first pick."""
+        return self.taken_guess or 0
 
     @property
     def is_tree(self) -> bool:
@@ -231,8 +245,7 @@ class RoundEvent:
     @property
     def took_rival(self) -> bool:
         """The target took a rival guess, not the drafter's own first pick (the guess it was surest of)."""
-        return bool(self.rivals) and self.drafted[0].accepted and (
-            self.drafted[0].draft_confidence < max(token.draft_confidence for token in self.rivals))
+        return bool(self.taken_guess)
 
     @property
     def num_verify_rows(self) -> int:

@@ -82,11 +82,10 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
 def explain_rival(lane: LaneView, event: RoundEvent) -> str:
     """One sentence on a round where a rival guess, not the drafter's first pick, was the target's choice."""
     texts = lane.round_texts[event.round_index]
-    first_pick = max(range(len(event.rivals)), key=lambda i: event.rivals[i].draft_confidence)
-    others = [inline_token(text, "rejected") for i, text in enumerate(texts.rivals) if i != first_pick]
+    others = [inline_token(text, "rejected") for i, text in enumerate(texts.guesses) if i not in (0, event.taken_guess)]
     return (
         f"In round {event.round_index + 1} the draft was unsure of its first guess "
-        f"{inline_token(texts.rivals[first_pick], 'rejected')} ({event.rivals[first_pick].draft_confidence:.0%}), so it "
+        f"{inline_token(texts.guesses[0], 'rejected')} ({event.guesses[0].draft_confidence:.0%}), so it "
         f"also offered {' and '.join([inline_token(texts.drafted[0], 'accepted'), *others])} for the same position, "
         f"all checked in the same target pass. The target's own choice was {inline_token(texts.drafted[0], 'accepted')}, "
         f"so the round kept it and the bonus {inline_token(texts.next_text, 'bonus')}: "

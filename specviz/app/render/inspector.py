@@ -8,7 +8,7 @@ from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.tokens import (
     END_OF_TEXT, GREEDY_RULE, VERDICT_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text,
-    first_pick_index, first_pick_title, guess_rank, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
+    first_pick_title, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
     sure_text, target_sure_text, token_span,
 )
 from specviz.app.render.tree_round import drafted_nodes, tree_inspector_html
@@ -73,23 +73,20 @@ def confidence_cell(token) -> str:
 def draft_rows(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[str]:
     """One row per drafted token (the drafter's own first pick first, where the target took a rival)."""
     rows = []
-    first_pick = first_pick_index(event)
-    if first_pick is not None:  # greedy: the drafter's first pick, rejected, then the rival the target took
-        pick_text, taken_text = texts.rivals[first_pick], texts.drafted[0]
-        title = first_pick_title(event, pick_text, taken_text)
+    if event.took_rival:  # greedy: the drafter's first pick, rejected, then the rival the target took
+        pick_text, taken_text = texts.guesses[0], texts.drafted[0]
         rows.append(
             f'<tr class="inspect-row inspect-rejected"><td {LEFT}>1</td>'
-            f"<td {LEFT}>{token_span(pick_text, 'rejected', title, keep_breaks=False)}</td>"
-            f"<td {CELL}>{confidence_cell(event.rivals[first_pick])}</td>"
+            f"<td {LEFT}>{token_span(pick_text, 'rejected', first_pick_title(event, texts.guesses), keep_breaks=False)}</td>"
+            f"<td {CELL}>{confidence_cell(event.guesses[0])}</td>"
             f"<td {LEFT}>{token_span(taken_text, 'accepted', TARGET_PICK, keep_breaks=False)}</td>"
             f"<td {LEFT}>rejected: the drafter's first pick, not the target's</td></tr>"
         )
     for i, token in enumerate(event.drafted):
         verdict = event.verdict(i)
         text = texts.drafted[i] if i < len(texts.drafted) else ""
-        taken = i == 0 and first_pick is not None
-        if taken:
-            number, verdict_text = f"rival {guess_rank(event, token)}", "taken: the target's own pick"
+        if i == 0 and event.took_rival:
+            number, verdict_text = f"rival {event.taken_guess + 1}", "taken: the target's own pick"
         else:
             number, verdict_text = str(i + 1), draft_verdict_text(event, i)
             if greedy and verdict_text == VERDICT_TEXT.get(verdict):  # not "dropped after the end of text"
@@ -141,12 +138,11 @@ def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: s
 def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     """Q1 and Q2 for the round's deciding position in plain words, before any table."""
     rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
-    first_pick = first_pick_index(event)
-    if first_pick is not None:
-        pick, pick_text, taken_text = event.rivals[first_pick], texts.rivals[first_pick], texts.drafted[0]
+    if event.took_rival:
+        pick, pick_text, taken_text = event.guesses[0], texts.guesses[0], texts.drafted[0]
         return (f"Why was {quoted(pick_text)} thrown away? The target's own top pick here was {quoted(taken_text)}"
                 f"{target_sure_text(event.drafted[0])}, not the drafter's first pick {quoted(pick_text)}{sure_text(pick)}; "
-                f"{quoted(taken_text)} was the drafter's rival guess {guess_rank(event, event.drafted[0])}, checked in "
+                f"{quoted(taken_text)} was the drafter's rival guess {event.taken_guess + 1}, checked in "
                 "the same target pass, so the round kept it.")
     if rejected is None:
         if ended_at_end_of_text(event):
@@ -199,7 +195,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
         f"and kept {event.num_accepted}. {timing}.{rule}"
         f"{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
-        f"{' ' + escape_text(rivals_text(event, texts.drafted[0], texts.rivals, sentence=True)) + '.' if event.rivals and texts.rivals else ''}"
+        f"{' ' + escape_text(rivals_text(event, texts.guesses, sentence=True)) + '.' if event.guesses and texts.guesses else ''}"
         f"{' ' + escape_text(PARTS_NOTE) if '' in (*texts.drafted, *texts.own) else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'
     )

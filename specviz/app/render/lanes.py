@@ -3,8 +3,8 @@
 A `LaneView` is fed engine events plus a `decode` function (ids → text) and keeps the text of
 every token it has shown, so everything after the run (inspector, explainer) works from plain
 data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane; where the
-target took a rival guess, the drafter's own first pick (kept among the event's rivals) is drawn
-before it as the rejected first draft (`tokens.first_pick_index`).
+target took a rival guess, the drafter's own first pick (`RoundEvent.guesses[0]`) is drawn before it as
+the rejected first draft.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_inf
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
-    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_index,
-    first_pick_title, mark_parting, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
+    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
@@ -36,7 +35,7 @@ class RoundTexts:
 
     drafted: list[str]  # each drafted token, in order
     own: list[str] = field(default_factory=list)  # the target's own kept tokens (resample/bonus/plain)
-    rivals: list[str] = field(default_factory=list)  # the first draft's rivals (RoundEvent.rivals), in order
+    guesses: list[str] = field(default_factory=list)  # a rival round's guesses (RoundEvent.guesses), surest first
     nodes: list[str] = field(default_factory=list)  # a tree round's nodes (RoundEvent.nodes), each after its ancestors
     # hover lines on how a token's bytes join its neighbours' into characters (pieces.byte_note), by
     # ("drafted" | "own", index); absent for tokens of whole characters
@@ -126,7 +125,7 @@ class LaneView:
             if byte_note(piece):  # a token holding part of a character: its hover says how the pieces join
                 texts.byte_notes[(role, len(pieces))] = byte_note(piece)
             pieces.append(piece.text)
-        texts.rivals = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.rivals]
+        texts.guesses = [token_piece(decode, self.committed_ids, token.token_id).text for token in event.guesses]
         if event.is_tree:  # a chain's and a rival round's tokens are read as the chain tells them, above
             texts.nodes = node_texts(event, self.committed_ids,
                                      lambda context, token_id: token_piece(decode, context, token_id).text)
@@ -138,11 +137,9 @@ class LaneView:
         over follow, small and struck through."""
         text = texts.drafted[index]
         kept_at = event.position + index if kind == "accepted" else None  # its place in the generated text
-        first_pick = first_pick_index(event) if index == 0 else None
-        if first_pick is not None:
-            first_text = texts.rivals[first_pick]
-            spans = [token_span(first_text, "rejected", first_pick_title(event, first_text, text), keep_breaks=False),
-                     token_span(text, kind, taken_rival_title(event, text, first_text, texts.rivals),
+        if index == 0 and event.took_rival:
+            spans = [token_span(texts.guesses[0], "rejected", first_pick_title(event, texts.guesses), keep_breaks=False),
+                     token_span(text, kind, taken_rival_title(event, texts.guesses),
                                 extra_class="tok-rival-taken", index=kept_at)]
         else:
             reason = draft_reason(event, index, self.greedy, text, target_pick_text(event, index, texts))
@@ -150,8 +147,8 @@ class LaneView:
                                   self.greedy)
             spans = [token_span(text, kind, texts.titled("drafted", index, title), keep_breaks=kind not in STRUCK,
                                 index=kept_at)]
-        if index == 0 and event.rivals:
-            spans.append(rivals_marker(event, text, texts.rivals))
+        if index == 0 and event.guesses:
+            spans.append(rivals_marker(event, texts.guesses))
         if index == event.gamma - 1:
             spans.append(stop_marker(event))
         return spans

@@ -249,9 +249,7 @@ def stopped_unsure_text(event) -> str:
     """Why a round drafted fewer than γ tokens, where the confidence stop ended it ("" otherwise)."""
     if not event.stopped_unsure:
         return ""
-    # Where the target took a rival, the drafter's own last guess is its first pick, kept among the rivals.
-    first_pick = first_pick_index(event)
-    last = event.drafted[-1] if first_pick is None else event.rivals[first_pick]
+    last = event.guesses[0] if event.guesses else event.drafted[-1]  # a rival round's: the drafter's first pick
     # its top probability there, not q of the token it drew: a sampled draft may be an unlikely one
     return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: at the last one the "
             f"draft's likeliest guess had only {last.draft_confidence:.0%}, below the confidence threshold, so "
@@ -273,57 +271,40 @@ def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
 # --- rival guesses: greedy rounds whose unsure first draft had company at its position ------------------
 
 
-def guess_rank(event, token) -> int:
-    """A first-position guess's place in the drafter's own order: 1 for its first pick, 2 for its next…"""
-    guesses = (event.drafted[0], *event.rivals)
-    return 1 + sum((other.draft_confidence or 0.0) > (token.draft_confidence or 0.0) for other in guesses)
-
-
-def first_pick_index(event) -> int | None:
-    """Where the rival the target took stands in for the drafter's own first pick: that pick's index in
-    `event.rivals` (the engine keeps the taken guess in `drafted`); None in every other round."""
-    if not event.took_rival:
-        return None
-    return max(range(len(event.rivals)), key=lambda i: event.rivals[i].draft_confidence)
-
-
-def first_pick_title(event, first_pick_text: str, taken_text: str) -> str:
+def first_pick_title(event, guess_texts: list[str]) -> str:
     """The hover of the drafter's own first pick where the target took one of its rivals instead."""
-    first_pick = event.rivals[first_pick_index(event)]
-    rank = guess_rank(event, event.drafted[0])
-    return (f"rejected: the target's own top pick here was {quoted(taken_text)}{target_sure_text(event.drafted[0])}, "
-            f"the drafter's rival guess {rank}; "
-            f"the drafter guessed {quoted(first_pick_text)} first{sure_text(first_pick)}\n"
+    taken = event.taken_guess
+    return (f"rejected: the target's own top pick here was {quoted(guess_texts[taken])}"
+            f"{target_sure_text(event.guesses[taken])}, the drafter's rival guess {taken + 1}; "
+            f"the drafter guessed {quoted(guess_texts[0])} first{sure_text(event.guesses[0])}\n"
             f"draft 1/{event.gamma}, the drafter's first pick · {GREEDY_RULE}")
 
 
-def taken_rival_title(event, taken_text: str, first_pick_text: str, rival_texts: list[str]) -> str:
+def taken_rival_title(event, guess_texts: list[str]) -> str:
     """The hover of the rival the target took: its place among the guesses, its own probability, and
     what rival guesses are."""
-    taken = event.drafted[0]
-    return (f"rival guess {guess_rank(event, taken)} — the target's own pick, taken: the drafter gave "
-            f"{quoted(taken_text)} {taken.draft_confidence:.0%}, less than its first pick {quoted(first_pick_text)}, "
-            f"and offered it beside that pick because it was unsure\n"
-            f"{rivals_text(event, taken_text, rival_texts, sentence=True)}")
+    taken = event.taken_guess
+    return (f"rival guess {taken + 1} — the target's own pick, taken: the drafter gave "
+            f"{quoted(guess_texts[taken])} {event.guesses[taken].draft_confidence:.0%}, less than its first pick "
+            f"{quoted(guess_texts[0])}, and offered it beside that pick because it was unsure\n"
+            f"{rivals_text(event, guess_texts, sentence=True)}")
 
 
-def rivals_text(event, chosen_text: str, rival_texts: list[str], sentence: bool = False) -> str:
+def rivals_text(event, guess_texts: list[str], sentence: bool = False) -> str:
     """Why a round's first position shows more than one guess, and which the target took
     (`sentence`: starting with a capital, to follow another sentence)."""
-    guesses = [(chosen_text, event.drafted[0]), *zip(rival_texts, event.rivals)]
-    guesses.sort(key=lambda guess: -(guess[1].draft_confidence or 0.0))
-    listed = ", ".join(f"{quoted(text)} ({token.draft_confidence:.0%})" for text, token in guesses)
-    top_text = guesses[0][0]
-    if not event.drafted[0].accepted:
+    listed = ", ".join(f"{quoted(text)} ({token.draft_confidence:.0%})" for text, token in zip(guess_texts, event.guesses))
+    taken = event.taken_guess
+    if taken is None:
         outcome = "none of them was the target's own choice, so the target wrote its token itself"
-    elif not event.took_rival:
-        outcome = f"the target agreed with the draft's first pick {quoted(top_text)}; the others were dropped"
+    elif taken == 0:
+        outcome = f"the target agreed with the draft's first pick {quoted(guess_texts[0])}; the others were dropped"
     else:
-        outcome = (f"the target's own choice was {quoted(chosen_text)}, not the draft's first pick {quoted(top_text)}, "
-                   f"so the round took it: a token the chain alone would have lost")
-    return (f"{'R' if sentence else 'r'}ival guesses: the draft was unsure of its first guess here, so it offered {len(guesses)} at once, "
-            f"{listed}; the target judged them all in its one verify (each at this position, seeing the text "
-            f"and itself, never the others): {outcome}")
+        outcome = (f"the target's own choice was {quoted(guess_texts[taken])}, not the draft's first pick "
+                   f"{quoted(guess_texts[0])}, so the round took it: a token the chain alone would have lost")
+    return (f"{'R' if sentence else 'r'}ival guesses: the draft was unsure of its first guess here, so it offered "
+            f"{len(guess_texts)} at once, {listed}; the target judged them all in its one verify (each at this position, "
+            f"seeing the text and itself, never the others): {outcome}")
 
 
 def rival_text(text: str) -> str:
@@ -333,16 +314,16 @@ def rival_text(text: str) -> str:
     return f'<b class="rival-symbol" style="font-size:14px;padding:0 2px">{shown}</b>' if is_symbolic(text) else shown
 
 
-def rivals_marker(event, chosen_text: str, rival_texts: list[str]) -> str:
-    """The rivals the target did not take, small and struck through after the guess in the text (12.5 px in
+def rivals_marker(event, guess_texts: list[str]) -> str:
+    """The guesses the lane does not draw as drafts, small and struck through after the first draft (12.5 px in
     #666: at 11 px in #888 a learner could not read them, 3.5:1 against white), explained on hover (the
-    drafter's first pick, where a rival won, is drawn as a draft instead)."""
-    skipped = first_pick_index(event)  # where a rival won, the first pick is drawn as the rejected draft
-    others = [text for i, text in enumerate(rival_texts) if i != skipped]
+    drafter's first pick, where a rival won, is drawn as a draft before it)."""
+    drawn = {0, event.shown_guess}
+    others = [text for i, text in enumerate(guess_texts) if i not in drawn]
     if not others:
         return ""
     struck = " ".join(rival_text(text) for text in others)
-    return (f'<span class="rivals" title="{escape_text(rivals_text(event, chosen_text, rival_texts))}" '
+    return (f'<span class="rivals" title="{escape_text(rivals_text(event, guess_texts))}" '
             f'style="font-size:12.5px;color:#666;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
 
