@@ -8,8 +8,8 @@ from html import unescape
 from types import SimpleNamespace
 
 from specviz.analysis import payoff
-from specviz.app import history, plots_runs, render, ui
-from specviz.app.render.runs_so_far import runs_table_html
+from specviz.app import history, render, runs_page, ui
+from specviz.app.runs_page import runs_table_html
 from tests.test_render import make_run, timed_run, visible_text
 from tests.test_ui_handlers import page_handler
 
@@ -65,7 +65,7 @@ def test_history_keeps_repeats_of_one_setup_bounded_per_session():
     for _ in range(history.RUNS_KEPT + 5):
         store.add("a", greedy)
     assert len(store.runs("a")) == history.RUNS_KEPT
-    figure = plots_runs.runs_chart(runs[:2])
+    figure = runs_page.runs_chart(runs[:2])
     assert [list(trace.y) for trace in figure.data if trace.type == "scatter"] == [[first.speedup, again.speedup]]
 
 

@@ -13,9 +13,10 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from specviz.analysis.timeline import Block, lane_blocks
+from specviz.analysis.timeline import Block, lane_blocks, time_went_text
 from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
+from specviz.app import render
 from specviz.app.plots import base_figure, with_hint
 from specviz.catalogue import lane_info
 
@@ -80,3 +81,12 @@ def timeline(traces: Sequence[Trace]) -> go.Figure:
         margin={"l": 110},
     )
     return figure
+
+
+def timeline_note_html(run: render.RunView | None) -> str:
+    """Where the time went, in words, under its chart (specviz.analysis.timeline)."""
+    names = run.lane_names if run else ()
+    text = time_went_text([(lane_info(name).label, run.lane(name).trace, lane_info(name).drafts) for name in names])
+    if not text:
+        return ""
+    return f'<p class="time-went" style="margin:2px 0;color:#555;font-size:13.5px">{render.escape_text(text)}</p>'

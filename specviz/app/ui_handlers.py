@@ -27,7 +27,7 @@ from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, recorded_runs, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
-from specviz.app.ui_measures import runs_values
+from specviz.app.runs_page import runs_values
 from specviz.app.inspector_page import inspector_values
 from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values
 from specviz.app.wording import count

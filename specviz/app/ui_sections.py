@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_timeline, render, ui_measures
+from specviz.app import plots, plots_confidence, plots_timeline, render, runs_page
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.catalogue import PAGE_LANES, lane_info
@@ -103,7 +103,7 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
                                                    drafts)),
         (False, lambda: plots_confidence.confidence_note_html(drafts)),
         (False, lambda: plots_timeline.timeline([baseline, speculative, *others])),
-        (False, lambda: ui_measures.timeline_note_html(run)),
+        (False, lambda: plots_timeline.timeline_note_html(run)),
     ]
     return [draw() if live or not live_only else gr.skip() for live, draw in charts]
 
@@ -291,7 +291,7 @@ def build_page() -> Page:
     lanes = build_lanes()
     stats = gr.HTML(render.stats_html(None), elem_id="stats")
     charts = build_charts()
-    runs_so_far = ui_measures.build_runs_so_far()
+    runs_so_far = runs_page.build_runs_so_far()
     replay = build_replay()
     inspector = build_inspector()
     # Closed by default: the result card and the lanes carry the lesson; the explainer is one click away.
