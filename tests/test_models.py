@@ -122,7 +122,7 @@ def test_the_default_pairs_old_name_is_still_taken_everywhere_a_name_comes_in():
     smollm2-135m (one alias table), and a cached load under either name is the same pair."""
     from specviz.analysis.run import Run
     from specviz.app.request import Request
-    from specviz.app.ui_handlers import replayed_controls
+    from specviz.app.replay_page import replayed_controls
     from specviz.models.presets import DEFAULT_PRESET, PRESET_ALIASES, default_drafter_for, preset_name
 
     assert DEFAULT_PRESET == "smollm2-135m" and PRESET_ALIASES == {"embedded": "smollm2-135m"}

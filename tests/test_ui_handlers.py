@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.app import live, settings, ui, ui_handlers
+from specviz.app import live, replay_page, settings, ui, ui_handlers
 from specviz.app.request import Request
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
@@ -60,9 +60,9 @@ def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, dra
 
 
 def test_the_replay_status_names_its_speed_once():
-    assert ui_handlers.replay_pace_words("at once") == "at once"
-    assert ui_handlers.replay_pace_words("4×") == "at 4×"
-    assert all(" at at " not in f" {ui_handlers.replay_pace_words(name)} " for name in ui_handlers.REPLAY_SPEEDS)
+    assert replay_page.replay_pace_words("at once") == "at once"
+    assert replay_page.replay_pace_words("4×") == "at 4×"
+    assert all(" at at " not in f" {replay_page.replay_pace_words(name)} " for name in replay_page.REPLAY_SPEEDS)
 
 
 def test_after_stop_what_was_generated_stays_inspectable():
@@ -101,27 +101,27 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
     settings = {"pair": "tiny-code", "gamma": 5, "temperature": 0.8, "top_k": 0, "top_p": 1.0, "max_new_tokens": 40,
                 "seed": 7, "drafter": "prompt-lookup", "ngram": 2, "reference": True, "precision": "float32",
                 "draft_confidence": 0.0, "gamma_schedule": "constant", "rivals": 1, "tree": 4}
-    controls = ui_handlers.replayed_controls(Run("def f(x):\n", [1, 2], settings, chat=False))
+    controls = replay_page.replayed_controls(Run("def f(x):\n", [1, 2], settings, chat=False))
     assert controls == {"prompt": "def f(x):\n", "chat": False, **settings}
-    custom = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
+    custom = replay_page.replayed_controls(Run("hi", [1], {"pair": "org/small → org/big", "gamma": 2}, chat=True))
     assert (custom["pair"], custom["draft_id"], custom["target_id"]) == ("custom", "org/small", "org/big")
     # Older files: fewer keys. Those recorded before a setting existed ran with it off, so the replay says so;
     # the others (and a precision this page does not offer) keep the controls' values.
-    old = ui_handlers.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3, "precision": "float16"},
+    old = replay_page.replayed_controls(Run("hi", [1], {"pair": "embedded", "gamma": 3, "precision": "float16"},
                                             chat=True))
     assert old == {"prompt": "hi", "chat": True, "pair": "smollm2-135m", "gamma": 3, "draft_confidence": 0.0,
                    "gamma_schedule": "constant", "rivals": 0, "tree": 0}
 
 
-@pytest.mark.parametrize("name", [*ui_handlers.recorded_runs(), OLD_RUN.name])
+@pytest.mark.parametrize("name", [*replay_page.recorded_runs(), OLD_RUN.name])
 def test_run_repeats_a_replayed_run_live(name):
     """Issue 26: after a replay, Run must ask for the run that was replayed: every setting the file recorded,
     and, for a file recorded before "draft only while sure", rival guesses and the γ schedule existed
     (tests/data keeps one), those features off, as it ran. Leaving them at today's defaults (0.5, 2) made
     Run draft differently."""
-    saved = ui_handlers.load_replay(None, OLD_RUN) if name == OLD_RUN.name else ui_handlers.load_replay(name, None)
+    saved = replay_page.load_replay(None, OLD_RUN) if name == OLD_RUN.name else replay_page.load_replay(name, None)
     page_defaults = {setting.name: setting.default for setting in settings.SETTINGS}
-    request = Request.parse(**{**page_defaults, **ui_handlers.replayed_controls(saved)})
+    request = Request.parse(**{**page_defaults, **replay_page.replayed_controls(saved)})
     expected = {**saved.settings, "pair": preset_name(saved.settings["pair"])}
     assert {key: request.settings[key] for key in expected if key in request.settings} == {
         key: value for key, value in expected.items() if key in request.settings}
@@ -140,10 +140,10 @@ def test_run_repeats_a_replayed_run_live(name):
 def test_a_replay_says_its_settings_are_in_the_controls():
     demo = ui.build_app(preload=False)
     replay_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_replay")
-    pick = next(iter(ui_handlers.recorded_runs()))
+    pick = next(iter(replay_page.recorded_runs()))
     first = next(replay_fn.fn(pick, None, "at once", SimpleNamespace(session_hash="replay-test")))
     by_id = {component.elem_id: value for component, value in first.items() if getattr(component, "elem_id", None)}
-    saved = ui_handlers.load_replay(pick, None)
+    saved = replay_page.load_replay(pick, None)
     assert "settings are now in the controls" in by_id["status"]
     assert by_id["gamma"] == saved.settings["gamma"] and by_id["prompt"] == saved.prompt_text
     assert by_id["max-new-tokens"] == saved.settings["max_new_tokens"]

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import tempfile
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import gradio as gr
@@ -20,16 +18,17 @@ import gradio as gr
 from specviz.app import render
 from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stopped_by, stream_events, stream_run
-from specviz.models.presets import PRESETS, default_drafter_for, preset_name
-from specviz.app.settings import NAMES, replayed_settings
+from specviz.models.presets import default_drafter_for
+from specviz.app.settings import NAMES
 from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
 from specviz.analysis.prefill import reading_note_for
-from specviz.analysis.run import Run, check_speed, recorded_runs, replay
+from specviz.analysis.run import Run, check_speed, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
 from specviz.app.runs_page import runs_values
 from specviz.app.inspector_page import inspector_values
-from specviz.app.ui_sections import REPLAY_SPEEDS, Page, chart_values
+from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
+from specviz.app.ui_sections import Page, chart_values
 from specviz.app.wording import count
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
@@ -37,44 +36,10 @@ run_numbers = itertools.count(1)  # data-run in the page: tells one run's output
 # closes the tab mid-run never finishes (or stops) it
 live_runs: OrderedDict[str, render.RunView] = OrderedDict()
 LIVE_RUNS_KEPT = 64
-SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
-SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
 RUN_INPUTS = (*NAMES, "pace")  # on_run's values, in its order: every setting, then the on-screen pace
 
 
-# --- runs and replays, without the page ----------------------------------------------------------
-
-
-def replay_pace_words(speed_name: str) -> str:
-    """"at 4×", but "at once" for the speed already named so (not "at at once")."""
-    return speed_name if speed_name.startswith("at ") else f"at {speed_name}"
-
-
-def load_replay(pick, upload) -> Run:
-    """The run to replay: an uploaded file, else the recorded run picked."""
-    if upload:
-        return Run.load(upload)
-    runs = recorded_runs()
-    if not pick:
-        raise ValueError("pick a recorded run or upload a run file (saved with the page's download or `generate --save`)")
-    if pick not in runs:
-        raise ValueError(f"unknown recorded run {pick!r}; choose one of: {', '.join(runs) or 'none shipped'}")
-    return Run.load(runs[pick])
-
-
-def replayed_controls(saved: Run) -> dict[str, object]:
-    """Control name → value that repeats a saved run: its prompt, pair and every replayed setting it recorded,
-    or that did not exist when it was recorded (settings.replayed_settings); others keep their values."""
-    settings = saved.settings
-    values: dict[str, object] = {"prompt": saved.prompt_text, "chat": saved.chat}
-    pair = settings.get("pair")
-    if isinstance(pair, str) and preset_name(pair) in PRESETS:  # a run saved under an old name gets today's
-        values["pair"] = preset_name(pair)
-    elif isinstance(pair, str) and " → " in pair:  # a custom pair, recorded as "draft → target"
-        values["draft_id"], values["target_id"] = pair.split(" → ", 1)
-        values["pair"] = CUSTOM
-    values.update(replayed_settings(settings))
-    return values
+# --- runs, without the page -----------------------------------------------------------------------
 
 
 def stopped_message(run: render.RunView | None) -> str:
@@ -103,13 +68,6 @@ def watch(session: str | None, run: render.RunView) -> None:
     live_runs.move_to_end(session)
     while len(live_runs) > LIVE_RUNS_KEPT:
         live_runs.popitem(last=False)
-
-
-def save_for_download(run: render.RunView) -> str:
-    SAVED_RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    path = SAVED_RUNS_DIR / f"specviz-run-{run.run_id % SAVED_RUNS_KEPT}.json"
-    run.run.save(path)
-    return str(path)
 
 
 def session_of(request: gr.Request | None) -> str | None:

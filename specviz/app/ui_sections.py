@@ -23,29 +23,17 @@ from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.inspector_page import Inspector, build_inspector
 from specviz.app.page_files import page_file
+from specviz.app.replay_page import Replay, build_replay
 from specviz.app.settings import SETTING, Setting
-from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import Trace
 
 log = logging.getLogger("specviz.app.ui")
 
-REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
 FALLBACK_PROMPTS = [
     Prompt("What is the capital of Scotland?", True),
     Prompt("Alice and Bob were walking through the park when", False),
     Prompt("def fibonacci(n):\n", False),
 ]
-
-
-@dataclass
-class Replay:
-    """Save and replay: the download of the last run, and what to replay at which speed."""
-
-    download: gr.DownloadButton
-    pick: gr.Dropdown
-    file: gr.File
-    speed: gr.Radio
-    button: gr.Button
 
 
 @dataclass
@@ -258,21 +246,6 @@ def build_charts() -> list[gr.Component]:
     charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-timeline"))
     charts.append(gr.HTML(next(initial), elem_id="timeline-note"))
     return charts
-
-
-def build_replay() -> Replay:
-    recorded = list(recorded_runs())
-    with gr.Accordion("Save and replay a run", open=False):
-        with gr.Row():
-            download = gr.DownloadButton("Download this run (JSON)", visible=False, elem_id="run-download")
-            pick = gr.Dropdown(recorded, value=recorded[0] if recorded else None, label="recorded runs",
-                               elem_id="replay-pick")
-            file = gr.File(label="or upload a run file", file_types=[".json", ".gz"], type="filepath",
-                           elem_id="replay-file")
-            speed = gr.Radio(list(REPLAY_SPEEDS), value="1× (as recorded)", label="replay speed",
-                             elem_id="replay-speed")
-        button = gr.Button("Replay", elem_id="replay-run")
-    return Replay(download, pick, file, speed, button)
 
 
 def build_page() -> Page:
