@@ -403,7 +403,7 @@ def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree
     config = DecodeConfig(gamma=4, tree=tree, rivals=rivals, draft_confidence=0.9 if rivals else 0.0,
                           max_new_tokens=30, stop_at_eos=False, drafter="model", inspect=True)
     trace = Trace.from_events(speculative_decode(pair, prompt, config))
-    judged = [event for event in trace.rounds if event.is_tree or event.rivals]
+    judged = [event for event in trace.rounds if event.is_tree or event.guesses]
     assert judged, "no round drafted a tree or rivals: the test checks nothing"
     for event in judged:
         assert len(event.details) == event.gamma + 1
@@ -412,4 +412,4 @@ def test_a_tree_round_records_the_inspectors_top_k_along_the_path_it_judged(tree
             assert dict(detail.draft_top)[token.token_id] == pytest.approx(token.draft_confidence)
         assert event.details[event.num_accepted].target_top[0][0] == event.next_id
         assert not event.details[event.num_accepted].residual_top
-        assert bool(event.rivals) == (not event.is_tree) == bool(rivals)
+        assert bool(event.guesses) == (not event.is_tree) == bool(rivals)

@@ -125,10 +125,10 @@ def test_run_repeats_a_replayed_run_live(name):
     expected = {**saved.settings, "pair": preset_name(saved.settings["pair"])}
     assert {key: request.settings[key] for key in expected if key in request.settings} == {
         key: value for key, value in expected.items() if key in request.settings}
-    speculative = [event for event in saved.events() if event.lane == "speculative" and hasattr(event, "rivals")]
+    speculative = [event for event in saved.events() if event.lane == "speculative" and hasattr(event, "guesses")]
     if name == OLD_RUN.name:
         assert "rivals" not in saved.settings and "draft_confidence" not in saved.settings
-        assert not any(event.rivals for event in speculative) and request.config.rivals == 0
+        assert speculative and not any(event.guesses for event in speculative) and request.config.rivals == 0
         assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
         assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
         assert request.config.tree == 0  # recorded before trees: a chain
