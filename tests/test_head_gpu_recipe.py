@@ -20,8 +20,7 @@ from specviz.models.draft_head import DraftHead, head_config_for, load_head
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import choose_device_and_dtype
 from specviz.training.head_config import HeadGpuConfig, head_gpu_config
-from specviz.training.head_gpu import data_complete, read_progress, train_head_on_gpu
-from specviz.training.head_gpu_train import CHECKPOINT_FILE
+from specviz.training.head_gpu import CHECKPOINT_FILE, data_complete, read_progress, train_head_on_gpu
 from specviz.training.head_ttt import draft_ahead
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy, random_prompts
 

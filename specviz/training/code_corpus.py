@@ -18,8 +18,8 @@ from transformers import PreTrainedTokenizerFast
 EOS_TEXT = "<|endoftext|>"
 
 
-def find_corpus_files() -> list[Path]:
-    """The standard library's own .py files, without its test suites, in a stable order."""
+def find_corpus_files(seed: int) -> list[Path]:
+    """The standard library's own .py files, without its test suites, shuffled by `seed` from a stable order."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     skipped_parts = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
     files = [
@@ -27,7 +27,9 @@ def find_corpus_files() -> list[Path]:
         for path in stdlib.rglob("*.py")
         if not skipped_parts.intersection(path.relative_to(stdlib).parts)
     ]
-    return sorted(files, key=lambda path: str(path.relative_to(stdlib)))
+    files.sort(key=lambda path: str(path.relative_to(stdlib)))
+    random.Random(seed).shuffle(files)
+    return files
 
 
 def read_corpus(files: list[Path]) -> list[str]:
@@ -67,11 +69,8 @@ def train_tokenizer(texts: list[str], vocab_size: int, out_dir: Path):
 def encode_corpus(tokenizer, texts: list[str]) -> torch.Tensor:
     """One long stream of ids, files separated by EOS."""
     eos_id = tokenizer.convert_tokens_to_ids(EOS_TEXT)
-    ids: list[int] = []
-    for encoded in tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        ids.extend(encoded)
-        ids.append(eos_id)
-    return torch.tensor(ids, dtype=torch.int32)
+    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return torch.tensor([token for ids in encoded for token in [*ids, eos_id]], dtype=torch.int32)
 
 
 def prepare_data(work_dir: str, vocab_size: int, seed: int, validation_fraction: float) -> tuple[Path, torch.Tensor, torch.Tensor]:
@@ -83,9 +82,7 @@ def prepare_data(work_dir: str, vocab_size: int, seed: int, validation_fraction:
     if data_path.exists() and tokenizer_dir.exists():
         data = torch.load(data_path)
         return tokenizer_dir, data["train"], data["validation"]
-    files = find_corpus_files()
-    rng = random.Random(seed)
-    rng.shuffle(files)
+    files = find_corpus_files(seed)
     num_validation = max(1, int(len(files) * validation_fraction))
     validation_texts = read_corpus(files[:num_validation])
     train_texts = read_corpus(files[num_validation:])
@@ -107,10 +104,8 @@ def prepare_data(work_dir: str, vocab_size: int, seed: int, validation_fraction:
 
 def code_stream(tokenizer, num_tokens: int, seed: int) -> list[int]:
     """The corpus in another model's tokenizer (the default target's): files shuffled, EOS between files."""
-    files = find_corpus_files()
-    random.Random(seed).shuffle(files)
     ids: list[int] = []
-    for text in read_corpus(files):
+    for text in read_corpus(find_corpus_files(seed)):
         ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"][:2048] + [tokenizer.eos_token_id])
         if len(ids) >= num_tokens:
             break

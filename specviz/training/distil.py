@@ -17,8 +17,8 @@ Four phases, each cached in the work folder, so an interrupted run resumes where
    cross-entropy to the teacher's renormalised top-k (KL up to a constant) plus the total
    variation distance between the two, which is one minus the acceptance rate of sampled
    speculative decoding (DistillSpec, arXiv 2310.08461, chooses the divergence for acceptance).
-4. **export**: a standard transformers folder in 16-bit (config, safetensors, tokenizer) plus
-   `head_rows.json`, the draft's most useful output rows (see below), and `training.json`.
+4. **export**: a transformers folder with int8 weights (specviz.models.compact; no tokenizer, it shares
+   the target's) plus `head_rows.json`, the draft's most useful output rows (see below), and `training.json`.
 
 Why `head_rows.json`: at a 49,152-token vocabulary the output head is most of a small draft's
 step. The engine's drafter may compute only the rows the target actually emits most often; any
@@ -41,8 +41,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.models.compact import save_compact
 from specviz.training.code_corpus import code_stream
-from specviz.training.optimise import learning_rate, save_atomically
-from specviz.training.teacher import TEACHER_FOLDERS, load_target, pack_rows, row_index_of, split_rows, write_answers
+from specviz.training.optimise import learning_rate, optimiser_step, resume, save_checkpoint, start_run
+from specviz.training.teacher import (
+    TEACHER_FOLDERS, load_target, pack_rows, row_index_of, split_rows, top_log_probs, write_answers,
+)
 
 
 @dataclass
@@ -90,15 +92,12 @@ def label_rows(config: DistilConfig, target, rows: torch.Tensor, device: torch.d
     folder = Path(config.work_dir) / "labels"
     folder.mkdir(parents=True, exist_ok=True)
     chunks = []
-    starts = range(0, len(rows), config.label_batch)
-    for start in tqdm(starts, desc="teacher labels"):
+    for start in tqdm(range(0, len(rows), config.label_batch), desc="teacher labels"):
         path = folder / f"{start:06d}.pt"
         if not path.exists():
             batch = rows[start : start + config.label_batch].long().to(device)  # (batch, length)
-            logits = target(input_ids=batch).logits.float()  # (batch, length, vocab)
-            top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (batch, length, k)
-            top_log_probs = top_logits - logits.logsumexp(-1, keepdim=True)  # (batch, length, k)
-            torch.save({"log_probs": top_log_probs.half().cpu(), "ids": top_ids.int().cpu()}, path)
+            log_probs, ids = top_log_probs(target(input_ids=batch).logits, config.teacher_top_k)  # (batch, length, k)
+            torch.save({"log_probs": log_probs.half().cpu(), "ids": ids.int().cpu()}, path)
         chunks.append(torch.load(path))
     return {key: torch.cat([chunk[key] for chunk in chunks]) for key in ("log_probs", "ids")}
 
@@ -214,25 +213,13 @@ def agreement(draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, 
     return {key: round(value, 4) for key, value in results.items()}
 
 
-def save_checkpoint(path: Path, step: int, draft, optimiser, generator: torch.Generator) -> None:
-    state = {"step": step, "draft": draft.state_dict(), "optimiser": optimiser.state_dict(), "generator": generator.get_state()}
-    save_atomically(state, path)
-
-
 def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, head_rows: torch.Tensor, device: torch.device) -> float:
     """Phase 3, resumable from the last checkpoint; returns the seconds this run spent."""
     draft.to(device).train()
     optimiser = torch.optim.AdamW(draft.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     checkpoint_path = Path(config.work_dir) / "checkpoint.pt"
-    start_step = 0
-    if checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
-        draft.load_state_dict(state["draft"])
-        optimiser.load_state_dict(state["optimiser"])
-        generator.set_state(state["generator"])
-        start_step = state["step"]
-        print(f"resuming from step {start_step}")
+    start_step = resume(checkpoint_path, device, draft=draft, optimiser=optimiser, generator=generator)
     started = time.perf_counter()
     progress = tqdm(range(start_step, config.steps), initial=start_step, total=config.steps, desc="draft")
     for step in progress:
@@ -242,15 +229,10 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = distillation_loss(draft, inputs, label_log_probs, label_ids, head_rows, config.num_negative_rows,
                                      generator, config.tv_weight)
-        for group in optimiser.param_groups:
-            group["lr"] = learning_rate(step, config.steps, config.lr, config.warmup_steps)
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        optimiser.step()
+        optimiser_step(draft, optimiser, loss, learning_rate(step, config.steps, config.lr, config.warmup_steps))
         progress.set_postfix({"loss": f"{loss.item():.3f}"})
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
-            save_checkpoint(checkpoint_path, step + 1, draft, optimiser, generator)
+            save_checkpoint(checkpoint_path, step + 1, draft=draft, optimiser=optimiser, generator=generator)
     return time.perf_counter() - started
 
 
@@ -271,17 +253,14 @@ def distil(config: DistilConfig) -> Path:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.num_threads)
-    torch.manual_seed(config.seed)
-    work = Path(config.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    start_run(config)
     timings = {}
     teacher = read_teacher_passes(config)  # first: a missing head recipe fails in seconds, not after the target loads
 
     # bf16 for the teacher's passes: far faster where the hardware has it, and distillation
     # targets do not need float32's last bits.
     started = time.perf_counter()
-    target_id, tokenizer, target = load_target(config, torch.bfloat16, device)
+    target_name, tokenizer, target = load_target(config, torch.bfloat16, device)
     answers = write_answers(config, tokenizer, target, device)
     timings["answers_s"] = time.perf_counter() - started
 
@@ -306,7 +285,7 @@ def distil(config: DistilConfig) -> Path:
     settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "teacher_from")}
     summary = {
         "config": settings,
-        "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
+        "target": target_name,
         "data": {
             "teacher_from_head_recipe_positions": int(teacher["rows"].numel()),
             "num_own_answers": len(answers),

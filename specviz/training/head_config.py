@@ -23,8 +23,7 @@ class HeadTrainConfig:
 
     out_dir: str = "assets/smollm2-head"
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "head")
-    # The draft model's rows, so both drafters share a support (the shipped head has the first draft's: the
-    # retrained draft, which learns from this recipe's teacher passes, chose its own, mostly the same).
+    # The draft model's rows, so both drafters share a support.
     head_rows_from: str = "assets/smollm2-draft/head_rows.json"
     target_id: str = ""  # empty: the default target
     seed: int = 1  # not the draft's seed 0: other prompts from the same templates
@@ -34,16 +33,14 @@ class HeadTrainConfig:
     # The templates give ~1,450 distinct prompts: each is answered at two of these temperatures.
     answer_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
     answer_rounds: int = 1
-    # The target's own answers to the same prompts, greedy and sampled: what the head meets when
-    # drafting (a first run on draft-written text alone agreed with the target far less on
-    # target text, and a few hundred greedy answers left it data-starved on unseen prompts).
+    # The target's own answers to the same prompts, greedy and sampled: what the head meets when drafting
+    # (on draft-written text alone, or a few hundred greedy answers, it agreed with the target far less).
     target_prompts: int = 4096  # all of them (the templates give ~1,450)
     target_answer_temperatures: tuple[float, ...] = (0.0, 0.7)  # each prompt answered once at each
     target_answer_batch: int = 64
     target_answer_tokens: int = 128
-    # Instructions the target writes itself (Magpie, arXiv 2406.08464): given only its chat template up
-    # to the user's turn, an instruction-tuned model samples a user request; thousands of them span far
-    # more than the templates (a head trained on templated text agreed far less on the page's prompts).
+    # Instructions the target writes itself (Magpie, arXiv 2406.08464): given only its chat template up to
+    # the user's turn, an instruction-tuned model samples a user request; thousands span far more than the templates.
     self_instructions: int = 4096  # requests sampled; the unfinished ones and duplicates are dropped
     instruction_temperature: float = 0.9
     instruction_tokens: int = 48

@@ -18,10 +18,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specviz.models.slots import lower_layer_states
 from specviz.training.head_config import HeadGpuConfig
 from specviz.training.optimise import save_atomically
-from specviz.training.teacher import pack_rows
+from specviz.training.teacher import pack_rows, score_rows
 
 ANSWERS, SHARDS = "answers", "shards"
 
@@ -33,23 +32,6 @@ def answer_files(config: HeadGpuConfig) -> list[Path]:
 
 def shard_files(config: HeadGpuConfig) -> list[Path]:
     return sorted((Path(config.work_dir) / SHARDS).glob("r*-*.pt"))
-
-
-@torch.inference_mode()
-def score_rows(target, rows: torch.Tensor, config: HeadGpuConfig) -> dict[str, torch.Tensor]:
-    """One teacher-forced forward over rows (b, L) on the target's device: what a shard keeps of them."""
-    layers = list(config.target_layers)
-    output = target.base_model(input_ids=rows, output_hidden_states=bool(layers))
-    hidden = output.last_hidden_state  # (b, L, d)
-    logits = target.get_output_embeddings()(hidden)  # (b, L, vocab)
-    top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (b, L, k)
-    log_norm = logits.float().logsumexp(-1, keepdim=True)  # (b, L, 1): in float32, over the whole vocabulary
-    scored = {"tokens": rows.int().cpu(), "features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
-              "label_log_probs": (top_logits.float() - log_norm).half().cpu()}
-    if layers:
-        lower = lower_layer_states(output.hidden_states, config.target_layers)  # (b, L, d·n)
-        scored["layer_features"] = lower.bfloat16().cpu()
-    return scored
 
 
 def score_answers(config: HeadGpuConfig, target, deadline: float | None) -> dict:
@@ -71,8 +53,8 @@ def score_answers(config: HeadGpuConfig, target, deadline: float | None) -> dict
         if not len(rows):  # a file too short for one row (tiny runs only): marked, so it is not packed again
             shard.with_suffix(".empty").touch()
             continue
-        parts = [score_rows(target, rows[start : start + config.score_batch].long().to(device), config)
-                 for start in range(0, len(rows), config.score_batch)]
+        parts = [score_rows(target, rows[start : start + config.score_batch].long().to(device), config.teacher_top_k,
+                            config.target_layers) for start in range(0, len(rows), config.score_batch)]
         data = {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
         size = sum(value.numel() * value.element_size() for value in data.values())
         if used + size > config.disk_budget_gib * 2**30:

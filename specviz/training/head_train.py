@@ -36,14 +36,18 @@ from tqdm import tqdm
 
 from specviz.models.draft_head import DraftHead, head_config_for, load_head, with_lower_layers
 from specviz.models.loading import load_model
-from specviz.models.precision import choose_device_and_dtype
-from specviz.models.slots import lower_layer_states
+from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.training.head_config import (
     REQUESTS_FILE, HeadGpuConfig, HeadTrainConfig, apart_from_the_head_it_reads, check_the_layers_it_goes_on_with,
     earlier_requests_of, self_instruct_config, target_config,
 )
-from specviz.training.optimise import learning_rate, save_atomically
-from specviz.training.teacher import TEACHER, load_target, pack_rows, row_index_of, split_rows, write_answers
+from specviz.training.head_ttt import head_inputs
+from specviz.training.optimise import (
+    learning_rate, mean_over_batches, optimiser_step, resume, save_atomically, save_checkpoint, start_run,
+)
+from specviz.training.teacher import (
+    TEACHER, load_target, pack_rows, row_index_of, score_rows, split_rows, write_answers,
+)
 
 
 @torch.inference_mode()
@@ -64,16 +68,7 @@ def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, dev
             if config.teacher_minutes and time.perf_counter() - started > config.teacher_minutes * 60:
                 break  # the CPU budget is spent: train on what there is
             batch = rows[start : start + config.label_batch].long().to(device)  # (b, length)
-            output = target.model(input_ids=batch, output_hidden_states=bool(layers))
-            hidden = output.last_hidden_state  # (b, length, d)
-            logits = target.lm_head(hidden).float()  # (b, length, vocab)
-            top_logits, top_ids = logits.topk(config.teacher_top_k, dim=-1)  # (b, length, k)
-            chunk = {"features": hidden.half().cpu(), "label_ids": top_ids.int().cpu(),
-                     "label_log_probs": (top_logits - logits.logsumexp(-1, keepdim=True)).half().cpu(),
-                     "tokens": batch.int().cpu()}
-            if layers:
-                lower = lower_layer_states(output.hidden_states, config.target_layers)  # (b, length, d·n)
-                chunk.update(layer_features=lower.bfloat16().cpu(), layers=layers)
+            chunk = {**score_rows(target, batch, config.teacher_top_k, config.target_layers), "layers": layers}
             save_atomically(chunk, path)
         chunks.append(chunk)
     keys = ["features", "label_ids", "label_log_probs", "tokens"] + (["layer_features"] if layers else [])
@@ -129,30 +124,18 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
     Step 1 reads the target's true features (a round's first draft); step 2 reads the head's own
     step-1 predictions (every later draft), the training-time test of EAGLE-3 in its smallest form.
     """
-    features = batch["features"].float()  # (b, L, d): the target's final states, the regression target
-    tokens = batch["tokens"].long()  # (b, L)
-    teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k): -1 outside the head rows
-    teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
-    teacher_probs = teacher_probs / teacher_probs.sum(-1, keepdim=True).clamp(min=1e-6)
-    inputs = features[:, :-1]  # (b, L-1, d)
-    if generator is not None and config.feature_noise > 0:
-        scale = features.pow(2).mean(-1, keepdim=True).sqrt()[:, :-1]  # (b, L-1, 1)
-        noise = (torch.rand(inputs.shape, generator=generator) * 2 - 1).to(inputs.device)  # (b, L-1, d)
-        inputs = inputs + noise * config.feature_noise * scale
-    if head.target_layers:  # the lower layers follow the final state, as the engine hands them over
-        inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, L-1, d·(1+n))
-    embeddings = embed(tokens[:, 1:])  # (b, L-1, d)
+    features, inputs, embeddings, teacher_rows, teacher_probs = head_inputs(head, embed, row_index, batch,
+                                                                            config.feature_noise, generator)
     losses, metrics = [], {}
     predicted = head(inputs, embeddings)  # (b, L-1, d): predicted features of positions 1..L-1
-    for ahead in (1, 2):
-        shift = ahead  # predicted[:, j] is the feature at position j + shift
-        truth = features[:, shift:]  # (b, L-shift, d)
-        log_q = torch.log_softmax(predicted @ row_weight.T, -1)  # (b, L-shift, rows)
-        rows = teacher_rows[:, shift:].clamp(min=0)  # (b, L-shift, k)
-        kl = -(teacher_probs[:, shift:] * log_q.gather(-1, rows)).sum(-1).mean()
+    for ahead in (1, 2):  # predicted[:, j] is the feature at position j + ahead
+        truth = features[:, ahead:]  # (b, L-ahead, d)
+        log_q = torch.log_softmax(predicted @ row_weight.T, -1)  # (b, L-ahead, rows)
+        rows = teacher_rows[:, ahead:].clamp(min=0)  # (b, L-ahead, k)
+        kl = -(teacher_probs[:, ahead:] * log_q.gather(-1, rows)).sum(-1).mean()
         feature = F.smooth_l1_loss(predicted, truth)
         losses.append(kl + config.feature_loss_weight * feature)
-        agree = log_q.argmax(-1) == teacher_rows[:, shift:, 0]  # (b, L-shift)
+        agree = log_q.argmax(-1) == teacher_rows[:, ahead:, 0]  # (b, L-ahead)
         metrics[f"agreement_{ahead}"] = float(agree.float().mean())
         metrics[f"kl_{ahead}"] = float(kl.detach())
         if ahead == 1:  # the next step reads these predictions in place of the true features (no lower layers)
@@ -164,17 +147,12 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
 @torch.no_grad()
 def evaluate_head(head: DraftHead, embed, row_weight, row_index, held_out: dict, config: HeadTrainConfig) -> dict:
     head.eval()
-    totals: dict[str, float] = {}
-    num_batches = 0
-    for start in range(0, len(held_out["tokens"]), config.batch_size):
-        batch = {key: value[start : start + config.batch_size].to(row_weight.device) for key, value in held_out.items()}
-        metrics = head_losses(head, embed, row_weight, row_index, batch, config, None)
-        metrics["loss"] = float(metrics["loss"])
-        for key, value in metrics.items():
-            totals[key] = totals.get(key, 0.0) + value
-        num_batches += 1
+    batches = ({key: value[start : start + config.batch_size].to(row_weight.device) for key, value in held_out.items()}
+               for start in range(0, len(held_out["tokens"]), config.batch_size))
+    metrics = mean_over_batches(head_losses(head, embed, row_weight, row_index, batch, config, None)
+                                for batch in batches)
     head.train()
-    return {key: round(value / num_batches, 4) for key, value in totals.items()}
+    return metrics
 
 
 def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torch.Tensor, train: dict,
@@ -186,12 +164,7 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
     optimiser = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     total_steps = max(1, int(config.epochs * len(train["tokens"]) / config.batch_size))
     checkpoint = Path(config.work_dir) / "head-checkpoint.pt"
-    step = 0
-    if checkpoint.exists():
-        state = torch.load(checkpoint)
-        head.load_state_dict(state["head"])
-        optimiser.load_state_dict(state["optimiser"])
-        step = state["step"]
+    step = resume(checkpoint, row_weight.device, head=head, optimiser=optimiser)
     generator = torch.Generator().manual_seed(config.seed + step)
     order = torch.randperm(len(train["tokens"]), generator=torch.Generator().manual_seed(config.seed))
     started = time.perf_counter()
@@ -201,19 +174,15 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
             break
         picks = order[(torch.arange(config.batch_size) + step * config.batch_size) % len(order)]
         batch = {key: value[picks].to(row_weight.device) for key, value in train.items()}
-        for group in optimiser.param_groups:
-            group["lr"] = learning_rate(step, total_steps, config.lr, config.warmup_steps)
         with torch.autocast(row_weight.device.type, dtype=torch.bfloat16, enabled=config.autocast):
             metrics = head_losses(head, embed, row_weight, row_index, batch, config, generator)
-        optimiser.zero_grad(set_to_none=True)
-        metrics["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        optimiser.step()
+        lr = learning_rate(step, total_steps, config.lr, config.warmup_steps)
+        optimiser_step(head, optimiser, metrics["loss"], lr)
         progress.set_postfix(loss=f"{metrics['loss'].detach().item():.3f}", agree=f"{metrics['agreement_1']:.2f}")
         if (step + 1) % config.checkpoint_every == 0:
-            save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step + 1}, checkpoint)
+            save_checkpoint(checkpoint, step + 1, head=head, optimiser=optimiser)
             print(f"step {step + 1}: held-out {evaluate_head(head, embed, row_weight, row_index, held_out, config)}", flush=True)
-    save_atomically({"head": head.state_dict(), "optimiser": optimiser.state_dict(), "step": step + 1}, checkpoint)
+    save_checkpoint(checkpoint, step + 1, head=head, optimiser=optimiser)
     return evaluate_head(head, embed, row_weight, row_index, held_out, config)
 
 
@@ -225,14 +194,11 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     config = apart_from_the_head_it_reads(replace(config, autocast=config.autocast or dtype == torch.bfloat16))
     check_the_layers_it_goes_on_with(config)
     torch.set_num_threads(config.num_threads)
-    torch.manual_seed(config.seed)
-    work = Path(config.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "config.json").write_text(json.dumps(asdict(config), indent=2, default=str))
+    start_run(config)
     timings = {}
 
     started = time.perf_counter()
-    target_id, tokenizer, target = load_target(config, dtype, device)
+    target_name, tokenizer, target = load_target(config, dtype, device)
     own = target_config(config)
     if config.init_from:  # going on from a trained head: new requests only
         answers, target_answers = [], []
@@ -257,17 +223,15 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     timings["self_instruct_answers_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    # The target's answers to its own requests last, so the held-out rows (the last few) are the widest text.
-    request_rows = pack_rows(request_answers, config.sequence_length, config.seed)  # (rows, length)
-    request_data = label_with_features(self_instruct, target, request_rows, device)
-    draft_data = target_data = None  # a run that goes on writes neither
-    if not config.init_from:
-        rows = pack_rows(answers, config.sequence_length, config.seed)  # (rows, length)
-        draft_data = label_with_features(config, target, rows, device)
-        target_rows = pack_rows(target_answers, config.sequence_length, config.seed)  # (rows, length)
-        target_data = label_with_features(own, target, target_rows, device)
-    parts = [part for part in (draft_data, target_data, request_data) if part is not None]
-    data = {key: torch.cat([part[key] for part in parts]) for key in request_data}
+
+    def scored(recipe: HeadTrainConfig, sequences: list[list[int]]) -> dict:
+        return label_with_features(recipe, target, pack_rows(sequences, config.sequence_length, config.seed), device)
+
+    request_data = scored(self_instruct, request_answers)
+    # The draft's and the target's answers to the templates (a run that goes on writes neither), then the
+    # target's answers to its own requests last, so the held-out rows (the last few) are the widest text.
+    parts = [] if config.init_from else [scored(config, answers), scored(own, target_answers)]
+    data = {key: torch.cat([part[key] for part in [*parts, request_data]]) for key in request_data}
     timings["teacher_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -289,16 +253,16 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from", "init_from")}
     summary = {
         "config": settings,
-        "target": Path(target_id).name if Path(target_id).exists() else target_id,  # no machine paths in assets/
+        "target": target_name,
         "data": {"num_answers": len(answers), "num_target_answers": len(target_answers),
-                 "target_answer_positions": int(target_data["tokens"].numel()) if target_data is not None else 0,
+                 "target_answer_positions": int(parts[1]["tokens"].numel()) if parts else 0,
                  "num_self_instructions": len(requests), "num_self_instruct_answers": len(request_answers),
                  "self_instruct_answer_positions": int(request_data["tokens"].numel()),
                  "teacher_positions": int(data["tokens"].numel()),
                  "held_out_positions": int(held_out["tokens"].numel())},
         "held_out": metrics,
         "num_params": sum(p.numel() for p in head.parameters()),
-        "device": str(device), "precision": str(dtype).removeprefix("torch."),
+        "device": str(device), "precision": precision_name(dtype),
         "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
     }
     if config.init_from:  # what the head it went on from had learnt, and from what

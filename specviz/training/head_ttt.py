@@ -54,6 +54,28 @@ def draft_ahead(head: DraftHead, features: torch.Tensor, embeddings: torch.Tenso
     return predicted
 
 
+def head_inputs(head: DraftHead, embed: torch.nn.Module, row_index: torch.Tensor, batch: dict, feature_noise: float,
+                generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:
+    """What the head's losses (this recipe's and the CPU recipe's) read from a batch of packed rows (b, L):
+    the target's states (b, L, d: the regression target), the head's inputs (b, L-1, d·(1+n): the states of
+    positions 0..L-2, lightly shaken when there is a generator, then any lower layers), the embeddings of
+    tokens 1..L-1, the teacher's top-k as head-row indices (b, L, k: -1 outside the head rows) and its
+    probabilities renormalised over the head rows."""
+    features = batch["features"].float()  # (b, L, d)
+    teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k)
+    teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
+    teacher_probs = teacher_probs / teacher_probs.sum(-1, keepdim=True).clamp(min=1e-6)
+    inputs = features[:, :-1]  # (b, m, d), m = L-1
+    if feature_noise > 0 and generator is not None:
+        scale = inputs.pow(2).mean(-1, keepdim=True).sqrt()  # (b, m, 1)
+        # Drawn on the generator's device: the CPU recipe's generator is a CPU one wherever the states are.
+        noise = torch.rand(inputs.shape, generator=generator, device=generator.device).to(inputs.device) * 2 - 1
+        inputs = inputs + noise * feature_noise * scale
+    if head.target_layers:  # the lower layers follow the final state, as the engine hands them over
+        inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, m, d·(1+n))
+    return features, inputs, embed(batch["tokens"][:, 1:].long()), teacher_rows, teacher_probs
+
+
 def ttt_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
                batch: dict, num_steps: int, step_weight: float, feature_loss_weight: float,
                feature_noise: float = 0.0, generator: torch.Generator | None = None) -> dict:
@@ -62,19 +84,8 @@ def ttt_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor
     At depth s: KL from the target's top-k (renormalised over the head rows) to q over the head rows,
     plus smooth-L1 from the predicted state to the true one; depth s weighs step_weight^(s-1).
     """
-    features = batch["features"].float()  # (b, L, d): the target's final states, the regression target
-    tokens = batch["tokens"].long()  # (b, L)
-    teacher_rows = row_index[batch["label_ids"].long()]  # (b, L, k): -1 outside the head rows
-    teacher_probs = torch.softmax(batch["label_log_probs"].float(), -1) * (teacher_rows >= 0)  # (b, L, k)
-    teacher_probs = teacher_probs / teacher_probs.sum(-1, keepdim=True).clamp(min=1e-6)
-    inputs = features[:, :-1]  # (b, m, d), m = L-1
-    if feature_noise > 0 and generator is not None:  # the first depth reads the target's states, lightly shaken
-        scale = inputs.pow(2).mean(-1, keepdim=True).sqrt()  # (b, m, 1)
-        noise = torch.rand(inputs.shape, generator=generator, device=inputs.device) * 2 - 1  # (b, m, d): drawn where it is used
-        inputs = inputs + noise * feature_noise * scale
-    if head.target_layers:
-        inputs = torch.cat([inputs, batch["layer_features"][:, :-1].float()], dim=-1)  # (b, m, d·(1+n))
-    embeddings = embed(tokens[:, 1:])  # (b, m, d)
+    features, inputs, embeddings, teacher_rows, teacher_probs = head_inputs(head, embed, row_index, batch,
+                                                                            feature_noise, generator)
     truth, rows = features[:, 1:], teacher_rows[:, 1:].clamp(min=0)  # (b, m, d), (b, m, k)
     probs, first = teacher_probs[:, 1:], teacher_rows[:, 1:, 0]  # (b, m, k), (b, m)
     loss, metrics = 0.0, {}

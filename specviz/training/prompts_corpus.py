@@ -152,14 +152,10 @@ def fill(template: str, rng: random.Random) -> str:
 def instruction_prompts(num_prompts: int, seed: int, completion_fraction: float = 0.12) -> list[tuple[str, bool]]:
     """(prompt, use_chat) pairs: mostly chat instructions, some plain completions, all distinct."""
     rng = random.Random(seed)
-    seen: set[str] = set()
-    prompts: list[tuple[str, bool]] = []
-    attempts = 0
-    while len(prompts) < num_prompts and attempts < num_prompts * 50:
-        attempts += 1
+    prompts: dict[str, bool] = {}  # text → use_chat, in the order drawn
+    for _ in range(num_prompts * 50):
+        if len(prompts) == num_prompts:
+            break
         chat = rng.random() >= completion_fraction
-        text = fill(rng.choice(TEMPLATES if chat else COMPLETIONS), rng)
-        if text not in seen:
-            seen.add(text)
-            prompts.append((text, chat))
-    return prompts
+        prompts.setdefault(fill(rng.choice(TEMPLATES if chat else COMPLETIONS), rng), chat)
+    return list(prompts.items())

@@ -1,7 +1,7 @@
-"""The target as teacher, shared by the draft recipe (specviz.training.distil) and the head recipe
-(specviz.training.head_train): it loads, answers prompts, and its text is packed into rows; the
-head recipe's teacher passes lie in TEACHER_FOLDERS, which the draft recipe reads too, so both
-drafters learn from one signal.
+"""The target as teacher, shared by the draft recipe (specviz.training.distil) and the head recipes
+(specviz.training.head_train, head_gpu): it loads, answers prompts, its text is packed into rows, and
+a teacher-forced pass scores them; the head recipe's teacher passes lie in TEACHER_FOLDERS, which the
+draft recipe reads too, so both drafters learn from one signal.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Protocol
 
 import torch
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.models.convert import default_target_id
+from specviz.models.loading import load_model, load_tokenizer
+from specviz.models.slots import lower_layer_states
 from specviz.training.prompts_corpus import instruction_prompts
 
 # Where the teacher passes are cached under the head recipe's work folder, in the order the head trains on them
@@ -38,11 +39,11 @@ class AnswerRecipe(Protocol):
 
 
 def load_target(config: AnswerRecipe, dtype: torch.dtype, device: torch.device):
-    """(its id or folder, tokenizer, model in eval mode): config.target_id, or the default target."""
+    """config.target_id, or the default target: (its hub id or folder name, as a summary names it without
+    the machine's paths; tokenizer; model in eval mode)."""
     target_id = config.target_id or default_target_id()
-    tokenizer = AutoTokenizer.from_pretrained(target_id)
-    model = AutoModelForCausalLM.from_pretrained(target_id, dtype=dtype).to(device).eval()
-    return target_id, tokenizer, model
+    name = Path(target_id).name if Path(target_id).exists() else target_id
+    return name, load_tokenizer(target_id), load_model(target_id, device, dtype)
 
 
 def format_prompt(tokenizer, text: str, chat: bool) -> str:
@@ -108,3 +109,27 @@ def split_rows(data: dict, held_out_fraction: float) -> tuple[dict, dict]:
     num_held_out = max(1, int(len(next(iter(data.values()))) * held_out_fraction))
     return ({key: value[:-num_held_out] for key, value in data.items()},
             {key: value[-num_held_out:] for key, value in data.items()})
+
+
+def top_log_probs(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probabilities, ids) of the k likeliest next tokens, (..., k) each: in float32, normalised over
+    the whole vocabulary."""
+    logits = logits.float()
+    top_logits, top_ids = logits.topk(k, dim=-1)
+    return top_logits - logits.logsumexp(-1, keepdim=True), top_ids
+
+
+@torch.inference_mode()
+def score_rows(target, rows: torch.Tensor, top_k: int, target_layers: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """One teacher-forced forward over rows (b, L) on the target's device, what the head learns from, on
+    the CPU: the tokens, the target's final hidden states (float16), those of `target_layers` (bfloat16:
+    middle layers reach ~1e4 at a row's first position) and its top-k next-token log-probs and ids."""
+    output = target.base_model(input_ids=rows, output_hidden_states=bool(target_layers))
+    hidden = output.last_hidden_state  # (b, L, d)
+    log_probs, ids = top_log_probs(target.get_output_embeddings()(hidden), top_k)  # (b, L, k)
+    scored = {"tokens": rows.int().cpu(), "features": hidden.half().cpu(), "label_ids": ids.int().cpu(),
+              "label_log_probs": log_probs.half().cpu()}
+    if target_layers:
+        lower = lower_layer_states(output.hidden_states, target_layers)  # (b, L, d·n)
+        scored["layer_features"] = lower.bfloat16().cpu()
+    return scored

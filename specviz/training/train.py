@@ -30,7 +30,7 @@ from transformers import AutoTokenizer, DynamicCache, GPT2Config, GPT2LMHeadMode
 
 from specviz.models.compact import never, save_compact
 from specviz.training.code_corpus import EOS_TEXT, prepare_data
-from specviz.training.optimise import learning_rate, save_atomically
+from specviz.training.optimise import learning_rate, optimiser_step, resume, save_checkpoint, start_run
 
 
 @dataclass
@@ -104,18 +104,13 @@ def distillation_loss(draft_logits: torch.Tensor, target_logits: torch.Tensor) -
     return F.kl_div(draft_log_probs, target_log_probs, log_target=True, reduction="batchmean") / draft_logits.shape[1]
 
 
-def autocast_context(device: torch.device):
-    """bf16 autocast: AMX on recent CPUs, tensor cores on GPUs."""
-    return torch.autocast(device.type, dtype=torch.bfloat16)
-
-
 @torch.no_grad()
 def evaluate(target, draft, ids: torch.Tensor, config: TrainConfig, device: torch.device) -> dict:
     """Validation cross-entropy of both models and the draft's greedy agreement with the target."""
     generator = torch.Generator().manual_seed(1234)
     batch = sample_batch(ids, config, generator).to(device)
     inputs, labels = batch[:, :-1], batch[:, 1:]
-    with autocast_context(device):
+    with torch.autocast(device.type, dtype=torch.bfloat16):
         target_logits = target(inputs).logits
         draft_logits = draft(inputs).logits
     agreement = (target_logits.argmax(-1) == draft_logits.argmax(-1)).float().mean().item()
@@ -127,8 +122,13 @@ def evaluate(target, draft, ids: torch.Tensor, config: TrainConfig, device: torc
 
 
 @torch.no_grad()
-def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, device: torch.device) -> torch.Tensor:
-    """(seqkd_sequences, context_length) ids: corpus snippets continued by the target's own sampling."""
+def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, device: torch.device,
+                        work: Path) -> torch.Tensor:
+    """Phase 3's text, (seqkd_sequences, context_length) ids: corpus snippets continued by the target's own
+    sampling, written once and cached beside the checkpoint (resuming reuses it)."""
+    path = work / "continuations.pt"
+    if path.exists():
+        return torch.load(path)
     generator = torch.Generator().manual_seed(config.seed + 1)
     num_new = config.context_length - config.seqkd_prompt_tokens
     batches = []
@@ -140,21 +140,13 @@ def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, de
         cache = DynamicCache()
         new_ids = ids  # (batch, n): what the cache has not seen yet
         for _ in range(num_new):
-            with autocast_context(device):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 logits = target(new_ids, past_key_values=cache, use_cache=True).logits[:, -1].float()  # (batch, vocab)
             probs = torch.softmax(logits / temperature, dim=-1)  # (batch, vocab)
             new_ids = torch.multinomial(probs.cpu(), 1, generator=generator).to(device)  # (batch, 1)
             ids = torch.cat([ids, new_ids], dim=1)  # (batch, n+1)
         batches.append(ids.cpu().int())
-    return torch.cat(batches)  # (sequences, context_length)
-
-
-def load_or_write_continuations(target, train_ids, config: TrainConfig, device, work: Path) -> torch.Tensor:
-    """Phase 3's text, written once and cached beside the checkpoint (resuming reuses it)."""
-    path = work / "continuations.pt"
-    if path.exists():
-        return torch.load(path)
-    continuations = write_continuations(target, train_ids, config, device)
+    continuations = torch.cat(batches)  # (sequences, context_length)
     torch.save(continuations, path)
     return continuations
 
@@ -169,29 +161,6 @@ def draft_learning_rate(step: int, config: TrainConfig) -> float:
     """One cosine over phases 2–3 (the draft does not train in phase 1)."""
     draft_step = step - config.target_steps
     return learning_rate(draft_step, config.distil_steps + config.seqkd_steps, config.draft_lr, config.warmup_steps)
-
-
-def optimiser_step(model, optimiser, loss: torch.Tensor, lr: float) -> None:
-    for group in optimiser.param_groups:
-        group["lr"] = lr
-    optimiser.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimiser.step()
-
-
-def save_checkpoint(path: Path, step: int, target, draft, target_opt, draft_opt, generator) -> None:
-    save_atomically(
-        {
-            "step": step,
-            "target": target.state_dict(),
-            "draft": draft.state_dict(),
-            "target_opt": target_opt.state_dict(),
-            "draft_opt": draft_opt.state_dict(),
-            "generator": generator.get_state(),
-        },
-        path,
-    )
 
 
 def in_blocks(name: str) -> bool:
@@ -214,12 +183,10 @@ def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict
 
 def train(config: TrainConfig) -> Path:
     """Run (or resume) both phases and export the pair; returns the output folder."""
-    torch.manual_seed(config.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.num_threads)
-    work = Path(config.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    work = start_run(config)
     tokenizer_dir, train_ids, validation_ids = prepare_data(config.work_dir, config.vocab_size, config.seed,
                                                             config.validation_fraction)
     eos_id = AutoTokenizer.from_pretrained(tokenizer_dir).convert_tokens_to_ids(EOS_TEXT)
@@ -231,17 +198,8 @@ def train(config: TrainConfig) -> Path:
     generator = torch.Generator().manual_seed(config.seed)
 
     checkpoint_path = work / "checkpoint.pt"
-    start_step = 0
-    if checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
-        target.load_state_dict(state["target"])
-        draft.load_state_dict(state["draft"])
-        target_opt.load_state_dict(state["target_opt"])
-        draft_opt.load_state_dict(state["draft_opt"])
-        generator.set_state(state["generator"])
-        start_step = state["step"]
-        print(f"resuming from step {start_step} ({checkpoint_path})")
-    (work / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    parts = {"target": target, "draft": draft, "target_opt": target_opt, "draft_opt": draft_opt, "generator": generator}
+    start_step = resume(checkpoint_path, device, **parts)
 
     total_steps = config.target_steps + config.distil_steps + config.seqkd_steps
     continuations = None
@@ -253,7 +211,7 @@ def train(config: TrainConfig) -> Path:
             batch = sample_batch(train_ids, config, generator).to(device)
             inputs, labels = batch[:, :-1], batch[:, 1:]  # (batch, seq) each
             target.train()
-            with autocast_context(device):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 logits = target(inputs).logits  # (batch, seq, vocab)
                 loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
             optimiser_step(target, target_opt, loss, learning_rate(step, config.target_steps, config.target_lr, config.warmup_steps))
@@ -262,18 +220,18 @@ def train(config: TrainConfig) -> Path:
                 inputs = sample_batch(train_ids, config, generator)[:, :-1].to(device)  # (batch, seq)
             else:
                 if continuations is None:
-                    continuations = load_or_write_continuations(target.eval(), train_ids, config, device, work)
+                    continuations = write_continuations(target.eval(), train_ids, config, device, work)
                 rows = torch.randint(0, len(continuations), (config.batch_size,), generator=generator)
                 inputs = continuations[rows].long().to(device)  # (batch, seq)
             target.eval()
-            with autocast_context(device):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 with torch.no_grad():
                     teacher_logits = target(inputs).logits  # (batch, seq, vocab)
                 loss = distillation_loss(draft(inputs).logits, teacher_logits)
             optimiser_step(draft, draft_opt, loss, draft_learning_rate(step, config))
         progress.set_postfix({"phase": phase, "ce" if phase == "target" else "kl": f"{loss.item():.3f}"})
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == total_steps:
-            save_checkpoint(checkpoint_path, step + 1, target, draft, target_opt, draft_opt, generator)
+            save_checkpoint(checkpoint_path, step + 1, **parts)
 
     target.eval()
     draft.eval()
