@@ -3,6 +3,10 @@
 Each repeat runs the baseline once per prompt and then speculative decoding at every γ on the
 same prompt, so each speedup compares runs made seconds apart on the same machine state.
 Speedups are ratios of tokens per second (model work only, as the engine measures it).
+
+`bench --against-hf` (run_against_hf) times ours against transformers' own assisted generation, both sides
+end to end, whole calls, per (T, γ), with transformers' plain generate() as its own baseline: there every
+figure includes each library's own overheads, so its table (HfResult) never mixes with the one above.
 """
 
 from __future__ import annotations
@@ -11,13 +15,16 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
+from specviz.catalogue import drafter_info
+from specviz.decoding import reference
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import draft_head_variant
-from specviz.decoding.engine import autoregressive_decode, longest_text, speculative_decode, warm_up
+from specviz.decoding.engine import autoregressive_decode, clock, longest_text, speculative_decode, warm_up
+from specviz.decoding.events import Event
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.bench_record import record_metadata
@@ -179,22 +186,25 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
 
 def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[BenchResult]:
     """Measure every cell; returns one BenchResult per (γ, tree budget, temperature)."""
-    prompt_ids = encode_prompts(pair, prompts, config.chat)
+    runs = timed_runs(pair, encode_prompts(pair, prompts, config.chat), config)
     total = config.num_timed_runs(len(prompts))
-    runs: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
-    with tqdm(total=total, desc="bench", disable=not progress, unit="run") as bar:
-        for gamma, tree, temperature, baseline, speculative in timed_runs(pair, prompt_ids, config):
-            if speculative is not None:
-                runs.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
-            bar.update()
-    return [summarise(gamma, temperature, pairs, tree) for (gamma, tree, temperature), pairs in runs.items()]
+    return pool(tqdm(runs, total=total, desc="bench", disable=not progress, unit="run"))
 
 
-def payoff_of(results: Iterable[BenchResult], temperature: float, tree: int | None = None) -> Payoff:
-    """The one verdict (specviz.analysis.payoff) on this temperature's cells: of one tree budget, or of every
-    budget measured (None), so the rule picks the budget as it picks γ (a tie goes to the cheaper setup: a
-    chain before a tree). Measured medians and spreads first, at the α̂, c and v of the best cell."""
-    cells = [r for r in results if r.temperature == temperature and (tree is None or r.tree == tree)]
+def pool(runs: Iterable[TimedRun]) -> list[BenchResult]:
+    """Timed runs pooled into one BenchResult per (γ, tree budget, temperature), in the order first measured."""
+    cells: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
+    for gamma, tree, temperature, baseline, speculative in runs:
+        if speculative is not None:
+            cells.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
+    return [summarise(gamma, temperature, pairs, tree) for (gamma, tree, temperature), pairs in cells.items()]
+
+
+def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
+    """The one verdict (specviz.analysis.payoff) on this temperature's cells, of every tree budget measured, so
+    the rule picks the budget as it picks γ (a tie goes to the cheaper setup: a chain before a tree). Measured
+    medians and spreads first, at the α̂, c and v of the best cell."""
+    cells = [r for r in results if r.temperature == temperature]
     best = max(cells, key=lambda r: r.median_speedup)
     return Payoff(best.acceptance_rate, best.c, best.verify_cost, tuple(measurement_of(r) for r in cells))
 
@@ -274,3 +284,107 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "recommendation": recommendations,
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
+
+
+@dataclass(frozen=True)
+class HfResult:
+    """End-to-end wall time of whole calls, ours and transformers', per (temperature, γ)."""
+
+    temperature: float
+    gamma: int | None  # None: transformers' default schedule (dynamic γ, confidence threshold)
+    median_hf_tokens_per_s: float
+    median_ours_tokens_per_s: float  # our speculative lane at this γ (None row: the best γ's)
+    median_ours_over_hf: float  # ratio of tokens/s, per run, then the median
+    min_ours_over_hf: float
+    max_ours_over_hf: float
+    median_hf_speedup: float  # HF assisted over HF plain generate()
+    num_runs: int
+
+
+def hf_rate(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
+            gamma: int | None, assisted: bool) -> float:
+    """One transformers generate() call, timed end to end: its new tokens per second.
+
+    gamma None: transformers' default schedule for the draft model's γ.
+    """
+    decode_config = config.decode_config(temperature, seed, gamma or 1)
+    seconds, tokens = reference.time_generate(pair, ids, decode_config, assisted, constant_gamma=gamma is not None)
+    return tokens / seconds
+
+
+def ours_rate(decode: Callable[..., Iterator[Event]], pair: ModelPair, ids: list[int], config: DecodeConfig) -> float:
+    """Our lane's tokens per second (`decode`: speculative_decode, or the target alone's), timed end to end like a
+    generate() call (events and all)."""
+    started = clock(pair.device)  # as transformers' side is timed: after the GPU's queued work
+    trace = Trace.from_events(decode(pair, ids, config))
+    return trace.num_tokens / (clock(pair.device) - started)
+
+
+def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
+    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's
+    default schedule; with the prompt-lookup drafter, vs `generate(prompt_lookup_num_tokens=γ)`.
+
+    Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
+    re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
+    """
+    # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
+    # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
+    with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"
+    if pair.draft is None and with_default:
+        raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
+    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
+    bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
+    warm_up(pair)
+    warm_up_config = replace(config, engine=replace(config.engine, max_new_tokens=4))
+    hf_rate(pair, prompt_ids[0], 0.0, warm_up_config, 0, 2, assisted=True)  # HF's own warm-up
+    cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}  # (HF, ours, HF plain) tokens/s
+    for repeat in range(config.repeats):
+        for temperature in config.temperatures:
+            for index, ids in enumerate(prompt_ids):
+                seed = config.seed + 1000 * repeat + index
+                plain = hf_rate(pair, ids, temperature, config, seed, None, assisted=False)
+                default = hf_rate(pair, ids, temperature, config, seed, None, assisted=True) if with_default else 0.0
+                bar.update(1 + with_default)
+                ours_at = {}
+                for gamma in config.gammas:
+                    settings = config.decode_config(temperature, seed, gamma)
+                    ours_at[gamma] = ours_rate(speculative_decode, pair, ids, settings)
+                    hf = hf_rate(pair, ids, temperature, config, seed, gamma, assisted=True)
+                    bar.update(2)
+                    cells.setdefault((temperature, gamma), []).append((hf, ours_at[gamma], plain))
+                if with_default:  # against our best γ on this prompt
+                    best = max(ours_at.values(), default=0.0)
+                    cells.setdefault((temperature, None), []).append((default, best, plain))
+    bar.close()
+    results = []
+    for (temperature, gamma), rows in cells.items():
+        ratios = [ours / hf for hf, ours, _ in rows]
+        results.append(HfResult(
+            temperature=temperature,
+            gamma=gamma,
+            median_hf_tokens_per_s=statistics.median(hf for hf, _, _ in rows),
+            median_ours_tokens_per_s=statistics.median(ours for _, ours, _ in rows),
+            median_ours_over_hf=statistics.median(ratios),
+            min_ours_over_hf=min(ratios),
+            max_ours_over_hf=max(ratios),
+            median_hf_speedup=statistics.median(hf / plain for hf, _, plain in rows),
+            num_runs=len(rows),
+        ))
+    return sorted(results, key=lambda r: (r.temperature, r.gamma is None, r.gamma or 0))
+
+
+def format_hf_table(results: list[HfResult]) -> str:
+    header = f"{'T':>4} {'HF γ':>12} {'HF tok/s':>9} {'HF/plain':>9} {'ours tok/s':>10} {'ours / HF (min–max)':>24}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        gamma = "default" if r.gamma is None else f"{r.gamma} const"
+        spread = f"{r.median_ours_over_hf:.2f}× ({r.min_ours_over_hf:.2f}–{r.max_ours_over_hf:.2f})"
+        lines.append(
+            f"{r.temperature:>4g} {gamma:>12} {r.median_hf_tokens_per_s:>9.1f} {r.median_hf_speedup:>8.2f}× "
+            f"{r.median_ours_tokens_per_s:>10.1f} {spread:>24}"
+        )
+    if any(r.gamma is None for r in results):
+        lines.append("(HF 'default' rows compare with our best γ per prompt)")
+    lines.append("(every call timed end to end)")
+    return "\n".join(lines)

@@ -71,10 +71,7 @@ def judged_drafts(trace: Trace, gamma: int | None = None) -> list[JudgedDraft]:
 
 def bucket_of(confidence: float, edges: Sequence[float] = CONFIDENCE_EDGES) -> int:
     """Index of the bucket holding this confidence; 1.0 lands in the last one."""
-    for index in range(len(edges) - 2, -1, -1):
-        if confidence >= edges[index]:
-            return index
-    return 0
+    return next((index for index in range(len(edges) - 2, -1, -1) if confidence >= edges[index]), 0)
 
 
 def bucket_drafts(drafts: Iterable[JudgedDraft], edges: Sequence[float] = CONFIDENCE_EDGES) -> list[ConfidenceBucket]:

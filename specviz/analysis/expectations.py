@@ -137,8 +137,7 @@ def read_record(path: Path) -> BenchRecord:
 def machine_words(machine: dict) -> str:
     """The machine's name in a reader's words ("Intel Xeon", not "Intel(R) Xeon(R) Processor"), with the
     instruction-set limit the host set: torch's own (AVX2) or, where only oneDNN's was set, oneDNN's."""
-    name = machine.get("gpu") or machine.get("cpu") or "unknown"
-    name = reader_name(name)
+    name = reader_name(machine.get("gpu") or machine.get("cpu") or "unknown")
     env = machine.get("env", {})
     limit = env.get("ATEN_CPU_CAPABILITY") or env.get("ONEDNN_MAX_CPU_ISA")
     return f"{name} limited to {limit.upper()}" if limit else name
@@ -215,11 +214,10 @@ def thread_words(threads: int, kind: str = "") -> str:
     return ", one thread" if threads == 1 else f", {threads} threads"
 
 
-def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET,
-           threads: int = 1) -> Expectation:
-    """The default pair's records that match this machine kind, precision and thread count; when none
-    do, the default pair's records of other machines at that thread count, named as such."""
-    of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == threads or r.kind == "cuda")]
+def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET) -> Expectation:
+    """The default pair's records that match this machine kind and precision, one thread (the page's); when none
+    do, the default pair's records of other machines at one thread, named as such."""
+    of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == 1 or r.kind == "cuda")]
     ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
     matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
     gpus = () if kind == "cuda" else tuple(r for r in ordered if r.kind == "cuda"
@@ -231,16 +229,17 @@ def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DE
     return Expectation(kind, precision, (), tuple(elsewhere))
 
 
-@lru_cache(maxsize=4)
-def expect_here(device: str | None = None) -> Expectation | None:
-    """What to expect on this host at its default precision, one thread (the page's setup); None
+@lru_cache(maxsize=16)
+def expect_here(device: str | None = None, precision: str | None = None,
+                pair: str = DEFAULT_PRESET) -> Expectation | None:
+    """What to expect on this host at this precision (its default if None), one thread (the page's setup); None
     when the records cannot be read (the page then says nothing rather than something wrong)."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     try:
         records = load_records()
     except ValueError:
         return None
-    return expect(machine_kind(device), default_precision(device), records)
+    return expect(machine_kind(device), default_precision(device) if precision is None else precision, records, pair)
 
 
 def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
@@ -262,16 +261,9 @@ def spread_here(pair: str, precision: str, temperature: float, device: str | Non
     """The spread one run of this pair shows on this host's kind at this precision and temperature, one thread
     (the page's setup), from the first matching record (examples first); None where none matches, and the
     verdict then has no band rather than an assumed one."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    try:
-        records = load_records()
-    except ValueError:
-        return None
-    expectation = expect(machine_kind(device), precision, records, pair)
-    for record in expectation.records:
-        if (spread := run_spread(record, temperature)) is not None:
-            return spread
-    return None
+    expectation = expect_here(device, precision, pair)
+    records = expectation.records if expectation is not None else ()
+    return next(filter(None, (run_spread(record, temperature) for record in records)), None)
 
 
 # --- the README's speed table ---------------------------------------------------------------------------

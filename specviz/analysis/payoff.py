@@ -21,6 +21,7 @@ them; nothing here says "pays" beside a measured slowdown.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from specviz.analysis import theory
@@ -41,9 +42,7 @@ WHAT_WOULD_CHANGE_IT = (
     "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
     f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
 )
-# Measured on an H200 (assets/bench/README.md, "What the H200 runs with slots measured"): with the target in slots replayed as
-# CUDA graphs a step fell from 28 ms to 4 ms, most of it still the host's, and a draft step costs a fifth of one
-# (c ≈ 0.2), so drafting is not cheap there. The one phrase every GPU explanation shares.
+# The one phrase every GPU explanation shares, from the H200's records (assets/bench/README.md).
 LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU (even replayed as CUDA graphs a step takes about 4 ms, "
                     "mostly the host's, and a draft step costs a fifth of one)")
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
@@ -102,10 +101,7 @@ class Measurement:
     @classmethod
     def repeats(cls, gamma: int, speedups: list[float]) -> "Measurement":
         """Several runs of one setup: their median and their own min–max."""
-        ordered = sorted(speedups)
-        middle = len(ordered) // 2
-        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-        return cls(gamma, median, ordered[0], ordered[-1], len(ordered))
+        return cls(gamma, statistics.median(speedups), min(speedups), max(speedups), len(speedups))
 
     @property
     def has_spread(self) -> bool:
@@ -161,10 +157,6 @@ class Payoff:
     measured: tuple[Measurement, ...] = ()  # one per γ measured; empty: prediction only
     max_gamma: int = 16
     on_gpu: bool = False  # measured on a GPU: "what would change it" cannot be "run it on a GPU"
-
-    @property
-    def is_measured(self) -> bool:
-        return bool(self.measured)
 
     @property
     def best(self) -> Measurement | None:
@@ -272,13 +264,11 @@ class Payoff:
             elif best.cost_order != min(m.cost_order for m in self.measured):
                 text += f", beyond the noise of every {'smaller γ' if self.is_chains else 'cheaper setup'}"
         else:
-            text = (f"the best median is {best.label}'s {best.median:.2f}×, but {setups(self.tie_setups(best))} "
+            rivals = [m for m in self.ties if m is not best]
+            text = (f"the best median is {best.label}'s {best.median:.2f}×, but {setups(rivals)} "
                     f"measured within the noise of it ({TIE_NOISE}), and a tie goes to {smaller}: {chosen.label}")
         notes = " ".join(note for note in (self.edge_text(), self.noise_text()) if note)
         return f"{text}. {notes}" if notes else f"{text}."
-
-    def tie_setups(self, best: Measurement) -> list[Measurement]:
-        return [m for m in self.ties if m is not best]
 
     @property
     def is_chains(self) -> bool:
@@ -338,10 +328,9 @@ class Payoff:
                 return f"Predicted only: {self.prediction_text()}. Run it to measure."
             return f"Predicted: here speculation would not pay: {self.prediction_text()}."
         chosen = self.chosen
-        if chosen.beats_target and chosen.num_runs == 1:
-            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise: {chosen.band_text()}."
         if chosen.beats_target:
-            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
+            band = f": {chosen.band_text()}" if chosen.num_runs == 1 else ""
+            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise{band}."
         if best.median > 1.0:  # faster on the clock, but not beyond the noise: unproven, not disproved
             return f"Not shown to pay here: {best.evidence_text()}, {best.shortfall_text()}."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
@@ -350,7 +339,7 @@ class Payoff:
         """The headline, and when nothing pays, why (in this setup's numbers) and what would change it."""
         if self.pays:
             return self.headline_text()
-        reason = f" {self.reason_text()}" if self.is_measured else ""
+        reason = f" {self.reason_text()}" if self.measured else ""
         return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT_ON_A_GPU if self.on_gpu else WHAT_WOULD_CHANGE_IT}"
 
 

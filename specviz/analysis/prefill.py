@@ -5,8 +5,8 @@ Every live run records its target-alone lane's prefill (tokens, seconds) for its
 estimated from a measured prefill near its length, per token. A prompt far longer than anything measured
 is estimated in two parts: the work that grows with the length (the linear layers), scaled per token from
 a short probe, and the attention, which grows with the square of the length, timed at the length itself
-(one layer's, times the layers). A fit of a·n + b·n² through two short probes said 5 s for a 7,800-token
-read that took 11 s: at 256 and 512 tokens the square's share is too small to measure.
+(one layer's, times the layers), not fitted as a·n + b·n² through two short probes: at 256 and 512 tokens
+the square's share is too small to measure.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ class PrefillEstimate:
     measured_tokens: int  # the longest measured prefill it rests on
     measured_tokens_per_s: float  # the speed measured there
     extrapolated: bool = False  # far longer than anything measured: its attention timed at its length
-
-    @property
-    def worth_saying(self) -> bool:
-        return self.seconds >= NOTE_ABOVE_S
 
 
 measured: dict[str, list[tuple[int, float]]] = {}  # pair key → (prompt tokens, seconds), latest last
@@ -139,7 +135,7 @@ def reading_note_for(pair, prompt_ids: list[int], num_lanes: int) -> str:
 
 def reading_note(estimate: PrefillEstimate, num_lanes: int) -> str:
     """The page's words before a long prompt is read ("" when reading it is quick)."""
-    if not estimate.worth_saying:
+    if estimate.seconds < NOTE_ABOVE_S:
         return ""
     source = (f"from a {estimate.measured_tokens:,}-token prefill measured here, per token, and the attention, "
               f"which grows with the square of the length, timed at this length" if estimate.extrapolated else

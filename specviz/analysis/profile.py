@@ -126,7 +126,7 @@ def time_forward(pair: ModelPair, all_ids: torch.Tensor, cache: DynamicCache, co
 
 def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_tokens: int,
                   config: ProfileConfig, tree: int = 0) -> ForwardProfile:
-    parents = sample_tree(tree) if tree else ()
+    parents = sample_tree(tree)
     all_ids = ids[:, : config.context_length + num_tokens]  # (1, context + n)
     head_shape = output_shape(pair.target)  # (rows, hidden)
     walls = [time_forward(pair, all_ids, cache, config.context_length, parents) for _ in range(config.repeats)]
@@ -155,21 +155,19 @@ def profile_target(pair: ModelPair, config: ProfileConfig = ProfileConfig()) -> 
         raise ValueError(f"the profile reads CPU or CUDA time, not {pair.device.type}'s")
     if min(config.token_counts) < 1 or config.repeats < 1 or config.profiled_repeats < 1:
         raise ValueError("token counts and repeats must be at least 1")
-    longest = max(config.token_counts + tuple(1 + budget for budget in config.trees))
     if min(config.trees, default=1) < 1:
         raise ValueError("tree budgets must be at least 1 node")
-    if config.context_length < 1 or config.context_length + longest > pair.context_length:
+    # (new tokens, tree budget) per forward: each token count, then a tree verify of the last id and each budget
+    shapes = [(num_tokens, 0) for num_tokens in config.token_counts] + [(1 + tree, tree) for tree in config.trees]
+    if config.context_length < 1 or config.context_length + max(shapes)[0] > pair.context_length:
         raise ValueError(f"context plus new tokens must fit the target's {pair.context_length} positions")
     ids = context_ids(pair, config)
     with torch.inference_mode(), target_cache_for(pair) as cache:  # the lanes' cache: in slots (CUDA), graphed
         forward_new_ids(pair.target, ids[:, : config.context_length], cache, pair.vocab_size)
-        for num_tokens in config.token_counts:  # warm every shape once: first calls allocate
-            time_forward(pair, ids[:, : config.context_length + num_tokens], cache, config.context_length)
-        for budget in config.trees:
-            time_forward(pair, ids[:, : config.context_length + 1 + budget], cache, config.context_length,
-                         sample_tree(budget))
-        return ([profile_count(pair, ids, cache, n, config) for n in config.token_counts]
-                + [profile_count(pair, ids, cache, 1 + budget, config, budget) for budget in config.trees])
+        for num_tokens, tree in shapes:  # warm every shape once: first calls allocate
+            time_forward(pair, ids[:, : config.context_length + num_tokens], cache, config.context_length,
+                         sample_tree(tree))
+        return [profile_count(pair, ids, cache, num_tokens, config, tree) for num_tokens, tree in shapes]
 
 
 def format_profile(profiles: list[ForwardProfile], heading: str) -> str:

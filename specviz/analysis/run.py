@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent
 from specviz.analysis.trace import Trace
@@ -179,13 +179,10 @@ def check_speed(speed: float) -> float:
     return speed
 
 
-def replay(run: Run, speed: float = 1.0, lanes: Sequence[str] | None = None,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[Event]:
+def replay(run: Run, speed: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> Iterator[Event]:
     """The run's events again, each after the model time it took live, divided by `speed`."""
     speed = check_speed(speed)
     for event in run.events():
-        if lanes is not None and event.lane not in lanes:
-            continue
         delay = event_seconds(event) / speed
         if delay > 0 and not math.isinf(speed):
             sleep(delay)

@@ -23,6 +23,7 @@ import json
 import sys
 import time
 import traceback
+from collections import Counter
 from contextlib import redirect_stdout
 from functools import partial
 from pathlib import Path
@@ -35,7 +36,6 @@ from specviz.analysis.bench import Prompt, load_prompts
 from specviz.analysis.bench_record import describe_machine
 from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
                                                 check_exactness, profile_pair, profile_rounds)
-from specviz.analysis.selfcheck_table import exactness_row, format_table, generate_line
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
@@ -48,10 +48,9 @@ from specviz.models.slots import slots_switched, slots_wanted
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
 # Each phase's share of the time left: exactness per precision, then the default precision's bench (every
 # drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
-# A GPU run showed each precision's exactness phase cut at its share: the default precision's
-# matters most (the page's), the others get less.
-WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5, "profile": 0.7,
-           "slots off": 1.0, "bench, other precision": 0.6}
+# The default precision's exactness matters most (the page's), the others get less.
+WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5,
+           "profile": 0.7, "slots off": 1.0, "bench, other precision": 0.6}
 RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
 
@@ -70,9 +69,10 @@ class Phases:
         self.log.append({"phase": name, "budget_s": round(share, 1), "started": time.monotonic(), "cut": False})
         return time.monotonic() + share
 
-    def finish(self, cut: bool) -> None:
+    def finish(self, cut: bool) -> dict:
         entry = self.log[-1]
         entry["used_s"], entry["cut"] = round(time.monotonic() - entry.pop("started"), 1), cut
+        return entry
 
 
 def precisions_for(device: torch.device, asked: tuple[str, ...] | None) -> list[str]:
@@ -98,8 +98,7 @@ class Output:
 
     def say(self, line: str) -> None:
         self.print_line(line)
-        self.lines.append(line)
-        self.write("log.txt", "\n".join(self.lines) + "\n")
+        self.note(line)
 
     def note(self, text: str) -> None:
         """Into the log only (a traceback): the printed tail stays short."""
@@ -118,7 +117,7 @@ class SelfCheck:
 
     def __init__(self, config: SelfCheckConfig, out: Output, cli_main: Callable[[list[str]], int] | None = None):
         self.config, self.out, self.started, self.cli_main = config, out, time.monotonic(), cli_main
-        self.device, self.preset = torch.device(config.device or default_device()), resolve_pair(config.pair)
+        self.device, self.preset = choose_device_and_dtype(config.device)[0], resolve_pair(config.pair)
         self.precisions = precisions_for(self.device, config.precisions)
         own = self.preset.unnamed_drafter()
         self.drafters = list(config.drafters or [own] + [info.name for info in DRAFTER_CATALOGUE if info.name != own])
@@ -143,14 +142,16 @@ class SelfCheck:
         self.out.say(exactness_row(result))
         return result["cut"]
 
-    def bench(self, precision: str, deadline: float) -> bool:
-        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline, self.drafters,
-                               keep=self.keep_record)
-        return any(record["selfcheck"]["cut"] for record in found.values())
+    def bench(self, precision: str, deadline: float, drafters: list[str] | None = None, suffix: str = "") -> bool:
+        """Every drafter's record (or `drafters`'), each kept as it is made, its name marked with `suffix`."""
 
-    def keep_record(self, name: str, record: dict) -> None:
-        self.records[name] = record
-        self.out.write("records.json", self.records)
+        def keep(name: str, record: dict) -> None:
+            self.records[name.replace(".json", f"{suffix}.json")] = record
+            self.out.write("records.json", self.records)
+
+        found = bench_drafters(self.pair_in(precision), self.bench_set, self.config, deadline,
+                               self.drafters if drafters is None else drafters, keep=keep)
+        return any(record["selfcheck"]["cut"] for record in found.values())
 
     def record(self, deadline: float) -> bool:
         """The page's first example with every default, saved as `generate --save` saves it (the machine in
@@ -193,26 +194,21 @@ class SelfCheck:
     def slots_off(self, deadline: float) -> bool:
         """The pair's own drafter benched again with slots off (the target as transformers loads it: SDPA, no
         graphs, not exact by construction), on the same prompts and machine: what slots cost or gain, side by side."""
-        with slots_switched(False):
-            pair = self.pair_in(self.precisions[0])  # loaded anew: whether a target runs in slots is fixed at load
-            found = bench_drafters(pair, self.bench_set, self.config, deadline, self.drafters[:1],
-                                   keep=lambda name, record: self.keep_record(name.replace(".json", "--slots-off.json"), record))
-        return any(record["selfcheck"]["cut"] for record in found.values())
+        with slots_switched(False):  # the pair loaded anew: whether a target runs in slots is fixed at load
+            return self.bench(self.precisions[0], deadline, self.drafters[:1], "--slots-off")
 
     def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
         """(phase, its work given its deadline, its weight), in order of what matters."""
         first, others = self.precisions[0], self.precisions[1:]
-        return [phase for phase in self.phases_in_order(first, others) if not phase[0].startswith(self.config.skip or "\0")]
-
-    def phases_in_order(self, first: str, others: list[str]) -> list[tuple[str, Callable[[float], bool], float]]:
-        return ([(f"exactness {p}", partial(self.exactness, p),
-                  WEIGHTS["exactness" if p == first else "exactness, other precision"]) for p in self.precisions]
-                + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
-                   ("record the first example", self.record, WEIGHTS["record"]),
-                   (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
-                   (f"profile {first}", self.profile, WEIGHTS["profile"])]
-                + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted() else [])
-                + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
+        phases = ([(f"exactness {p}", partial(self.exactness, p),
+                    WEIGHTS["exactness" if p == first else "exactness, other precision"]) for p in self.precisions]
+                  + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
+                     ("record the first example", self.record, WEIGHTS["record"]),
+                     (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
+                     (f"profile {first}", self.profile, WEIGHTS["profile"])]
+                  + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted() else [])
+                  + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
+        return [phase for phase in phases if not phase[0].startswith(self.config.skip or "\0")]
 
     def run_phase(self, name: str, work: Callable[[float], bool]) -> None:
         deadline = self.phases.start(name)
@@ -222,8 +218,7 @@ class SelfCheck:
             self.out.say(f"{name}: FAILED: {type(error).__name__}: {error}")
             self.out.note(traceback.format_exc())
             cut = True
-        self.phases.finish(cut)
-        entry = self.phases.log[-1]
+        entry = self.phases.finish(cut)
         self.out.say(f"{name}: {entry['used_s']} s of {entry['budget_s']} s{' (cut)' if cut else ''}")
 
     def write_table(self) -> None:
@@ -264,8 +259,55 @@ def graphs_said(graphs: dict) -> str:
     return f"; {graphs['captured']} CUDA graphs captured" if graphs["captured"] else ""
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def best_rows(records: dict[str, dict]) -> list[str]:
+    """Per record and temperature, the cell with the best median speedup."""
+    lines = [f"{'record':<52} {'T':>3} {'γ':>2} {'speedup (min–max)':>19} {'α̂':>5} {'c':>5} {'v':>5} "
+             f"{'target tok/s':>12} {'parted':>6}"]
+    for name, record in records.items():
+        for temperature in sorted({r["temperature"] for r in record["results"]}):
+            cells = [r for r in record["results"] if r["temperature"] == temperature]
+            r = max(cells, key=lambda cell: cell["median_speedup"])
+            parted = "—" if r["num_diverged"] is None else f"{r['num_diverged']}/{r['num_runs']}"
+            spread = f"{r['median_speedup']:.2f}× ({r['min_speedup']:.2f}–{r['max_speedup']:.2f})"
+            lines.append(f"{name.removesuffix('.json'):<52} {temperature:>3g} {r['gamma']:>2} {spread:>19} "
+                         f"{r['acceptance_rate']:>5.2f} {r['c']:>5.3f} {r['verify_cost']:>5.2f} "
+                         f"{r['median_baseline_tokens_per_s']:>12.1f} {parted:>6}")
+    return lines
+
+
+def exactness_row(result: dict) -> str:
+    invariance = result["invariance"] or {}
+    verify = (f"bitwise ({invariance.get('attention')})" if invariance.get("bitwise")
+              else f"not bitwise (|Δ| ≤ {invariance.get('max_difference', float('nan')):.1g})")
+    done = ", ".join(f"{name} {result['prompts_done'][name]}/{total}" for name, total in result["prompts_total"].items())
+    row = (f"{result['precision']:<9} {verify:<28} {result['num_identical']:>4}/{result['num_checked']:<4} "
+           f"{done}{'  (cut)' if result['cut'] else ''}")
+    against = Counter(parting["against"] for parting in result["partings"])
+    if against:  # which reference each parting was from: the target alone (a broken promise) or generate()
+        row += "; parted: " + ", ".join(f"{count} from the {name}" if name == "target alone" else f"{count} from {name}"
+                                        for name, count in sorted(against.items()))
+    return row
+
+
+def generate_line(result: dict | None) -> str:
+    if not result or not result["ours_over_generate"]:
+        return "target alone vs transformers' generate(): not measured"
+    spread, plain = result["ours_over_generate"], result.get("ours_over_plain_generate") or {}
+    line = (f"target alone vs transformers' generate() ({result['precision']}, greedy, whole calls): "
+            f"{spread['median']:.2f}× ({spread['min']:.2f}–{spread['max']:.2f}) on the same target")
+    if plain:
+        line += f", {plain['median']:.2f}× ({plain['min']:.2f}–{plain['max']:.2f}) on the target as transformers loads it"
+    return line + f" over {result['num_prompts']} prompts{' (cut)' if result['cut'] else ''}"
+
+
+def format_table(header: str, checks: dict, records: dict[str, dict], profile_line: str, phases: list[dict]) -> str:
+    """The short table: what a reader of the command's last lines needs, from the run's own checks and records."""
+    lines = [header, "", f"{'precision':<9} {'verify vs steps':<28} {'identical':>9} prompts (examples, held-out)"]
+    lines += [exactness_row(result) for result in checks["exactness"]] + [generate_line(checks["baseline_vs_generate"])]
+    lines += ["", "bench, best γ per record and temperature (1 repeat; records.json has every cell):", *best_rows(records)]
+    lines += ["", f"profile: {profile_line or 'not run'}", "phases: " + "; ".join(
+        f"{p['phase']} {p.get('used_s', '?')}/{p['budget_s']} s{' CUT' if p['cut'] else ''}" for p in phases)]
+    return "\n".join(lines) + "\n"
 
 
 def run_selfcheck(config: SelfCheckConfig, out_dir: Path, print_line: Callable[[str], None] = print,

@@ -9,12 +9,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
+from itertools import zip_longest
 from typing import Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, results_to_json, summarise, timed_runs
+from specviz.analysis.bench import (BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, ours_rate, pool, results_to_json,
+                                    timed_runs)
 from specviz.analysis.bench_record import record_name
 from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
 from specviz.analysis.trace import Trace, first_parting
@@ -36,8 +38,7 @@ class SelfCheckConfig:
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
     bench_gammas: tuple[int, ...] = (3, 5)  # around a GPU's best γ (assets/bench/); more cells reach fewer prompts
-    # tree budgets (0 = a chain), each beside the chain, to find the default per machine kind; on a GPU a large
-    # tree's verify cost well over the one step hoped for (launch-bound) and lost to the chain (assets/bench/)
+    # tree budgets (0 = a chain), each beside the chain, to find the default per machine kind (assets/bench/)
     bench_trees: tuple[int, ...] = (0, 16)
     temperatures: tuple[float, ...] = (0.0, 0.7)
     max_new_tokens: int = 64
@@ -50,38 +51,20 @@ class SelfCheckConfig:
 
 def taken_in_turn(sets: dict[str, list[Prompt]]) -> Iterator[tuple[str, int, Prompt]]:
     """(set, index, prompt), one from each set in turn, so a cut leaves every set checked a little."""
-    for index in range(max(map(len, sets.values()))):
-        for name, prompts in sets.items():
-            if index < len(prompts):
-                yield name, index, prompts[index]
+    for index, prompts in enumerate(zip_longest(*sets.values())):
+        yield from ((name, index, prompt) for name, prompt in zip(sets, prompts) if prompt is not None)
 
 
-@dataclass(frozen=True)
-class Parting:
-    """Where a greedy lane left the target alone's tokens (or transformers')."""
-
-    prompt_index: int
-    gamma: int
-    against: str  # "target alone" or "transformers"
-    position: int
-
-
-def greedy_partings(pair: ModelPair, prompt_ids: list[list[int]], config: SelfCheckConfig) -> tuple[list[Parting], int]:
-    """Every place a greedy speculative run parts from the target alone or from transformers'
-    generate(), and how many comparisons were made."""
-    partings, num_checked = [], 0
+def greedy_partings(pair: ModelPair, ids: list[int], config: SelfCheckConfig) -> Iterator[tuple[int, str, int | None]]:
+    """(γ, against, position) for each comparison of a greedy speculative run with the target alone and with
+    transformers' generate(): where the lane left their tokens, None where it never did."""
     decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
-    for index, ids in enumerate(prompt_ids):
-        baseline = Trace.from_events(autoregressive_decode(pair, ids, decode))
-        theirs = transformers_greedy(pair, ids, decode)
-        for gamma in config.gammas:
-            ours = Trace.from_events(speculative_decode(pair, ids, replace(decode, gamma=gamma)))
-            for against, other in (("target alone", baseline.token_ids), ("transformers", theirs)):
-                num_checked += 1
-                position = first_parting(ours.token_ids, other)
-                if position is not None:
-                    partings.append(Parting(index, gamma, against, position))
-    return partings, num_checked
+    baseline = Trace.from_events(autoregressive_decode(pair, ids, decode))
+    theirs = transformers_greedy(pair, ids, decode)
+    for gamma in config.gammas:
+        ours = Trace.from_events(speculative_decode(pair, ids, replace(decode, gamma=gamma)))
+        for against, other in (("target alone", baseline.token_ids), ("transformers", theirs)):
+            yield gamma, against, first_parting(ours.token_ids, other)
 
 
 @torch.inference_mode()
@@ -94,16 +77,20 @@ def transformers_greedy(pair: ModelPair, ids: list[int], config: DecodeConfig) -
 
 
 def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: SelfCheckConfig, deadline: float) -> dict:
-    """The verify's measured invariance and greedy identity, prompt by prompt until the deadline."""
+    """The verify's measured invariance and greedy identity, prompt by prompt until the deadline. Each parting
+    says where a greedy lane left the target alone's tokens ("target alone") or transformers'."""
     done = dict.fromkeys(sets, 0)
     partings, num_checked, cut = [], 0, False
     for name, index, prompt in taken_in_turn(sets):
         if time.monotonic() > deadline:
             cut = True
             break
-        found, checked = greedy_partings(pair, encode_prompts(pair, [prompt], None), config)
-        partings += [{**asdict(parting), "prompt_set": name, "prompt_index": index} for parting in found]
-        num_checked, done[name] = num_checked + checked, done[name] + 1
+        for gamma, against, position in greedy_partings(pair, encode_prompts(pair, [prompt], None)[0], config):
+            num_checked += 1
+            if position is not None:
+                partings.append({"prompt_index": index, "gamma": gamma, "against": against, "position": position,
+                                 "prompt_set": name})
+        done[name] += 1
     invariance = asdict(pair.invariance) if pair.invariance else None
     return {"precision": pair.precision, "invariance": invariance, "num_checked": num_checked,
             "num_identical": num_checked - len(partings), "partings": partings, "prompts_done": done,
@@ -113,22 +100,17 @@ def check_exactness(pair: ModelPair, sets: dict[str, list[Prompt]], config: Self
 def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, deadline: float) -> tuple[list, int, bool]:
     """The bench's timed runs until the deadline, each temperature with its share: (results, prompts reached, cut)."""
     results, reached, cut = [], 0, False
+    prompt_ids = encode_prompts(pair, prompts, config.chat)
     for number, temperature in enumerate(config.temperatures):
-        share = (deadline - time.monotonic()) / (len(config.temperatures) - number)
-        stop_at = time.monotonic() + share
-        one = replace(config, temperatures=(temperature,))
-        runs: dict[tuple[int, int], list] = {}  # (γ, tree budget) → (baseline, speculative) pairs
-        num_baselines = 0  # one per prompt (a single repeat)
-        for gamma, tree, _, baseline, speculative in timed_runs(pair, encode_prompts(pair, prompts, config.chat), one):
-            if speculative is None:
-                num_baselines += 1
-                reached = max(reached, num_baselines)
-            else:
-                runs.setdefault((gamma, tree), []).append((baseline, speculative))
+        stop_at = time.monotonic() + (deadline - time.monotonic()) / (len(config.temperatures) - number)
+        runs = []
+        for run in timed_runs(pair, prompt_ids, replace(config, temperatures=(temperature,))):
+            runs.append(run)
             if time.monotonic() > stop_at:
                 cut = True
                 break
-        results += [summarise(gamma, temperature, pairs, tree) for (gamma, tree), pairs in runs.items()]
+        reached = max(reached, sum(speculative is None for *_, speculative in runs))  # one baseline per prompt
+        results += pool(runs)
     return results, reached, cut
 
 
@@ -172,12 +154,10 @@ def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: Se
         if time.monotonic() > deadline:
             cut = True
             break
-        started = clock(pair.device)
-        ours = Trace.from_events(autoregressive_decode(pair, ids, decode))
-        ours_rate = ours.num_tokens / (clock(pair.device) - started)
+        ours = ours_rate(autoregressive_decode, pair, ids, decode)
         for name, against in (("ours_over_generate", pair), ("ours_over_plain_generate", plain)):
             theirs_s, theirs_n = time_generate(against, ids, decode, assisted=False)
-            ratios[name].append(ours_rate / (theirs_n / theirs_s))
+            ratios[name].append(ours / (theirs_n / theirs_s))
     spread = {name: {"median": statistics.median(r), "min": min(r), "max": max(r)} if r else {}
               for name, r in ratios.items()}
     return {"precision": pair.precision, **spread, "num_prompts": len(ratios["ours_over_generate"]), "cut": cut}

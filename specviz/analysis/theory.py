@@ -29,15 +29,18 @@ def best_gamma(alpha: float, cost_ratio: float, max_gamma: int = 16, verify_cost
     return max(range(1, max_gamma + 1), key=lambda gamma: expected_speedup(alpha, gamma, cost_ratio, verify_cost))
 
 
+def best_speedup(alpha: float, cost_ratio: float, verify_cost: float = 1.0, max_gamma: int = 16) -> float:
+    """The expected speedup of the best γ in 1..max_gamma."""
+    return max(expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in range(1, max_gamma + 1))
+
+
 def speculation_pays(alpha: float, cost_ratio: float, verify_cost: float = 1.0) -> bool:
     """Whether some γ beats the baseline.
 
     With v = 1 this is α > c (Leviathan, Corollary 3.9). With a dearer verify there is no such
     closed form: it pays when the best γ's expected speedup is above 1.
     """
-    if verify_cost == 1.0:
-        return alpha > cost_ratio
-    return max(expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in range(1, 17)) > 1.0
+    return alpha > cost_ratio if verify_cost == 1.0 else best_speedup(alpha, cost_ratio, verify_cost) > 1.0
 
 
 def min_paying_alpha(cost_ratio: float, verify_cost: float = 1.0, max_gamma: int = 16) -> float | None:
@@ -46,16 +49,12 @@ def min_paying_alpha(cost_ratio: float, verify_cost: float = 1.0, max_gamma: int
     With v = 1 it is c itself (γ = 1 pays exactly when α > c). A dearer verify moves it up, and
     there is no closed form; but the best γ's speedup rises with α, so bisection finds it.
     """
-
-    def best_speedup(alpha: float) -> float:
-        return max(expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in range(1, max_gamma + 1))
-
-    if best_speedup(1.0) <= 1.0:
+    if best_speedup(1.0, cost_ratio, verify_cost, max_gamma) <= 1.0:
         return None
     low, high = 0.0, 1.0
-    if best_speedup(low) > 1.0:
+    if best_speedup(low, cost_ratio, verify_cost, max_gamma) > 1.0:
         return 0.0
     for _ in range(40):  # 2^-40: far below anything a chart or a slider shows
         middle = (low + high) / 2
-        low, high = (low, middle) if best_speedup(middle) > 1.0 else (middle, high)
+        low, high = (low, middle) if best_speedup(middle, cost_ratio, verify_cost, max_gamma) > 1.0 else (middle, high)
     return high

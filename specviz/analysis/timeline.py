@@ -42,11 +42,8 @@ class Block:
 def draft_kinds(event: RoundEvent) -> list[BlockKind]:
     """Each draft forward's fate: the token it drafted was kept, or thrown away (forwards beyond the drafted
     tokens, a head's extra look-ahead, drafted nothing kept)."""
-    kinds: list[BlockKind] = []
-    for index in range(event.num_draft_forwards):
-        kept = index < len(event.drafted) and event.verdict(index) == "accepted"
-        kinds.append("draft-kept" if kept else "draft-thrown")
-    return kinds
+    return ["draft-kept" if index < len(event.drafted) and event.verdict(index) == "accepted" else "draft-thrown"
+            for index in range(event.num_draft_forwards)]
 
 
 def target_kind(event: RoundEvent) -> BlockKind:

@@ -8,6 +8,7 @@ events' own timings, so the UI's clock never enters a speed figure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Iterable
 
 from specviz.analysis import theory
@@ -71,13 +72,8 @@ class Trace:
         """(seconds since start, tokens so far) after the prefill and after every round."""
         if not self.prefill:
             return []
-        elapsed, count = self.prefill.prefill_s, 1
-        points = [(elapsed, count)]
-        for event in self.rounds:
-            elapsed += event.draft_s + event.verify_s
-            count += len(event.emitted_ids)
-            points.append((elapsed, count))
-        return points
+        seconds = accumulate([self.prefill.prefill_s] + [event.draft_s + event.verify_s for event in self.rounds])
+        return list(zip(seconds, accumulate([1] + [len(event.emitted_ids) for event in self.rounds])))
 
     # --- work done -------------------------------------------------------------------------
     @property
@@ -185,9 +181,8 @@ def tokens_per_target_forward(traces: Iterable[Trace]) -> float:
     target's own token (a resample or a bonus), over those forwards.
 
     The one count of it (the page's stats, the explainer, the bench, the sweep). The prefill is left out:
-    its forward reads the prompt and gives the first token in every lane alike, so counting it pulled a
-    14-token run's figure from 13 / 6 = 2.17 down to 14 / 7 = 2.00 and made it disagree with the formula's
-    (1 − α^(γ+1)) / (1 − α), which counts rounds. Without it the target alone has τ = 1 exactly.
+    its forward reads the prompt and gives the first token in every lane alike, and counting it would part τ
+    from the formula's (1 − α^(γ+1)) / (1 − α), which counts rounds. Without it the target alone has τ = 1 exactly.
     """
     tokens = forwards = 0
     for trace in traces:
@@ -256,7 +251,4 @@ def first_parting(ours: list[int], other: list[int]) -> int | None:
 
 def first_divergence_of_ids(a: list[int], b: list[int]) -> int | None:
     """first_divergence for two plain lists of token ids."""
-    for index, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return index
-    return None
+    return next((index for index, (x, y) in enumerate(zip(a, b)) if x != y), None)

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from specviz.analysis.bench import BENCH_ENGINE, BenchConfig
 from specviz.analysis.selfcheck_measures import SelfCheckConfig
 from specviz.app.settings import SETTING, SETTINGS
-from specviz.models.presets import preset_name
+from specviz.models.presets import DEFAULT_PRESET, PRESETS, preset_name
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    from specviz.models.presets import DEFAULT_PRESET, PRESETS
-
     parser.add_argument("--pair", default=None, help=f"preset: {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
     parser.add_argument("--target", default=None, help="target model: hub id or local folder (with --draft)")
     parser.add_argument("--draft", default=None, help="draft model: hub id or local folder (with --target)")
@@ -88,12 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="γ sweep over several prompts, medians with spread")
     add_pair_arguments(bench)
     # What a bench sweeps is a list of its own (Setting.bench == "list"): γ, temperature and the tree budget.
-    bench.add_argument("--gammas", default=",".join(map(str, BenchConfig.gammas)), help="comma-separated γ values")
+    bench.add_argument("--gammas", type=separated(int), default=BenchConfig.gammas, help="comma-separated γ values")
     bench.add_argument("--prompts", default=None, help="JSON list or one-prompt-per-line file (default: the pair's examples)")
     bench.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    bench.add_argument("--temperature", default=",".join(f"{t:g}" for t in BenchConfig.temperatures),
+    bench.add_argument("--temperature", type=separated(float), default=BenchConfig.temperatures,
                        help="comma-separated temperatures, e.g. 0,0.7")
-    bench.add_argument("--tree", default=",".join(map(str, BenchConfig.trees)),
+    bench.add_argument("--tree", type=separated(int), default=BenchConfig.trees,
                        help=f"comma-separated tree budgets, e.g. 0,4,8 (0 = a chain): {SETTING['tree'].help}")
     bench.add_argument("--ignore-eos", action="store_true", help="time max-new-tokens every run, past end-of-sequence")
     bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
@@ -104,11 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     profile = commands.add_parser("profile", help="where the target's forward spends its time: a step against "
                                                   "(γ+1)-token verifies, in each precision")
     add_pair_arguments(profile)
-    profile.add_argument("--tokens", default="1,2,4,5,7", help="comma-separated new tokens per forward (1 = a step)")
+    profile.add_argument("--tokens", type=separated(int), default=(1, 2, 4, 5, 7),
+                         help="comma-separated new tokens per forward (1 = a step)")
     profile.add_argument("--context", type=int, default=100, help="tokens already in the cache")
     profile.add_argument("--repeats", type=int, default=12, help="plain timed forwards per token count")
-    profile.add_argument("--tree", default=None, help="comma-separated tree budgets: a verify of the last id and N "
-                                                       "draft-tree nodes under a tree mask, per budget")
+    profile.add_argument("--tree", type=separated(int), default=(),
+                         help="comma-separated tree budgets: a verify of the last id and N draft-tree nodes under a "
+                              "tree mask, per budget")
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
     # type: the default pair's old name (embedded) is still taken, as its current one
@@ -139,9 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="head with --device: generate, score, train or all (the default); each resumes from its files")
     train.add_argument("--target", default=None, metavar="FOLDER", help="head with --device: the target (default: the default pair's)")
     train.add_argument("--requests", type=int, default=None, help="head with --device: requests the target samples")
-    train.add_argument("--target-steps", type=int, default=None, help="tiny-code only")
-    train.add_argument("--seqkd-steps", type=int, default=None, help="tiny-code only")
-    train.add_argument("--distil-steps", type=int, default=None, help="tiny-code only")
+    for flag in ("--target-steps", "--seqkd-steps", "--distil-steps"):
+        train.add_argument(flag, type=int, default=None, help="tiny-code only")
     train.add_argument("--seed", type=int, default=None)
     train.add_argument("--threads", type=int, default=None)
 
@@ -161,17 +160,19 @@ def add_selfcheck_parser(commands) -> None:
     selfcheck.add_argument("--pair", default=None)
     selfcheck.add_argument("--minutes", type=float, default=check.minutes, help="the whole check, the target's rebuild included")
     selfcheck.add_argument("--quick", action="store_true", help="2 prompts, 16 tokens, γ 3: a minute or two, not minutes")
-    selfcheck.add_argument("--precisions", default=None, help="comma-separated (default: the device's)")
-    selfcheck.add_argument("--gammas", default=listed(check.gammas), help="greedy identity at each")
-    selfcheck.add_argument("--bench-gammas", default=listed(check.bench_gammas))
-    selfcheck.add_argument("--bench-trees", default=listed(check.bench_trees),
+    selfcheck.add_argument("--precisions", type=separated(), help="comma-separated (default: the device's)")
+    selfcheck.add_argument("--gammas", type=separated(int), default=check.gammas, help="greedy identity at each")
+    selfcheck.add_argument("--bench-gammas", type=separated(int), default=check.bench_gammas)
+    selfcheck.add_argument("--bench-trees", type=separated(int), default=check.bench_trees,
                            help="tree budgets the bench runs at every γ (0 = a chain)")
-    selfcheck.add_argument("--temperatures", default=listed(check.temperatures))
+    selfcheck.add_argument("--temperatures", type=separated(float), default=check.temperatures)
     selfcheck.add_argument("--max-new-tokens", type=int, default=check.max_new_tokens)
     selfcheck.add_argument("--num-prompts", type=int, default=None, help="per prompt set (default: all, as time allows)")
-    selfcheck.add_argument("--profile-tokens", default=listed(check.profile_tokens))
-    selfcheck.add_argument("--drafters", default=None, help="comma-separated (default: every one, the pair's own first)")
-    selfcheck.add_argument("--skip", default=None, help="comma-separated phases to leave out, by their first words")
+    selfcheck.add_argument("--profile-tokens", type=separated(int), default=check.profile_tokens)
+    selfcheck.add_argument("--drafters", type=separated(),
+                           help="comma-separated (default: every one, the pair's own first)")
+    selfcheck.add_argument("--skip", type=separated(), default=check.skip,
+                           help="comma-separated phases to leave out, by their first words")
     selfcheck.add_argument("--profile-repeats", type=int, default=check.profile_repeats)
     selfcheck.add_argument("--threads", type=int, default=1, help="CPU threads on a CPU (0: all); a GPU run keeps all")
 
@@ -185,18 +186,18 @@ def add_gpurun_parser(commands) -> None:
     pack_step.add_argument("--minutes", type=float, default=SelfCheckConfig.minutes, help="the last call's selfcheck budget")
 
 
-def listed(values: tuple) -> str:
-    """A default tuple as its flag spells it: (0, 0.7) → "0,0.7"."""
-    return ",".join(f"{value:g}" if isinstance(value, float) else str(value) for value in values)
+def separated(kind: Callable[[str], Any] = str) -> Callable[[str], tuple]:
+    """argparse's `type` for a comma-separated flag: "0,0.7" → (0.0, 0.7); a flag left out keeps its default."""
 
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError("is empty")
+        return values
 
-def parse_numbers(text: str, kind, name: str) -> tuple:
-    try:
-        values = tuple(kind(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise ValueError(f"--{name} must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise ValueError(f"--{name} is empty")
-    return values
+    return parse
 
 

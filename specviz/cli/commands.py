@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
-from specviz.catalogue import drafter_info
-from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser, parse_numbers
-from specviz.cli.terminal import drafter_description, play, print_figures, run_report
+from specviz.catalogue import drafter_info, run_lanes
+from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser
+from specviz.cli.terminal import drafter_description, play, show_figures
+from specviz.decoding.config import DecodeConfig
+from specviz.models.presets import resolve_pair
 
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -22,11 +24,11 @@ def config_from(args, names: tuple[str, ...], config_class, elsewhere: tuple[str
     """`config_class` (DecodeConfig, BenchConfig) from the parsed flags of the declared settings `names`, and
     `fixed`: what the command decides itself. A setting the config has no field for is refused, unless the
     command reads it `elsewhere` (the prompt, say): a flag that silently does nothing is a bug."""
-    fields = {field.name for field in dataclasses.fields(config_class)}
-    unknown = [name for name in names if name not in fields and name not in elsewhere]
+    known = {field.name for field in fields(config_class)}
+    unknown = [name for name in names if name not in known and name not in elsewhere]
     if unknown:
         raise TypeError(f"{config_class.__name__} has no field for the setting(s) {', '.join(unknown)}")
-    return config_class(**{**{name: getattr(args, name) for name in names if name in fields}, **fixed})
+    return config_class(**{**{name: getattr(args, name) for name in names if name in known}, **fixed})
 
 
 def prepare_pair(args):
@@ -41,12 +43,8 @@ def prepare_pair(args):
 
 
 def run_generate(args) -> int:
-    from dataclasses import asdict
-
     from specviz.decoding.drafters import draft_head_variant
     from specviz.analysis.bench_record import loaded_settings
-    from specviz.catalogue import run_lanes
-    from specviz.decoding.config import DecodeConfig
     from specviz.decoding.engine import decode_lanes
     from specviz.app.render.lanes import RunView
 
@@ -64,12 +62,9 @@ def run_generate(args) -> int:
     play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
     if args.save:
         view_run.run.save(args.save)
-    if args.json:
-        extra = {"device": str(pair.device), "draft_head": draft_head_variant(pair, config.full_draft_head)}
-        print(json.dumps(run_report(view_run, extra), indent=2))
-        return 0
-    print_figures(view_run)
-    if args.save:
+    extra = {"device": str(pair.device), "draft_head": draft_head_variant(pair, config.full_draft_head)}
+    show_figures(view_run, args.json, extra)
+    if args.save and not args.json:
         print(f"\nsaved the run to {args.save}: `python -m specviz replay {args.save}` plays it back")
     return 0
 
@@ -83,27 +78,18 @@ def run_replay(args) -> int:
     view_run = RunView.replaying(saved)
     events = replay(saved, speed=float("inf") if args.json else speed)
     play(view_run, events, saved.replayed_decode, quiet=args.json)
-    if args.json:
-        print(json.dumps(run_report(view_run, {"replayed_from": args.file}), indent=2))
-        return 0
-    print_figures(view_run)
+    show_figures(view_run, args.json, {"replayed_from": args.file})
     return 0
 
 
 def run_bench(args) -> int:
-    from dataclasses import asdict
-
-    from specviz.analysis.bench import BenchConfig, format_table, load_prompts, results_to_json
-    from specviz.analysis.bench import run_bench as measure
-    from specviz.decoding.config import DecodeConfig
-    from specviz.analysis.bench_hf import format_hf_table, run_against_hf
-    from specviz.models.presets import resolve_pair
+    from specviz.analysis.bench import (BenchConfig, format_hf_table, format_table, load_prompts, results_to_json,
+                                        run_against_hf, run_bench as measure)
 
     engine = config_from(args, BENCH_SETTINGS, DecodeConfig, elsewhere=("chat",), stop_at_eos=not args.ignore_eos,
                          full_draft_head=args.full_draft_head, drafter=chosen_drafter(args))
-    config = BenchConfig(engine, gammas=parse_numbers(args.gammas, int, "gammas"),
-                         temperatures=parse_numbers(args.temperature, float, "temperature"),
-                         trees=parse_numbers(args.tree, int, "tree"), repeats=args.repeats, chat=args.chat)
+    config = BenchConfig(engine, gammas=args.gammas, temperatures=args.temperature, trees=args.tree,
+                         repeats=args.repeats, chat=args.chat)
     if config.repeats < 1:
         raise ValueError("--repeats must be at least 1")
     prompts = load_prompts(args.prompts or resolve_pair(args.pair, args.target, args.draft).prompts_file)
@@ -134,22 +120,17 @@ def run_bench(args) -> int:
 
 def chosen_drafter(args) -> str:
     """--drafter, or the pair's own (PairPreset.unnamed_drafter)."""
-    from specviz.models.presets import resolve_pair
-
     return args.drafter or resolve_pair(args.pair, args.target, args.draft).unnamed_drafter()
 
 
 def run_profile(args) -> int:
     import torch
 
-    from dataclasses import replace
-
     from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
     from specviz.models.invariance import plain_copy
     from specviz.models.precision import PRECISIONS
 
-    config = ProfileConfig(token_counts=parse_numbers(args.tokens, int, "tokens"), context_length=args.context,
-                           repeats=args.repeats, trees=parse_numbers(args.tree, int, "tree") if args.tree else ())
+    config = ProfileConfig(token_counts=args.tokens, context_length=args.context, repeats=args.repeats, trees=args.tree)
     # Both precisions unless one is named: v in each is what decides whether a verify is nearly free.
     for precision in (args.dtype,) if args.dtype else tuple(PRECISIONS):
         pair = prepare_pair(argparse.Namespace(**{**vars(args), "dtype": precision}))
@@ -170,49 +151,36 @@ def layers_from(text: str | None) -> tuple[int, ...] | None:
     return () if text.strip().lower() == "none" else tuple(int(part) for part in text.split(","))
 
 
-def run_train(args) -> int:
-    from dataclasses import replace
+def given(**flags) -> dict:
+    """The flags the command line gave: a recipe's own default stands wherever one was left out (None)."""
+    return {name: value for name, value in flags.items() if value is not None}
 
+
+def run_train(args) -> int:
+    shared = dict(out_dir=args.out, work_dir=args.work_dir, seed=args.seed, num_threads=args.threads)
+    head = dict(epochs=args.epochs, lr=args.lr, target_layers=layers_from(args.target_layers))
     if args.recipe == "head" and args.device is not None:
         from specviz.training.head_config import head_gpu_config
         from specviz.training.head_gpu import train_head_on_gpu
 
-        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
-                     "num_threads": args.threads, "lr": args.lr, "minutes": args.minutes, "phase": args.phase,
-                     "target_id": args.target, "self_instructions": args.requests,
-                     "target_layers": layers_from(args.target_layers)}
-        train_head_on_gpu(head_gpu_config(args.device, **{k: v for k, v in overrides.items() if v is not None}))
-        return 0
-    if args.recipe == "head":
+        train_head_on_gpu(head_gpu_config(args.device, **given(
+            **shared, **head, minutes=args.minutes, phase=args.phase, target_id=args.target,
+            self_instructions=args.requests)))
+    elif args.recipe == "head":
         from specviz.training.head_config import HeadTrainConfig
         from specviz.training.head_train import train_head_recipe
 
-        minutes = {"teacher_minutes": args.minutes, "train_minutes": args.minutes} if args.minutes is not None else {}
-        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "epochs": args.epochs, "seed": args.seed,
-                     "num_threads": args.threads, "init_from": args.init_from, "lr": args.lr, **minutes,
-                     "target_layers": layers_from(args.target_layers)}
-        train_head_recipe(replace(HeadTrainConfig(), **{k: v for k, v in overrides.items() if v is not None}))
-        return 0
-    if args.recipe == "smollm2-135m":
+        train_head_recipe(HeadTrainConfig(**given(**shared, **head, init_from=args.init_from,
+                                                  teacher_minutes=args.minutes, train_minutes=args.minutes)))
+    elif args.recipe == "smollm2-135m":
         from specviz.training.distil import DistilConfig, distil
 
-        overrides = {"out_dir": args.out, "work_dir": args.work_dir, "steps": args.steps, "seed": args.seed, "num_threads": args.threads}
-        distil(replace(DistilConfig(), **{k: v for k, v in overrides.items() if v is not None}))
-        return 0
+        distil(DistilConfig(**given(**shared, steps=args.steps)))
+    else:
+        from specviz.training.train import TrainConfig, train
 
-    from specviz.training.train import TrainConfig, train
-
-    overrides = {
-        "out_dir": args.out,
-        "work_dir": args.work_dir,
-        "target_steps": args.target_steps,
-        "seqkd_steps": args.seqkd_steps,
-        "distil_steps": args.distil_steps,
-        "seed": args.seed,
-        "num_threads": args.threads,
-    }
-    config = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
-    train(config)
+        train(TrainConfig(**given(**shared, target_steps=args.target_steps, seqkd_steps=args.seqkd_steps,
+                                  distil_steps=args.distil_steps)))
     return 0
 
 
@@ -228,19 +196,11 @@ def run_selfcheck(args) -> int:
     if args.threads and not (args.device or "").startswith("cuda"):  # on a GPU the rebuild's CPU work wants every core
         torch.set_num_threads(args.threads)
     quick = dict(num_prompts=2, max_new_tokens=16, bench_gammas=(3,), bench_trees=(0,)) if args.quick else {}
-    asked = dict(
-        pair=args.pair, device=args.device, minutes=args.minutes, gammas=parse_numbers(args.gammas, int, "gammas"),
-        bench_gammas=parse_numbers(args.bench_gammas, int, "bench-gammas"),
-        bench_trees=parse_numbers(args.bench_trees, int, "bench-trees"),
-        temperatures=parse_numbers(args.temperatures, float, "temperatures"), max_new_tokens=args.max_new_tokens,
-        num_prompts=args.num_prompts, profile_tokens=parse_numbers(args.profile_tokens, int, "profile-tokens"),
-        profile_repeats=args.profile_repeats, drafters=tuple(args.drafters.split(",")) if args.drafters else None,
-        skip=tuple(args.skip.split(",")) if args.skip else (),
-        precisions=tuple(args.precisions.split(",")) if args.precisions else None)
+    config = config_from(args, tuple(field.name for field in fields(SelfCheckConfig)), SelfCheckConfig, **quick)
     out = args.out or Path(tempfile.mkdtemp(prefix="specviz-selfcheck-"))
     print(f"selfcheck: its files go to {out}", flush=True)
     # `main` records the first example as `generate --save` does (handed down: analysis never imports the CLI)
-    exact = run_selfcheck(SelfCheckConfig(**{**asked, **quick}), out, cli_main=main)
+    exact = run_selfcheck(config, out, cli_main=main)
     return 0 if exact else 1
 
 
@@ -252,9 +212,9 @@ def run_setup(args) -> int:
 
 
 def run_gpurun(args) -> int:
-    from specviz.cli.gpurun import run_gpurun as run_step
+    from specviz.cli.gpurun import run_pack  # `pack`, its one step
 
-    return run_step(args)
+    return run_pack(args)
 
 
 def main(argv: list[str] | None = None) -> int:

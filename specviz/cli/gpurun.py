@@ -76,7 +76,3 @@ def run_pack(args: argparse.Namespace) -> int:
     print(f"packed {len(files)} files ({manifest['payload_bytes'] / MIB:.1f} MiB gzip'd) into {len(manifest['parts'])} "
           f"parts of at most {part_bytes / MIB:.1f} MiB; the tree travels {tree / MIB:.1f} MiB with each\n{plan}")
     return 0
-
-
-def run_gpurun(args: argparse.Namespace) -> int:
-    return run_pack(args)

@@ -3,6 +3,8 @@ figures table with the page's verdict, and the JSON report."""
 
 from __future__ import annotations
 
+import json
+
 from specviz.catalogue import drafter_info, resolve
 from specviz.app.palette import ANSI, ANSI_RESET
 
@@ -102,6 +104,14 @@ def run_report(view_run, extra_config: dict) -> dict:
     report.update({key: value for key, value in stats.items() if key not in ("settings", *view_run.lane_names)})
     report["identical_outputs"] = all(stats["identical_tokens"].values()) if stats["identical_tokens"] else None
     return report
+
+
+def show_figures(view_run, as_json: bool, extra_config: dict) -> None:
+    """The run's figures: the JSON report, or the table with the page's verdict."""
+    if as_json:
+        print(json.dumps(run_report(view_run, extra_config), indent=2))
+    else:
+        print_figures(view_run)
 
 
 def drafter_description(pair, config) -> str:
