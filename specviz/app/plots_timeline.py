@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 
 from specviz.analysis.timeline import Block, lane_blocks, time_went_text
 from specviz.analysis.trace import Trace
-from specviz.app.palette import COLORS
 from specviz.app import render
+from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, with_hint
 from specviz.catalogue import lane_info
 

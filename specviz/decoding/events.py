@@ -209,16 +209,15 @@ class RoundEvent:
     @cached_property
     def guesses(self) -> tuple[DraftedToken, ...]:
         """A rival round's guesses for its one position in the drafter's own order, surest first (its first pick,
-        then its next guesses), the one the target took marked accepted; () in any other round. Each with p at
-        the first row, as the lanes and the inspector tell them."""
+        then its next guesses: the order its nodes are stored in, by the engine and by `rival_nodes`), the one the
+        target took marked accepted; () in any other round. Each with p at the first row, as the lanes and the
+        inspector tell them."""
         if self.shape != "rivals":
             return ()
-        guesses = sorted((node for node in self.nodes if node.verdict not in ("resample", "bonus")),
-                         key=lambda node: -(node.draft_confidence or 0.0))
         return tuple(DraftedToken(node.token_id, 1.0, node.target_prob, node.target_prob, 0.0,
                                   node.verdict == "accepted" and self.num_accepted > 0, True, node.draft_confidence,
                                   node.target_confidence)
-                     for node in guesses)
+                     for node in self.nodes if node.verdict not in ("resample", "bonus"))
 
     @property
     def taken_guess(self) -> int | None:
@@ -245,7 +244,7 @@ class RoundEvent:
     @property
     def took_rival(self) -> bool:
         """The target took a rival guess, not the drafter's own first pick (the guess it was surest of)."""
-        return bool(self.taken_guess)
+        return self.shown_guess > 0
 
     @property
     def num_verify_rows(self) -> int:

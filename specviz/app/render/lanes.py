@@ -16,7 +16,8 @@ from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_inf
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
-    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting, own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
+    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting,
+    own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
