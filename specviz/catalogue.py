@@ -34,12 +34,12 @@ class DrafterInfo:
     drafter: str  # "module:Class" of its specviz.decoding.drafters.Drafter subclass
     label: str  # short, for choices and titles: "draft model"
     description: str  # one line on where its guesses come from (the CLI's --help)
-    needs_draft_model: bool  # it cannot run on a pair without a draft model
-    needs_head: bool  # it cannot run on a pair without a trained head (it drafts with it)
     prefill_words: str  # what it did while the target read the prompt
     source_words: str  # where its guesses come from, for the draft stage and the inspector
-    caches: str  # the KV caches it keeps beside the target's, "" when none
-    hf_equivalent: str  # how transformers' generate() does the same, "" when it cannot
+    needs_draft_model: bool = False  # it cannot run on a pair without a draft model
+    needs_head: bool = False  # it cannot run on a pair without a trained head (it drafts with it)
+    caches: str = ""  # the KV caches it keeps beside the target's, "" when none
+    hf_equivalent: str = ""  # how transformers' generate() does the same, "" when it cannot
     settings: tuple[str, ...] = ()  # DecodeConfig fields that only this drafter reads
     # What transformers' generate() runs for it in the reference lane ("" = the drafter itself).
     in_transformers: str = ""
@@ -61,16 +61,11 @@ class DrafterInfo:
 
 DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
     DrafterInfo(
-        name="model",
-        drafter="specviz.decoding.drafters:ModelDrafter",
-        label="draft model",
-        description="draft model (a small separate LM)",
-        needs_draft_model=True,
-        needs_head=False,
+        name="model", drafter="specviz.decoding.drafters:ModelDrafter", label="draft model",
+        description="draft model (a small separate LM)", needs_draft_model=True, caches="the draft's",
+        hf_equivalent="assistant_model",
         prefill_words="The draft model read the prompt too, to fill its own KV cache.",
         source_words="the draft model, a small language model that reads only the text",
-        caches="the draft's",
-        hf_equivalent="assistant_model",
         diagram=((("the text so far", "plain"),), (("its own small transformer ({draft_layers} layers × {draft_width})", "own"),),
                  (("its own output head", "own"),), (("guess", "plain"),)),
         about=("<b>The draft model</b> reads only the text, with its own small transformer: {draft_params} parameters "
@@ -79,17 +74,11 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                "<code>generate(assistant_model=…)</code> can use it too."),
     ),
     DrafterInfo(
-        name="prompt-lookup",
-        drafter="specviz.decoding.drafters:PromptLookupDrafter",
-        label="prompt lookup",
-        description="prompt lookup (copy n-grams, no model)",
-        needs_draft_model=False,
-        needs_head=False,
+        name="prompt-lookup", drafter="specviz.decoding.drafters:PromptLookupDrafter", label="prompt lookup",
+        description="prompt lookup (copy n-grams, no model)", hf_equivalent="prompt_lookup_num_tokens",
+        settings=("ngram",),
         prefill_words="Prompt lookup needs no model: it will copy from the prompt and the text so far.",
         source_words="copying: the tokens that followed the text's last n-gram earlier on",
-        caches="",
-        hf_equivalent="prompt_lookup_num_tokens",
-        settings=("ngram",),
         draft_words=("Prompt lookup found the text's last tokens earlier on and copied the {tokens} that followed: "
                      "{texts}. Copying is certain, so q = 1 for each (a one-hot q)."),
         fewer_words="that is all the copied stretch held.",
@@ -101,18 +90,12 @@ DRAFTER_CATALOGUE: tuple[DrafterInfo, ...] = (
                "(corrections, rewrites, code edits); elsewhere it often finds nothing to copy."),
     ),
     DrafterInfo(
-        name="head",
-        drafter="specviz.decoding.head:HeadDrafter",
-        label="EAGLE-style head",
-        description="EAGLE-style head (reads the target's hidden state)",
-        needs_draft_model=False,
-        needs_head=True,
+        name="head", drafter="specviz.decoding.drafters:HeadDrafter", label="EAGLE-style head",
+        description="EAGLE-style head (reads the target's hidden state)", needs_head=True, caches="the head's",
         prefill_words=("The head read nothing itself: it starts from the target's own hidden state at the prompt's "
                        "last position, which the target's prefill just computed."),
         source_words=("the head: one small layer that reads the target's own hidden state of the last verified "
                       "token (and, after its first guess, its own predicted states)"),
-        caches="the head's",
-        hf_equivalent="",
         in_transformers="draft model: transformers has no head drafter",
         draft_words=("The {label} ran {forwards}: the first reads the target's own hidden state at the last verified "
                      "token, each later one its own predicted state. q is its probability for the token it "
@@ -153,46 +136,22 @@ class LaneInfo:
     title: str  # the lane box's heading
     label: str  # short, for table columns, chart legends and the status line
     colour: str  # its line in the charts (the palette takes it from here)
-    drafts: bool  # its rounds carry drafted tokens the page draws; False: tokens only, no rounds drawn
-    names_drafter: bool  # the run's drafter works in it, so its title says which
-    by_default: bool  # in a run unless the run asks otherwise (the reference lane is asked for)
+    drafts: bool = False  # its rounds carry drafted tokens the page draws; False: tokens only, no rounds drawn
+    names_drafter: bool = False  # the run's drafter works in it, so its title says which
+    by_default: bool = False  # in a run unless the run asks otherwise (the reference lane is asked for)
     redraws: bool = True  # False: its decoder runs in a thread of its own, and redrawing would take its CPU
     in_transformers: bool = False  # transformers' generate() drafts here: its title names what it ran instead
 
 
-LANE_CATALOGUE: tuple[LaneInfo, ...] = (
-    LaneInfo(
-        name="baseline",
-        decoder="specviz.decoding.engine:autoregressive_decode",
-        title="Target only (baseline)",
-        label="target alone",
-        colour="#555555",  # grey
-        drafts=False,
-        names_drafter=False,
-        by_default=True,
-    ),
-    LaneInfo(
-        name="speculative",
-        decoder="specviz.decoding.engine:speculative_decode",
-        title="Speculative decoding",
-        label="speculative",
-        colour="#0072B2",  # Okabe-Ito blue
-        drafts=True,
-        names_drafter=True,
-        by_default=True,
-    ),
-    LaneInfo(
-        name="reference",
-        decoder="specviz.decoding.reference:reference_decode",
-        title="transformers generate() (reference)",
-        label="transformers",
-        colour="#CC79A7",  # Okabe-Ito reddish purple
-        drafts=False,  # generate() reports tokens, not its rounds' drafts
-        names_drafter=True,
-        by_default=False,
-        redraws=False,
-        in_transformers=True,
-    ),
+LANE_CATALOGUE: tuple[LaneInfo, ...] = (  # colours: grey, then Okabe-Ito blue and reddish purple
+    LaneInfo(name="baseline", decoder="specviz.decoding.engine:autoregressive_decode", title="Target only (baseline)",
+             label="target alone", colour="#555555", by_default=True),
+    LaneInfo(name="speculative", decoder="specviz.decoding.engine:speculative_decode", title="Speculative decoding",
+             label="speculative", colour="#0072B2", drafts=True, names_drafter=True, by_default=True),
+    # its rounds are not drawn: generate() reports tokens, not its rounds' drafts
+    LaneInfo(name="reference", decoder="specviz.decoding.reference:reference_decode",
+             title="transformers generate() (reference)", label="transformers", colour="#CC79A7", names_drafter=True,
+             redraws=False, in_transformers=True),
 )
 
 LANE_INFO: dict[str, LaneInfo] = {info.name: info for info in LANE_CATALOGUE}
@@ -208,7 +167,7 @@ def lane_info(name: str) -> LaneInfo:
     page or a chart can still show it (only the engine, which must decode it, refuses it)."""
     if name in LANE_INFO:
         return LANE_INFO[name]
-    return LaneInfo(name, "", name, name, OTHER_LANE_COLOUR, drafts=False, names_drafter=False, by_default=False)
+    return LaneInfo(name, "", name, name, OTHER_LANE_COLOUR)
 
 
 def run_lanes(asked: Sequence[str] = ()) -> tuple[str, ...]:

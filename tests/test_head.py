@@ -1,4 +1,4 @@
-"""The head drafter (specviz.decoding.head): it reads the target's hidden states from the forwards the
+"""The head drafter (specviz.decoding.drafters): it reads the target's hidden states from the forwards the
 engine runs anyway, keeps its bookkeeping right across rounds and rollbacks, and never changes
 the output: greedy identical to the target alone, sampled output distributed as the target's."""
 
@@ -16,8 +16,7 @@ from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden
 from specviz.models.compact import dequantize_rows, quantize_rows
 from specviz.models.draft_head import DraftHead, head_config_for, load_head
-from specviz.decoding.drafters import ModelDrafter
-from specviz.decoding.head import HeadDrafter
+from specviz.decoding.drafters import HeadDrafter, ModelDrafter
 from specviz.decoding.sampling import ProbsFn
 from specviz.analysis.trace import Trace
 from tests.test_distribution import check_against_target, distribution_pair, exact_joint_of_three, sample_runs
@@ -267,3 +266,30 @@ def test_a_run_that_goes_on_from_a_layered_head_must_name_its_layers_before_any_
     plain = with_head(tiny_pair("llama"))
     plain.head.save(tmp_path / "plain", plain.head_rows, {"note": "test"})
     check_the_layers_it_goes_on_with(HeadTrainConfig(init_from=str(tmp_path / "plain"), target_layers=(3,)))
+
+
+def test_a_training_run_stopped_by_its_minutes_resumes_at_the_first_step_it_did_not_run(tmp_path, monkeypatch):
+    """`train_minutes` stops the loop before a step runs: its checkpoint counts the steps that ran, so a resumed
+    run skips none, and a rerun of a finished run (no step left) keeps the count it had."""
+    from types import SimpleNamespace
+
+    import specviz.training.head_train as head_train
+    from specviz.training.head_config import HeadTrainConfig
+
+    pair = tiny_pair("llama")
+    config = HeadTrainConfig(work_dir=str(tmp_path), label_batch=2, teacher_top_k=4, batch_size=2, epochs=2.0,
+                             train_minutes=1.0)
+    rows = torch.tensor(random_prompts(4, pair.vocab_size, seed=1, min_len=10, max_len=10))  # (4, 10)
+    data = head_train.label_with_features(config, pair.target, rows, pair.device)  # 4 rows: 4 steps of 2 rows
+    clock = iter([0.0, 0.0, 0.0, 61.0])  # started, steps 0 and 1 within the minute, step 2 past it
+    monkeypatch.setattr(head_train, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    head = DraftHead(head_config_for(pair.target.config))
+    head_rows = torch.arange(pair.vocab_size)
+    checkpoint = tmp_path / "head-checkpoint.pt"
+    head_train.train_head(config, head, pair.target, head_rows, data, data)
+    assert torch.load(checkpoint, weights_only=False)["step"] == 2
+    monkeypatch.setattr(head_train, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    head_train.train_head(config, head, pair.target, head_rows, data, data)
+    assert torch.load(checkpoint, weights_only=False)["step"] == 4
+    head_train.train_head(config, head, pair.target, head_rows, data, data)
+    assert torch.load(checkpoint, weights_only=False)["step"] == 4

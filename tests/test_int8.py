@@ -1,4 +1,4 @@
-"""Drafters in int8 on a CPU (specviz.models.int8, specviz.models.rows): only the drafter's q
+"""Drafters in int8 on a CPU (specviz.models.int8, specviz.models.pairs.RowScorer): only the drafter's q
 changes, so greedy output stays the target's alone and sampled output keeps its distribution;
 the target is never touched."""
 
@@ -16,7 +16,7 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.models.int8 import int8_available, is_quantized, quantize_linears
 from specviz.models.loading import prepare_drafters
-from specviz.models.rows import RowScorer, scorer_for
+from specviz.models.pairs import RowScorer, scorer_for
 from tests.test_distribution import VOCAB, check_against_target, exact_joint_of_three, sample_runs
 from tests.test_head import with_head
 from tests.test_sampling import SIGNIFICANCE

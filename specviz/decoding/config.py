@@ -23,7 +23,7 @@ GAMMA_SCHEDULES = ("constant", "heuristic")
 class DecodeConfig:
     """Settings shared by both lanes, so the baseline is decoded exactly like the target lane."""
 
-    gamma: int = 3  # tokens drafted per round (γ), the default pair's measured best; ignored by the baseline
+    gamma: int = 3  # tokens drafted per round (γ), the default pair's best; ignored by the baseline
     temperature: float = 0.0  # 0 = greedy; else logits / temperature
     top_k: int = 0  # keep the k most likely tokens; 0 = off
     top_p: float = 1.0  # nucleus: smallest set with mass ≥ top_p; 1 = off
@@ -36,17 +36,16 @@ class DecodeConfig:
     full_draft_head: bool = False
     drafter: str = DEFAULT_DRAFTER  # a name in catalogue.DRAFTER_INFO
     ngram: int = 3  # prompt lookup: longest trailing n-gram it looks for (it tries shorter ones too)
-    # Draft only while sure: a round stops drafting after a token whose draft top probability
-    # (temperature 1) is below this; 0 = always draft γ (as transformers' assistant_confidence_threshold).
-    # 0.5 won the bench on the default pair (README): a verify of fewer tokens costs less here.
+    # Draft only while sure: a round stops drafting after a token whose draft top probability (temperature 1)
+    # is below this, since a verify of fewer tokens costs less; 0 = always draft γ (as transformers'
+    # assistant_confidence_threshold). The default is the bench's pick on the default pair (README).
     draft_confidence: float = 0.5
     # "constant": every round drafts γ; "heuristic": transformers' schedule for assistant models,
     # which starts at γ, adds 2 after a round whose drafts were all accepted and takes 1 away otherwise.
     gamma_schedule: str = "constant"
-    # Greedy only: where the drafter is unsure of a round's first token (below draft_confidence), also
-    # offer its next `rivals` likeliest tokens there, judged in the same verify (a one-level draft
-    # tree, after EAGLE-2): the target takes whichever is its own choice. 0 = off. 2 won the bench on
-    # the default pair's held-out prompts and tied on the examples (README).
+    # Greedy only: where the drafter is unsure of a round's first token (below draft_confidence), also offer its
+    # next `rivals` likeliest tokens there, judged in the same verify (a one-level draft tree, after EAGLE-2):
+    # the target takes whichever is its own choice. 0 = off; the default is the bench's pick (README).
     rivals: int = 2
     # Draft a tree instead of a chain (EAGLE-2, specviz.decoding.tree): at most this many nodes, depth γ,
     # all checked in one target forward; 0 = a chain. Every drafter grows them (prompt lookup: earlier matches).

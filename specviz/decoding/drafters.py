@@ -3,31 +3,34 @@
 A drafter is built per run from (pair, config, the run's probabilities function, the run's
 generator), so every drafter shares the run's seeded randomness, and the speculative loop only
 talks to the `Drafter` interface. Each is declared once in specviz.catalogue (name, factory,
-words); the head drafter, which reads the target's hidden states, lives in specviz.decoding.head.
+words).
 
 - `model`: the pair's draft model with its own KV cache (q = its sampling distribution);
-- `prompt-lookup`: no second model; copies the tokens that followed the last earlier
-  occurrence of the text's trailing n-gram (as transformers' `prompt_lookup_num_tokens` and
-  vLLM's ngram proposer do); in a tree round every earlier occurrence offers its branch. q is one-hot on the copied token, so the same rejection rule
-  accepts it with probability p(token) and the output stays exactly the target's.
+- `head`: a DraftHead (specviz.models.draft_head) over the target's hidden states. Within a round it drafts on
+  its own predicted features; after every verify the engine hands it the target's true hidden states (from the
+  verify that runs anyway: no extra target pass), and the positions it predicted are replaced by them;
+- `prompt-lookup`: no second model; copies the tokens that followed the last earlier occurrence of the text's
+  trailing n-gram (as transformers' `prompt_lookup_num_tokens` and vLLM's ngram proposer do), in a tree round
+  from every earlier occurrence. q is one-hot on the copied token, so the same rejection rule accepts it with
+  probability p(token) and the output stays exactly the target's.
 """
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, NamedTuple
+from typing import Callable, ClassVar, NamedTuple, Sequence
 
 import torch
 from transformers import DynamicCache
 
 from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new_ids, top_probability
+from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new_ids, top_probability, tree_layout
 from specviz.decoding.sampling import ProbsFn, sample
-from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path
-from specviz.models.pairs import ModelPair
-from specviz.models.rows import RowScorer, scorer_for
-from specviz.models.slot_calls import given_back, pooled_cache, prepare_pooled, run_hidden_rows, run_rows
-from specviz.models.slots import uses_slots
+from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path, top_children
+from specviz.models.pairs import ModelPair, RowScorer, scorer_for
+from specviz.models.slot_calls import (given_back, pooled_cache, prepare_pooled, run_head_rows, run_hidden_rows,
+                                       run_rows)
+from specviz.models.slots import SlotCache, uses_slots
 
 
 class Proposal(NamedTuple):
@@ -101,105 +104,92 @@ class Drafter:
 DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], Drafter]
 
 
-def draft_tokens(logits: torch.Tensor, confidence: torch.Tensor,
-                 advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int,
-                 to_probs: ProbsFn, generator: torch.Generator, vocab_size: int, threshold: float,
-                 num_rivals: int = 0, keep_logits: bool = False) -> Proposal:
-    """The drafting loop every model-based drafter shares: pick a token from the drafter's logits
-    (1, vocab), then `advance(token)` gives the next logits and confidence, up to num_tokens.
+class NetworkDrafter(Drafter):
+    """A drafter with a network of its own (the draft model, the head), drafting chains by `draft_tokens`, in a KV
+    cache that runs in slots where its target does (graphed on CUDA, from the pool) and goes back when the run ends."""
 
-    A round stops after a token the drafter was less sure of than `threshold` (0 = never): where a
-    (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice. The unsure
-    token itself is still proposed (as transformers' threshold does): it is accepted about as
-    often as the drafter was sure of it; the ones after it far less.
+    def __init__(self, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator,
+                 body: torch.nn.Module):
+        self.vocab_size = pair.vocab_size
+        self.to_probs = to_probs
+        self.generator = generator
+        self.config = config
+        self.body = body  # the network whose cache this is
+        self.cache = pooled_cache(body, pair.context_length) if uses_slots(pair.target) else DynamicCache()
 
-    Greedy, where that stop ends the round at its first token, the drafter's next `num_rivals`
-    likeliest tokens are offered beside it (`rivals`): the target judges them in the same verify.
+    @classmethod
+    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "Drafter":
+        return cls(pair, config, to_probs, generator)
 
-    `keep_logits` (greedy runs the inspector shows): each draft's logits are kept (Proposal.draft_logits).
-    """
-    rivals, asked = (), num_tokens
-    if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
-        rivals = rival_guesses(logits, num_rivals)
-        num_tokens = 1
-    drafted, probs, confidences, kept_logits = [], [], [], []
-    stopped_unsure = False
-    for step in range(num_tokens):
+    def close(self) -> None:
+        self.cache = given_back(self.body, self.cache)
+
+    def draft_tokens(self, logits: torch.Tensor, confidence: torch.Tensor,
+                     advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int) -> Proposal:
+        """The drafting loop: pick a token from the drafter's logits (1, vocab), then `advance(token)` gives the
+        next logits and confidence, up to num_tokens.
+
+        A round stops after a token the drafter was less sure of than DecodeConfig.draft_confidence (0 = never):
+        where a (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice. The unsure token
+        itself is still proposed (as transformers' threshold does): it is accepted about as often as the drafter was
+        sure of it; the ones after it far less.
+
+        Greedy, where that stop ends the round at its first token, the drafter's next DecodeConfig.rivals
+        likeliest tokens are offered beside it (`rivals`): the target judges them in the same verify.
+
+        With DecodeConfig.inspect (greedy runs the inspector shows), each draft's logits are kept (draft_logits).
+        """
+        to_probs, threshold, num_rivals = self.to_probs, self.config.draft_confidence, self.config.rivals
+        rivals, asked = (), num_tokens
+        if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
+            rivals = tuple(top_children(logits, 1 + num_rivals)[0][1:])  # its 2nd..(1+num_rivals)th likeliest
+            num_tokens = 1
+        drafted, probs, confidences, kept_logits = [], [], [], []
+        stopped_unsure = False
+        for step in range(num_tokens):
+            if to_probs.greedy:
+                # Same token the one-hot q would give, without building q each step: drafting is the
+                # hot loop, and q is built once per round below.
+                next_id = logits.argmax(-1)  # (1,)
+                if self.config.inspect:
+                    kept_logits.append(logits.clone())  # a copy: a drafter may reuse the buffer for its next row
+            else:
+                step_probs = to_probs(logits)  # (1, vocab)
+                next_id = sample(step_probs, self.generator)  # (1,)
+                probs.append(step_probs)
+            drafted.append(next_id)
+            confidences.append(confidence)
+            if step == num_tokens - 1:
+                break
+            if threshold > 0 and float(confidence) < threshold:
+                stopped_unsure = True
+                break
+            logits, confidence = advance(next_id)
+        draft_ids = torch.cat(drafted)  # (γ',)
         if to_probs.greedy:
-            # Same token the one-hot q would give, without building q each step: drafting is the
-            # hot loop, and q is built once per round below.
-            next_id = logits.argmax(-1)  # (1,)
-            if keep_logits:
-                kept_logits.append(logits.clone())  # a copy: a drafter may reuse the buffer for its next row
+            draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         else:
-            step_probs = to_probs(logits)  # (1, vocab)
-            next_id = sample(step_probs, generator)  # (1,)
-            probs.append(step_probs)
-        drafted.append(next_id)
-        confidences.append(confidence)
-        if step == num_tokens - 1:
-            break
-        if threshold > 0 and float(confidence) < threshold:
-            stopped_unsure = True
-            break
-        logits, confidence = advance(next_id)
-    draft_ids = torch.cat(drafted)  # (γ',)
-    if to_probs.greedy:
-        draft_probs = torch.nn.functional.one_hot(draft_ids, vocab_size).float()  # (γ', vocab)
-    else:
-        draft_probs = torch.cat(probs)  # (γ', vocab)
-    return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()),
-                    stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits))
+            draft_probs = torch.cat(probs)  # (γ', vocab)
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()),
+                        stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits))
 
 
-def rival_guesses(logits: torch.Tensor, num_rivals: int) -> tuple[tuple[int, float], ...]:
-    """The drafter's 2nd..(1+num_rivals)th likeliest tokens from logits (1, vocab), with their
-    probabilities (softmax at temperature 1); tokens it cannot propose (-inf: outside its rows) never."""
-    probs = logits[0].float().softmax(-1)  # (vocab,)
-    values, indices = probs.topk(1 + num_rivals)  # (1+k,)
-    return tuple((token_id, value) for token_id, value in zip(indices.tolist()[1:], values.tolist()[1:]) if value > 0)
-
-
-class ModelDrafter(Drafter):
-    """Drafts with a small causal LM and its own KV cache.
-
-    With a scorer (its head rows, specviz.models.rows), only those rows of its output head are
-    computed; q is then zero outside them, which keeps the output exactly the target's.
-    """
+class ModelDrafter(NetworkDrafter):
+    """Drafts with a small causal LM. With a scorer (its head rows, specviz.models.pairs.RowScorer), only those rows of its
+    output head are computed; q is then zero outside them, which keeps the output exactly the target's."""
 
     grows_trees = True
 
-    def __init__(self, model, vocab_size: int, to_probs: ProbsFn, generator: torch.Generator,
-                 scorer: RowScorer | None = None, confidence_threshold: float = 0.0, num_rivals: int = 0,
-                 keep_logits: bool = False):
-        self.model = model
-        self.confidence_threshold = confidence_threshold
-        self.num_rivals = num_rivals
-        self.keep_logits = keep_logits  # for the inspector (DecodeConfig.inspect): draft_tokens' keep_logits
-        self.vocab_size = vocab_size
-        self.to_probs = to_probs
-        self.generator = generator
-        self.cache = DynamicCache()
-        self.scorer = scorer  # the draft's head rows (specviz.models.rows), or None for its whole head
-
-    @classmethod
-    def build(cls, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator) -> "ModelDrafter":
-        scorer = None
+    def __init__(self, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator):
+        self.model = pair.draft
+        self.scorer: RowScorer | None = None  # the draft's head rows, or None for its whole head
         if pair.draft_head_rows is not None and not config.full_draft_head:
-            scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
-        drafter = cls(pair.draft, pair.vocab_size, to_probs, generator, scorer, config.draft_confidence, config.rivals,
-                      config.inspect)
-        if uses_slots(pair.target):  # the draft runs in slots where its target does: graphed on CUDA, from the pool
-            drafter.cache = pooled_cache(pair.draft, pair.context_length)
-        return drafter
+            self.scorer = scorer_for(pair.draft_scorer, pair.draft, pair.draft_head_rows, pair.vocab_size)
+        super().__init__(pair, config, to_probs, generator, pair.draft)
 
     @classmethod
     def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
         return f"draft model, {draft_head_variant(pair, config.full_draft_head)}"
-
-    def close(self) -> None:
-        """The run is over: a slot cache goes back to the pool, its graphs with it."""
-        self.cache = given_back(self.model, self.cache)
 
     def prefill(self, prompt_ids: torch.Tensor) -> int:
         # Only the cache matters here: the head runs at the last position alone, not at every one.
@@ -227,8 +217,7 @@ class ModelDrafter(Drafter):
             return logits.to(device), confidence
 
         logits, confidence = self.next_logits(committed_ids)
-        return draft_tokens(logits.to(device), confidence, advance, num_tokens, self.to_probs, self.generator,
-                            self.vocab_size, self.confidence_threshold, self.num_rivals, self.keep_logits)
+        return self.draft_tokens(logits.to(device), confidence, advance, num_tokens)
 
     def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
         """A draft tree after committed_ids (1, n) (specviz.decoding.tree): one forward per level over the
@@ -259,6 +248,108 @@ class ModelDrafter(Drafter):
         crop_cache(self.cache, num_committed - 1)
 
 
+class HeadDrafter(NetworkDrafter):
+    """Drafts with a DraftHead over the target's hidden states; the engine feeds it those states.
+
+    Positions 0..n-2 of the committed text have true target features (the target's cache holds
+    committed[:-1]); the head's KV cache holds its layer's entries for the positions it has read
+    with true features, so a round only feeds what the last verify added. Hence it reads nothing at the
+    prompt (the target's prefill hands it the prompt's states) and keeps none of a tree's entries (they were
+    read from predicted states; take_positions moves the accepted path's true ones).
+    """
+
+    grows_trees = True
+    reads_target = True
+
+    def __init__(self, pair: ModelPair, config: DecodeConfig, to_probs: ProbsFn, generator: torch.Generator):
+        self.head = pair.head
+        self.target_layers = pair.head.target_layers  # the target's lower layers it reads, besides the final one
+        self.embed = pair.target.get_input_embeddings()
+        # the target's own output head, its head rows only
+        self.scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
+        self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
+        super().__init__(pair, config, to_probs, generator, pair.head.body)
+
+    @classmethod
+    def describe(cls, pair: ModelPair, config: DecodeConfig) -> str:
+        return f"{super().describe(pair, config)}, {len(pair.head_rows)} of {pair.vocab_size} output rows"
+
+    def forward_head(self, features: torch.Tensor, next_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
+        """The head's states (m, d) for features (1, m, F) and the next tokens (1, m) after its cache;
+        `parents`: the trailing positions are tree nodes (forward.tree_layout), the last m of them new."""
+        if isinstance(self.cache, SlotCache):
+            return run_head_rows(self.head, self.embed, self.cache, features, next_ids, parents)
+        start, num_new = self.cache.get_seq_length(), next_ids.shape[1]
+        if parents:
+            layout = tree_layout(start + num_new, num_new, parents, next_ids.device, self.head.body.norm.weight.dtype)
+        else:
+            layout = {"position_ids": torch.arange(start, start + num_new, device=next_ids.device).view(1, -1)}
+        return self.head(features, self.embed(next_ids), self.cache, **layout)[0]  # (m, d)
+
+    def observe_target(self, hidden: torch.Tensor, start: int) -> None:
+        """The target's hidden states (m, d·(1+n)) for positions start..start+m-1: the final one, then
+        the lower layers the head reads."""
+        known = hidden.unsqueeze(0)  # (1, m, d·(1+n))
+        self.features = known if self.features is None else torch.cat([self.features[:, :start], known], dim=1)
+
+    def row_logits(self, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full-vocabulary logits (1, vocab), -inf outside the rows, and the head's top probability."""
+        logits, row_logits = self.scorer(predicted)  # (1, vocab), (1, rows)
+        return logits, top_probability(row_logits)
+
+    def catch_up(self, committed_ids: torch.Tensor) -> torch.Tensor:
+        """Read the true states the last verify added; return the predicted state at the last committed
+        position (1, d), which scores the next token."""
+        num_committed = committed_ids.shape[1]
+        start = self.cache.get_seq_length()
+        features = self.features[:, start : num_committed - 1]  # (1, m, d·(1+n))
+        return self.forward_head(features, committed_ids[:, start + 1 : num_committed])[-1:]  # (1, d)
+
+    def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
+        num_committed = committed_ids.shape[1]
+        predicted = self.catch_up(committed_ids)  # (1, d)
+
+        def advance(next_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            # the next input sits after the cache: the head's own prediction, no true state yet
+            nonlocal predicted
+            predicted = self.forward_head(predicted.unsqueeze(1), next_id.view(1, 1))  # (1, d)
+            return self.row_logits(predicted)
+
+        logits, confidence = self.row_logits(predicted)
+        proposal = self.draft_tokens(logits, confidence, advance, num_tokens)
+        # Keep only what was read with true states: the verify's states replace the rest.
+        crop_cache(self.cache, num_committed - 1)
+        return proposal
+
+    def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
+        """A draft tree (specviz.decoding.tree): one head forward per level over the whole frontier, each
+        node reading its parent's predicted state and its own embedding, under the tree's mask."""
+        num_committed = committed_ids.shape[1]
+        root = self.catch_up(committed_ids)  # (1, d)
+        predicted, fed_parents = [], []  # per fed slot: its predicted state (d,), its parent slot
+
+        def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
+            fed_parents.extend(parent_slots)
+            inputs = torch.stack([root[0] if slot < 0 else predicted[slot] for slot in parent_slots])  # (K, d)
+            out = self.forward_head(inputs.unsqueeze(0), committed_ids.new_tensor([token_ids]), fed_parents)  # (K, d)
+            predicted.extend(out)
+            return self.scorer(out)[0]  # (K, vocab)
+
+        tree = grow_tree(self.row_logits(root)[0], expand, depth, budget)
+        crop_cache(self.cache, num_committed - 1)  # its tree entries were read from predicted states: dropped
+        return tree
+
+    def take_positions(self, sources: list[int], dest: int) -> None:
+        """The guesses the target took (a rival, a tree's accepted path): their true states (handed over
+        from rows `sources` of the verify) become the states at dest, dest+1, …, where the text now has them."""
+        self.features[:, dest : dest + len(sources)] = self.features[:, sources]
+
+    def rollback(self, num_committed: int) -> None:
+        if self.features is not None:
+            self.features = self.features[:, : num_committed - 1]
+        crop_cache(self.cache, num_committed - 1)
+
+
 def draft_head_variant(pair: ModelPair, full_draft_head: bool) -> str:
     """Which output head the draft model computed: said beside every figure of it."""
     if pair.draft_head_rows is None or full_draft_head:
@@ -274,20 +365,29 @@ def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
     return prepare_pooled(pair.draft, pair.context_length, pair.device, longest, steps)
 
 
-def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[int]:
-    """The tokens after the latest earlier occurrence of ids' trailing n-gram (longest n first).
+def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
+    """The head's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
+    target's states and its drafting over its own predictions, at every key width."""
+    size = pair.head.config.hidden_size
+    filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
+    embed = pair.target.get_input_embeddings()
+    widths = (size * (1 + len(pair.head.target_layers)), size)  # the target's states, the head's own
+    dtype = pair.target.dtype
+    steps = [lambda c, w=w: run_head_rows(pair.head, embed, c, torch.zeros(1, 1, w, dtype=dtype, device=pair.device),
+                                          filler) for w in widths]
+    return prepare_pooled(pair.head.body, pair.context_length, pair.device, longest, steps)
 
-    For n from max_ngram down to 1, look for the last n ids earlier in the sequence (the
-    most recent match wins: it is most likely what the text is copying now) and return up to
-    num_tokens ids that followed it; [] when no n-gram recurs.
-    """
+
+def find_continuation(ids: list[int], max_ngram: int, num_tokens: int) -> list[int]:
+    """Up to num_tokens ids after the latest earlier occurrence of ids' trailing n-gram; [] when none recurs."""
     found = find_continuations(ids, max_ngram, num_tokens)
     return found[0] if found else []
 
 
 def find_continuations(ids: list[int], max_ngram: int, num_tokens: int) -> list[list[int]]:
-    """Every earlier occurrence's continuation of the text's trailing n-gram, for the longest n that
-    recurs, the latest occurrence first: the branches of a copying tree (the first is a chain's pick)."""
+    """Every earlier occurrence's continuation of the text's trailing n-gram, for the longest n (≤ max_ngram) that
+    recurs, the latest occurrence first (most likely what the text is copying now): the branches of a copying
+    tree (the first is a chain's pick)."""
     length = len(ids)
     for n in range(min(max_ngram, length - 1), 0, -1):
         tail = ids[length - n :]

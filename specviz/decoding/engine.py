@@ -1,9 +1,8 @@
 """The decoding engine: a fair autoregressive baseline and exact speculative decoding.
 
-Both are generators of events (specviz.decoding.events). No threads, callbacks or prints in here: a
-consumer that wants to stop simply stops iterating. Timings cover model work and sampling
-only, with CUDA synchronised before the clock is read, so rendering between events never
-counts against either lane.
+Both are generators of events (specviz.decoding.events). No threads, callbacks or prints in here: a consumer
+that wants to stop simply stops iterating. Timings cover model work and sampling only, with CUDA synchronised
+before the clock is read, so rendering between events never counts against either lane.
 
 One speculative round, with committed ids c and lookahead γ (Leviathan et al. 2023):
   draft   x_1..x_γ ~ q, autoregressively                    (γ draft forwards)
@@ -21,24 +20,23 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 from transformers import DynamicCache
 
-from specviz.catalogue import DEFAULT_LANES, LANE_INFO, LANE_NAMES, drafter_info, resolve
+from specviz.catalogue import DEFAULT_LANES, LANE_INFO, drafter_info, resolve, run_lanes
 from specviz.decoding.config import DecodeConfig, next_gamma
-from specviz.decoding.drafters import Drafter, DrafterFactory, prepare_draft_graphs
+from specviz.decoding.drafters import DrafterFactory, prepare_draft_graphs, prepare_head_graphs
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden, target_cache_for, target_forward
-from specviz.decoding.head import prepare_head_graphs
 from specviz.decoding.rounds import (AcceptRule, TreeRule, draft_branches, draft_chain, settle_round,
                                      verify_round)
 from specviz.decoding.sampling import ProbsFn, accept_or_resample, accept_tree, sample
-from specviz.decoding.tree import DraftTree
 from specviz.models.pairs import ModelPair
 from specviz.models.slot_calls import prepare_pooled, run_rows
 from specviz.models.slots import uses_slots
+
 
 def clock(device: torch.device) -> float:
     """perf_counter after the device has finished queued work (CUDA runs asynchronously)."""
@@ -51,10 +49,9 @@ def context_budget(pair: ModelPair, num_prompt_tokens: int, config: DecodeConfig
     """New tokens this run may produce: max_new_tokens, capped by the models' context length."""
     room = pair.context_length - num_prompt_tokens
     if room < 1:
-        raise ValueError(
-            f"the prompt is {num_prompt_tokens} tokens long, but these models see at most "
-            f"{pair.context_length} tokens: shorten the prompt to at most {pair.context_length - 1} tokens"
-        )
+        raise ValueError(f"the prompt is {num_prompt_tokens} tokens long, but these models see at most "
+                         f"{pair.context_length} tokens: shorten the prompt to at most "
+                         f"{pair.context_length - 1} tokens")
     return min(config.max_new_tokens, room)
 
 
@@ -63,12 +60,15 @@ def longest_text(pair: ModelPair, num_prompt_tokens: int, config: DecodeConfig) 
     return num_prompt_tokens + context_budget(pair, num_prompt_tokens, config) + max(config.tree, config.gamma) + 1
 
 
-def check_prompt(prompt_ids: list[int], pair: ModelPair) -> None:
+def check_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> int:
+    """Raise ValueError for bad settings or a bad or too long prompt, before any work; return the run's budget."""
+    config.validate()
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty: type some text to continue")
     bad = [i for i in prompt_ids if not 0 <= i < pair.vocab_size]
     if bad:
         raise ValueError(f"prompt token ids {bad[:5]} are outside the vocabulary (size {pair.vocab_size})")
+    return context_budget(pair, len(prompt_ids), config)
 
 
 def check_drafter(pair: ModelPair, config: DecodeConfig) -> None:
@@ -87,27 +87,16 @@ def truncate_at_eos(ids: list[int], eos_id: int | None, stop_at_eos: bool) -> tu
 
 def start_run(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
     """Shared set-up of both lanes: validated inputs, budget, generator, probs function."""
-    config.validate()
-    check_prompt(prompt_ids, pair)
-    budget = context_budget(pair, len(prompt_ids), config)
+    budget = check_run(pair, prompt_ids, config)
     generator = torch.Generator(device=pair.device).manual_seed(config.seed)
     to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     return budget, generator, to_probs, ids
 
 
-def round_steps(config: DecodeConfig, drafter: Drafter) -> Callable[..., DraftTree]:
-    """How a round drafts: a tree where the run asks for one and the drafter grows trees, else a chain
-    (whose rival guesses are a one-level tree). Verify, decision and settle are the same for all three."""
-    if config.tree and drafter.grows_trees:
-        return functools.partial(draft_branches, budget=config.tree)
-    return draft_chain
-
-
 @torch.inference_mode()
-def autoregressive_decode(
-    pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str = "baseline"
-) -> Iterator[Event]:
+def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig,
+                          lane: str = "baseline") -> Iterator[Event]:
     """The fair baseline: the target alone, one token per forward, KV cache on, same sampling."""
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     with target_cache_for(pair) as cache:
@@ -136,20 +125,13 @@ def autoregressive_decode(
 
 
 @torch.inference_mode()
-def speculative_decode(
-    pair: ModelPair,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    drafter: DrafterFactory | None = None,
-    accept_rule: AcceptRule = accept_or_resample,
-    lane: str = "speculative",
-    tree_rule: TreeRule = accept_tree,
-) -> Iterator[Event]:
+def speculative_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig,
+                       drafter: DrafterFactory | None = None, accept_rule: AcceptRule = accept_or_resample,
+                       lane: str = "speculative", tree_rule: TreeRule = accept_tree) -> Iterator[Event]:
     """Exact speculative decoding: output distributed exactly as the target's (greedy: identical).
 
-    The drafter is config.drafter's from the registry unless a factory is given (tests record
-    with one). `accept_rule` is the verification step (`tree_rule` a tree round's); only the exactness lab
-    swaps them, for a deliberately wrong rule the learner can watch fail.
+    The drafter is config.drafter's unless a factory is given (tests record with one). Only the exactness lab swaps
+    `accept_rule` (a chain's decision) or `tree_rule` (a tree's), for a deliberately wrong rule to watch fail.
     """
     budget, generator, to_probs, ids = start_run(pair, prompt_ids, config)
     if drafter is None:
@@ -168,7 +150,8 @@ def speculative_decode(
             yield FinishEvent(lane, "eos", 1)
             return
 
-        draft = round_steps(config, drafter)
+        tree_budget = config.tree if drafter.grows_trees else 0  # else chains (their rival guesses: one-level trees)
+        draft = functools.partial(draft_branches, budget=tree_budget) if tree_budget else draft_chain
         round_index = 0
         planned_gamma = config.gamma
         while num_generated < budget:
@@ -180,7 +163,8 @@ def speculative_decode(
             ids, new_ids = settle_round(ids, verified, target_cache, drafter)
             verified_at = clock(pair.device)
 
-            planned_gamma = next_gamma(config, planned_gamma, verified.num_drafted, verified.verdict.num_accepted)
+            # the γ schedule compares the longest path the round could have accepted with the path it did
+            planned_gamma = next_gamma(config, planned_gamma, drafts.depth, verified.verdict.num_accepted)
             emitted, hit_eos = truncate_at_eos(new_ids, pair.eos_id, config.stop_at_eos)
             yield verified.event(lane, round_index, num_generated, emitted, drafted_at - started, verified_at - drafted_at,
                                  config.inspect, to_probs.greedy)
@@ -189,9 +173,8 @@ def speculative_decode(
             if hit_eos:
                 yield FinishEvent(lane, "eos", num_generated)
                 return
-        yield FinishEvent(
-            lane, "max_new_tokens" if budget == config.max_new_tokens else "context_length", num_generated
-        )
+        reason = "max_new_tokens" if budget == config.max_new_tokens else "context_length"
+        yield FinishEvent(lane, reason, num_generated)
 
 
 @torch.inference_mode()
@@ -231,26 +214,16 @@ def warm_up(pair: ModelPair, longest: int = 0) -> None:
     clock(pair.device)
 
 
-# The lanes and their decoders are declared in the catalogue; a decoder is resolved by name when a run
-# asks for it, so the reference lane (built on this module) needs no import here.
-
-
-def lane_decoder(name: str) -> Callable[..., Iterator[Event]]:
-    """The decoder behind a lane name: (pair, prompt_ids, config, lane=name) → events."""
-    if name not in LANE_INFO:
-        raise ValueError(f"unknown lane {name!r}; choose from: {', '.join(LANE_NAMES)}")
-    return resolve(LANE_INFO[name].decoder)
-
-
 def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = DEFAULT_LANES) -> Iterator[Event]:
     """The lanes one after another, never concurrently, after a warm-up: no lane's timing
     ever shares the machine with another's."""
-    config.validate()
-    check_prompt(prompt_ids, pair)
-    context_budget(pair, len(prompt_ids), config)  # fail before any work if the prompt is too long
+    check_run(pair, prompt_ids, config)
     if any(LANE_INFO[lane].drafts for lane in lanes if lane in LANE_INFO):
         check_drafter(pair, config)
-    decoders = [(lane, lane_decoder(lane)) for lane in lanes]
+    run_lanes(lanes)  # raises for a lane the catalogue lacks
+    # (pair, prompt_ids, config, lane=name) → events, resolved by name from the catalogue when a run asks for it,
+    # so the reference lane (built on this module) needs no import here
+    decoders = [(lane, resolve(LANE_INFO[lane].decoder)) for lane in lanes]
     warm_up(pair, longest_text(pair, len(prompt_ids), config))
     for lane, decode in decoders:
         yield from decode(pair, prompt_ids, config, lane=lane)

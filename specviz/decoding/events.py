@@ -1,8 +1,7 @@
 """The one stream every consumer reads: small, frozen, tensor-free events.
 
-The engine yields these; the UI, the CLI, the benchmark and the tests consume them. Plain
-Python values only (the engine calls `.tolist()` once per round), so events can be kept,
-compared, and serialised to JSON without touching torch.
+Plain Python values only (the engine calls `.tolist()` once per round), so the UI, the CLI, the benchmark
+and the tests can keep, compare and serialise them to JSON without touching torch.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ from typing import Literal, NamedTuple, Union
 # A lane's name tags each of its events: "baseline" (the target alone), "speculative" (ours),
 # "reference" (transformers' generate); a run may hold any number of lanes.
 Lane = str
-# How the target's own token of a round came about: the baseline's plain sample ("target"),
-# the correction at the first rejection ("resample"), or the extra token after a fully
-# accepted draft ("bonus").
+# How the target's own token of a round came about: the baseline's plain sample, the correction at
+# the first rejection, or the extra token after a fully accepted draft.
 NextKind = Literal["target", "resample", "bonus"]
 StopReason = Literal["max_new_tokens", "eos", "context_length", "stopped"]
 RoundShape = Literal["chain", "rivals", "tree"]
@@ -46,9 +44,7 @@ class DraftedToken:
     accepted: bool  # verdict as decided, left to right (False after the first rejection too)
     decided: bool  # False for drafts after the first rejection: never examined
     draft_confidence: float | None = None  # the draft model's top probability here (T = 1); None: no model
-    # The target's top probability at this position (T = 1, its plain softmax, whatever the run's sampling):
-    # how sure the target was of any token here. Easy tokens are where it is sure. None: not recorded.
-    target_confidence: float | None = None
+    target_confidence: float | None = None  # the target's top probability here (T = 1): how sure it was
 
 
 @dataclass(frozen=True)
@@ -153,9 +149,10 @@ class RoundEvent:
                                        target_confidence=token.target_confidence)
         elif rivals:
             nodes = told.rival_nodes(drafted[0], rivals)
-        else:
-            nodes = [node_of(token, told.chain_verdict(token, index), index - 1, index + 1, token.draft_prob)
-                     for index, token in enumerate(drafted)]
+        else:  # a saved chain's drafts as its linear tree, with every figure they were saved with
+            nodes = [TreeNode(token.token_id, index - 1, index + 1, token.draft_prob, told.chain_verdict(token, index),
+                              token.target_prob, token.accept_prob, token.r, token.draft_confidence,
+                              token.target_confidence) for index, token in enumerate(drafted)]
         if not tree and drafted and len(told.emitted_ids) > told.num_accepted:  # the target's own token, kept
             nodes.append(TreeNode(told.next_id, told.num_accepted - 1, told.num_accepted + 1, 0.0, told.own_kind))
         return replace(told, nodes=tuple(nodes))
@@ -208,10 +205,8 @@ class RoundEvent:
 
     @cached_property
     def guesses(self) -> tuple[DraftedToken, ...]:
-        """A rival round's guesses for its one position in the drafter's own order, surest first (its first pick,
-        then its next guesses: the order its nodes are stored in, by the engine and by `rival_nodes`), the one the
-        target took marked accepted; () in any other round. Each with p at the first row, as the lanes and the
-        inspector tell them."""
+        """A rival round's guesses in the drafter's own order (surest first, as its nodes are stored), the one the
+        target took marked accepted, each with p at the first row; () in any other round."""
         if self.shape != "rivals":
             return ()
         return tuple(DraftedToken(node.token_id, 1.0, node.target_prob, node.target_prob, 0.0,
@@ -279,12 +274,6 @@ class RoundEvent:
         drafts = [ShownToken(token.token_id, self.verdict(i), i) for i, token in enumerate(self.drafted)]
         own = [ShownToken(token_id, self.own_kind, None) for token_id in self.emitted_ids[self.num_accepted :]]
         return tuple(drafts + own)
-
-
-def node_of(token: DraftedToken, verdict: TokenKind, parent: int, depth: int, draft_prob: float) -> TreeNode:
-    """A saved chain's draft as a node of its round's linear tree, with every figure it was saved with."""
-    return TreeNode(token.token_id, parent, depth, draft_prob, verdict, token.target_prob, token.accept_prob, token.r,
-                    token.draft_confidence, token.target_confidence)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def forward_new_ids(model, all_ids: torch.Tensor, cache: DynamicCache, vocab_siz
 def forward_new_hidden(model, all_ids: torch.Tensor, cache: DynamicCache | SlotCache,
                        parents: Sequence[int] = ()) -> torch.Tensor:
     """The final hidden states (n_new, d) of the ids the cache has not seen: a drafter that scores its own head
-    rows (specviz.models.rows) reads them instead of logits. `parents` as forward_new_ids takes them."""
+    rows (specviz.models.pairs.RowScorer) reads them instead of logits. `parents` as forward_new_ids takes them."""
     new_ids = all_ids[:, cache.get_seq_length() :]  # (1, n_new)
     if isinstance(cache, SlotCache):
         return run_hidden_rows(model, cache, new_ids, parents)
@@ -157,8 +157,3 @@ def top_probability(logits: torch.Tensor) -> torch.Tensor:
     """The largest softmax probability of one row of logits (1, n): exp(max − logsumexp), as a
     0-d tensor, so a GPU is not made to wait for it unless a threshold needs it now."""
     return torch.exp(logits.max() - torch.logsumexp(logits, dim=-1)).squeeze()
-
-
-def row_confidences(logits: torch.Tensor) -> torch.Tensor:
-    """Each row's top probability at temperature 1: a model's confidence, whatever the run samples with."""
-    return torch.softmax(logits.float(), dim=-1).amax(dim=-1)  # (rows,)

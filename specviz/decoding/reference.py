@@ -1,16 +1,14 @@
 """The reference lane: transformers' own `generate()` on the same pair and settings.
 
-What people would otherwise use: `generate(assistant_model=draft)` for the model drafter,
-`generate(prompt_lookup_num_tokens=γ)` for prompt lookup, with a constant γ. transformers has no
-drafter that reads the target's hidden states, so with the head drafter this lane runs its
-assisted generation with the draft model beside it: what a user of transformers would get. A streamer turns
-each chunk of new tokens into an event, so this lane reads like the others; transformers
-reports no rounds, so its events carry plain tokens and timings only (one chunk = one target
-forward). The call is timed end to end, transformers' own overhead included.
+What people would otherwise use: `generate(assistant_model=draft)` for the model drafter and
+`generate(prompt_lookup_num_tokens=γ)` for prompt lookup, with a constant γ; transformers has no drafter that
+reads the target's hidden states, so with the head drafter it assists with the draft model: what a user of
+transformers would get. A streamer turns each chunk of new tokens into an event, so this lane reads like the
+others (transformers reports no rounds: plain tokens and timings only, one chunk = one target forward). The call
+is timed end to end, transformers' own overhead included.
 
-`generate()` runs in a worker thread so the consumer can stop it: leaving the event loop
-(Stop in the app, or a run-time cap) sets a flag that a stopping criterion checks after every
-target forward.
+`generate()` runs in a worker thread so the consumer can stop it: leaving the event loop (Stop in the app, or a
+run-time cap) sets a flag that a stopping criterion checks after every target forward.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import check_prompt, clock, context_budget, truncate_at_eos
+from specviz.decoding.engine import check_run, clock, context_budget, truncate_at_eos
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 
@@ -91,9 +89,7 @@ class StopWhenAsked(StoppingCriteria):
 def reference_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lane: str = "reference") -> Iterator[Event]:
     """transformers' generate() on the pair, as events: the first chunk's first token is the
     prefill's, every further chunk is a round of plain target tokens."""
-    config.validate()
-    check_prompt(prompt_ids, pair)
-    budget = context_budget(pair, len(prompt_ids), config)
+    budget = check_run(pair, prompt_ids, config)
     kwargs = generate_kwargs(pair, config, budget)
     chunks: queue.Queue = queue.Queue()
     stop = threading.Event()
@@ -125,10 +121,7 @@ def events_from_chunks(chunks: queue.Queue, lane: str, num_prompt_tokens: int, s
     generated: list[int] = []
     last = started
     round_index = 0
-    while True:
-        item = chunks.get()
-        if item is DONE:
-            break
+    for item in iter(chunks.get, DONE):
         if isinstance(item, BaseException):
             raise item
         arrived, ids = item
@@ -153,10 +146,7 @@ def events_from_chunks(chunks: queue.Queue, lane: str, num_prompt_tokens: int, s
 
 def time_generate(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, assisted: bool = True,
                   constant_gamma: bool = True) -> tuple[float, int]:
-    """One plain `generate()` call (no streamer, no thread), timed end to end: (seconds, new tokens).
-
-    `assisted=False` is transformers' own baseline: the target alone.
-    """
+    """One plain `generate()` call (no streamer, no thread), timed end to end: (seconds, new tokens)."""
     budget = context_budget(pair, len(prompt_ids), config)
     kwargs = generate_kwargs(pair, config, budget, constant_gamma, assisted)
     input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)

@@ -9,22 +9,22 @@ The verify feeds the last committed id and the nodes (a chain causally, the othe
 the decision walks the rows (a chain by the paper's rule, `accept_or_resample`, whose drafts were sampled
 from q; the others by `accept_tree`), and the settle keeps the accepted path in every cache. The event
 stores the nodes with their verdicts and figures, whatever the shape (RoundEvent.nodes); its chain view
-(`drafted`) is derived from them.
+(`drafted`) is derived from them, and with DecodeConfig.inspect the step inspector's top-k of q, p and the
+residual (`describe_positions`), as plain values every consumer of the stream reads alike.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from transformers import DynamicCache
 
-from specviz.decoding.describe import describe_positions
 from specviz.decoding.drafters import Drafter, Proposal
 from specviz.decoding.events import PositionDetail, RoundEvent, TreeNode
-from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, row_confidences, target_forward
+from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, target_forward
 from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree
 from specviz.decoding.tree import DraftTree, empty_tree, fed_path_slots
 from specviz.models.pairs import ModelPair
@@ -35,6 +35,7 @@ AcceptRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator
 # The walk down a tree: (node ids, parents, q per node or None, target probs (1+N, vocab), generator);
 # sampling.accept_tree, or in the exactness lab a deliberately wrong rule.
 TreeRule = Callable[..., TreeVerdict]
+INSPECT_TOP_K = 8  # tokens shown per distribution in the step inspector
 
 
 # ---- drafting: every round's drafts as a tree ----------------------------------------------------------
@@ -83,10 +84,6 @@ class VerifiedRound:
     target_logits: torch.Tensor  # (1+N, vocab): the row after the last committed id, then each node's
     target_probs: torch.Tensor  # (1+N, vocab)
     verdict: TreeVerdict
-
-    @property
-    def num_drafted(self) -> int:
-        return self.tree.depth  # what the γ schedule compares: the longest path it could have accepted
 
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool, greedy: bool) -> RoundEvent:
@@ -153,7 +150,8 @@ class VerifiedRound:
         kept = set(path[:num_emitted])  # an accepted node after an accepted end-of-text: the text had ended
         rows = torch.tensor([parent + 1 for parent in tree.parents], device=tree.node_ids.device)  # (N,) parents' rows
         target_probs = self.target_probs[rows, tree.node_ids].tolist()
-        target_sure = row_confidences(self.target_logits[rows]).tolist()  # how sure the target was there
+        # how sure the target was there: its top probability at temperature 1, whatever the run samples with
+        target_sure = torch.softmax(self.target_logits[rows].float(), dim=-1).amax(dim=-1).tolist()
         if tree.draft_rows is not None:  # a chain's q, what each draft was sampled from
             draft_probs = tree.draft_rows[torch.arange(len(tree), device=rows.device), tree.node_ids].tolist()
         else:  # a picked node's probability at temperature 1; a copied token's q is one-hot
@@ -197,6 +195,35 @@ def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, tree: Dra
     target_probs = to_probs(target_logits.to(pair.device))  # (1+N, vocab)
     verdict = decide(tree, target_probs, generator, accept_rule, tree_rule)
     return VerifiedRound(tree, target_logits, target_probs, verdict)
+
+
+# ---- the step inspector's figures ----------------------------------------------------------------------
+
+def top_pairs(probs: torch.Tensor, k: int = INSPECT_TOP_K, keep: tuple[int, ...] = ()) -> tuple[tuple[int, float], ...]:
+    """The k likeliest (id, probability), then any id of `keep` not among them: the tokens this
+    round actually drafted and emitted, whose probabilities the inspector must always show."""
+    values, indices = probs.topk(min(k, probs.shape[-1]))
+    pairs = list(zip(indices.tolist(), values.tolist()))
+    shown = {token_id for token_id, _ in pairs}
+    pairs += [(token_id, float(probs[token_id])) for token_id in dict.fromkeys(keep) if token_id not in shown]
+    return tuple(pairs)
+
+
+def describe_positions(draft_ids: Sequence[int], draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                       num_accepted: int, next_id: int, residual: torch.Tensor | None,
+                       temperature_one: bool = False) -> tuple[PositionDetail, ...]:
+    """Top-k of q (draft_probs (γ, vocab)), p (target_probs (γ+1, vocab): at each drafted position, then
+    after the last) and the residual where the correction was drawn, for the step inspector, always with
+    the drafted token and the target's own token (next_id) at their positions. A chain passes its drafts
+    as verified; a tree round the chain its walk judged, each node picked (q one-hot on it). `temperature_one`:
+    the rows are each model's softmax at temperature 1, not the rule's q and p (PositionDetail)."""
+    details = []
+    for i in range(target_probs.shape[0]):
+        keep = tuple(draft_ids[i : i + 1]) + ((next_id,) if i == num_accepted else ())
+        draft_top = top_pairs(draft_probs[i], keep=keep) if i < draft_probs.shape[0] else ()
+        residual_top = top_pairs(residual, keep=keep) if residual is not None and i == num_accepted else ()
+        details.append(PositionDetail(draft_top, top_pairs(target_probs[i], keep=keep), residual_top, temperature_one))
+    return tuple(details)
 
 
 # ---- settle -------------------------------------------------------------------------------------------

@@ -11,12 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 import torch
-from transformers.generation.logits_process import (
-    LogitsProcessorList,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper,
+                                                    TopPLogitsWarper)
 
 
 class ProbsFn:
@@ -108,17 +104,15 @@ def accept_or_resample(
     uniforms = torch.rand(gamma, generator=generator, device=draft_ids.device)  # (γ,)
     accepted = uniforms < accept_probs  # (γ,)
     num_accepted = int(accepted.int().cumprod(0).sum())  # length of the accepted prefix
-    if num_accepted < gamma:
-        residual = residual_distribution(target_probs[num_accepted], draft_probs[num_accepted])
-        next_id = int(sample(residual.unsqueeze(0), generator))
-        is_bonus = False
-    else:
+    is_bonus = num_accepted == gamma
+    if is_bonus:
         residual = None
         next_id = int(sample(target_probs[gamma : gamma + 1], generator))
-        is_bonus = True
-    return Verdict(
-        num_accepted, next_id, is_bonus, draft_token_probs, target_token_probs, accept_probs, uniforms, residual
-    )
+    else:
+        residual = residual_distribution(target_probs[num_accepted], draft_probs[num_accepted])
+        next_id = int(sample(residual.unsqueeze(0), generator))
+    return Verdict(num_accepted, next_id, is_bonus, draft_token_probs, target_token_probs, accept_probs, uniforms,
+                   residual)
 
 
 def without_token(probs: torch.Tensor, token_id: int) -> torch.Tensor:

@@ -16,22 +16,18 @@ The verify, the walk and the settle are every round's, a chain's too (specviz.de
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
 
+from specviz.decoding.events import RoundShape
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths
 
 TREE_WIDTH = 4  # children tried per expanded node, and nodes expanded per level (EAGLE-2's top-k and K)
-
-
-# What a round drafted (specviz.decoding.rounds): a chain (a linear tree, node i after node i − 1, its drafts
-# sampled from q), rival guesses (a one-level tree: an unsure first draft and its rivals, told as a chain with
-# rivals) or a tree (drawn as one).
-TreeShape = Literal["chain", "rivals", "tree"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +41,7 @@ class DraftTree:
     draft_probs: tuple[float, ...] | None
     slots: tuple[int, ...]  # where the drafter fed each node in its own cache, after the text (-1: never fed)
     num_forwards: int  # drafter forwards spent
-    shape: TreeShape = "tree"
+    shape: RoundShape = "tree"  # what the round drafted: a chain, rival guesses or a tree (specviz.decoding.rounds)
     draft_rows: torch.Tensor | None = None  # (N, vocab) a chain's q at each node, what its drafts were sampled from
     stopped_unsure: bool = False  # the drafter stopped before γ: its confidence fell below the threshold
     # Greedy chains and rival rounds: the drafter's logits (1, vocab) at each node's parent, the row it was picked
@@ -60,8 +56,8 @@ class DraftTree:
         return max(node_depths(self.parents), default=0)
 
 
-def empty_tree(device: torch.device, shape: TreeShape = "tree") -> DraftTree:
-    """No nodes, on the text's device (the verify joins node ids to the text: a CUDA run failed on a CPU one)."""
+def empty_tree(device: torch.device, shape: RoundShape = "tree") -> DraftTree:
+    """No nodes, on the text's device (the verify joins node ids to the text)."""
     return DraftTree(torch.empty(0, dtype=torch.long, device=device), (), (), (), 0, shape=shape)
 
 
@@ -96,8 +92,9 @@ def grow_tree(root_logits: torch.Tensor, expand: ExpandFn, depth: int, budget: i
     num_forwards, num_fed = 1, 0
     for _ in range(depth - 1):
         frontier = sorted(frontier, key=lambda node: (-scores[node], node))[:width]
-        if not frontier or worst_kept(scores, budget) >= scores[frontier[0]]:
-            break  # nothing below this frontier can enter the best `budget` nodes
+        worst_kept = sorted(scores, reverse=True)[budget - 1] if len(scores) >= budget else float("-inf")
+        if not frontier or worst_kept >= scores[frontier[0]]:
+            break  # nothing below this frontier can beat the worst of the best `budget` nodes so far
         logits = expand([tokens[node] for node in frontier], [slots[parents[node]] if parents[node] >= 0 else -1
                                                               for node in frontier])  # (K, vocab)
         num_forwards += 1
@@ -108,11 +105,6 @@ def grow_tree(root_logits: torch.Tensor, expand: ExpandFn, depth: int, budget: i
             add_children(node, children)
         frontier = list(range(first_child, len(tokens)))
     return select_best(tokens, parents, scores, probs, slots, budget, num_forwards, root_logits.device)
-
-
-def worst_kept(scores: list[float], budget: int) -> float:
-    """The score a node must beat to be among the best `budget` so far (-inf while fewer are drafted)."""
-    return sorted(scores, reverse=True)[budget - 1] if len(scores) >= budget else float("-inf")
 
 
 def select_best(tokens: list[int], parents: list[int], scores: list[float], probs: list[float], slots: list[int],
@@ -128,12 +120,7 @@ def select_best(tokens: list[int], parents: list[int], scores: list[float], prob
 def fed_path_slots(tree: DraftTree, path: tuple[int, ...]) -> list[int]:
     """The drafter's cache slots of the accepted path's nodes it fed (a prefix of the path: only fed
     nodes have children)."""
-    fed = []
-    for node in path:
-        if tree.slots[node] < 0:
-            break
-        fed.append(tree.slots[node])
-    return fed
+    return [tree.slots[node] for node in itertools.takewhile(lambda node: tree.slots[node] >= 0, path)]
 
 
 def keep_fed_path(cache: DynamicCache, start: int, tree: DraftTree, path: tuple[int, ...]) -> None:

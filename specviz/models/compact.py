@@ -1,18 +1,13 @@
 """Shipped weights stored compactly: matrices as int8 (or int4) integers with float16 scales.
 
-Why: every tracked file travels with each run on a lent GPU machine, where one transfer holds at
-most 64 MiB, the tree included; in float16 the shipped drafters and the tiny-code pair alone all but
-filled it. Stored as integers they take about half (int8) or a quarter (int4) of that.
+Every tracked file travels with each run on a lent GPU machine, in one transfer of at most 64 MiB, the
+tree included; as integers the weights take about half (int8) or a quarter (int4) of their float16 bytes.
 
-What loads is the rounded model itself. The integers times their scales *are* the weights, rounded
-once when the file was written, so both lanes of a run (and transformers' own `generate()`) see the
-same model: exactness (a verify bitwise a step, greedy identity, the target's distribution) is a
-property of the model that loads, and holds as before. For a drafter the rounding changes only
-its q, which the rejection rule keeps exact for any q. How much it cost each model is measured on
-its card (held-out loss, agreement, α̂).
-
-Loading stays transformers': the model class named by the folder's config.json, built by
-`from_pretrained(None, config=…, state_dict=…)` from the dequantised weights.
+What loads is the rounded model itself: the integers times their scales *are* the weights, rounded once
+when the file was written, so both lanes of a run (and transformers' own `generate()`) see the same model
+and exactness is a property of the model that loads. For a drafter the rounding changes only its q, which
+the rejection rule keeps exact for any q. Loading stays transformers': the model class named by the
+folder's config.json, built by `from_pretrained(None, config=…, state_dict=…)` from the dequantised weights.
 
     int8: name → int8 (rows, cols); name.int8_scale → float16 (rows, 1)        one scale per row
     int4: name → uint8 (rows, cols/2), two values a byte; name.int4_scale → float16 (rows, cols/32)
@@ -101,19 +96,14 @@ def save_compact(model: torch.nn.Module, folder: Path, int4: Callable[[str], boo
     if model.generation_config is not None:
         model.generation_config.save_pretrained(folder)
     state = dict(model.state_dict())
-    for name in tied_names(model):
-        state.pop(name, None)
+    output = model.get_output_embeddings()
+    if output is not None and output.weight is model.get_input_embeddings().weight:
+        # the output head tied to the embeddings: stored once, as save_pretrained does, and tied again on load
+        for name, module in model.named_modules():
+            if module is output:
+                state.pop(f"{name}.weight", None)
     save_file(quantize_rows(state, int4), str(folder / COMPACT_FILE), metadata=FORMAT)
     (folder / "model.safetensors").unlink(missing_ok=True)  # one weights file per folder
-
-
-def tied_names(model: torch.nn.Module) -> list[str]:
-    """The output head's weight where it is the embeddings' own (tied): stored once, as
-    save_pretrained stores it, and tied again by transformers on load."""
-    output = model.get_output_embeddings()
-    if output is None or output.weight is not model.get_input_embeddings().weight:
-        return []
-    return [f"{name}.weight" for name, module in model.named_modules() if module is output]
 
 
 def load_compact(folder: str | Path, dtype: torch.dtype) -> torch.nn.Module:

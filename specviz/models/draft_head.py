@@ -1,24 +1,22 @@
 """The head drafter's network: one layer that reads the target's own hidden states (EAGLE-style).
 
-An independent draft model sees only the text. The head sees what the target computed: at
-position i it takes the target's final hidden state f_i (the vector the target's output head
-turned into its distribution for token i+1) and the embedding of token i+1, and predicts
-f_{i+1}; the target's own output head (its rows in `head_rows`) turns that into a guess for
-token i+2 (Li et al. 2024, EAGLE, arXiv 2401.15077).
+An independent draft model sees only the text. The head sees what the target computed: at position i it
+takes the target's final hidden state f_i (the vector the target's output head turned into its distribution
+for token i+1) and the embedding of token i+1, and predicts f_{i+1}; the target's own output head (its rows
+in `head_rows`) turns that into a guess for token i+2 (Li et al. 2024, EAGLE, arXiv 2401.15077).
 
     input_i  = fc([f_i ; embed(x_{i+1})])          (2d → d)
     f̂_{i+1}  = norm(decoder_layer(input_0..i))      one Llama layer with its own KV cache
     q_{i+2}  = softmax(f̂_{i+1} · W_out[head_rows]ᵀ)
 
-A head may also read lower layers of the target (`target_layers` in its config: indices into the
-target's hidden_states, as EAGLE-3, arXiv 2503.01840, reads a low, a middle and a high layer): each
-through its own RMSNorm, appended to fc's input. Where the head reads its own prediction (every
-draft after a round's first) there are no such states, and they read as zeros, in training as in
-drafting.
+A head may also read lower layers of the target (`target_layers` in its config: indices into the target's
+hidden_states, as EAGLE-3, arXiv 2503.01840, reads a low, a middle and a high layer): each through its own
+RMSNorm, appended to fc's input. Where the head reads its own prediction (every draft after a round's first)
+there are no such states, and they read as zeros, in training as in drafting.
 
-specviz.decoding.head drafts with it; specviz.training.head_train trains it. Saved as its own folder: config.json
-(a one-layer LlamaConfig), model.safetensors (matrices in int8 with a float16 scale per row, half the
-bytes of float16, so the head fits the assets budget; norms in float16), head_rows.json, training.json.
+specviz.decoding.drafters.HeadDrafter drafts with it; specviz.training.head_train trains it. Saved as its own folder:
+config.json (a one-layer LlamaConfig), model.safetensors (matrices in int8 with a float16 scale per row, so
+the head fits the assets budget; norms in float16), head_rows.json, training.json.
 """
 
 from __future__ import annotations
@@ -34,38 +32,26 @@ from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from specviz.models.compact import dequantize_rows, quantize_rows
 
-
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 ROWS_FILE = "head_rows.json"
 
 
 def head_config_for(target_config, target_layers: tuple[int, ...] = ()) -> LlamaConfig:
-    """One Llama layer as wide as the target; vocab 1 because its inputs come as vectors.
-
-    Shaped like a Llama target's own layers; for other targets, a plain Llama layer of their width.
-    `target_layers`: the target's hidden_states it reads besides the final one.
-    """
-    size = target_config.hidden_size
-    heads = target_config.num_attention_heads
+    """One Llama layer as wide as the target (shaped like a Llama target's own layers; for others, a plain
+    Llama layer of their width); vocab 1 because its inputs come as vectors. `target_layers`: the target's
+    hidden_states it reads besides the final one."""
+    size, heads = target_config.hidden_size, target_config.num_attention_heads
     return LlamaConfig(
-        target_layers=list(target_layers),
-        hidden_size=size,
+        target_layers=list(target_layers), hidden_size=size, num_attention_heads=heads, num_hidden_layers=1,
         intermediate_size=getattr(target_config, "intermediate_size", None) or 4 * size,
-        num_attention_heads=heads,
         num_key_value_heads=getattr(target_config, "num_key_value_heads", None) or heads,
         head_dim=getattr(target_config, "head_dim", None) or size // heads,
-        num_hidden_layers=1,
-        vocab_size=1,
         max_position_embeddings=getattr(target_config, "max_position_embeddings", None) or target_config.n_positions,
         rms_norm_eps=getattr(target_config, "rms_norm_eps", 1e-5),
         rope_parameters=getattr(target_config, "rope_parameters", None),
         hidden_act=getattr(target_config, "hidden_act", "silu"),
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
+        vocab_size=1, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 
 class DraftHead(nn.Module):
@@ -101,10 +87,8 @@ class DraftHead(nn.Module):
         predicted next features (b, m, d). attention_mask: None (causal) or a 4D boolean mask
         (·, 1, m, cached + m), True where a query may look: a draft tree's level (specviz.decoding.tree)
         or training-time test's (specviz.training.head_ttt). `attention_kwargs` reach the attention
-        (specviz.models.slots passes each row's keys).
-
-        Inputs come in the target's precision; they are cast to the head's own (its norm's: an
-        int8 head, specviz.models.int8, computes in float32)."""
+        (specviz.models.slots passes each row's keys). Inputs come in the target's precision; they are cast
+        to the head's own (its norm's: an int8 head, specviz.models.int8, computes in float32)."""
         dtype = self.body.norm.weight.dtype
         final = features[..., : self.config.hidden_size].to(dtype)  # (b, m, d)
         parts = [final, next_embeddings.to(dtype), *self.lower_layers(features, dtype)]

@@ -4,31 +4,28 @@ Pure policy, no UI: `load_pair` asks `check_model_id` about both model ids of a 
 before it loads anything or looks in its pair cache. Presets are chosen by the operator and
 skip these checks. `trust_remote_code` is never set, whatever the policy.
 
-Environment variables (`HostingPolicy.from_env` reads them at each load):
+Environment variables (`HostingPolicy.from_env` reads them at each load; "a Space" is a Hugging Face
+Space, which sets ``SPACE_ID``; elsewhere the CLI or a local ``python app.py`` is run by its operator):
 
-- ``SPECVIZ_ALLOW_LOCAL_MODELS`` (1/0): load custom models from the server's own folders.
-  Default: off on a Hugging Face Space (Spaces set ``SPACE_ID``), on elsewhere (the CLI and a
-  local ``python app.py`` are run by the operator).
-- ``SPECVIZ_MAX_MODEL_BYTES``: largest hub model (weights plus config and tokenizer files, as
-  the hub's metadata gives them) a custom pair may name, per model; 0 means no cap.
-  Default: 2_000_000_000 on a Space (a free CPU Space has 16 GB of memory, and float32 on CPU
-  doubles bf16 weights: two such models plus the default pair fit), 0 elsewhere.
-- ``SPECVIZ_MAX_PAIRS``: most model pairs kept in memory, the pinned default pair included.
-  Default: 2.
-- ``SPECVIZ_MAX_NEW_TOKENS``: most new tokens a run may ask for. Default: 256 on a Space, 512
-  elsewhere.
-- ``SPECVIZ_MAX_PROMPT_TOKENS``: most prompt tokens (chat template included) a run may have the
-  target read; 0 means the models' own context length. Default: 2048 on a Space (a 6,000-word
-  prompt kept a CPU busy for minutes), 0 elsewhere.
-- ``SPECVIZ_MAX_RUN_S``: seconds of wall time after which the app stops a run (both lanes
-  together) and says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
-- ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy.
-  Default: 16 on a Space, 64 elsewhere.
-- ``SPECVIZ_MAX_SESSIONS``: most visitors' sessions whose page state gradio keeps in memory; the
-  oldest is dropped beyond it (its page then needs a new run before the inspector answers). Each
-  session costs a fraction of a MiB even for one API call (gradio copies the page's config into it), and
-  gradio's own default of 10,000 would let a stream of visitors take gigabytes (tests/test_soak.py).
-  Default: 500 on a Space, 1000 elsewhere.
+- ``SPECVIZ_ALLOW_LOCAL_MODELS`` (1/0): load custom models from the server's own folders. Default: off
+  on a Space, on elsewhere.
+- ``SPECVIZ_MAX_MODEL_BYTES``: largest hub model (weights plus config and tokenizer files, as the hub's
+  metadata gives them) a custom pair may name, per model; 0 means no cap. Default: 2_000_000_000 on a
+  Space (a free CPU Space has 16 GB, and float32 on CPU doubles bf16 weights: two such models plus the
+  default pair fit), 0 elsewhere.
+- ``SPECVIZ_MAX_PAIRS``: most model pairs kept in memory, the pinned default pair included. Default: 2.
+- ``SPECVIZ_MAX_NEW_TOKENS``: most new tokens a run may ask for. Default: 256 on a Space, 512 elsewhere.
+- ``SPECVIZ_MAX_PROMPT_TOKENS``: most prompt tokens (chat template included) a run may have the target
+  read; 0 means the models' own context length. Default: 2048 on a Space (a long prompt keeps a CPU
+  busy for minutes), 0 elsewhere.
+- ``SPECVIZ_MAX_RUN_S``: seconds of wall time after which the app stops a run (both lanes together) and
+  says so; 0 means no limit. Default: 120 on a Space, 0 elsewhere.
+- ``SPECVIZ_QUEUE_SIZE``: most visitors waiting in the app's queue; more are told it is busy. Default:
+  16 on a Space, 64 elsewhere.
+- ``SPECVIZ_MAX_SESSIONS``: most visitors' sessions whose page state gradio keeps in memory; the oldest
+  is dropped beyond it (its page then needs a new run before the inspector answers). Each session, even
+  one API call's, holds a copy of the page's config: gradio's own default of 10,000 would let a stream
+  of visitors take gigabytes. Default: 500 on a Space, 1000 elsewhere.
 """
 
 from __future__ import annotations
@@ -37,15 +34,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, NoReturn
+from typing import Mapping
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 from specviz.models.errors import ModelLoadError
 
-SPACE_MAX_MODEL_BYTES = 2_000_000_000
-SPACE_MAX_PROMPT_TOKENS = 2048
 DEFAULT_MAX_PAIRS = 2
 MAX_ID_LENGTH = 1024  # any longer is no model id, hub or local
 MAX_PART_LENGTH = 96  # the hub's limit for an owner or a name
@@ -77,11 +72,10 @@ class HostingPolicy:
         on_space = bool(environ.get("SPACE_ID"))
         return cls(
             allow_local_models=read_flag(environ, "SPECVIZ_ALLOW_LOCAL_MODELS", default=not on_space),
-            max_model_bytes=read_count(environ, "SPECVIZ_MAX_MODEL_BYTES", SPACE_MAX_MODEL_BYTES if on_space else 0, 0),
+            max_model_bytes=read_count(environ, "SPECVIZ_MAX_MODEL_BYTES", 2_000_000_000 if on_space else 0, 0),
             max_cached_pairs=read_count(environ, "SPECVIZ_MAX_PAIRS", DEFAULT_MAX_PAIRS, 1),
             max_new_tokens=read_count(environ, "SPECVIZ_MAX_NEW_TOKENS", 256 if on_space else 512, 1),
-            max_prompt_tokens=read_count(environ, "SPECVIZ_MAX_PROMPT_TOKENS",
-                                         SPACE_MAX_PROMPT_TOKENS if on_space else 0, 0),
+            max_prompt_tokens=read_count(environ, "SPECVIZ_MAX_PROMPT_TOKENS", 2048 if on_space else 0, 0),
             max_run_s=read_count(environ, "SPECVIZ_MAX_RUN_S", 120 if on_space else 0, 0),
             queue_size=read_count(environ, "SPECVIZ_QUEUE_SIZE", 16 if on_space else 64, 1),
             max_sessions=read_count(environ, "SPECVIZ_MAX_SESSIONS", 500 if on_space else 1000, 1),
@@ -107,28 +101,18 @@ def read_count(environ: Mapping[str, str], name: str, default: int, minimum: int
     return int(value)
 
 
-def refuse(message: str) -> NoReturn:
-    raise ModelLoadError(message)
-
-
 def is_hub_id(model_id: str) -> bool:
     """owner/name in the hub's characters; the shape alone, never the disk."""
     parts = model_id.split("/")
-    return (
-        bool(HUB_ID_PATTERN.fullmatch(model_id))
-        and ".." not in model_id
-        # the hub's own rules; they also keep "a/." and "a/-x" from naming a folder or an option
-        and all(len(part) <= MAX_PART_LENGTH and part[0] not in ".-" and part[-1] not in ".-" for part in parts)
-    )
+    # the hub's own rules; they also keep "a/." and "a/-x" from naming a folder or an option
+    return (bool(HUB_ID_PATTERN.fullmatch(model_id)) and ".." not in model_id
+            and all(len(part) <= MAX_PART_LENGTH and part[0] not in ".-" and part[-1] not in ".-" for part in parts))
 
 
 def is_printable_line(model_id: str) -> bool:
     # short parts also keep Path.exists from raising "File name too long"
-    return (
-        0 < len(model_id) <= MAX_ID_LENGTH
-        and model_id.isprintable()
-        and all(len(part) <= 255 for part in model_id.split("/"))
-    )
+    return (0 < len(model_id) <= MAX_ID_LENGTH and model_id.isprintable()
+            and all(len(part) <= 255 for part in model_id.split("/")))
 
 
 def exists_on_disk(model_id: str) -> bool:
@@ -141,33 +125,26 @@ def exists_on_disk(model_id: str) -> bool:
 def local_models_refused(model_id: str) -> str:
     # One message for every id this server will not take from its disk: it names only what the
     # visitor typed, so it cannot tell whether that path exists.
-    return (
-        f"{model_id!r} is not a Hugging Face Hub model id: this server loads hub models only "
-        f"(owner/name, e.g. {EXAMPLE_ID}), not folders on its disk"
-    )
+    return (f"{model_id!r} is not a Hugging Face Hub model id: this server loads hub models only "
+            f"(owner/name, e.g. {EXAMPLE_ID}), not folders on its disk")
 
 
 def check_model_id(model_id: str, policy: HostingPolicy) -> None:
-    """Refuse, with a ModelLoadError a visitor can act on, an id this server must not load.
-
-    Checks the shape, the local-folder rule and, for hub ids, the size from the hub's metadata
-    before anything is downloaded. Never loads anything itself.
-    """
+    """Refuse, with a ModelLoadError a visitor can act on, an id this server must not load: its shape, the
+    local-folder rule and, for hub ids, the size from the hub's metadata, before any download."""
     if not is_printable_line(model_id):
-        refuse(f"a model id is one short line of printable text, e.g. {EXAMPLE_ID}")
-    if policy.allow_local_models:
-        if exists_on_disk(model_id) or not is_hub_id(model_id):
-            return  # the operator's own folder, or a typo the loaders explain as before
-        if policy.max_model_bytes > 0:
+        raise ModelLoadError(f"a model id is one short line of printable text, e.g. {EXAMPLE_ID}")
+    if policy.allow_local_models:  # else the operator's own folder, or a typo the loaders explain
+        if is_hub_id(model_id) and policy.max_model_bytes > 0 and not exists_on_disk(model_id):
             check_hub_model(model_id, policy)
         return
     if not is_hub_id(model_id):
-        refuse(local_models_refused(model_id))
+        raise ModelLoadError(local_models_refused(model_id))
     check_hub_model(model_id, policy)  # hub first, so a missing model reads the same either way
     # transformers would load a folder at this relative path instead of the hub model; refusing
     # here tells a visitor that such a folder exists only when the hub also has that id
     if exists_on_disk(model_id):
-        refuse(local_models_refused(model_id))
+        raise ModelLoadError(local_models_refused(model_id))
 
 
 def check_hub_model(model_id: str, policy: HostingPolicy) -> None:
@@ -175,45 +152,34 @@ def check_hub_model(model_id: str, policy: HostingPolicy) -> None:
     try:
         file_sizes = read_hub_file_sizes(model_id)
     except Exception as error:  # noqa: BLE001 — offline, no network, hub errors: refuse, never download unchecked
-        refuse(
-            f"could not check {model_id!r} on the Hugging Face Hub before downloading it "
-            f"({type(error).__name__}); try again later, or pick a preset pair"
-        )
+        raise ModelLoadError(f"could not check {model_id!r} on the Hugging Face Hub before downloading it "
+                             f"({type(error).__name__}); try again later, or pick a preset pair")
     if file_sizes is None:
-        refuse(f"no model {model_id!r} on the Hugging Face Hub (or it is private or gated): check the id")
+        raise ModelLoadError(f"no model {model_id!r} on the Hugging Face Hub (or it is private or gated): check the id")
     if policy.max_model_bytes <= 0:
         return
     size = download_bytes(file_sizes)
     if size is None:
-        refuse(f"the Hugging Face Hub does not give the size of {model_id!r}, so this server will not download it")
+        raise ModelLoadError(f"the Hugging Face Hub does not give the size of {model_id!r}, so this server will not "
+                             f"download it")
     if size > policy.max_model_bytes:
-        refuse(
-            f"{model_id!r} is {size / 1e9:.2f} GB, over this server's limit of {policy.max_model_bytes / 1e9:.2f} GB "
-            f"per model: pick a smaller model"
-        )
+        raise ModelLoadError(f"{model_id!r} is {size / 1e9:.2f} GB, over this server's limit of "
+                             f"{policy.max_model_bytes / 1e9:.2f} GB per model: pick a smaller model")
 
 
 def download_bytes(file_sizes: Mapping[str, int | None]) -> int | None:
     """Bytes from_pretrained would fetch, from the repo's file sizes; None when one is unknown."""
-    weight_format = next(
-        (suffix for suffix in WEIGHT_FORMATS if any(name.endswith(suffix) for name in file_sizes)), None
-    )
+    weight_format = next((suffix for suffix in WEIGHT_FORMATS if any(name.endswith(suffix) for name in file_sizes)),
+                         None)
     # weights in any folder count (over-counting is safe), other files only at the root
-    counted = [
-        size
-        for name, size in file_sizes.items()
-        if (weight_format and name.endswith(weight_format)) or ("/" not in name and name.endswith(ROOT_FILE_SUFFIXES))
-    ]
-    if any(size is None for size in counted):
-        return None
-    return sum(counted)
+    counted = [size for name, size in file_sizes.items() if (weight_format and name.endswith(weight_format))
+               or ("/" not in name and name.endswith(ROOT_FILE_SUFFIXES))]
+    return None if any(size is None for size in counted) else sum(counted)
 
 
 def read_hub_file_sizes(model_id: str) -> dict[str, int | None] | None:
-    """{file name: bytes} of a hub model's files, or None when the hub has no such (public) model.
-
-    The only call to the hub in this module, kept alone so tests can replace just it.
-    """
+    """{file name: bytes} of a hub model's files, or None when the hub has no such (public) model: the only
+    call to the hub in this module, kept alone so tests can replace just it."""
     try:
         info = HfApi().model_info(model_id, files_metadata=True, timeout=10)
     except (RepositoryNotFoundError, RevisionNotFoundError):  # gated repos included: they subclass it

@@ -1,18 +1,13 @@
 """Drafters in int8 on a CPU: their linear layers and output rows as int8 matrices.
 
-A drafter's step on a CPU is bound by memory, not arithmetic: between two rounds the target's
-forward streams ~270 MB of weights through the caches, so each round's first draft step reads
-the drafter's weights back from memory (the head: ~18 MB in bfloat16 with its 8,192 output rows).
-int8 weights halve those bytes, and fbgemm's int8 matrix-vector kernels run faster here than
-bfloat16 ones at one row of input: in the engine the head's draft step, and so c, fell by about
-half (assets/bench/README.md, "Drafters in int8").
+A drafter's step on a CPU is bound by memory, not arithmetic: between two rounds the target's forward
+streams its weights through the caches, so each round's first draft step reads the drafter's weights back
+from memory. int8 halves those bytes, and fbgemm's int8 matrix-vector kernels beat bfloat16 ones at one row
+of input. Only the drafter's q changes (its weights rounded per output row, its inputs per step), which the
+rejection rule keeps exact for any q.
 
-What changes is only the drafter's q (its weights rounded to int8 per output row, its inputs
-rounded per step); the rejection rule keeps any q exact, so the output stays the target's.
-
-torch's own dynamic quantization (`torch.ao.quantization.quantize_dynamic`, fbgemm kernels) is
-used rather than torchao: torchao's int8 configs ran many times slower than it on a CPU
-(tensor-subclass dispatch per call), and its CPU path is not what it is built for.
+torch's own dynamic quantization (`torch.ao.quantization.quantize_dynamic`, fbgemm kernels) is used, not
+torchao, whose int8 configs run many times slower on a CPU (tensor-subclass dispatch per call).
 """
 
 from __future__ import annotations
@@ -37,13 +32,6 @@ def cpu_supports(*checks: str) -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
-def full_range_is_exact() -> bool:
-    """Whether fbgemm can take 8-bit inputs at their full range: with AVX-512 VNNI it multiplies
-    and adds straight into 32 bits. Without it an intermediate 16-bit sum can saturate, which is
-    why torch rounds inputs to 7 bits by default, which costs the head some top-1 agreement."""
-    return cpu_supports("_is_vnni_supported", "_is_amx_tile_supported")
-
-
 class FullRangeLinear(nn.Module):
     """torch's dynamic int8 linear with its inputs rounded to all 8 bits instead of 7."""
 
@@ -57,30 +45,22 @@ class FullRangeLinear(nn.Module):
 
 
 def quantize_linears(module: nn.Module) -> nn.Module:
-    """The module in float32 with every nn.Linear as a dynamically quantized int8 one, in place.
-
-    Weights: int8 with one scale per output row (as the head's file already stores them).
-    Inputs: rounded to 8 bits per call, with their own range (full range where that is exact).
-    Norms, attention and embeddings stay float32: they are a small part of the bytes. (GPT-2's
-    layers are transformers' Conv1D, not nn.Linear, and stay float32.)
-    """
-    with warnings.catch_warnings():
-        # torch marks torch.ao.quantization deprecated in favour of torchao (see the module note
-        # for why torchao is not used); it is present and working in the pinned torch.
+    """The module in float32 with every nn.Linear as a dynamically quantized int8 one, in place: weights in
+    int8 with one scale per output row (as the head's file already stores them), inputs rounded to 8 bits per
+    call with their own range. Norms, attention, embeddings and GPT-2's Conv1D layers stay float32: they are
+    a small part of the bytes."""
+    with warnings.catch_warnings():  # torch.ao.quantization is marked deprecated for torchao (see above)
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", message="torch.quantize_per", category=UserWarning)
         quantize_dynamic(module.float(), {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
-    if full_range_is_exact():
-        swap_to_full_range(module)
+    # Inputs at their full 8 bits where fbgemm multiplies and adds straight into 32 bits (AVX-512 VNNI);
+    # elsewhere a 16-bit sum can saturate, which is why torch rounds them to 7 bits (costing some agreement).
+    if cpu_supports("_is_vnni_supported", "_is_amx_tile_supported"):
+        for parent in list(module.modules()):
+            for name, child in parent.named_children():
+                if isinstance(child, DynamicLinear):
+                    setattr(parent, name, FullRangeLinear(child))
     return module
-
-
-def swap_to_full_range(module: nn.Module) -> None:
-    for name, child in module.named_children():
-        if isinstance(child, DynamicLinear):
-            setattr(module, name, FullRangeLinear(child))
-        else:
-            swap_to_full_range(child)
 
 
 def is_quantized(module: nn.Module) -> bool:

@@ -1,13 +1,11 @@
 """Stopping a run between two layers of a forward, so that a Stop ends the model's work at once.
 
-The engine's lanes are generators: a consumer stops one by asking for no more events, so a Stop acted
-between two events only. Reading a prompt is one forward, though; on a CPU a long prompt's took half a
-minute, all of it after Stop, and the page's next Run waited behind it. `stoppable` computes a run's
-events in a worker thread, one as its consumer asks for each, and while the worker computes, each
-decoder layer of the run's models first asks the run's stop check and raises RunStopped when it says
-yes. The check reads no tensor, so no forward computes anything differently (the lanes stay exact);
-the exception unwinds the engine's generators through their `finally`s, so every cache goes back to
-its pool as when a run ends.
+A consumer stops one of the engine's generator lanes by asking for no more events, between two events
+only; a long prompt's reading is one forward of many seconds on a CPU, the page's next Run waiting behind
+it. So `stoppable` computes a run's events in a worker thread, one as its consumer asks for each, and each
+decoder layer of the run's models first asks the run's stop check, raising RunStopped when it says yes.
+The check reads no tensor, so no forward computes anything differently (the lanes stay exact); the
+exception unwinds the engine's generators through their `finally`s, so every cache goes back to its pool.
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ RUN_WORKER_THREADS = ("specviz-reference",)
 
 
 class RunStopped(BaseException):
-    """A run was stopped inside a forward, between two of its layers.
-
-    A BaseException, as asyncio's CancelledError is: code that handles any Exception as a failure
-    (a CUDA graph capture that falls back to eager calls, a handler that reports an error) must not
-    take a stop for one."""
+    """A run was stopped inside a forward, between two of its layers. A BaseException, as asyncio's
+    CancelledError is: code that handles any Exception as a failure (a CUDA graph capture that falls back
+    to eager calls, a handler that reports an error) must not take a stop for one."""
 
 
 lock = threading.Lock()
@@ -56,12 +52,10 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
 def check_layer(layer: torch.nn.Module, args) -> None:
     """A decoder layer's forward pre-hook: RunStopped if the run this thread works for was stopped."""
     check = driving.get(threading.get_ident())
-    if check is not None:
-        stopped = check()
-    elif threading.current_thread().name in RUN_WORKER_THREADS:
+    if check is None and threading.current_thread().name in RUN_WORKER_THREADS:
         stopped = any(check() for check in list(driving.values()))  # runs take turns (drive): the one waiting on it
     else:
-        stopped = False
+        stopped = check is not None and check()
     if stopped:
         raise RunStopped()
 
@@ -81,13 +75,12 @@ def layers_checked(models: Sequence[torch.nn.Module]) -> Iterator[None]:
     finally:
         with lock:
             for model in models:
-                _, runs, handles = hooked[id(model)]
+                _, runs, handles = hooked.pop(id(model))
                 if runs > 1:
                     hooked[id(model)] = (model, runs - 1, handles)
-                    continue
-                for handle in handles:
-                    handle.remove()
-                del hooked[id(model)]
+                else:
+                    for handle in handles:
+                        handle.remove()
 
 
 @contextlib.contextmanager
@@ -104,14 +97,11 @@ def working_for(should_stop: StopCheck) -> Iterator[None]:
 
 
 def stoppable(events: Iterable[Item], models: Sequence[torch.nn.Module], should_stop: StopCheck) -> Iterator[Item]:
-    """Pass the events on, each computed in a worker thread of the run's own while the consumer waits.
-
-    One step at a time, as the generator itself would run: the engine never works while the consumer draws.
-    Meanwhile every decoder layer of `models` asks whether the run is over (`should_stop`, or the consumer
-    gone), so a stopped run's forward ends at its next layer; and the consumer, asking `should_stop` every
-    POLL_S as it waits, raises RunStopped at once rather than after that layer. A Stop is answered before its
-    gradio job's cancel is even sent: a cancel still waiting for a job kept the page from sending its next Run.
-    """
+    """Pass the events on, each computed in a worker thread of the run's own while the consumer waits, one
+    step at a time, as the generator itself would run. Meanwhile every decoder layer of `models` asks whether
+    the run is over (`should_stop`, or the consumer gone), so a stopped run's forward ends at its next layer;
+    and the consumer, asking `should_stop` every POLL_S as it waits, raises RunStopped at once rather than
+    after that layer, before gradio's cancel of its job arrives (the page's next Run would wait for it)."""
     requests: queue.SimpleQueue = queue.SimpleQueue()  # True: compute the next event; False: end
     results: queue.SimpleQueue = queue.SimpleQueue()  # ("event", e), ("end", None) or ("error", exception)
     over = threading.Event()  # the consumer asks no more: the worker ends at its next layer
@@ -171,12 +161,12 @@ def drive(events: Iterable, models: Sequence[torch.nn.Module], is_over: StopChec
                 close()
 
 
-def wait_for_ended_runs(timeout_s: float = ENDING_WAIT_S) -> None:
+def wait_for_ended_runs() -> None:
     """Wait until the workers of runs that ended early have finished the layer they were in."""
     with lock:
         workers = list(ending)
     for worker in workers:
-        worker.join(timeout_s)
+        worker.join(ENDING_WAIT_S)
     with lock:
         ending[:] = [worker for worker in ending if worker.is_alive()]
 

@@ -3,21 +3,19 @@
 Greedy speculative decoding equals the target alone only if the logits a (γ+1)-token verify gives
 position i are bitwise those a 1-token step gives there. Kernels break that whenever they pick their
 summation order by the number of rows (oneDNN's AMX kernels in bfloat16, MKL in float32, cuBLAS) or
-keys (SDPA, cuBLAS). No probe can cover every machine: one that passed on an Intel AMX CPU still let
-many greedy runs part. So nothing here is chosen by measuring; every row is computed in one shape:
+keys (SDPA, cuBLAS). No probe covers every machine, so nothing here is chosen by measuring; every row
+is computed in one shape:
 
-- attention in slots (specviz.models.slots): SLOTS rows a call, each over its own keys gathered to a
-  key-block width, for steps, verifies, rivals and trees alike (and for transformers' generate());
+- attention in slots (specviz.models.slots), for steps, verifies, rivals, trees and transformers' generate();
 - every linear layer at exactly SLOTS rows: a slots call has that many; any other forward of at most
-  MAX_ROWWISE rows (transformers' generate(), its assisted verify) runs in chunks of SLOTS rows,
-  zeros after the real ones; a prompt's own pass (more rows) runs as it is, and both lanes read it;
+  MAX_ROWWISE rows runs in chunks of SLOTS rows, zeros after the real ones; a prompt's own pass (more
+  rows) runs as it is, and both lanes read it;
 - in float32 on a CPU, the linear layers through oneDNN with their weights packed once: MKL's
   F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same.
 
 measure() still compares a verify with steps when a target loads: a check that the construction holds
 (a failure there is a bug to report), never what decides it. A model slots cannot compute (soft-capped
 attention, a sliding window) keeps transformers' attention, and the page says it is not guaranteed.
-SPECVIZ_SLOTS=0 leaves targets as transformers loads them, to compare.
 """
 
 from __future__ import annotations
@@ -29,9 +27,9 @@ import torch
 from transformers import DynamicCache
 from transformers.pytorch_utils import Conv1D
 
+from specviz.models.precision import precision_name
 from specviz.models.slot_calls import run_rows
 from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, slots_wanted, uses_slots
-
 
 
 def padded(plain_forward):
@@ -58,10 +56,8 @@ def padded(plain_forward):
 
 
 def packed(layer: torch.nn.Linear):
-    """A float32 linear layer's forward through oneDNN with its weights packed once for small row
-    counts. MKL's F.linear costs far more at 4 rows than at 1 on these CPUs (AVX2 and
-    AVX-512 alike); oneDNN's packed kernel little more, and its rows do not depend on the row count on
-    AVX2 at all."""
+    """A float32 linear layer's forward through oneDNN with its weights packed once for small row counts (a
+    few rows cost it about what one does; on AVX2 its rows do not depend on the row count at all)."""
     weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), SLOTS)  # oneDNN's own layout
     bias = None if layer.bias is None else layer.bias.detach()
 
@@ -72,22 +68,12 @@ def packed(layer: torch.nn.Linear):
     return forward
 
 
-def pack_linears(model: torch.nn.Module) -> int:
-    """Give every nn.Linear of a float32 CPU model the packed oneDNN forward; return how many."""
-    layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
-              and not getattr(layer.forward, "specviz_packed", False)]
+def replace_forwards(model: torch.nn.Module, kinds: tuple[type, ...], mark: str, forward_for) -> None:
+    """Give every layer of `kinds` that lacks `mark` the forward `forward_for(layer)` makes."""
+    layers = [layer for layer in model.modules()
+              if isinstance(layer, kinds) and not getattr(layer.forward, mark, False)]
     for layer in layers:
-        layer.forward = packed(layer)
-    return len(layers)
-
-
-def pad_linears(model: torch.nn.Module) -> int:
-    """Give every linear layer (nn.Linear, GPT-2's Conv1D) the padded forward; return how many."""
-    layers = [layer for layer in model.modules() if isinstance(layer, (torch.nn.Linear, Conv1D))
-              and not getattr(layer.forward, "specviz_padded", False)]
-    for layer in layers:
-        layer.forward = padded(layer.forward)
-    return len(layers)
+        layer.forward = forward_for(layer)
 
 
 def why_not_slots(model: torch.nn.Module) -> str | None:
@@ -144,8 +130,9 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
         return measure(model, vocab_size, context_length, reason=f"this model's {reason} runs as transformers computes it")
     parameter = next(model.parameters())
     if parameter.dtype == torch.float32 and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
-        pack_linears(model)
-    pad_linears(model)
+        replace_forwards(model, (torch.nn.Linear,), "specviz_packed", packed)
+    # every linear layer, GPT-2's Conv1D too, padded (around the packed forward where there is one)
+    replace_forwards(model, (torch.nn.Linear, Conv1D), "specviz_padded", lambda layer: padded(layer.forward))
     model.set_attn_implementation(SLOTS_LAYOUT)
     return measure(model, vocab_size, context_length)
 
@@ -173,16 +160,14 @@ def logits_of(model: torch.nn.Module, capacity: int):
 
 
 @torch.inference_mode()
-def measure(model: torch.nn.Module, vocab_size: int, context_length: int, num_tokens: int = 5, context: int = 24,
-            seed: int = 0, reason: str = "") -> Invariance:
-    """Logits of one `num_tokens`-token forward against `num_tokens` 1-token forwards from the same
-    cache, on random ids (as much of it as `context_length` positions hold): bitwise equal or not,
-    and the largest difference."""
-    num_tokens = max(2, min(num_tokens, context_length - 1))
-    generator = torch.Generator().manual_seed(seed)
+def measure(model: torch.nn.Module, vocab_size: int, context_length: int, reason: str = "") -> Invariance:
+    """Logits of one 5-token forward against five 1-token forwards from the same cache, on random ids (as
+    much of it as `context_length` positions hold): bitwise equal or not, and the largest difference."""
+    num_tokens = max(2, min(5, context_length - 1))
+    generator = torch.Generator().manual_seed(0)
     device = next(model.parameters()).device
     bitwise, difference = True, 0.0
-    for wanted in (context, 3 * context + 7):  # two cache lengths: kernels may change with the key count too
+    for wanted in (24, 79):  # two cache lengths: kernels may change with the key count too
         used = max(1, min(wanted, context_length - num_tokens))
         ids = torch.randint(0, vocab_size, (1, used + num_tokens), generator=generator).to(device)  # (1, n)
         forward, cache = logits_of(model, used + num_tokens)
@@ -193,5 +178,5 @@ def measure(model: torch.nn.Module, vocab_size: int, context_length: int, num_to
         bitwise &= torch.equal(verify, steps)
         difference = max(difference, float((verify - steps).abs().max()))
     padded_layers = sum(getattr(m.forward, "specviz_padded", False) for m in model.modules())
-    return Invariance(bitwise, difference, padded_layers, str(next(model.parameters()).dtype).removeprefix("torch."),
+    return Invariance(bitwise, difference, padded_layers, precision_name(next(model.parameters()).dtype),
                       model.config._attn_implementation, by_construction=uses_slots(model), reason=reason)

@@ -1,8 +1,6 @@
 """Loading a pair: the models and tokenizer from transformers, the checks that they fit together,
-and the cache that keeps a loaded pair for every run and every visitor.
-
-A pair loads once while it stays cached (`load_pair` keeps at most SPECVIZ_MAX_PAIRS pairs, the
-default pinned; see specviz.models.hosting) and is shared by every run and every user of the app.
+and the cache that keeps a loaded pair (at most SPECVIZ_MAX_PAIRS, the default pinned; see
+specviz.models.hosting), shared by every run and every visitor.
 """
 
 from __future__ import annotations
@@ -23,13 +21,13 @@ from specviz.models import compact, convert, hosting
 from specviz.models.draft_head import load_head
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.int8 import int8_available, quantize_linears
-from specviz.models.pairs import ModelPair
+from specviz.models.pairs import ModelPair, RowScorer
 from specviz.models.precision import choose_device_and_dtype
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
-from specviz.models.rows import RowScorer
 from specviz.models.slots import slots_wanted
 
 HEAD_ROWS_FILE = "head_rows.json"  # a draft's most useful output rows (specviz.training.distil writes it)
+ONE_TOKENIZER = "speculative decoding needs one tokenizer shared by both models"
 
 
 def read_head_rows(draft_id: str) -> torch.Tensor | None:
@@ -38,8 +36,7 @@ def read_head_rows(draft_id: str) -> torch.Tensor | None:
     if not path.is_file():
         return None
     try:
-        rows = json.loads(path.read_text())
-        return torch.tensor(sorted(set(int(row) for row in rows)), dtype=torch.long)
+        return torch.tensor(sorted({int(row) for row in json.loads(path.read_text())}), dtype=torch.long)
     except (ValueError, TypeError) as error:
         raise ModelLoadError(f"the draft's {HEAD_ROWS_FILE} is unreadable ({error}): delete it to use the whole head") from error
 
@@ -60,10 +57,9 @@ def describe_load_failure(model_id: str, error: Exception) -> str:
         return f"could not load the model folder {model_id!r}: {error}"
     if looks_like_path(model_id):
         return f"no model folder at {model_id!r}"
-    return (
-        f"could not load {model_id!r} from the Hugging Face Hub: check the id, and note that hub "
-        f"models need network access (the smollm2-135m and tiny-code pairs work offline). Details: {type(error).__name__}: {error}"
-    )
+    return (f"could not load {model_id!r} from the Hugging Face Hub: check the id, and note that hub models need "
+            f"network access (the smollm2-135m and tiny-code pairs work offline). Details: "
+            f"{type(error).__name__}: {error}")
 
 
 def looks_like_path(model_id: str) -> bool:
@@ -81,10 +77,9 @@ def check_tokenizers(target_id: str, target_tokenizer, draft_id: str, draft_toke
     """Speculative decoding compares token ids across models: the vocabularies must agree."""
     if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
         raise IncompatiblePairError(
-            f"the target {target_id!r} ({len(target_tokenizer)} tokens, {type(target_tokenizer).__name__}) and "
-            f"the draft {draft_id!r} ({len(draft_tokenizer)} tokens, {type(draft_tokenizer).__name__}) use "
-            f"different vocabularies; speculative decoding needs one tokenizer shared by both models"
-        )
+            f"the target {target_id!r} ({len(target_tokenizer)} tokens, {type(target_tokenizer).__name__}) and the "
+            f"draft {draft_id!r} ({len(draft_tokenizer)} tokens, {type(draft_tokenizer).__name__}) use different "
+            f"vocabularies; {ONE_TOKENIZER}")
 
 
 def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: bool = False):
@@ -106,12 +101,9 @@ def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: 
     return model.eval()
 
 
-def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
-    """Fail in seconds, not minutes, when hub models are needed and the hub cannot be reached.
-
-    Without network, from_pretrained retries for about a minute per model before giving up.
-    Local folders, models already in the hub cache, offline mode and proxies skip the check.
-    """
+def check_hub_access(model_ids: list[str]) -> None:
+    """Fail in seconds, not minutes (from_pretrained's retries), when hub models are needed and the hub
+    cannot be reached. Local folders, models already in the hub cache, offline mode and proxies skip it."""
     remote = [model_id for model_id in model_ids if not is_local(model_id) and not looks_like_path(model_id)]
     proxied = any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
     if not remote or constants.HF_HUB_OFFLINE or proxied:
@@ -124,13 +116,10 @@ def check_hub_access(model_ids: list[str], timeout_s: float = 3.0) -> None:
             cached = None
         if not isinstance(cached, str):
             uncached.append(model_id)
-    if not uncached:
-        return
-    if not convert.hub_reachable(timeout_s):
-        raise ModelLoadError(
-            f"no network: cannot download {', '.join(map(repr, uncached))} from the Hugging Face Hub "
-            f"({convert.hub_host()[0]} is unreachable); the smollm2-135m and tiny-code pairs work offline"
-        )
+    if uncached and not convert.hub_reachable():
+        raise ModelLoadError(f"no network: cannot download {', '.join(map(repr, uncached))} from the Hugging Face "
+                             f"Hub ({convert.hub_host()[0]} is unreachable); the smollm2-135m and tiny-code pairs "
+                             f"work offline")
 
 
 # Loaded pairs, least recently used first; at most policy.max_cached_pairs, the default pinned.
@@ -139,22 +128,13 @@ _cache_lock = threading.Lock()  # guards _cache, held only for a moment: hits ne
 _load_lock = threading.Lock()  # one load at a time bounds memory; callers of one pair wait for it
 
 
-def load_pair(
-    preset: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
-    device: str | None = None,
-    policy: hosting.HostingPolicy | None = None,
-    precision: str | None = None,
-    int8_drafters: bool | None = None,
-    head: str | None = None,
-) -> ModelPair:
+def load_pair(preset: str | None = None, target: str | None = None, draft: str | None = None,
+              device: str | None = None, policy: hosting.HostingPolicy | None = None, precision: str | None = None,
+              int8_drafters: bool | None = None, head: str | None = None) -> ModelPair:
     """Load (once while it stays cached) a preset or a custom pair, checking that the tokenizers agree.
-
     A custom pair's ids pass the hosting policy first (the environment's, unless given); presets
     are the operator's choice and skip it. `int8_drafters` None: the preset's choice (on a CPU).
-    `head`: a head drafter's folder instead of the pair's own (one trained elsewhere, to bench it).
-    """
+    `head`: a head drafter's folder instead of the pair's own (one trained elsewhere, to bench it)."""
     spec = resolve_pair(preset, target, draft)
     if head:
         if not (Path(head) / "config.json").is_file():
@@ -189,14 +169,10 @@ def find_cached_pair(key: tuple) -> ModelPair | None:
         return _cache.get(key)
 
 
-def is_pinned(key: tuple) -> bool:
-    return key[0] == DEFAULT_PRESET  # the pair most visitors use is never evicted
-
-
 def evict_pairs(keep: int) -> None:
     """Drop least recently used pairs until at most `keep` remain (pinned ones always stay)."""
     with _cache_lock:
-        evictable = [key for key in _cache if not is_pinned(key)]
+        evictable = [key for key in _cache if key[0] != DEFAULT_PRESET]  # the pair most visitors use stays
         evicted = [_cache.pop(key) for key in evictable[: max(0, len(_cache) - keep)]]
     if not evicted:
         return
@@ -208,13 +184,11 @@ def evict_pairs(keep: int) -> None:
 
 
 def avoid_per_shape_attention_plans(device: torch.device) -> None:
-    """On CUDA, keep PyTorch's SDPA off cuDNN's attention: cuDNN builds an execution plan for each new shape
-    (slow to build; sglang and flashinfer measured it), and decoding meets a new key count at every
-    step of the head and the draft model, and every KEY_BLOCK keys of the target. On a GPU the head's c was
-    many times higher in the first bench cell each prompt met than in the next (the same lengths again), with
-    aten::_cudnn_attention_forward in the profile (assets/bench/README.md). SDPA then picks FlashAttention,
-    the memory-efficient kernel or its math path, none of which builds a plan. Process-wide, as the flag is:
-    every lane (transformers' generate() too) runs under the same choice."""
+    """On CUDA, keep PyTorch's SDPA off cuDNN's attention: cuDNN builds a slow execution plan for each new
+    shape, and decoding meets a new key count at every step of the head and the draft model, and every
+    KEY_BLOCK keys of the target. SDPA then picks FlashAttention, the memory-efficient kernel or its math
+    path, none of which builds a plan. Process-wide, as the flag is: every lane (transformers' generate()
+    too) runs under the same choice."""
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)
 
@@ -229,14 +203,11 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_
     target_model = load_model(target_id, device, dtype, spread=True)
     draft_model = load_model(spec.draft_id, device, dtype)
     if shares_target_tokenizer(spec.draft_id) and draft_model.config.vocab_size != target_model.config.vocab_size:
-        raise IncompatiblePairError(
-            f"the draft folder {spec.draft_id!r} has no tokenizer of its own and its vocabulary "
-            f"({draft_model.config.vocab_size} tokens) is not the target's ({target_model.config.vocab_size}); "
-            f"speculative decoding needs one tokenizer shared by both models"
-        )
-    pair = ModelPair.from_models(
-        target_model, draft_model, target_tokenizer, name=spec.name, draft_head_rows=read_head_rows(spec.draft_id)
-    )
+        raise IncompatiblePairError(f"the draft folder {spec.draft_id!r} has no tokenizer of its own and its "
+                                    f"vocabulary ({draft_model.config.vocab_size} tokens) is not the target's "
+                                    f"({target_model.config.vocab_size}); {ONE_TOKENIZER}")
+    pair = ModelPair.from_models(target_model, draft_model, target_tokenizer, name=spec.name,
+                                 draft_head_rows=read_head_rows(spec.draft_id))
     if spec.head_dir is not None and (spec.head_dir / "config.json").exists():
         try:
             pair.head, pair.head_rows = load_head(spec.head_dir, pair.device, dtype)

@@ -1,19 +1,63 @@
-"""A loaded pair: the target, its draft, and what the engine needs to know about them.
-
-Where a pair comes from is elsewhere: the named ones in specviz.models.presets, loading and its
-cache in specviz.models.loading, the precision in specviz.models.precision.
-"""
+"""A loaded pair (the named ones are in specviz.models.presets, loading them in specviz.models.loading), and its
+drafters' output heads restricted to their head rows (RowScorer, the one place both model drafters score tokens)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from specviz.catalogue import DrafterInfo
+from specviz.models.int8 import quantize_linears
 from specviz.models.invariance import Invariance, make_batch_invariant
 from specviz.models.precision import precision_name
-from specviz.models.rows import RowScorer
+
+
+class RowScorer(nn.Module):
+    """Hidden state (1, d) → full-vocabulary logits (1, vocab), -inf outside the rows, and the
+    rows' own logits (1, rows): a linear layer over the chosen rows of an output matrix.
+
+    At a 49k-token vocabulary the output head is most of a small drafter's step; scoring only the rows a
+    drafter is likely to pick (sorted token ids, chosen when it was trained) costs a fraction of it. q is then
+    zero outside the rows, which the rejection rule handles like any other q: the output stays the target's.
+    """
+
+    def __init__(self, output_weight: torch.Tensor, rows: torch.Tensor, vocab_size: int):
+        super().__init__()
+        self.rows = rows  # (rows,) sorted token ids
+        self.vocab_size = vocab_size
+        self.linear = nn.Linear(output_weight.shape[1], rows.shape[0], bias=False,
+                                device=output_weight.device, dtype=output_weight.dtype)
+        with torch.no_grad():
+            self.linear.weight.copy_(output_weight[rows])  # (rows, d)
+        self.input_dtype = output_weight.dtype
+
+    @classmethod
+    def over_output_of(cls, model: nn.Module, rows: torch.Tensor, vocab_size: int) -> "RowScorer":
+        """The scorer over those rows of a model's output head (a causal LM's, or a target's for the head)."""
+        return cls(model.get_output_embeddings().weight, rows, vocab_size)
+
+    def to_int8(self) -> "RowScorer":
+        """The rows as an int8 layer (specviz.models.int8), taking float32 inputs."""
+        quantize_linears(self)
+        self.input_dtype = torch.float32
+        return self
+
+    def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        row_logits = self.linear(hidden.to(self.input_dtype)).float()  # (1, rows)
+        logits = row_logits.new_full((hidden.shape[0], self.vocab_size), float("-inf"))  # (1, vocab)
+        logits[:, self.rows] = row_logits
+        return logits, row_logits
+
+
+def scorer_for(prepared: RowScorer | None, model: nn.Module, rows: torch.Tensor, vocab_size: int) -> RowScorer:
+    """The scorer built when the pair loaded (int8 on a CPU) if it is for these rows; else a
+    plain one over the model's output matrix (a pair assembled by hand, or whose rows were
+    swapped since)."""
+    if prepared is not None and prepared.rows is rows:
+        return prepared
+    return RowScorer.over_output_of(model, rows, vocab_size)
 
 
 @dataclass
@@ -31,17 +75,16 @@ class ModelPair:
     # Output rows the drafter may restrict itself to (sorted ids), from the draft's folder;
     # None: the draft's whole head. Any q keeps the rejection rule exact.
     draft_head_rows: torch.Tensor | None = None
-    # The head drafter (specviz.decoding.head) and its output rows, for a target one was trained on.
+    # The head drafter (specviz.decoding.drafters) and its output rows, for a target one was trained on.
     head: torch.nn.Module | None = None
     head_rows: torch.Tensor | None = None
     head_error: str | None = None  # why a head shipped for this target did not load
-    # The draft's and the head's output rows as layers (specviz.models.rows), built once at load;
+    # The draft's and the head's output rows as layers (RowScorer), built once at load;
     # a pair assembled by hand has none and its drafters build plain ones.
     draft_scorer: RowScorer | None = None
     head_scorer: RowScorer | None = None
     int8_drafters: bool = False  # whether the draft and the head run in int8 (specviz.models.int8)
-    # Whether a verify rounds exactly like a step for this target here (specviz.models.invariance),
-    # measured when the pair was built.
+    # Whether a verify rounds exactly like a step for this target here (specviz.models.invariance, at load)
     invariance: Invariance | None = None
 
     def lacks_for(self, info: DrafterInfo) -> str | None:
@@ -83,18 +126,14 @@ class ModelPair:
         ids = self.tokenizer(self.format_prompt(prompt_text, chat), add_special_tokens=False)["input_ids"]
         if not ids:
             raise ValueError("the prompt is empty after tokenizing: type some text to continue")
+        templated = " (with the chat template)" if self.uses_chat(chat) else ""
         if len(ids) >= self.context_length:
-            templated = " (with the chat template)" if self.uses_chat(chat) else ""
-            raise ValueError(
-                f"the prompt is {len(ids)} tokens long{templated}, but these models see at most {self.context_length} "
-                f"tokens: shorten it to at most {self.context_length - 1} tokens"
-            )
+            raise ValueError(f"the prompt is {len(ids)} tokens long{templated}, but these models see at most "
+                             f"{self.context_length} tokens: shorten it to at most {self.context_length - 1} tokens")
         if max_tokens and len(ids) > max_tokens:
-            templated = " (with the chat template)" if self.uses_chat(chat) else ""
-            raise ValueError(
-                f"the prompt is {len(ids):,} tokens long{templated}, and this server reads at most {max_tokens:,} prompt "
-                f"tokens a run, so every visitor gets a turn: shorten it, or run specviz on your own machine"
-            )
+            raise ValueError(f"the prompt is {len(ids):,} tokens long{templated}, and this server reads at most "
+                             f"{max_tokens:,} prompt tokens a run, so every visitor gets a turn: shorten it, or run "
+                             f"specviz on your own machine")
         return ids
 
     def decode(self, token_ids: list[int]) -> str:
@@ -105,36 +144,24 @@ class ModelPair:
         """Wrap two loaded models; used by load_pair and by tests with tiny random models. The
         target gets its batch-invariant forward here (specviz.models.invariance), so every lane,
         transformers' generate() included, runs it; the pair records which guarantee holds."""
-        vocab_sizes = [target.config.vocab_size] + ([draft.config.vocab_size] if draft is not None else [])
-        if tokenizer is not None:
-            vocab_sizes.append(len(tokenizer))
+        models = [target] + ([draft] if draft is not None else [])
+        vocab_size = min([model.config.vocab_size for model in models]
+                         + ([len(tokenizer)] if tokenizer is not None else []))
         eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else target.config.eos_token_id
         if isinstance(eos_id, list):
             eos_id = eos_id[0]
-        models = [target] + ([draft] if draft is not None else [])
         device = next(target.parameters()).device
-        vocab_size = min(vocab_sizes)
         if draft_head_rows is not None:
             draft_head_rows = draft_head_rows[draft_head_rows < vocab_size].to(device)
         context_length = min(context_length_of(model) for model in models)
-        return cls(
-            target=target,
-            draft=draft,
-            tokenizer=tokenizer,
-            device=device,
-            vocab_size=vocab_size,
-            context_length=context_length,
-            eos_id=eos_id,
-            name=name,
-            draft_head_rows=draft_head_rows,
-            invariance=make_batch_invariant(target, vocab_size, context_length),
-        )
+        return cls(target=target, draft=draft, tokenizer=tokenizer, device=device, vocab_size=vocab_size,
+                   context_length=context_length, eos_id=eos_id, name=name, draft_head_rows=draft_head_rows,
+                   invariance=make_batch_invariant(target, vocab_size, context_length))
 
 
 def context_length_of(model) -> int:
-    config = model.config
     for attribute in ("max_position_embeddings", "n_positions", "seq_length"):
-        value = getattr(config, attribute, None)
+        value = getattr(model.config, attribute, None)
         if isinstance(value, int) and value > 0:
             return value
     return 2048

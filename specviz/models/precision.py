@@ -1,7 +1,4 @@
-"""Precision and device: which dtype the weights load in, what each costs here, and which the host picks.
-
-Beneath loading and the pair: a run reports its precision beside its timings.
-"""
+"""Precision and device: which dtype the weights load in, what each costs here, and which the host picks."""
 
 from __future__ import annotations
 
@@ -13,26 +10,20 @@ from specviz.models.errors import ModelLoadError
 from specviz.models.int8 import cpu_supports
 
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-"""The weights' precision a user can pick. In both the target's forward is made batch-invariant
-(specviz.models.invariance), so a verify rounds exactly like a step and greedy lanes are identical
-by construction (every decoding row computed in one shape; checked per target at load). bfloat16:
-half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: exact arithmetic to the last bit of float32; on a
+"""The weights' precision a user can pick; in both a verify rounds exactly like a step (specviz.models.invariance).
+bfloat16: half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: on a
 CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
-"""Only on CUDA (`--dtype float16`, and the default on a card without bf16): a CPU computes float16
-matmuls in software."""
+"""Only on CUDA (`--dtype float16`, the default on a card without bf16): a CPU computes it in software."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
-
-
 # oneDNN ISA limits (ONEDNN_MAX_CPU_ISA) below the first with bf16 dot products
 ONEDNN_ISAS_WITHOUT_BF16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
 
 
 def cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16, and no host limit that keeps torch from them: where bf16 matmuls run
-    several times faster than float32. Without them (AVX2 only) torch emulates bf16 and a few-token
-    verify costs several steps. The limits a host sets count, as torch obeys them:
-    ATEN_CPU_CAPABILITY (torch's own kernels) and ONEDNN_MAX_CPU_ISA (its matmuls)."""
+    """AMX or AVX512-BF16, not kept from torch by the host's ATEN_CPU_CAPABILITY (torch's own kernels) or
+    ONEDNN_MAX_CPU_ISA (its matmuls): where bf16 matmuls run several times faster than float32. Without them
+    (AVX2 only) torch emulates bf16 and a few-token verify costs several steps."""
     if not cpu_supports("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
         return False
     if not torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX512", "AMX")):
@@ -57,8 +48,8 @@ def cuda_has_native_bf16() -> bool:
 
 
 def default_precision(device: torch.device) -> str:
-    """The precision a run gets when none is asked for (see the README's bench for the numbers):
-    $SPECVIZ_PRECISION if set; bf16 on CUDA and on CPUs with native bf16; else float32."""
+    """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA and on CPUs
+    with native bf16 (float16 on a GPU without it); else float32."""
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
@@ -69,9 +60,7 @@ def default_precision(device: torch.device) -> str:
 
 def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:
     """The device (CUDA when present) and the precision asked for, or the device's default."""
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     precision = precision or default_precision(device)
     if precision in CUDA_PRECISIONS and device.type == "cuda":  # older cards: their fast 16-bit type
         return device, CUDA_PRECISIONS[precision]

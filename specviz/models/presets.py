@@ -1,8 +1,6 @@
-"""The named pairs a user can pick, their old names, and the drafter each gets by default.
-
-A preset names a target and a draft (hub ids or folders); loading them is specviz.models.loading's job.
-A renamed preset keeps its old name in PRESET_ALIASES, the one place an old name (a saved run, a
-script, `--pair embedded`) becomes the current one.
+"""The named pairs a user can pick (a target and a draft: hub ids or folders), their old names, and the
+drafter each gets by default. A renamed preset keeps its old name in PRESET_ALIASES, the one place an old
+name (a saved run, a script, `--pair embedded`) becomes the current one.
 """
 
 from __future__ import annotations
@@ -34,13 +32,11 @@ class PairPreset:
     # from an installed wheel into a cache, which must not happen at import.
     locate_target: Callable[[], str] | None = None
     prompts_file: Path = ASSETS_DIR / "prompts.json"  # the bench's and the app's example prompts
-    head_dir: Path | None = None  # a head drafter trained on this target (specviz.decoding.head), if any
+    head_dir: Path | None = None  # a head drafter trained on this target (specviz.decoding.drafters), if any
     # The drafter a run on this pair gets when none is named: the winner of the pair's bench (README).
     default_drafter: str = DEFAULT_DRAFTER
-    # Whether the draft and the head run in int8 on a CPU (specviz.models.int8): they are bound by
-    # memory there, and int8 halves their bytes (measured on the default pair only). Off elsewhere:
-    # the tiny pair's GPT-2 draft has Conv1D layers, which int8 leaves alone, and hub pairs stay as
-    # transformers loads them.
+    # Whether the draft and the head run in int8 on a CPU (specviz.models.int8), where memory binds them:
+    # off for the tiny pair (its GPT-2 draft's Conv1D layers stay as they are) and hub pairs (as loaded).
     int8_drafters: bool = False
 
     def unnamed_drafter(self) -> str:
@@ -60,46 +56,21 @@ class PairPreset:
             raise ModelLoadError(str(error)) from error
 
 
-PRESETS: dict[str, PairPreset] = {
-    preset.name: preset
-    for preset in (
-        PairPreset(
-            "smollm2-135m",
-            convert.HUB_ID,
-            str(EMBEDDED_DRAFT_DIR),
-            "SmolLM2-135M-Instruct with specviz's head and distilled draft, offline",
-            locate_target=convert.default_target_id,
-            head_dir=EMBEDDED_HEAD_DIR,
-            default_drafter="head",  # wins or ties every bfloat16 bench row (the README's table)
-            int8_drafters=True,
-        ),
-        PairPreset(
-            "tiny-code",
-            str(TINY_CODE_DIR / "target"),
-            str(TINY_CODE_DIR / "draft"),
-            "specviz's tiny Python-code pair (fast, offline)",
-            prompts_file=TINY_CODE_DIR / "prompts.json",
-        ),
-        PairPreset(
-            "pythia",
-            "EleutherAI/pythia-1.4b-deduped",
-            "EleutherAI/pythia-160m-deduped",
-            "Pythia 160M → 1.4B (the seed article's pair), needs network",
-        ),
-        PairPreset(
-            "smollm2",
-            "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-            "HuggingFaceTB/SmolLM2-135M-Instruct",
-            "SmolLM2 135M → 1.7B Instruct, needs network",
-        ),
-        PairPreset(
-            "qwen2.5",
-            "Qwen/Qwen2.5-1.5B-Instruct",
-            "Qwen/Qwen2.5-0.5B-Instruct",
-            "Qwen2.5 0.5B → 1.5B Instruct, needs network",
-        ),
-    )
-}
+PRESETS: dict[str, PairPreset] = {preset.name: preset for preset in (
+    PairPreset("smollm2-135m", convert.HUB_ID, str(EMBEDDED_DRAFT_DIR),
+               "SmolLM2-135M-Instruct with specviz's head and distilled draft, offline",
+               locate_target=convert.default_target_id, head_dir=EMBEDDED_HEAD_DIR,
+               default_drafter="head",  # wins or ties every bfloat16 bench row (the README's table)
+               int8_drafters=True),
+    PairPreset("tiny-code", str(TINY_CODE_DIR / "target"), str(TINY_CODE_DIR / "draft"),
+               "specviz's tiny Python-code pair (fast, offline)", prompts_file=TINY_CODE_DIR / "prompts.json"),
+    PairPreset("pythia", "EleutherAI/pythia-1.4b-deduped", "EleutherAI/pythia-160m-deduped",
+               "Pythia 160M → 1.4B (the seed article's pair), needs network"),
+    PairPreset("smollm2", "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
+               "SmolLM2 135M → 1.7B Instruct, needs network"),
+    PairPreset("qwen2.5", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
+               "Qwen2.5 0.5B → 1.5B Instruct, needs network"),
+)}
 DEFAULT_PRESET = "smollm2-135m"
 # Old preset names → current ones: saved runs, API calls and scripts that use them keep working.
 PRESET_ALIASES: dict[str, str] = {"embedded": "smollm2-135m"}

@@ -1,8 +1,7 @@
-"""Running calls in slots (specviz.models.slots): each forward as calls of SLOTS rows, captured once as a
-CUDA graph per (width, variant) where the cache is graphed, replayed after; the bodies the lanes and the
-drafters run (a causal LM's logits or hidden states, a draft head's layer); the pool that keeps caches and
-their graphs across runs; the warm-up's captures.
-"""
+"""Running calls in slots (specviz.models.slots): each forward as calls of SLOTS rows, captured once as a CUDA
+graph per (width, variant) where the cache is graphed, replayed after; the bodies the lanes and the drafters
+run (a causal LM's logits or hidden states, a draft head's layer); the pool that keeps caches and their graphs
+across runs; the warm-up's captures."""
 
 from __future__ import annotations
 
@@ -27,13 +26,10 @@ class Captured:
     outputs: tuple[torch.Tensor, ...]
 
 
-def run_call(model, cache: SlotCache, inputs: CallInputs, layers: tuple[int, ...] | None) -> tuple[torch.Tensor, ...]:
-    """One call of a causal LM over SLOTS rows: (logits (1, S, vocab),) or, with `layers`, also the final
-    hidden states and those of `layers` side by side (1, S, d·(1+n))."""
-    output = model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
-                              past_key_values=cache, use_cache=True, output_hidden_states=bool(layers),
-                              specviz_order=inputs.order)
-    return logits_and_states(model, output, layers)
+def base_call(model, cache: SlotCache, inputs: CallInputs, **kwargs):
+    """A causal LM's base model over one call's SLOTS rows (its output (1, S, ·))."""
+    return model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
+                            past_key_values=cache, use_cache=True, specviz_order=inputs.order, **kwargs)
 
 
 def logits_and_states(model, output, layers: tuple[int, ...] | None, last_only: bool = False) -> tuple[torch.Tensor, ...]:
@@ -70,28 +66,12 @@ def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
 GRAPHS = {"captured": 0, "failed": None}
 
 
-def capture_or_say_why(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured | None:
-    """A capture, or None (the reason kept in GRAPHS and warned once) where this device will not capture it."""
-    try:
-        captured = capture(call)
-    except Exception as error:  # noqa: BLE001 — whatever CUDA raises, the call still runs eagerly
-        if GRAPHS["failed"] is None:
-            GRAPHS["failed"] = f"{type(error).__name__}: {error}"
-            warnings.warn(f"CUDA graph capture failed, running slots eagerly: {GRAPHS['failed']}", RuntimeWarning)
-        return None
-    GRAPHS["captured"] += 1
-    return captured
-
-
-Body = Callable[[CallInputs], tuple[torch.Tensor, ...]]
-
-
-def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], body: Body, variant: object,
+def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
+              body: Callable[[CallInputs], tuple[torch.Tensor, ...]], variant: object,
               prepare: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
-    """Run the rows of new_ids (1, n) after the cache's length as calls of SLOTS rows: `body` computes one call
-    from its inputs (and any buffers `prepare(first, stop)` fills for rows first..stop-1 of new_ids), returning
-    tensors of shape (1, S, ·); with the cache graphed, each (width, variant) is captured once and replayed.
-    Returns each output's rows, (n, ·)."""
+    """Each output's rows (n, ·) for new_ids (1, n) after the cache's length, run as calls of SLOTS rows: `body`
+    computes one call's outputs (1, S, ·) from its inputs and any buffers `prepare(first, stop)` fills for rows
+    first..stop-1 of new_ids; with the cache graphed, each (width, variant) is captured once and replayed."""
     rows = plan_rows(cache.length, new_ids.shape[1], parents)
     if rows[-1].slot >= cache.capacity:
         raise ValueError(f"a forward past this cache's {cache.capacity} positions")
@@ -106,10 +86,15 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int], b
         cache.write_at = inputs.write_at
         key = (width, variant)
         if cache.graphed and key not in cache.graphs:
-            captured = capture_or_say_why(lambda: body(inputs))
-            cache.graphed = captured is not None  # a capture that failed leaves this cache's calls eager: still exact
-            if captured is not None:
-                cache.graphs[key] = captured
+            try:
+                cache.graphs[key] = capture(lambda: body(inputs))
+                GRAPHS["captured"] += 1
+            except Exception as error:  # noqa: BLE001 — whatever CUDA raises, the call still runs eagerly
+                cache.graphed = False  # this cache's calls stay eager: still exact
+                if GRAPHS["failed"] is None:  # the reason kept for the machine record, warned once
+                    GRAPHS["failed"] = f"{type(error).__name__}: {error}"
+                    warnings.warn(f"CUDA graph capture failed, running slots eagerly: {GRAPHS['failed']}",
+                                  RuntimeWarning)
         if cache.graphed:
             cache.graphs[key].graph.replay()
             outputs = cache.graphs[key].outputs
@@ -128,25 +113,25 @@ def run_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[i
     """A causal LM's forward over new_ids (1, n) after the cache's length: logits (n, vocab), or (1, vocab)
     with `last_only`, and, with `layers` (a drafter reading the target), hidden states (n, d·(1+len(layers))).
     A first forward of more than SLOTS ids is a prompt's own pass: as transformers runs it, then copied in."""
-    if cache.length == 0 and new_ids.shape[1] > SLOTS:
-        return read_prompt(model, cache, new_ids, layers, last_only)
-    outputs = run_calls(cache, new_ids, parents, lambda inputs: run_call(model, cache, inputs, layers), layers)
+    if cache.length == 0 and new_ids.shape[1] > SLOTS:  # as forward.forward_new_ids_with_hidden runs it
+        outputs = read_prompt_with(cache, lambda prompt_cache: logits_and_states(model, model.base_model(
+            input_ids=new_ids, past_key_values=prompt_cache, use_cache=True, output_hidden_states=bool(layers)),
+            layers, last_only))
+        return outputs[0][0], (outputs[1][0] if layers is not None else None)
+    outputs = run_calls(cache, new_ids, parents, lambda inputs: logits_and_states(
+        model, base_call(model, cache, inputs, output_hidden_states=bool(layers)), layers), layers)
     logits = outputs[0][-1:] if last_only else outputs[0]  # (n or 1, vocab)
     return logits, (outputs[1] if layers is not None else None)
 
 
 def run_hidden_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int] = ()) -> torch.Tensor:
     """A causal LM's final hidden states (n, d) for new_ids (1, n) after the cache's length, in slots: what a
-    draft model that scores its own head rows (specviz.models.rows) reads. A prompt's pass as run_rows runs it."""
+    draft model that scores its own head rows (specviz.models.pairs.RowScorer) reads. A prompt's pass as run_rows runs it."""
     if cache.length == 0 and new_ids.shape[1] > SLOTS:
         return read_prompt_with(cache, lambda prompt_cache: model.base_model(
             input_ids=new_ids, past_key_values=prompt_cache, use_cache=True).last_hidden_state[0])  # (n, d)
-
-    def body(inputs: CallInputs) -> tuple[torch.Tensor]:
-        return (model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
-                                 past_key_values=cache, use_cache=True, specviz_order=inputs.order).last_hidden_state,)
-
-    return run_calls(cache, new_ids, parents, body, "hidden")[0]  # (n, d)
+    return run_calls(cache, new_ids, parents, lambda inputs: (base_call(model, cache, inputs).last_hidden_state,),
+                     "hidden")[0]  # (n, d)
 
 
 def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_ids: torch.Tensor,
@@ -177,10 +162,9 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
 
 def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,
                    steps: Sequence[Callable[[SlotCache], object]]) -> int:
-    """On CUDA, capture before anything is timed every call a run of up to `longest` positions meets: each of
-    `steps` (a one-row forward of one variant: outputs, features) at every key width, its row placed at the
-    width's last slot. It writes a throwaway entry there, which a run writes again before reading it.
-    Returns how many graphs were captured."""
+    """On CUDA, capture before anything is timed every call a run of up to `longest` positions meets (how many
+    graphs come back): each of `steps` (a one-row forward of one variant) at every key width, its row at the
+    width's last slot, whose throwaway entry a run writes again before reading it."""
     if not cache.graphed:
         return 0
     block, before = key_block(device), len(cache.graphs)
@@ -190,15 +174,6 @@ def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,
             step(cache)
     cache.length = 0
     return len(cache.graphs) - before
-
-
-def read_prompt(model, cache: SlotCache, new_ids: torch.Tensor, layers: tuple[int, ...] | None,
-                last_only: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A prompt's own pass, as forward.forward_new_ids_with_hidden runs it, its keys copied into the cache."""
-    outputs = read_prompt_with(cache, lambda prompt_cache: logits_and_states(model, model.base_model(
-        input_ids=new_ids, past_key_values=prompt_cache, use_cache=True, output_hidden_states=bool(layers)),
-        layers, last_only))
-    return outputs[0][0], (outputs[1][0] if layers is not None else None)
 
 
 def read_prompt_with(cache: SlotCache, forward: Callable[[DynamicCache], object]):

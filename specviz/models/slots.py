@@ -1,23 +1,18 @@
 """Every decoding forward of the target in one shape: SLOTS query rows over a fixed-size key cache.
 
-A step (1 token), a verify (γ+1 tokens), rival guesses and a draft tree's verify all run as calls of
-exactly SLOTS rows (the real ones, then filler), each row attending over its own keys gathered to a
-prefix of a width rounded up to the device's key block. A row's result then depends on its own inputs
-alone, never on how many rows ran beside it: a verify rounds like a step *by construction*, on any
-device and in any precision, whatever kernel the device picks for that one shape (oneDNN's AMX kernels
-round a row differently by the row count; cuBLAS picks kernels by the key count: neither can matter).
+A step (1 token), a verify (γ+1 tokens), rival guesses and a draft tree's verify all run as calls of exactly
+SLOTS rows (the real ones, then filler), each row attending over its own keys gathered to a prefix of a width
+rounded up to the device's key block. A row's result then depends on its own inputs alone, never on how many
+rows ran beside it: a verify rounds like a step *by construction*, on any device and in any precision,
+whatever kernel the device picks for that one shape (oneDNN's AMX kernels round a row differently by the row
+count; cuBLAS picks kernels by the key count: neither can matter).
 
-This is the one decoding path, on every device, for both lanes (so the baseline stays fair). On CUDA
-each (width, outputs) call is also captured once as a CUDA graph and replayed: the same shape is what a
-graph needs. Forwards that are not slots calls (transformers' own generate(), the load-time check)
-compute each decoding-sized row the same way (`outside_slots`), with the linear layers padded to SLOTS
-rows (specviz.models.invariance), so transformers' generate() writes the lanes' tokens too. A prompt's
-own pass runs SDPA as it is (a DynamicCache), and its keys are copied in: both lanes read the same.
-
-The cache is transformers' StaticCache with two changes: a call writes its rows' keys at the slots the
-caller names (filler rows at trash slots past the end), and its length is a Python int the engine
-crops, as it crops a DynamicCache. This module is the shape (which keys each row reads, a call's
-inputs, the cache, the attention); specviz.models.slot_calls runs the calls.
+The one decoding path, on every device, for both lanes (so the baseline stays fair); on CUDA each (width,
+outputs) call is also captured once as a CUDA graph, which needs that one shape too. Other forwards compute
+their decoding-sized rows the same way (`outside_slots`; linear layers padded to SLOTS rows by
+specviz.models.invariance), so transformers' generate() writes the lanes' tokens too; a prompt's own pass
+runs SDPA as it is, and its keys are copied in. This module is the shape (which keys each row reads, a
+call's inputs, the cache, the attention); specviz.models.slot_calls runs the calls.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
-
 
 SLOTS = 8  # query rows per call: a verify of γ ≤ 7 in one call; longer ones (trees) in several
 SLOTS_LAYOUT = "specviz_slots"  # the attention name transformers knows it by
@@ -178,7 +172,8 @@ def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: i
 # ---- the cache -----------------------------------------------------------------------------------
 
 class SlotCache(StaticCache):
-    """transformers' StaticCache whose calls write where the caller says; `length` is the text's."""
+    """transformers' StaticCache whose calls write their rows' keys where the caller says (filler rows at
+    trash slots past the end); `length`, the text's, is a Python int the engine crops, as a DynamicCache's."""
 
     def __init__(self, config, capacity: int, graphed: bool = False):
         super().__init__(config=config, max_cache_len=capacity + SLOTS)  # SLOTS trash slots past the end
@@ -263,28 +258,22 @@ def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ord
 def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
                   scaling: float) -> torch.Tensor:
     """A forward of a slots target that is not a slots call: query (b, H, M, D), key and value (b, kv, N, D),
-    the mask None (causal, the queries the last M of the N keys) or 4D → (b, M, H, D).
-    Decoding-sized forwards (one sequence, at most MAX_ROWWISE rows: transformers' generate(), its
-    assisted verify, the load-time check) compute every row as a slots call computes it: in calls of
-    SLOTS rows, each over its own keys gathered to its key-block width; so their tokens are the lanes'.
-    A longer forward is a prompt's own pass: SDPA as it is (both lanes read the same one)."""
+    the mask None (causal, the queries the last M of the N keys) or 4D → (b, M, H, D). Decoding-sized ones
+    (one sequence, at most MAX_ROWWISE rows: generate(), its assisted verify, the load-time check) compute
+    every row as a slots call does, so their tokens are the lanes'; a longer one is a prompt's own pass."""
     batch, _, num_rows, _ = query.shape
     num_keys = key.shape[2]
     if batch > 1 or num_rows > MAX_ROWWISE:
-        # A whole prompt from an empty cache is plain causal: SDPA's causal kernel skips the masked half (a bool
-        # mask made a 7,800-token prompt's attention three times slower on a CPU). Both lanes read one pass.
+        # A whole prompt from an empty cache is plain causal: SDPA's causal kernel skips the masked half, where a
+        # bool mask computes it. Both lanes read one pass.
         whole = attention_mask is None and num_rows == num_keys
         mask = None if whole else (attention_mask if attention_mask is not None
                                    else causal_after(num_keys, num_rows, query.device))
         out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=whole, scale=scaling,
                                              enable_gqa=True)
         return out.transpose(1, 2)  # (b, M, H, D)
-    if attention_mask is None:
-        calls = causal_calls(num_keys, num_rows, query.device)
-    else:
-        plan = plan_for(attention_mask, num_keys)
-        counts, order = (~plan.hidden[0]).sum(-1).tolist(), plan.order[0].tolist()  # each row's visible keys first
-        calls = calls_over([Row(0, 0, 0, tuple(order[i][: counts[i]])) for i in range(num_rows)], query.device)
+    calls = causal_calls(num_keys, num_rows, query.device) if attention_mask is None \
+        else mask_calls(attention_mask, num_keys, query.device)
     outs, done = [], 0
     for num, inputs in calls:
         mine = query.transpose(1, 2)[:, done : done + num]  # (1, m, H, D)
@@ -314,45 +303,25 @@ def causal_calls(num_keys: int, num_rows: int, device: torch.device) -> list[tup
 
 # ---- masks -------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class MaskPlan:
-    """How the rows of a masked forward read their keys: `order` (b, M, W) key indices, each row's
-    visible keys first and in order; `hidden` (b, M, W) True past them."""
-
-    order: torch.Tensor
-    hidden: torch.Tensor
-
-
-# The last mask planned and its plan: every layer of one forward gets the same mask object. A
+# The last mask seen and its calls: every layer of one forward gets the same mask object. A
 # weak reference, compared by identity, so a freed mask's id reused later never matches.
-_last_plan: tuple[weakref.ref, MaskPlan] | None = None
+_last_calls: tuple[weakref.ref, torch.device, list[tuple[int, CallInputs]]] | None = None
 
 
-def plan_for(mask: torch.Tensor, num_keys: int) -> MaskPlan:
-    """The plan for a 4D mask (b, 1, M, ≥N), bool (True = visible) or additive (0 = visible, the
-    dtype's minimum = hidden), made once per forward."""
-    global _last_plan
-    last = _last_plan  # one read: another thread may replace it meanwhile
-    if last is not None and last[0]() is mask:
-        return last[1]
-    plan = make_plan(mask, num_keys)
-    _last_plan = (weakref.ref(mask), plan)
-    return plan
-
-
-def make_plan(mask: torch.Tensor, num_keys: int) -> MaskPlan:
-    rows = mask[:, 0, :, :num_keys]  # (b, M, N)
-    if rows.dtype == torch.bool:
-        visible = rows
-    else:
-        visible = rows == 0
-        if bool((rows[~visible] > torch.finfo(rows.dtype).min / 2).any()):
-            raise ValueError("rowwise attention takes masks of 0 and −inf only, not additive biases")
-    counts = visible.sum(-1, keepdim=True)  # (b, M, 1)
-    width = max(1, int(counts.max()))
-    order = torch.argsort((~visible).to(torch.int8), dim=-1, stable=True)[..., :width]  # (b, M, W)
-    hidden = torch.arange(width, device=mask.device) >= counts  # (b, M, W)
-    return MaskPlan(order, hidden)
+def mask_calls(mask: torch.Tensor, num_keys: int, device: torch.device) -> list[tuple[int, CallInputs]]:
+    """calls_over the rows of a 4D mask (1, 1, M, ≥N), bool (True = visible) or additive (0 = visible, the
+    dtype's minimum = hidden), each reading its visible keys in order; made once per forward."""
+    global _last_calls
+    last = _last_calls  # one read: another thread may replace it meanwhile
+    if last is not None and last[0]() is mask and last[1] == device:
+        return last[2]
+    rows = mask[0, 0, :, :num_keys]  # (M, N)
+    visible = rows if rows.dtype == torch.bool else rows == 0
+    if rows.dtype != torch.bool and bool((rows[~visible] > torch.finfo(rows.dtype).min / 2).any()):
+        raise ValueError("rowwise attention takes masks of 0 and −inf only, not additive biases")
+    calls = calls_over([Row(0, 0, 0, tuple(row.nonzero().view(-1).tolist())) for row in visible.cpu()], device)
+    _last_calls = (weakref.ref(mask), device, calls)
+    return calls
 
 
 def rowwise_mask(**kwargs) -> torch.Tensor | None:
@@ -366,20 +335,13 @@ def rowwise_mask(**kwargs) -> torch.Tensor | None:
     return sdpa_mask(**{**kwargs, "allow_is_causal_skip": False})
 
 
-
 @functools.lru_cache(maxsize=16)
-def causal_after(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor | None:
-    """SDPA's bool mask for queries that are the last num_rows of num_keys positions (normal tensors, as
-    causal_calls makes them)."""
+def causal_after(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor:
+    """SDPA's bool mask (M, N) for queries that are the last num_rows of num_keys positions, fewer than the
+    keys (normal tensors, as causal_calls makes them)."""
     with torch.inference_mode(False):
-        return causal_mask(num_keys, num_rows, device)
-
-
-def causal_mask(num_keys: int, num_rows: int, device: torch.device) -> torch.Tensor:
-    if num_rows == num_keys:
-        return torch.ones(num_rows, num_keys, dtype=torch.bool, device=device).tril()
-    positions = torch.arange(num_keys, device=device)  # (N,)
-    return positions.view(1, -1) <= positions[num_keys - num_rows :].view(-1, 1)  # (M, N)
+        positions = torch.arange(num_keys, device=device)  # (N,)
+        return positions.view(1, -1) <= positions[num_keys - num_rows :].view(-1, 1)  # (M, N)
 
 
 AttentionInterface.register(SLOTS_LAYOUT, slots_attention)

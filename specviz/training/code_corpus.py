@@ -5,6 +5,7 @@ pair's draft recipe labels some of it with the target's tokenizer beside the tar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
@@ -22,11 +23,7 @@ def find_corpus_files(seed: int) -> list[Path]:
     """The standard library's own .py files, without its test suites, shuffled by `seed` from a stable order."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     skipped_parts = {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
-    files = [
-        path
-        for path in stdlib.rglob("*.py")
-        if not skipped_parts.intersection(path.relative_to(stdlib).parts)
-    ]
+    files = [path for path in stdlib.rglob("*.py") if not skipped_parts.intersection(path.relative_to(stdlib).parts)]
     files.sort(key=lambda path: str(path.relative_to(stdlib)))
     random.Random(seed).shuffle(files)
     return files
@@ -36,10 +33,8 @@ def read_corpus(files: list[Path]) -> list[str]:
     """File texts, undecodable ones skipped (a handful of stdlib files are latin-1 tests)."""
     texts = []
     for path in files:
-        try:
+        with contextlib.suppress(UnicodeDecodeError, OSError):
             texts.append(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, OSError):
-            continue
     return texts
 
 
@@ -48,20 +43,11 @@ def train_tokenizer(texts: list[str], vocab_size: int, out_dir: Path):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOS_TEXT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS_TEXT],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token=EOS_TEXT,
-        eos_token=EOS_TEXT,
-        unk_token=EOS_TEXT,
-        model_max_length=None,
-    )
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=EOS_TEXT, eos_token=EOS_TEXT,
+                                      unk_token=EOS_TEXT, model_max_length=None)
     wrapped.save_pretrained(out_dir)
     return wrapped
 
@@ -89,13 +75,9 @@ def prepare_data(work_dir: str, vocab_size: int, seed: int, validation_fraction:
     tokenizer = train_tokenizer(train_texts, vocab_size, tokenizer_dir)
     train_ids = encode_corpus(tokenizer, train_texts)
     validation_ids = encode_corpus(tokenizer, validation_texts)
-    stats = {
-        "source": f"Python {sys.version.split()[0]} standard library (PSF licence), tests excluded",
-        "num_files": len(files),
-        "num_chars": sum(len(text) for text in train_texts + validation_texts),
-        "num_train_tokens": len(train_ids),
-        "num_validation_tokens": len(validation_ids),
-    }
+    stats = {"source": f"Python {sys.version.split()[0]} standard library (PSF licence), tests excluded",
+             "num_files": len(files), "num_chars": sum(len(text) for text in train_texts + validation_texts),
+             "num_train_tokens": len(train_ids), "num_validation_tokens": len(validation_ids)}
     (work / "corpus.json").write_text(json.dumps(stats, indent=2))
     torch.save({"train": train_ids, "validation": validation_ids}, data_path)
     print(f"corpus: {json.dumps(stats)}")

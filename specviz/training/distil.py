@@ -3,28 +3,22 @@
 The draft is trained for what it meets when drafting: the target's own answers to chat requests.
 Four phases, each cached in the work folder, so an interrupted run resumes where it stopped:
 
-1. **answers** (sequence-level distillation): the teacher passes of the head recipe
-   (`--recipe head`, run first): text this draft wrote itself (on-policy), the target's answers to
-   templated instructions and to requests it wrote itself, each position labelled with the target's
-   top-k log-probabilities. Both drafters so learn from the same signal, and the comparison
-   between them is fair. Optionally (`num_prompts` > 0) the target also answers templated
-   instructions (specviz.training.prompts_corpus) for this recipe alone.
-2. **labels**: one teacher-forced target pass over Python standard-library code (and over this
-   recipe's own answers, if any) keeps the target's top-k log-probabilities at every position:
-   the target's whole next-token distribution, not one sampled token.
-3. **draft**: a 4 × 192 Llama with the target's tokenizer and tied embeddings, its input
-   embeddings initialised from a PCA projection of the target's, learns those distributions:
-   cross-entropy to the teacher's renormalised top-k (KL up to a constant) plus the total
-   variation distance between the two, which is one minus the acceptance rate of sampled
-   speculative decoding (DistillSpec, arXiv 2310.08461, chooses the divergence for acceptance).
-4. **export**: a transformers folder with int8 weights (specviz.models.compact; no tokenizer, it shares
-   the target's) plus `head_rows.json`, the draft's most useful output rows (see below), and `training.json`.
+1. **answers**: the head recipe's teacher passes (`--recipe head`, run first: text this draft wrote,
+   the target's answers to templated instructions and to its own requests, labelled with the target's
+   top-k log-probabilities), so both drafters learn from one signal and compare fairly; with
+   `num_prompts` > 0 the target also answers templated instructions for this recipe alone.
+2. **labels**: one teacher-forced target pass over standard-library code (and this recipe's own
+   answers) keeps the target's whole next-token distribution (its top-k), not one sampled token.
+3. **draft**: a 4 × 192 Llama with the target's tokenizer and tied embeddings (initialised from a PCA
+   of the target's) learns those distributions: cross-entropy to the renormalised top-k plus the total
+   variation distance, one minus the sampled acceptance rate (DistillSpec, arXiv 2310.08461).
+4. **export**: int8 weights (specviz.models.compact), `head_rows.json` and `training.json`.
 
 Why `head_rows.json`: at a 49,152-token vocabulary the output head is most of a small draft's
-step. The engine's drafter may compute only the rows the target actually emits most often; any
-q keeps the rejection rule exact, so this trades a little acceptance for a much cheaper step.
-Training computes the softmax over those rows plus every row the teacher's top-k names in the
-batch plus random negatives, which also keeps the stored model a sound full-vocabulary LM.
+step. The engine's drafter may compute only the rows the target emits most often; any q keeps the
+rejection rule exact, so this trades a little acceptance for a much cheaper step. Training's softmax
+runs over those rows, every row the teacher's top-k names in the batch and random negatives, which
+keeps the stored model a sound full-vocabulary LM.
 """
 
 from __future__ import annotations
@@ -126,23 +120,13 @@ def choose_head_rows(label_ids: torch.Tensor, rows: torch.Tensor, num_rows: int,
 
 def build_draft(config: DistilConfig, target):
     """A small Llama with the target's vocabulary and special tokens, embeddings from a PCA of the target's."""
-    target_config = target.config
+    from_target = ("vocab_size", "max_position_embeddings", "rms_norm_eps", "bos_token_id", "eos_token_id",
+                   "pad_token_id")
     draft_config = LlamaConfig(
-        vocab_size=target_config.vocab_size,
-        hidden_size=config.hidden_size,
-        intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.num_layers,
-        num_attention_heads=config.num_heads,
-        num_key_value_heads=config.num_kv_heads,
-        head_dim=config.hidden_size // config.num_heads,
-        max_position_embeddings=target_config.max_position_embeddings,
-        rope_parameters=dict(target_config.rope_parameters),
-        rms_norm_eps=target_config.rms_norm_eps,
-        tie_word_embeddings=True,
-        bos_token_id=target_config.bos_token_id,
-        eos_token_id=target_config.eos_token_id,
-        pad_token_id=target_config.pad_token_id,
-    )
+        hidden_size=config.hidden_size, intermediate_size=config.intermediate_size, num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads, num_key_value_heads=config.num_kv_heads,
+        head_dim=config.hidden_size // config.num_heads, rope_parameters=dict(target.config.rope_parameters),
+        tie_word_embeddings=True, **{key: getattr(target.config, key) for key in from_target})
     draft = LlamaForCausalLM(draft_config)
     with torch.no_grad():
         target_embeddings = target.get_input_embeddings().weight.float()  # (vocab, target_hidden)
@@ -155,11 +139,8 @@ def build_draft(config: DistilConfig, target):
 
 
 def total_variation(teacher_probs: torch.Tensor, draft_log_probs: torch.Tensor) -> torch.Tensor:
-    """Mean TV distance between the teacher's renormalised top-k and the draft, (..., k) each.
-
-    The teacher has no mass outside its top-k, so there the distance is the draft's mass: one minus
-    its mass on the k ids. One minus the result is the expected acceptance rate at T = 1.
-    """
+    """Mean TV distance between the teacher's renormalised top-k and the draft, (..., k) each: outside its
+    top-k the teacher has no mass, so there it is the draft's. One minus it is the acceptance rate at T = 1."""
     draft_probs = draft_log_probs.exp()  # (..., k)
     outside = (1 - draft_probs.sum(-1)).clamp(min=0)  # (...)
     return 0.5 * ((teacher_probs - draft_probs).abs().sum(-1) + outside).mean()
@@ -168,13 +149,10 @@ def total_variation(teacher_probs: torch.Tensor, draft_log_probs: torch.Tensor) 
 def distillation_loss(draft, inputs: torch.Tensor, label_log_probs: torch.Tensor, label_ids: torch.Tensor,
                       head_rows: torch.Tensor, num_negative_rows: int, generator: torch.Generator,
                       tv_weight: float = 0.0) -> torch.Tensor:
-    """Cross-entropy from the teacher's renormalised top-k to the draft, over a subset of output rows,
-    plus tv_weight × their total variation distance (what sampled acceptance loses).
-
-    The softmax runs over head_rows ∪ every id the teacher's top-k names in this batch ∪ random
-    negatives: cheap (≈ a quarter of the vocabulary), and every row sometimes sits in a
-    denominator, so rows outside head_rows are pushed down, not left wherever they started.
-    """
+    """Cross-entropy from the teacher's renormalised top-k to the draft, plus tv_weight × their total variation
+    distance (what sampled acceptance loses). The softmax runs over head_rows ∪ every id the teacher's top-k
+    names in this batch ∪ random negatives: cheap, and every row sometimes sits in a denominator, so rows
+    outside head_rows are pushed down, not left wherever they started."""
     vocab_size = draft.config.vocab_size
     negatives = torch.randint(0, vocab_size, (num_negative_rows,), generator=generator)
     rows = torch.unique(torch.cat([head_rows, label_ids.flatten().long().cpu(), negatives]))  # (R,)
@@ -236,18 +214,6 @@ def train_draft(config: DistilConfig, draft, rows: torch.Tensor, labels: dict, h
     return time.perf_counter() - started
 
 
-def export_draft(draft, head_rows: torch.Tensor, out_dir: Path, summary: dict) -> None:
-    """A transformers folder with int8 weights (specviz.models.compact), plus the head rows and
-    the training summary.
-
-    No tokenizer: the draft shares the target's (load_pair uses it), and its files would take room the
-    head drafter's weights need in assets/.
-    """
-    save_compact(draft.cpu().eval(), out_dir)
-    (out_dir / "head_rows.json").write_text(json.dumps(head_rows.tolist()))
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
-
-
 def distil(config: DistilConfig) -> Path:
     """Run (or resume) all four phases; returns the draft's folder."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -284,23 +250,19 @@ def distil(config: DistilConfig) -> Path:
     metrics = agreement(draft, held_out["rows"], held_out, head_rows, device)
     settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "teacher_from")}
     summary = {
-        "config": settings,
-        "target": target_name,
-        "data": {
-            "teacher_from_head_recipe_positions": int(teacher["rows"].numel()),
-            "num_own_answers": len(answers),
-            "own_answer_tokens": int(answer_rows.numel()),
-            "code_tokens": int(code_rows.numel()),
-            "trained_rows": len(rows),
-            "held_out_rows": len(held_out["rows"]),
-        },
-        "held_out": metrics,
-        "num_params": sum(p.numel() for p in draft.parameters()),
-        "device": str(device),
+        "config": settings, "target": target_name,
+        "data": {"teacher_from_head_recipe_positions": int(teacher["rows"].numel()), "num_own_answers": len(answers),
+                 "own_answer_tokens": int(answer_rows.numel()), "code_tokens": int(code_rows.numel()),
+                 "trained_rows": len(rows), "held_out_rows": len(held_out["rows"])},
+        "held_out": metrics, "num_params": sum(p.numel() for p in draft.parameters()), "device": str(device),
         "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
     }
     out_dir = Path(config.out_dir)
-    export_draft(draft, head_rows, out_dir, summary)
+    # No tokenizer: the draft shares the target's (load_pair uses it), and its files would take room the head
+    # drafter's weights need in assets/.
+    save_compact(draft.cpu(), out_dir)
+    (out_dir / "head_rows.json").write_text(json.dumps(head_rows.tolist()))
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
     print(f"held-out agreement: {json.dumps(metrics)}")
     print(f"saved the draft to {out_dir.resolve()}")
     return out_dir

@@ -1,8 +1,5 @@
-"""What a head run is set to (`python -m specviz train --recipe head`), and the settings each of its
-phases derives from that: the target's own answers and its self-instructions in folders of their
-own, a run that goes on from a trained head kept apart from it. The recipe is specviz.training.head_train.
-The GPU recipe (`--device cuda`, specviz.training.head_gpu) has one config of its own, HeadGpuConfig, with
-its GPU sizes and its CPU dry run's side by side in HEAD_SIZES.
+"""What a head run is set to (specviz.training.head_train) and the settings each phase derives from it;
+the GPU recipe's (specviz.training.head_gpu) HeadGpuConfig, its GPU and CPU dry-run sizes in HEAD_SIZES.
 """
 
 from __future__ import annotations
@@ -23,19 +20,16 @@ class HeadTrainConfig:
 
     out_dir: str = "assets/smollm2-head"
     work_dir: str = str(Path.home() / ".cache" / "specviz" / "head")
-    # The draft model's rows, so both drafters share a support.
-    head_rows_from: str = "assets/smollm2-draft/head_rows.json"
+    head_rows_from: str = "assets/smollm2-draft/head_rows.json"  # the draft model's: both drafters share a support
     target_id: str = ""  # empty: the default target
     seed: int = 1  # not the draft's seed 0: other prompts from the same templates
     num_prompts: int = 4096
     answer_batch: int = 128
     answer_tokens: int = 128
-    # The templates give ~1,450 distinct prompts: each is answered at two of these temperatures.
-    answer_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)
+    answer_temperatures: tuple[float, ...] = (0.0, 0.7, 1.0)  # each templated prompt answered at two of these
     answer_rounds: int = 1
-    # The target's own answers to the same prompts, greedy and sampled: what the head meets when drafting
-    # (on draft-written text alone, or a few hundred greedy answers, it agreed with the target far less).
-    target_prompts: int = 4096  # all of them (the templates give ~1,450)
+    # The target's own answers to the same prompts, greedy and sampled: what the head meets when drafting.
+    target_prompts: int = 4096  # all of them
     target_answer_temperatures: tuple[float, ...] = (0.0, 0.7)  # each prompt answered once at each
     target_answer_batch: int = 64
     target_answer_tokens: int = 128
@@ -45,8 +39,8 @@ class HeadTrainConfig:
     instruction_temperature: float = 0.9
     instruction_tokens: int = 48
     instruction_batch: int = 128
-    # Each request answered once, greedily or at T = 0.7 by batch: on this CPU new requests are worth
-    # more than a second answer to the same one (which doubles the phase).
+    # Each request answered once, greedily or at T = 0.7 by batch: on a CPU a new request is worth more
+    # than a second answer to the same one.
     self_instruct_rounds: int = 1
     label_batch: int = 8
     teacher_top_k: int = 16
@@ -63,22 +57,13 @@ class HeadTrainConfig:
     checkpoint_every: int = 100
     train_minutes: float = 0.0  # > 0: stop training after this long and export what there is
     num_threads: int = 2
-    # bfloat16 autocast for the head's training steps (weights and optimiser stay float32):
-    # worth it on CUDA and on CPUs with native bf16.
-    autocast: bool = False
+    autocast: bool = False  # bfloat16 autocast for the head's steps (weights stay float32): where the hardware has it
     # A trained head's folder to go on from (fine-tuning): only new requests of the target's own are
     # written (use another seed) and answered, and the head, its rows and its requests start from it.
     init_from: str = ""
     # The target's lower layers the head reads besides the final one (indices into its hidden_states;
     # EAGLE-3 reads a low, a middle and a high one): () for the final state alone.
     target_layers: tuple[int, ...] = ()
-
-
-def earlier_requests_of(config: HeadTrainConfig) -> list[str]:
-    """The requests the head it goes on from trained on (none for a new head)."""
-    if not config.init_from:
-        return []
-    return json.loads((Path(config.init_from) / REQUESTS_FILE).read_text(encoding="utf-8"))
 
 
 def apart_from_the_head_it_reads(config: HeadTrainConfig) -> HeadTrainConfig:
@@ -127,11 +112,9 @@ PHASE_SHARES = {"generate": 0.6, "score": 0.12, "train": 0.23}
 
 @dataclass
 class HeadGpuConfig:
-    """The recipe made for a GPU (`train --recipe head --device cuda`; specviz.training.head_gpu): the
-    target writes its own requests and answers each greedily and sampled in large left-padded batches,
-    one teacher-forced pass scores every answer into shards on disk, and the head trains with
-    training-time test. The defaults are the GPU's sizes; HEAD_SIZES["cpu"] is the same recipe at
-    dry-run sizes. Seeded; every phase resumes from its files in work_dir."""
+    """The GPU recipe (`train --recipe head --device cuda`; specviz.training.head_gpu): the defaults are the
+    GPU's sizes; HEAD_SIZES["cpu"] is the same recipe at dry-run sizes. Seeded; every phase resumes from
+    its files in work_dir."""
 
     device: str = "cuda"
     # Not assets/: a new head ships only where it measured better on held-out prompts.
@@ -147,18 +130,17 @@ class HeadGpuConfig:
     instruction_temperature: float = 0.9
     instruction_tokens: int = 48
     # Batches of 4,096: a step of generate() on a 135 M target is bound by its kernel launches, not by
-    # arithmetic (~1 TFLOP at 4,096 rows), so 4× the rows of 1,024 should cost little more per step, for
-    # 4× fewer steps. Memory: the cache ~25 GB at 262 positions (fits an H100).
+    # arithmetic, so 4× the rows of 1,024 should cost little more per step, for 4× fewer steps.
     instruction_batch: int = 4096
     # ... each answered once per temperature (round r, batch b answers at temperature (b + r) mod 2)
     answer_batch: int = 4096
-    answer_tokens: int = 192  # ~225 positions an answer with its prompt: 2 × 56 k answers ≈ 25 M positions
+    answer_tokens: int = 192
     answer_temperatures: tuple[float, ...] = (0.0, 0.7)
     answer_rounds: int = 2
     num_prompts: int = 0  # templated prompts: none here (teacher.AnswerRecipe asks for the field)
     # score: one teacher-forced pass, one shard per answer file
     sequence_length: int = 256
-    score_batch: int = 128  # rows per target forward (128 × 256 positions: ~10 GB of logits in bf16 + fp32)
+    score_batch: int = 128  # rows per target forward: the logits of all their positions are held at once
     teacher_top_k: int = 20
     target_layers: tuple[int, ...] = ()  # with 3 lower layers a position takes 4.7 kB, not 1.3: ~9 M fit the disk
     disk_budget_gib: float = 40.0  # shards stop here (the machine has 64 GiB of disk)
@@ -195,8 +177,7 @@ HEAD_SIZES: dict[str, HeadGpuConfig] = {
 
 def head_gpu_config(device: str, **overrides) -> HeadGpuConfig:
     """The recipe's sizes for a device (cuda, cuda:1, cpu), with the command line's overrides."""
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-    config = replace(HEAD_SIZES[kind], device=device, **overrides)
+    config = replace(HEAD_SIZES["cuda" if device.startswith("cuda") else "cpu"], device=device, **overrides)
     if config.phase not in PHASES:
         raise SystemExit(f"--phase must be one of {', '.join(PHASES)}, got {config.phase!r}")
     return config

@@ -1,26 +1,22 @@
 """Train the head drafter for the default target (`python -m specviz train --recipe head`).
 
-The head (specviz.decoding.head) reads the target's own last hidden state, so its training data is the
-target's features, not only its text. Four phases, each cached in the work folder, so an
-interrupted run resumes where it stopped:
+The head (specviz.decoding.drafters) reads the target's own last hidden state, so it learns from the
+target's features, not only its text. Four phases, each cached in the work folder, so an interrupted
+run resumes where it stopped:
 
 1. **answers**: the shipped draft model answers templated instructions (specviz.training.prompts_corpus)
-   at two of T = 0, 0.7, 1.0 (on-policy text for a drafter, and far cheaper to write than the
-   target's own answers on a CPU; DistillSpec, arXiv 2310.08461); the target answers the first
-   `target_prompts` of them greedily and at T = 0.7, the text the head meets when drafting; then the
-   target writes requests of its own (Magpie: sampled after its chat template's user-turn prefix) and
-   answers those too, far more varied than the templates.
-2. **teacher**: one teacher-forced target pass over all those answers keeps, at every position, the
-   target's final hidden state (float16), those of any lower layers the head reads (`target_layers`,
-   EAGLE-3) and its top-k next-token log-probabilities: the target scores the text, so what the head
-   learns is the target's behaviour, whoever wrote the text.
-3. **head**: the head learns, at every position i, to map [feature_i, embedding of token i+1] to
-   the target's feature at i+1: a KL term to the target's distribution there (over the head
-   rows, the support the drafter uses) plus a smooth-L1 term on the feature itself (EAGLE).
-   Input features get a little noise, because at drafting time the head reads its own
-   predictions after the first token.
-4. **export**: `config.json` + `model.safetensors` (int8, float16 row scales) + `head_rows.json` +
-   `training.json` + `self_instructions.json` (the requests the target wrote, so tests can check them).
+   at two of T = 0, 0.7, 1.0 (on-policy text, far cheaper on a CPU than the target's; DistillSpec,
+   arXiv 2310.08461); the target answers them greedily and at T = 0.7, the text the head meets when
+   drafting; then it writes requests of its own (Magpie) and answers those, far more varied.
+2. **teacher**: one teacher-forced target pass over all those answers keeps, at every position, its
+   final hidden state, those of any lower layers the head reads (`target_layers`, EAGLE-3) and its
+   top-k log-probabilities: the head learns the target's behaviour, whoever wrote the text.
+3. **head**: at every position i, [feature_i, embedding of token i+1] → the target's feature at i+1:
+   a KL term to the target's distribution there (over the head rows, the drafter's support) plus
+   smooth-L1 on the feature (EAGLE); input features get a little noise, because when drafting the
+   head reads its own predictions after the first token.
+4. **export**: the head (int8, DraftHead.save), `head_rows.json`, `training.json` and
+   `self_instructions.json` (the requests the target wrote, so tests can check them).
 """
 
 from __future__ import annotations
@@ -39,11 +35,11 @@ from specviz.models.loading import load_model
 from specviz.models.precision import choose_device_and_dtype, precision_name
 from specviz.training.head_config import (
     REQUESTS_FILE, HeadGpuConfig, HeadTrainConfig, apart_from_the_head_it_reads, check_the_layers_it_goes_on_with,
-    earlier_requests_of, self_instruct_config, target_config,
+    self_instruct_config, target_config,
 )
 from specviz.training.head_ttt import head_inputs
 from specviz.training.optimise import (
-    learning_rate, mean_over_batches, optimiser_step, resume, save_atomically, save_checkpoint, start_run,
+    held_out_means, learning_rate, optimiser_step, resume, save_atomically, save_checkpoint, start_run,
 )
 from specviz.training.teacher import (
     TEACHER, load_target, pack_rows, row_index_of, score_rows, split_rows, write_answers,
@@ -52,10 +48,8 @@ from specviz.training.teacher import (
 
 @torch.inference_mode()
 def label_with_features(config: HeadTrainConfig, target, rows: torch.Tensor, device: torch.device) -> dict:
-    """Phase 2: one teacher-forced target pass over packed rows keeps, at every position, the
-    target's final hidden state (float16), those of `config.target_layers` (bfloat16: the middle
-    layers run to ~1e4 at a row's first position) and its top-k log-probs; resumable in chunks.
-    A cached chunk without the layers asked for is written again."""
+    """Phase 2: score_rows over packed rows, resumable in chunks; a cached chunk without the layers asked for
+    is written again."""
     folder = Path(config.work_dir) / TEACHER
     folder.mkdir(parents=True, exist_ok=True)
     layers = list(config.target_layers)
@@ -119,11 +113,9 @@ def write_instructions(config: HeadTrainConfig | HeadGpuConfig, tokenizer, targe
 
 def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
                 batch: dict, config: HeadTrainConfig, generator: torch.Generator | None) -> dict:
-    """Losses and top-1 agreement for one batch of packed rows, drafting one and two tokens ahead.
-
-    Step 1 reads the target's true features (a round's first draft); step 2 reads the head's own
-    step-1 predictions (every later draft), the training-time test of EAGLE-3 in its smallest form.
-    """
+    """Losses and top-1 agreement for one batch of packed rows, drafting one and two tokens ahead: step 1
+    reads the target's true features (a round's first draft), step 2 the head's own step-1 predictions
+    (every later draft), the training-time test of EAGLE-3 in its smallest form."""
     features, inputs, embeddings, teacher_rows, teacher_probs = head_inputs(head, embed, row_index, batch,
                                                                             config.feature_noise, generator)
     losses, metrics = [], {}
@@ -144,15 +136,11 @@ def head_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tenso
     return metrics
 
 
-@torch.no_grad()
 def evaluate_head(head: DraftHead, embed, row_weight, row_index, held_out: dict, config: HeadTrainConfig) -> dict:
-    head.eval()
     batches = ({key: value[start : start + config.batch_size].to(row_weight.device) for key, value in held_out.items()}
                for start in range(0, len(held_out["tokens"]), config.batch_size))
-    metrics = mean_over_batches(head_losses(head, embed, row_weight, row_index, batch, config, None)
-                                for batch in batches)
-    head.train()
-    return metrics
+    return held_out_means(head, (head_losses(head, embed, row_weight, row_index, batch, config, None)
+                                 for batch in batches))
 
 
 def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torch.Tensor, train: dict,
@@ -164,11 +152,11 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
     optimiser = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     total_steps = max(1, int(config.epochs * len(train["tokens"]) / config.batch_size))
     checkpoint = Path(config.work_dir) / "head-checkpoint.pt"
-    step = resume(checkpoint, row_weight.device, head=head, optimiser=optimiser)
-    generator = torch.Generator().manual_seed(config.seed + step)
+    done = resume(checkpoint, row_weight.device, head=head, optimiser=optimiser)  # steps run so far
+    generator = torch.Generator().manual_seed(config.seed + done)
     order = torch.randperm(len(train["tokens"]), generator=torch.Generator().manual_seed(config.seed))
     started = time.perf_counter()
-    progress = tqdm(range(step, total_steps), desc="head", initial=step, total=total_steps)
+    progress = tqdm(range(done, total_steps), desc="head", initial=done, total=total_steps)
     for step in progress:
         if config.train_minutes and time.perf_counter() - started > config.train_minutes * 60:
             break
@@ -179,10 +167,11 @@ def train_head(config: HeadTrainConfig, head: DraftHead, target, head_rows: torc
         lr = learning_rate(step, total_steps, config.lr, config.warmup_steps)
         optimiser_step(head, optimiser, metrics["loss"], lr)
         progress.set_postfix(loss=f"{metrics['loss'].detach().item():.3f}", agree=f"{metrics['agreement_1']:.2f}")
-        if (step + 1) % config.checkpoint_every == 0:
-            save_checkpoint(checkpoint, step + 1, head=head, optimiser=optimiser)
-            print(f"step {step + 1}: held-out {evaluate_head(head, embed, row_weight, row_index, held_out, config)}", flush=True)
-    save_checkpoint(checkpoint, step + 1, head=head, optimiser=optimiser)
+        done = step + 1
+        if done % config.checkpoint_every == 0:
+            save_checkpoint(checkpoint, done, head=head, optimiser=optimiser)
+            print(f"step {done}: held-out {evaluate_head(head, embed, row_weight, row_index, held_out, config)}", flush=True)
+    save_checkpoint(checkpoint, done, head=head, optimiser=optimiser)
     return evaluate_head(head, embed, row_weight, row_index, held_out, config)
 
 
@@ -200,17 +189,16 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     started = time.perf_counter()
     target_name, tokenizer, target = load_target(config, dtype, device)
     own = target_config(config)
-    if config.init_from:  # going on from a trained head: new requests only
-        answers, target_answers = [], []
+    answers, target_answers, earlier_requests = [], [], []
+    if config.init_from:  # going on from a trained head: new requests only, none it trained on
+        earlier_requests = json.loads((Path(config.init_from) / REQUESTS_FILE).read_text(encoding="utf-8"))
     else:
-        draft_folder = Path(config.head_rows_from).parent
-        writer = load_model(str(draft_folder), device, dtype)  # its weights are stored compactly
+        writer = load_model(str(Path(config.head_rows_from).parent), device, dtype)  # the draft model, stored compactly
         answers = write_answers(config, tokenizer, writer, device)
         target_answers = write_answers(own, tokenizer, target, device)
     timings["answers_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    earlier_requests = earlier_requests_of(config)
     seen = set(earlier_requests)
     requests = [text for text in write_instructions(config, tokenizer, target, device) if text not in seen]
     if config.init_from and not requests:
@@ -235,8 +223,7 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
     timings["teacher_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    for parameter in target.parameters():
-        parameter.requires_grad_(False)
+    target.requires_grad_(False)
     target.float()  # the head trains in float32 against the frozen embeddings and output rows
     if config.init_from:
         head, head_rows = load_head(Path(config.init_from), device, torch.float32)
@@ -252,16 +239,14 @@ def train_head_recipe(config: HeadTrainConfig) -> Path:
 
     settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir", "target_id", "head_rows_from", "init_from")}
     summary = {
-        "config": settings,
-        "target": target_name,
+        "config": settings, "target": target_name,
         "data": {"num_answers": len(answers), "num_target_answers": len(target_answers),
                  "target_answer_positions": int(parts[1]["tokens"].numel()) if parts else 0,
                  "num_self_instructions": len(requests), "num_self_instruct_answers": len(request_answers),
                  "self_instruct_answer_positions": int(request_data["tokens"].numel()),
                  "teacher_positions": int(data["tokens"].numel()),
                  "held_out_positions": int(held_out["tokens"].numel())},
-        "held_out": metrics,
-        "num_params": sum(p.numel() for p in head.parameters()),
+        "held_out": metrics, "num_params": sum(p.numel() for p in head.parameters()),
         "device": str(device), "precision": precision_name(dtype),
         "seconds_this_run": {k: round(v, 1) for k, v in timings.items()},
     }

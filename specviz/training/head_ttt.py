@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from specviz.models.draft_head import DraftHead
+from specviz.training.head_config import HeadGpuConfig
 
 
 def ttt_mask(length: int, depth: int, device: torch.device) -> torch.Tensor:
@@ -35,12 +36,9 @@ def ttt_mask(length: int, depth: int, device: torch.device) -> torch.Tensor:
 
 
 def draft_ahead(head: DraftHead, features: torch.Tensor, embeddings: torch.Tensor, num_steps: int) -> list[torch.Tensor]:
-    """The head's predictions at depths 1..num_steps over one batch of rows.
-
-    features (b, m, d·(1+n)): the target's true states at positions 0..m-1 (with any lower layers);
-    embeddings (b, m, d): the embeddings of tokens 1..m. Returns num_steps tensors (b, m, d); at
-    depth s the first s-1 positions have no chain behind them and are not to be scored.
-    """
+    """The head's predictions at depths 1..num_steps, num_steps tensors (b, m, d), from the target's true
+    states at positions 0..m-1 (b, m, d·(1+n), with any lower layers) and the embeddings of tokens 1..m
+    (b, m, d); at depth s the first s-1 positions have no chain behind them and are not to be scored."""
     batch, length = embeddings.shape[:2]
     positions = torch.arange(length, device=embeddings.device).expand(batch, -1)  # (b, m)
     cache = DynamicCache()  # the keys of every depth so far, side by side; gradients flow through it
@@ -77,24 +75,21 @@ def head_inputs(head: DraftHead, embed: torch.nn.Module, row_index: torch.Tensor
 
 
 def ttt_losses(head: DraftHead, embed: torch.nn.Module, row_weight: torch.Tensor, row_index: torch.Tensor,
-               batch: dict, num_steps: int, step_weight: float, feature_loss_weight: float,
-               feature_noise: float = 0.0, generator: torch.Generator | None = None) -> dict:
-    """The loss (a tensor) and, per depth s, KL, feature loss and top-1 agreement with the target.
-
-    At depth s: KL from the target's top-k (renormalised over the head rows) to q over the head rows,
-    plus smooth-L1 from the predicted state to the true one; depth s weighs step_weight^(s-1).
-    """
+               batch: dict, config: HeadGpuConfig, generator: torch.Generator | None) -> dict:
+    """The loss (a tensor) and, per depth s ≤ ttt_steps, KL, feature loss and top-1 agreement with the target. At
+    depth s: KL from the target's top-k (renormalised over the head rows) to q over the head rows, plus
+    smooth-L1 from the predicted state to the true one; depth s weighs ttt_step_weight^(s-1)."""
     features, inputs, embeddings, teacher_rows, teacher_probs = head_inputs(head, embed, row_index, batch,
-                                                                            feature_noise, generator)
+                                                                            config.feature_noise, generator)
     truth, rows = features[:, 1:], teacher_rows[:, 1:].clamp(min=0)  # (b, m, d), (b, m, k)
     probs, first = teacher_probs[:, 1:], teacher_rows[:, 1:, 0]  # (b, m, k), (b, m)
     loss, metrics = 0.0, {}
-    for depth, predicted in enumerate(draft_ahead(head, inputs, embeddings, num_steps), start=1):
+    for depth, predicted in enumerate(draft_ahead(head, inputs, embeddings, config.ttt_steps), start=1):
         scored = slice(depth - 1, None)  # positions with a whole chain behind them
         log_q = torch.log_softmax((predicted[:, scored] @ row_weight.T).float(), -1)  # (b, m-s+1, rows)
         kl = -(probs[:, scored] * log_q.gather(-1, rows[:, scored])).sum(-1).mean()
         feature = F.smooth_l1_loss(predicted[:, scored].float(), truth[:, scored])
-        loss = loss + step_weight ** (depth - 1) * (kl + feature_loss_weight * feature)
+        loss = loss + config.ttt_step_weight ** (depth - 1) * (kl + config.feature_loss_weight * feature)
         agree = log_q.argmax(-1) == first[:, scored]  # (b, m-s+1): -1 (outside the rows) never agrees
         metrics[f"agreement_{depth}"] = agree.float().mean().detach()
         metrics[f"kl_{depth}"] = kl.detach()

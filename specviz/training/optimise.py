@@ -61,19 +61,20 @@ def resume(path: Path, device: torch.device, **parts) -> int:
         return 0
     state = torch.load(path, map_location=device, weights_only=False)
     for name, part in parts.items():
-        if isinstance(part, torch.Generator):
-            part.set_state(state[name])
-        else:
-            part.load_state_dict(state[name])
+        (part.set_state if isinstance(part, torch.Generator) else part.load_state_dict)(state[name])
     print(f"resuming from step {state['step']} ({path})")
     return state["step"]
 
 
-def mean_over_batches(metrics: Iterable[dict]) -> dict[str, float]:
-    """Each metric's mean over the batches (rounded to 4 places): tensors and floats alike."""
+@torch.no_grad()
+def held_out_means(model: torch.nn.Module, metrics: Iterable[dict]) -> dict[str, float]:
+    """Each metric's mean over the held-out batches (rounded to 4 places), computed as they are drawn here, with
+    `model` in eval mode and no gradients: tensors and floats alike."""
+    model.eval()
     totals: Counter = Counter()
     num_batches = 0
     for batch_metrics in metrics:
         totals.update({key: float(value) for key, value in batch_metrics.items()})
         num_batches += 1
+    model.train()
     return {key: round(value / num_batches, 4) for key, value in totals.items()}

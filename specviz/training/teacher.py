@@ -46,12 +46,6 @@ def load_target(config: AnswerRecipe, dtype: torch.dtype, device: torch.device):
     return name, load_tokenizer(target_id), load_model(target_id, device, dtype)
 
 
-def format_prompt(tokenizer, text: str, chat: bool) -> str:
-    if not chat:
-        return text
-    return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
-
-
 @torch.inference_mode()
 def write_answers(config: AnswerRecipe, tokenizer, target, device: torch.device,
                   prompts: list[tuple[str, bool]] | None = None, deadline: float | None = None) -> list[list[int]]:
@@ -70,7 +64,8 @@ def write_answers(config: AnswerRecipe, tokenizer, target, device: torch.device,
             if deadline is not None and time.perf_counter() > deadline:
                 break
             batch = prompts[start : start + config.answer_batch]
-            texts = [format_prompt(tokenizer, text, chat) for text, chat in batch]
+            texts = [tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                   tokenize=False) if chat else text for text, chat in batch]
             encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             temperature = config.answer_temperatures[(batch_index + answer_round) % len(config.answer_temperatures)]
             torch.manual_seed(config.seed * 100_003 + answer_round * 1009 + batch_index)

@@ -1,19 +1,15 @@
-"""Train the tiny-code model pair: a small GPT-2 target and a tiny draft distilled from it.
-
-Corpus: the Python standard library source of the running interpreter (PSF licence), which
-every machine that runs specviz already has. Code is the classic use of speculative decoding:
-indentation, keywords and closing brackets are easy tokens a tiny draft guesses right.
+"""Train the tiny-code model pair (`python -m specviz train --recipe tiny-code`): a small GPT-2 target and
+a tiny draft distilled from it, on the running interpreter's standard library (specviz.training.code_corpus).
+Code is the classic use of speculative decoding: indentation, keywords and closing brackets are easy
+tokens a tiny draft guesses right.
 
 Three phases, seeded and resumable from the last checkpoint in the work folder:
 1. **target**: the target learns next-token prediction (cross-entropy).
 2. **distil**: the frozen target teaches the draft its whole next-token distribution
    (KL(target ‖ draft)) on corpus text.
-3. **seqkd** (sequence-level distillation): the target writes continuations of corpus snippets
-   and the draft learns the target's distributions on that text, which is what it sees when
-   drafting at serving time (the target's own output, not human-written code).
-
-`python -m specviz train --recipe tiny-code` writes `target/` and `draft/` folders in
-the standard transformers format (config.json, model.safetensors, tokenizer files).
+3. **seqkd** (sequence-level distillation): the draft learns the target's distributions on continuations
+   the target wrote of corpus snippets: what it meets when drafting, not human-written code.
+Then `target/` and `draft/` folders (specviz.models.compact), each with the shared tokenizer.
 """
 
 from __future__ import annotations
@@ -73,17 +69,9 @@ class TrainConfig:
 def build_model(shape: ModelShape, config: TrainConfig, eos_id: int):
     """A GPT-2 with fast GELU and no dropout (dropout wastes most CPU time at this size)."""
     model_config = GPT2Config(
-        vocab_size=config.vocab_size,
-        n_positions=config.context_length,
-        n_embd=shape.hidden_size,
-        n_layer=shape.num_layers,
-        n_head=shape.num_heads,
-        activation_function="gelu_pytorch_tanh",
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=eos_id,
-        eos_token_id=eos_id,
+        vocab_size=config.vocab_size, n_positions=config.context_length, n_embd=shape.hidden_size,
+        n_layer=shape.num_layers, n_head=shape.num_heads, activation_function="gelu_pytorch_tanh",
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos_id, eos_token_id=eos_id,
         # No pad id: generation never pads a single sequence, and with one set transformers
         # inspects every forward's input for padding (a device sync per step).
         pad_token_id=None,
@@ -113,12 +101,9 @@ def evaluate(target, draft, ids: torch.Tensor, config: TrainConfig, device: torc
     with torch.autocast(device.type, dtype=torch.bfloat16):
         target_logits = target(inputs).logits
         draft_logits = draft(inputs).logits
-    agreement = (target_logits.argmax(-1) == draft_logits.argmax(-1)).float().mean().item()
-    return {
-        "target_loss": F.cross_entropy(target_logits.float().flatten(0, 1), labels.flatten()).item(),
-        "draft_loss": F.cross_entropy(draft_logits.float().flatten(0, 1), labels.flatten()).item(),
-        "greedy_agreement": agreement,
-    }
+    return {"target_loss": F.cross_entropy(target_logits.float().flatten(0, 1), labels.flatten()).item(),
+            "draft_loss": F.cross_entropy(draft_logits.float().flatten(0, 1), labels.flatten()).item(),
+            "greedy_agreement": (target_logits.argmax(-1) == draft_logits.argmax(-1)).float().mean().item()}
 
 
 @torch.no_grad()
@@ -151,45 +136,22 @@ def write_continuations(target, train_ids: torch.Tensor, config: TrainConfig, de
     return continuations
 
 
-def phase_of(step: int, config: TrainConfig) -> str:
-    if step < config.target_steps:
-        return "target"
-    return "distil" if step < config.target_steps + config.distil_steps else "seqkd"
-
-
-def draft_learning_rate(step: int, config: TrainConfig) -> float:
-    """One cosine over phases 2–3 (the draft does not train in phase 1)."""
-    draft_step = step - config.target_steps
-    return learning_rate(draft_step, config.distil_steps + config.seqkd_steps, config.draft_lr, config.warmup_steps)
-
-
 def in_blocks(name: str) -> bool:
-    """The target's transformer blocks (GPT-2's `transformer.h.N.…`): most of its weights, stored
-    in int4. On held-out code the loss and the draft's greedy agreement barely moved (the figures are
-    on the pair's card, assets/tiny-code-pair/README.md)."""
+    """The target's transformer blocks (GPT-2's `transformer.h.N.…`): most of its weights, stored in int4
+    (its loss and the draft's agreement barely moved: the pair's card, assets/tiny-code-pair/README.md)."""
     return ".h." in name
 
 
-def export_pair(target, draft, tokenizer_dir: Path, out_dir: Path, summary: dict) -> None:
-    """Save both models compactly (specviz.models.compact: the target's blocks in int4, the rest
-    int8) with the shared tokenizer beside each."""
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    for name, model, int4 in (("target", target, in_blocks), ("draft", draft, never)):
-        folder = out_dir / name
-        save_compact(model, folder, int4=int4)
-        tokenizer.save_pretrained(folder)
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
-
-
 def train(config: TrainConfig) -> Path:
-    """Run (or resume) both phases and export the pair; returns the output folder."""
+    """Run (or resume) the three phases and export the pair; returns the output folder."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(config.num_threads)
     work = start_run(config)
     tokenizer_dir, train_ids, validation_ids = prepare_data(config.work_dir, config.vocab_size, config.seed,
                                                             config.validation_fraction)
-    eos_id = AutoTokenizer.from_pretrained(tokenizer_dir).convert_tokens_to_ids(EOS_TEXT)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TEXT)
 
     target = build_model(config.target, config, eos_id).to(device)
     draft = build_model(config.draft, config, eos_id).to(device)
@@ -201,12 +163,13 @@ def train(config: TrainConfig) -> Path:
     parts = {"target": target, "draft": draft, "target_opt": target_opt, "draft_opt": draft_opt, "generator": generator}
     start_step = resume(checkpoint_path, device, **parts)
 
-    total_steps = config.target_steps + config.distil_steps + config.seqkd_steps
+    seqkd_from = config.target_steps + config.distil_steps
+    total_steps = seqkd_from + config.seqkd_steps
     continuations = None
     started = time.perf_counter()
     progress = tqdm(range(start_step, total_steps), initial=start_step, total=total_steps, desc="train")
     for step in progress:
-        phase = phase_of(step, config)
+        phase = "target" if step < config.target_steps else "distil" if step < seqkd_from else "seqkd"
         if phase == "target":
             batch = sample_batch(train_ids, config, generator).to(device)
             inputs, labels = batch[:, :-1], batch[:, 1:]  # (batch, seq) each
@@ -228,7 +191,10 @@ def train(config: TrainConfig) -> Path:
                 with torch.no_grad():
                     teacher_logits = target(inputs).logits  # (batch, seq, vocab)
                 loss = distillation_loss(draft(inputs).logits, teacher_logits)
-            optimiser_step(draft, draft_opt, loss, draft_learning_rate(step, config))
+            # One cosine over phases 2–3 (the draft does not train in phase 1).
+            draft_lr = learning_rate(step - config.target_steps, config.distil_steps + config.seqkd_steps,
+                                     config.draft_lr, config.warmup_steps)
+            optimiser_step(draft, draft_opt, loss, draft_lr)
         progress.set_postfix({"phase": phase, "ce" if phase == "target" else "kl": f"{loss.item():.3f}"})
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == total_steps:
             save_checkpoint(checkpoint_path, step + 1, **parts)
@@ -240,18 +206,17 @@ def train(config: TrainConfig) -> Path:
     # Folders stay out of the summary: it ships in assets/, and machine paths do not belong there.
     settings = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "work_dir")}
     summary = {
-        "config": settings,
-        "corpus": corpus,
-        "validation": metrics,
-        "num_params": {
-            "target": sum(p.numel() for p in target.parameters()),
-            "draft": sum(p.numel() for p in draft.parameters()),
-        },
-        "device": str(device),
-        "seconds_this_run": round(time.perf_counter() - started, 1),
+        "config": settings, "corpus": corpus, "validation": metrics,
+        "num_params": {name: sum(p.numel() for p in model.parameters())
+                       for name, model in (("target", target), ("draft", draft))},
+        "device": str(device), "seconds_this_run": round(time.perf_counter() - started, 1),
     }
     out_dir = Path(config.out_dir)
-    export_pair(target.cpu(), draft.cpu(), tokenizer_dir, out_dir, summary)
+    # Both compactly (specviz.models.compact: the target's blocks in int4, the rest int8), the tokenizer beside each.
+    for name, model, int4 in (("target", target, in_blocks), ("draft", draft, never)):
+        save_compact(model.cpu(), out_dir / name, int4=int4)
+        tokenizer.save_pretrained(out_dir / name)
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=2))
     print(f"validation: {json.dumps(metrics)}")
     print(f"saved the pair to {out_dir.resolve()}")
     return out_dir
