@@ -123,18 +123,18 @@ def test_bench_json_on_the_tiny_code_pair(tmp_path):
 
 
 def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
-    from specviz.analysis.bench import BenchResult, format_table, recommend_gamma
+    from specviz.analysis.bench import BenchResult, format_table, payoff_of
 
     def cell(gamma, median, low, high, temperature=0.0):
         return BenchResult(gamma, temperature, median, low, high, 0.33, 1.4, 0.06, 1.7, 15.0, 15.0 * median, 0.8, 11, 0)
 
     slow = [cell(2, 0.75, 0.5, 1.1), cell(3, 0.8, 0.6, 1.05)]
-    assert recommend_gamma(slow, 0.0) is None
+    assert payoff_of(slow, 0.0).recommended_gamma is None
     table = format_table(slow)
     assert "recommended none: the target alone is faster here" in table and "pays" not in table
     fast = [cell(2, 1.3, 1.1, 1.5), cell(3, 1.4, 1.2, 1.6)]
     # γ = 2's median lies inside γ = 3's spread: a tie within the noise, which goes to the smaller γ
-    assert recommend_gamma(fast, 0.0) == 2 and "recommended γ = 2" in format_table(fast)
+    assert payoff_of(fast, 0.0).recommended_gamma == 2 and "recommended γ = 2" in format_table(fast)
 
 
 def test_the_rule_picks_the_tree_budget_as_it_picks_gamma():

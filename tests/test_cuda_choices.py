@@ -9,7 +9,7 @@ from collections import OrderedDict
 import pytest
 import torch
 
-from specviz.analysis.bench_record import describe_machine
+from specviz.analysis.expectations import describe_machine
 from specviz.models import loading
 from specviz.models.errors import ModelLoadError
 from specviz.models.int8 import int8_available

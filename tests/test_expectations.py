@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specviz.analysis import bench_record
-from specviz.analysis.bench_record import invocation, machine_kind, record_name
-from specviz.analysis.expectations import (BENCH_DIR, expect, load_records, read_record, speed_table_cells,
-                                           speed_table_row)
+from specviz.analysis import expectations
+from specviz.analysis.expectations import (BENCH_DIR, expect, invocation, load_records, machine_kind, read_record,
+                                           record_name, speed_table_cells, speed_table_row)
 from specviz.models.presets import DEFAULT_PRESET
 
 REPO = Path(__file__).resolve().parent.parent
@@ -196,18 +195,18 @@ def test_the_machine_kind_follows_torchs_view_of_the_host(monkeypatch):
     import torch
 
     assert machine_kind("cuda") == "cuda" and machine_kind("meta") == "other"
-    monkeypatch.setattr(bench_record, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(expectations, "cpu_has_native_bf16", lambda: True)
     for amx, kind in ((True, "cpu-amx"), (False, "cpu-native-bf16")):
-        monkeypatch.setattr(bench_record, "cpu_has_amx", lambda a=amx: a)
+        monkeypatch.setattr(expectations, "cpu_has_amx", lambda a=amx: a)
         assert machine_kind("cpu") == kind
-    monkeypatch.setattr(bench_record, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(expectations, "cpu_has_native_bf16", lambda: False)
     for capability, kind in (("AVX512", "cpu-avx512"), ("AVX2", "cpu-avx2"), ("DEFAULT", "cpu-other")):
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
         assert machine_kind("cpu") == kind
 
 
 def test_the_command_line_is_recorded_as_one_would_type_it(monkeypatch):
-    for name in bench_record.RECORDED_ENV:
+    for name in expectations.RECORDED_ENV:
         monkeypatch.delenv(name, raising=False)
     argv = ["/somewhere/specviz/__main__.py", "bench", "--prompts", "assets/prompts-heldout.json", "--json"]
     assert invocation(argv) == "python -m specviz bench --prompts assets/prompts-heldout.json --json"
@@ -235,5 +234,5 @@ def test_the_bench_json_says_which_machine_and_command_gave_it(tmp_path):
 def test_the_shipped_prompt_files_are_recognised():
     examples = json.loads((REPO / "assets" / "prompts.json").read_text(encoding="utf-8"))
     texts = [e if isinstance(e, str) else e["prompt"] for e in examples]
-    assert bench_record.prompt_set_of(texts) == {"file": "assets/prompts.json", "set": "examples"}
-    assert bench_record.prompt_set_of(texts[:-1])["set"] == "custom"
+    assert expectations.prompt_set_of(texts) == {"file": "assets/prompts.json", "set": "examples"}
+    assert expectations.prompt_set_of(texts[:-1])["set"] == "custom"

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.analysis.bench_record import record_name
+from specviz.analysis.expectations import record_name
 from specviz.analysis.expectations import read_record
 from specviz.analysis.selfcheck import RECORDED_RUN, precisions_for
 from specviz.analysis.run import Run
 from specviz.app.settings import SETTING
-from specviz.cli.gpurun import call_plan
+from specviz.cli.commands import call_plan
 from specviz.gpu.parts import MIB, assemble, pack, part_bytes_for, stash
 from specviz.models.precision import default_precision
 from tests.test_head_gpu_recipe import tiny_target  # noqa: F401 — a fixture: a tiny Llama with a chat template

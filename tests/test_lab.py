@@ -628,7 +628,7 @@ def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
     assert "the formula predicts" in html and "a prediction, not a measurement" in html
     assert "recommended γ = 2" in sweep_page.gamma_sweep(view).layout.title.text
     # the bench's text and JSON give the same answer by the same rule
-    assert bench.recommend_gamma(issue_26_sweep(), 0.0) == 2
+    assert bench.payoff_of(issue_26_sweep(), 0.0).recommended_gamma == 2
     table = bench.format_table(issue_26_sweep())
     assert "recommended γ = 2: " in table and "the formula predicts" in table and "recommended γ = 6" not in table
     record = bench.recommendation_record(issue_26_sweep(), 0.0)

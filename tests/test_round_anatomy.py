@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.analysis.bench import load_prompts
-from specviz.analysis.timeline import lane_blocks
+from specviz.analysis.trace import lane_blocks
 from specviz.app import plots_round, render
 from specviz.app.plots_round import cut_index, target_cells
 from specviz.decoding.config import DecodeConfig

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.analysis.run import recorded_runs
-from specviz.analysis.timeline import lane_blocks, time_split, time_went_text
+from specviz.analysis.trace import lane_blocks, time_split, time_went_text
 from specviz.app import plots_timeline, ui
 from tests.test_render import make_run
 from tests.test_ui_handlers import page_handler

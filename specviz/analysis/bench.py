@@ -4,9 +4,9 @@ Each repeat runs the baseline once per prompt and then speculative decoding at e
 same prompt, so each speedup compares runs made seconds apart on the same machine state.
 Speedups are ratios of tokens per second (model work only, as the engine measures it).
 
-`bench --against-hf` (run_against_hf) times ours against transformers' own assisted generation, both sides
-end to end, whole calls, per (T, γ), with transformers' plain generate() as its own baseline: there every
-figure includes each library's own overheads, so its table (HfResult) never mixes with the one above.
+`bench --against-hf` (run_against_hf) times ours against transformers' assisted generation, whole calls end to
+end, with its plain generate() as its baseline: every figure there includes each library's own overheads, so
+its table (HfResult) never mixes with the one above.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from specviz.decoding.engine import autoregressive_decode, clock, longest_text, 
 from specviz.decoding.events import Event
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
-from specviz.analysis.bench_record import record_metadata
+from specviz.analysis.expectations import record_metadata
 from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff, Spread
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup, tokens_per_target_forward
@@ -51,8 +51,8 @@ SWEPT = ("gamma", "temperature", "tree", "seed", "inspect")  # each run's own, n
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """What to measure: the engine's settings every run shares (`engine`), and the axes swept over them. A
-    run's γ, temperature, tree budget and seed are its own (decode_config); the engine's are not read."""
+    """What to measure: the engine's settings every run shares (`engine`), and the axes swept over them (a
+    run's own γ, temperature, tree budget and seed: decode_config)."""
 
     engine: DecodeConfig = BENCH_ENGINE
     gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
@@ -72,11 +72,11 @@ class BenchConfig:
 
     def decode_config(self, temperature: float, seed: int, gamma: int = DecodeConfig.gamma,
                       tree: int = DecodeConfig.tree) -> DecodeConfig:
-        """The engine settings of one timed run: the same for both lanes and both comparisons."""
+        """One timed run's engine settings, the same for both lanes."""
         return replace(self.engine, gamma=gamma, temperature=temperature, seed=seed, tree=tree)
 
     def record(self) -> dict:
-        """The settings as a bench record keeps them: the engine's shared ones and the swept axes, in one mapping."""
+        """The settings as a bench record keeps them."""
         shared = {name: value for name, value in asdict(self.engine).items() if name not in SWEPT}
         return {"gammas": self.gammas, "temperatures": self.temperatures, "repeats": self.repeats, "seed": self.seed,
                 "chat": self.chat, **shared, "trees": self.trees}
@@ -162,12 +162,8 @@ TimedRun = tuple[int | None, int, float, Trace, Trace | None]  # (γ, tree budge
 
 
 def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig) -> Iterator[TimedRun]:
-    """Every timed run of the bench as it finishes: (None, 0, T, baseline, None) for a baseline
-    run, then (γ, tree, T, that baseline, speculative) for each γ and tree budget.
-
-    Each (repeat, temperature, prompt) runs the baseline, then speculative decoding at every γ and tree,
-    so every speedup compares runs made seconds apart. A consumer may stop between any two.
-    """
+    """Every timed run as it finishes: (None, 0, T, baseline, None) for a baseline run, then (γ, tree, T,
+    that baseline, speculative) for each γ and tree budget; a consumer may stop between any two."""
     # the caches' most positions: the longest prompt with its new tokens and the widest round (engine.longest_text)
     widest = config.decode_config(0.0, config.seed, max(config.gammas, default=1), max(config.trees, default=0))
     warm_up(pair, max((longest_text(pair, len(ids), widest) for ids in prompt_ids), default=0))
@@ -201,30 +197,21 @@ def pool(runs: Iterable[TimedRun]) -> list[BenchResult]:
 
 
 def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
-    """The one verdict (specviz.analysis.payoff) on this temperature's cells, of every tree budget measured, so
-    the rule picks the budget as it picks γ (a tie goes to the cheaper setup: a chain before a tree). Measured
-    medians and spreads first, at the α̂, c and v of the best cell."""
+    """The one verdict on this temperature's cells of every tree budget, so the rule picks the budget as it
+    picks γ, at the α̂, c and v of the best cell."""
     cells = [r for r in results if r.temperature == temperature]
     best = max(cells, key=lambda r: r.median_speedup)
     return Payoff(best.acceptance_rate, best.c, best.verify_cost, tuple(measurement_of(r) for r in cells))
 
 
 def measurement_of(result: BenchResult, spread: Spread | None = None) -> Measurement:
-    """A cell as the one rule (specviz.analysis.payoff) reads it: its γ, tree budget, median and spread; a cell of
-    one run takes `spread`, how far one run was measured to move here, as the page's one run does."""
+    """A cell as the one rule reads it; a cell of one run takes `spread`, as the page's one run does."""
     return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
                        spread if result.num_runs == 1 else None, result.tree)
 
 
-def recommend_gamma(results: Iterable[BenchResult], temperature: float) -> int | None:
-    """The one rule's γ at this temperature (payoff.TIE_RULE: a tie within the noise goes to the cheaper
-    setup), or None when nothing beats the target alone beyond the noise."""
-    return payoff_of(results, temperature).recommended_gamma
-
-
 def recommendation_record(results: Iterable[BenchResult], temperature: float) -> dict:
-    """The recommendation as the JSON keeps it: the γ and tree budget, why, the ties, the range's edge, and
-    the formula's best γ as a prediction beside it."""
+    """The recommendation as the JSON keeps it, with the formula's best γ as a prediction beside it."""
     payoff = payoff_of(results, temperature)
     return {
         "gamma": payoff.recommended_gamma,
@@ -267,8 +254,7 @@ def format_table(results: list[BenchResult]) -> str:
 
 
 def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, results: list[BenchResult]) -> dict:
-    """The bench's record: the figures, and which machine, prompts, date and command gave them, so a
-    record kept in assets/bench/ (specviz.analysis.expectations) says where it came from."""
+    """The bench's record: the figures, and which machine, prompts, date and command gave them."""
     recommendations = {str(t): recommendation_record(results, t) for t in config.temperatures}  # one rule, asked once
     return {
         "pair": pair.name,
@@ -303,10 +289,8 @@ class HfResult:
 
 def hf_rate(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
             gamma: int | None, assisted: bool) -> float:
-    """One transformers generate() call, timed end to end: its new tokens per second.
-
-    gamma None: transformers' default schedule for the draft model's γ.
-    """
+    """One transformers generate() call's new tokens per second, timed end to end (gamma None: its default
+    schedule)."""
     decode_config = config.decode_config(temperature, seed, gamma or 1)
     seconds, tokens = reference.time_generate(pair, ids, decode_config, assisted, constant_gamma=gamma is not None)
     return tokens / seconds
@@ -321,12 +305,9 @@ def ours_rate(decode: Callable[..., Iterator[Event]], pair: ModelPair, ids: list
 
 
 def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
-    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's
-    default schedule; with the prompt-lookup drafter, vs `generate(prompt_lookup_num_tokens=γ)`.
-
-    Every call is timed end to end; plain `generate()` is HF's own baseline. Ours at each γ is
-    re-run here (not taken from run_bench) so both sides are measured minutes apart at most.
-    """
+    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's default schedule;
+    with prompt lookup, vs `generate(prompt_lookup_num_tokens=γ)`. Ours is re-run here (not taken from
+    run_bench) so that both sides are measured minutes apart at most."""
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
     with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"

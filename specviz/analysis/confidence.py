@@ -1,10 +1,9 @@
 """Easy and hard tokens: acceptance against how sure the target was at each drafted position.
 
 A draft is easy to guess where the target is sure ("of" after "the capital"), hard where it is not
-("Edinburgh" is one name among many it weighs). Each examined draft carries the target's top
-probability there (`DraftedToken.target_confidence`, at temperature 1, whatever the run samples
-with); this module gathers those drafts from traces, buckets them by that confidence, and says
-what the buckets show in the run's own numbers. No plotting here (specviz.app.plots_confidence draws it).
+("Edinburgh" is one name among many it weighs). Each examined draft carries the target's top probability
+there (`DraftedToken.target_confidence`, at temperature 1); this module gathers those drafts, buckets them
+by that confidence, and says what the buckets show in the run's own numbers.
 """
 
 from __future__ import annotations
@@ -51,13 +50,9 @@ class ConfidenceBucket:
 
 
 def judged_drafts(trace: Trace, gamma: int | None = None) -> list[JudgedDraft]:
-    """Every draft the target examined (accepted, or the round's first rejection), in order.
-
-    Drafts after a rejection were never judged, so they say nothing about what is easy. A first
-    position with rival guesses counts once, as α̂ counts it: `drafted` holds the guess the round
-    followed, accepted when the target took any of them. Runs recorded before the target's
-    confidence was kept have none, and give no points.
-    """
+    """Every draft the target judged (accepted, or the round's first rejection), in order: those after a
+    rejection say nothing about what is easy. A first position with rival guesses counts once, as α̂ counts it.
+    Runs recorded without the target's confidence give no points."""
     drafts = []
     for event in trace.rounds:
         for index, token in enumerate(event.drafted):
@@ -87,9 +82,8 @@ def bucket_drafts(drafts: Iterable[JudgedDraft], edges: Sequence[float] = CONFID
 
 def tally(drafts: Sequence[JudgedDraft]) -> str:
     """ "41 of 47 drafts were accepted (87%)" """
-    accepted = sum(draft.accepted for draft in drafts)
     noun = "draft was" if len(drafts) == 1 else "drafts were"
-    return f"{accepted} of {len(drafts)} {noun} accepted ({accepted / len(drafts):.0%})"
+    return f"{sum(d.accepted for d in drafts)} of {len(drafts)} {noun} accepted ({accepted_share(drafts):.0%})"
 
 
 def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") -> str:
@@ -106,9 +100,8 @@ def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") 
     if unsure:
         parts.append(f"where it was under {UNSURE:.0%} sure, {tally(unsure)}")
     if not parts:
-        middle = tally(drafts)
         return (f"In {where} the target was between {UNSURE:.0%} and {SURE:.0%} sure at every judged draft: "
-                f"{middle}.")
+                f"{tally(drafts)}.")
     sentence = f"In {where}, " + "; ".join(parts) + "."
     if not (sure and unsure):
         missing = f"under {UNSURE:.0%}" if sure else f"at least {SURE:.0%}"

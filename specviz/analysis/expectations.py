@@ -1,32 +1,172 @@
-"""What speed to expect on this machine, read from the bench's own records.
+"""The bench's own records: where, when and how each was measured, and what speed to expect on this machine.
 
-`python -m specviz bench … --json` writes one record: the settings, every (γ, T) cell, and the
-machine it ran on (specviz.analysis.bench_record). The records kept in assets/bench/ (one per machine kind,
-precision and prompt set; assets/bench/README.md lists the command of each) are the only source
-of the speed figures the README's table and the page's "what to expect here" give, and a test
-holds the README's table to them. A machine is matched by its kind — a CPU with native bfloat16,
-one with AVX2 only, a CUDA GPU — and, where no record matches, the answer says so instead of
-lending another machine's figures.
-
-`python -m specviz.analysis.expectations` prints the README's table rows from the records and
-what to expect on this machine.
+`bench --json` writes a record (one per machine kind, precision and prompt set) with its metadata: the machine
+(its kind, CPU, native bf16, the host's limits, threads and versions), the prompt set, the batch-invariance
+measured at load, the date and the command line. The records kept in assets/bench/ are the only source of the
+speed figures the README's table and the page's "what to expect here" give (a test holds the README's table to
+them). A machine is matched by its kind (a CPU with native bfloat16, one with AVX2 only, a CUDA GPU); where no
+record matches, the answer says so instead of lending another machine's figures.
+`python -m specviz.analysis.expectations` prints the table's rows and what to expect here.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import platform
+import re
+import shlex
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+import transformers
 
-from specviz.models.precision import default_precision
+from specviz.models.int8 import cpu_supports
+from specviz.models.invariance import Invariance
+from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16, default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
-from specviz.analysis.bench_record import machine_kind, reader_name
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
 from specviz.catalogue import drafter_info
+
+# The prompt files a record can name, by the words the README and the page use for them.
+PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy",
+               "prompts-varied.json": "varied"}
+# The host's settings that change what a bench measures; a record names those that were set.
+RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_SLOTS",
+                "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
+
+
+def machine_kind(device: torch.device | str = "cpu") -> str:
+    """One of KIND_WORDS: what decides a machine's speed here. On a CPU it follows torch's own view of
+    the host, limits included (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU counts as AVX2: torch obeys it)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return "cuda"
+    if device.type != "cpu":
+        return "other"
+    if cpu_has_native_bf16():
+        return "cpu-amx" if cpu_has_amx() else "cpu-native-bf16"
+    capability = torch.backends.cpu.get_cpu_capability().upper()
+    if capability.startswith("AVX512"):
+        return "cpu-avx512"
+    return "cpu-avx2" if capability.startswith("AVX2") else "cpu-other"
+
+
+def cpu_model() -> str:
+    """The CPU's name as the OS reports it ("AMD EPYC", "Intel(R) Xeon(R) …"), or the platform's words."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def reader_name(name: str) -> str:
+    """A processor's name as a reader says it: "Intel Xeon", not "Intel(R) Xeon(R) Processor"."""
+    return re.sub(r"\s*\((R|TM)\)|\s+(Processor|CPU)$", "", name, flags=re.IGNORECASE)
+
+
+def describe_machine(device: torch.device | str = "cpu") -> dict:
+    """What a reader of a record needs to know which machine it came from (the bench's JSON carries it)."""
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    return {
+        "kind": machine_kind(device),
+        "cpu": cpu_model(),
+        "num_cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(device) if on_cuda else None,
+        "cuda": torch.version.cuda if on_cuda else None,  # the toolkit torch was built with
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(device))) if on_cuda else None,
+        "float32_matmul": torch.get_float32_matmul_precision() if on_cuda else None,  # "highest": no TF32
+        "native_bf16": cuda_has_native_bf16() if on_cuda else cpu_has_native_bf16(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # torch's kernels, after any host limit
+        "amx": cpu_supports("_is_amx_tile_supported"),
+        "avx512_bf16": cpu_supports("_is_avx512_bf16_supported"),
+        "env": {name: os.environ[name] for name in RECORDED_ENV if name in os.environ},
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def device_label(device: torch.device | str = "cpu") -> str:
+    """The machine in a few words, for a saved run ("NVIDIA H200, CUDA 13.0, torch 2.11.0"): a replay says
+    where its pace was measured."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}, torch {torch.__version__}"
+    threads = torch.get_num_threads()
+    return (f"{reader_name(cpu_model())} ({machine_kind(device)}, {threads} thread{'' if threads == 1 else 's'}), "
+            f"torch {torch.__version__}")
+
+
+def loaded_settings(pair) -> dict:
+    """What loaded and where, not what was asked: a run's settings beside the request's (the page and
+    `generate --save` alike), so a replay says where and how its pace was measured."""
+    settings = {"precision": pair.precision, "device": str(pair.device),
+                "recorded_on": device_label(pair.device), "int8_drafters": pair.int8_drafters}
+    if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
+        settings["bitwise_verify"] = pair.invariance.exact
+        settings["exactness"] = pair.invariance.summary()
+    return settings
+
+
+def invocation(argv: list[str] | None = None) -> str:
+    """The command line that made this process, as one would type it again: the recorded host settings
+    first, and `python -m specviz …` rather than the machine's path to it."""
+    argv = list(sys.argv if argv is None else argv) or ["python"]
+    program = Path(argv[0])
+    head = ["python", "-m", "specviz"] if program.name == "__main__.py" and program.parent.name == "specviz" else [program.name]
+    settings = [f"{name}={os.environ[name]}" for name in RECORDED_ENV if name in os.environ]
+    return shlex.join(settings + head + argv[1:])
+
+
+def prompt_set_of(prompt_texts: list[str]) -> dict:
+    """Which of the shipped prompt files these prompts are ({"file", "set"}), or a custom set."""
+    for path in sorted(ASSETS_DIR.rglob("prompts*.json")):
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        texts = [entry if isinstance(entry, str) else entry.get("prompt") for entry in entries if isinstance(entry, (str, dict))]
+        if texts == prompt_texts:
+            name = path.relative_to(ASSETS_DIR).as_posix()
+            return {"file": f"assets/{name}", "set": PROMPT_SETS.get(name, name.removesuffix(".json"))}
+    return {"file": None, "set": "custom"}
+
+
+def record_metadata(device: torch.device | str, prompt_texts: list[str], invariance: Invariance | None = None) -> dict:
+    """The part of a bench record that says where, when and how it was measured."""
+    return {
+        "prompts": prompt_set_of(prompt_texts),
+        "machine": describe_machine(device),
+        "batch_invariant": None if invariance is None else {"bitwise": invariance.bitwise, "attention": invariance.attention},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": invocation(),
+    }
+
+
+def gpu_slug(name: str) -> str:
+    """A GPU's name for a file name: "NVIDIA H200" → "h200", "NVIDIA H100 80GB HBM3" → "h100-80gb-hbm3"."""
+    words = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+    return words or "gpu"
+
+
+def record_name(report: dict) -> str:
+    """The file name a record is kept under in assets/bench/: machine kind (with the GPU's name on a GPU),
+    precision, prompt set."""
+    machine, prompt_set = report["machine"], report.get("prompts", {}).get("set", "custom")
+    kind = f"{machine['kind']}-{gpu_slug(machine['gpu'])}" if machine.get("gpu") else machine["kind"]
+    return f"{kind}--{report['precision']}--{prompt_set}.json"
+
 
 BENCH_DIR = ASSETS_DIR / "bench"
 # What a machine of each kind is, in a newcomer's words, and the order the README's table lists them in.
@@ -40,15 +180,12 @@ KIND_WORDS = {
     "other": "accelerator specviz has no record for",
 }
 PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts", "varied": "varied prompts"}
-# The order of the README's table and of the page's sentence: native bf16 first, examples before held-out.
+# The order of the README's table and of the page's sentence.
 KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
 PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
 # The precision a machine of each kind gets by default (specviz.models.precision): float32 on every other kind.
 DEFAULT_PRECISION_OF_KIND = {"cpu-amx": "bfloat16", "cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}
-
-
-# --- reading the records ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -97,7 +234,7 @@ class BenchRecord:
         return self.kind == "cuda" and self.attention != SLOTS_LAYOUT
 
     def best_cell(self, temperature: float) -> Cell | None:
-        """The cell with the highest median at this temperature (a record usually has one γ)."""
+        """The cell with the highest median at this temperature."""
         cells = [cell for cell in self.cells if cell.temperature == temperature]
         return max(cells, key=lambda cell: cell.median) if cells else None
 
@@ -148,9 +285,6 @@ def load_records(folder: Path = BENCH_DIR) -> list[BenchRecord]:
     return [read_record(path) for path in sorted(folder.glob("*.json"))]
 
 
-# --- what to expect here ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Expectation:
     """What the records say about one machine kind at one precision."""
@@ -162,7 +296,7 @@ class Expectation:
     gpus: tuple[BenchRecord, ...] = ()  # on a host without one: what the pair measured on a GPU
 
     def text(self) -> str:
-        """One or two sentences for the page, figures first, honest about where they came from."""
+        """One or two sentences for the page, figures first, saying where they came from."""
         where = f"a {KIND_WORDS.get(self.kind, self.kind)}, in {self.precision}"
         if self.records:
             first = self.records[0]
@@ -178,11 +312,10 @@ class Expectation:
                 f"elsewhere, greedy: {measured}. python -m specviz bench measures this one.")
 
 
-# Why the default pair gains little on a GPU (assets/bench/README.md, "What the H200 run measured").
+# Why the default pair gains little on a GPU.
 GPU_WORDS = f"{LAUNCH_BOUND_GPU}, so speculation gains far less there than the 2–3× papers report for big models"
 
 
-# Said after a GPU record measured before the target ran in slots (every forward one shape, one CUDA graph).
 BEFORE_SLOTS = (" Those figures predate the CUDA graphs a GPU now runs the target with (every forward in one shape, "
                 "launched as one graph, for both lanes); the speed with them is not measured yet.")
 
@@ -215,8 +348,8 @@ def thread_words(threads: int, kind: str = "") -> str:
 
 
 def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DEFAULT_PRESET) -> Expectation:
-    """The default pair's records that match this machine kind and precision, one thread (the page's); when none
-    do, the default pair's records of other machines at one thread, named as such."""
+    """The pair's one-thread records (the page's setup) of this machine kind and precision; when none match,
+    its records of other machines, named as such."""
     of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == 1 or r.kind == "cuda")]
     ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
     matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
@@ -232,8 +365,8 @@ def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DE
 @lru_cache(maxsize=16)
 def expect_here(device: str | None = None, precision: str | None = None,
                 pair: str = DEFAULT_PRESET) -> Expectation | None:
-    """What to expect on this host at this precision (its default if None), one thread (the page's setup); None
-    when the records cannot be read (the page then says nothing rather than something wrong)."""
+    """What to expect on this host at this precision (its default if None); None when the records cannot be
+    read (the page then says nothing rather than something wrong)."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     try:
         records = load_records()
@@ -243,9 +376,8 @@ def expect_here(device: str | None = None, precision: str | None = None,
 
 
 def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
-    """How far one run moved in a record's cell at this temperature, as ratios to the cell's median: its
-    lowest and highest run over prompts × repeats (a prompt's own length and text move it too, so this is
-    wider than repeats of one prompt, never narrower). None where the record has no such cell."""
+    """How far one run moved in a record's cell at this temperature, as ratios to its median: its lowest and
+    highest run over prompts × repeats (wider than repeats of one prompt, never narrower); None without one."""
     cell = next((cell for cell in record.cells if cell.temperature == temperature), None)
     if cell is None or cell.median <= 0 or cell.num_runs < 2:
         return None
@@ -258,15 +390,11 @@ def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
 
 @lru_cache(maxsize=16)
 def spread_here(pair: str, precision: str, temperature: float, device: str | None = None) -> Spread | None:
-    """The spread one run of this pair shows on this host's kind at this precision and temperature, one thread
-    (the page's setup), from the first matching record (examples first); None where none matches, and the
-    verdict then has no band rather than an assumed one."""
+    """The spread one run of this pair shows here, from the first matching record (examples first); None where
+    none matches, and the verdict then has no band rather than an assumed one."""
     expectation = expect_here(device, precision, pair)
     records = expectation.records if expectation is not None else ()
     return next(filter(None, (run_spread(record, temperature) for record in records)), None)
-
-
-# --- the README's speed table ---------------------------------------------------------------------------
 
 
 SPEED_TABLE_HEADER = (
@@ -276,7 +404,7 @@ SPEED_TABLE_HEADER = (
 
 
 def speed_table_cells(record: BenchRecord) -> dict[str, str]:
-    """The figures of one README row, by column; the test compares the README's row with these."""
+    """The figures of one README row, by column."""
     greedy, sampled = record.best_cell(0.0), record.best_cell(0.7)
     base = greedy or sampled
     repeats = max(1, base.num_runs // record.num_prompts) if base and record.num_prompts else record.repeats
@@ -307,7 +435,7 @@ def table_order(record: BenchRecord) -> tuple:
 
 
 def speed_table(records: list[BenchRecord], pair: str = DEFAULT_PRESET) -> str:
-    """The README's table: one row per record of the default pair, native bf16 first."""
+    """The README's table: one row per record of the pair."""
     rows = [speed_table_row(r) for r in sorted(records, key=table_order) if r.pair == preset_name(pair)]
     return "\n".join([SPEED_TABLE_HEADER, *rows])
 

@@ -1,22 +1,15 @@
 """Does speculation pay here? One rule, asked by the run's stats, the theory explorer and the γ sweep.
 
-Measurement decides; the formula explains. A γ pays only when its measured speedup is above 1×
-beyond the noise: a sweep cell's (or the page's repeats') whole min–max spread above 1, or one run
-(one noisy sample of the clock) whose band still clears 1 when it is widened by the spread one run
-was *measured* to have here (a `Spread`: the machine's bench record, specviz.analysis.expectations).
-Where no spread was measured, one run gives no verdict beyond the noise: the band is never assumed.
-A verdict compares like for like only: lanes that wrote different texts get none (UNEQUAL_TEXTS).
-Leviathan's formula at the setup's α̂, c and v is
-always worded as a prediction, and it supplies the reason when nothing pays. Without any
-measurement (the theory explorer's sliders) the prediction is all there is, and it says so.
+Measurement decides; the formula explains. A γ pays only when its measured speedup is above 1× beyond
+the noise: a sweep cell's (or the page's repeats') whole min–max spread above 1, or one run whose band
+still clears 1 when widened by the spread one run was *measured* to have here (a `Spread`, from the
+machine's bench record); with no spread measured, one run gives no verdict: the band is never assumed.
+Lanes that wrote different texts get no verdict (unequal_texts_text). Leviathan's formula at the setup's
+α̂, c and v is always worded as a prediction, and supplies the reason when nothing pays.
 
-Which γ, when several were measured (the sweep, the bench): medians within the noise of the best
-one are a tie (TIE_RULE says what that means), and a tie goes to the smaller γ, which drafts less
-and wastes less when a draft misses. A choice at the edge of the measured range says so: a wider
-range might do better. The formula's best γ is only ever a prediction beside it.
-
-The sentences are plain text with no HTML, so the page, the API and the terminal can all show
-them; nothing here says "pays" beside a measured slowdown.
+Of several γ measured, medians within the noise of the best tie (TIE_RULE), and a tie goes to the
+smaller γ, which drafts less and wastes less when a draft misses; a choice at the range's edge says so.
+Plain text, no HTML, so the page, the API and the terminal can all show it.
 """
 
 from __future__ import annotations
@@ -63,7 +56,7 @@ class Spread:
 
 def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: float) -> str:
     """No verdict on one run whose lanes wrote different texts: their tokens per second are not like for like
-    (a short sample is mostly prefill, a long one mostly rounds), so 26 tokens against 8 says nothing of speed."""
+    (a short sample is mostly prefill, a long one mostly rounds)."""
     why = (f"at temperature {temperature:g} each lane drew its own sample" if temperature
            else "the greedy lanes parted")
     return (f"No verdict from this run: {why}, so they wrote different texts ({num_baseline} and {num_speculative} "
@@ -90,18 +83,9 @@ class Measurement:
 
     @property
     def cost_order(self) -> tuple[int, int]:
-        """Cheaper first: a chain before any tree, a smaller tree before a bigger, then the smaller γ: a tie
-        goes to the setup that drafts less and wastes less when a draft misses."""
+        """Cheaper first (a chain before any tree, a smaller tree before a bigger, then the smaller γ): a tie goes
+        to the setup that drafts less and wastes less when a draft misses."""
         return self.tree, self.gamma
-
-    @classmethod
-    def one_run(cls, gamma: int, speedup: float, spread: Spread | None = None) -> "Measurement":
-        return cls(gamma, speedup, speedup, speedup, 1, spread)
-
-    @classmethod
-    def repeats(cls, gamma: int, speedups: list[float]) -> "Measurement":
-        """Several runs of one setup: their median and their own min–max."""
-        return cls(gamma, statistics.median(speedups), min(speedups), max(speedups), len(speedups))
 
     @property
     def has_spread(self) -> bool:
@@ -174,15 +158,14 @@ class Payoff:
 
     @property
     def chosen(self) -> Measurement | None:
-        """The one rule's pick: the smallest γ tied with the best that beats the target alone beyond the
-        noise; where none does, the best median (which then says why nothing pays)."""
+        """The cheapest setup tied with the best that beats the target alone beyond the noise; where none does,
+        the best median (which then says why nothing pays)."""
         paying = [m for m in self.ties if m.beats_target]
         return paying[0] if paying else self.best
 
     @property
     def at_range_edge(self) -> str | None:
-        """"largest" or "smallest" when the γ chosen from several measured is the edge of their range
-        and the range could be widened there; None otherwise (one γ measured is no range)."""
+        """"largest" or "smallest" when the γ chosen from several is the edge of a range that could be widened."""
         chosen = self.chosen
         gammas = sorted(m.gamma for m in self.measured if m.tree == getattr(chosen, "tree", 0))
         if chosen is None or len(gammas) < 2 or not self.pays:
@@ -238,8 +221,8 @@ class Payoff:
         return NOTHING_PAYS_GAMMA
 
     def formula_text(self) -> str:
-        """The formula's best γ, said as a prediction to stand beside the measured answer, never as a second one."""
-        # its own α̂, c and v named: a run's and a sweep's differ, and so do their formula's best γ
+        """The formula's best γ at its own α̂, c and v (a run's and a sweep's differ): the one sentence every
+        prediction here says, beside the measured answer, never as a second one."""
         if self.predicted_pays:
             return (f"the formula predicts γ = {self.predicted_gamma} would do best ({self.predicted_speedup:.2f}×) "
                     f"at this {self.setup_text()}")
@@ -288,7 +271,7 @@ class Payoff:
 
     def noise_text(self) -> str:
         """Where most of the γ measured tie, another sweep may pick another of them: say so, and what
-        narrows the spread (two sweeps of a 14-token answer picked γ = 2 and γ = 5)."""
+        narrows the spread."""
         if len(self.measured) < 3 or 2 * len(self.ties) <= len(self.measured):
             return ""
         measured = "γ" if self.is_chains else "setups"
@@ -299,19 +282,15 @@ class Payoff:
         return f"α̂ = {self.alpha:.2f}, c = {self.cost_ratio:.2f}, v = {self.verify_cost:.2f}"
 
     def prediction_text(self) -> str:
-        """The formula's answer at (α̂, c, v), worded as a prediction."""
-        if self.predicted_pays:
-            return (f"the formula predicts {self.predicted_speedup:.2f}× at best (γ = {self.predicted_gamma}) for "
-                    f"{self.setup_text()}: a prediction, not a measurement")
-        return (f"the formula predicts no γ beats the target alone for {self.setup_text()} (its best, "
-                f"γ = {self.predicted_gamma}, gives {self.predicted_speedup:.2f}×): a prediction, not a measurement")
+        """The formula's answer, named as a prediction where no measurement stands beside it."""
+        return f"{self.formula_text()}: a prediction, not a measurement"
 
     def reason_text(self) -> str:
         """Why nothing pays, in this setup's numbers."""
         if self.predicted_pays:  # the clock disagrees with the formula: say what the formula leaves out
-            return (f"The formula predicts {self.predicted_speedup:.2f}× at best (γ = {self.predicted_gamma}) for "
-                    f"{self.setup_text()}, but it counts only draft steps and verifies; the clock also counts the "
-                    "prefills, sampling and cache rollbacks, and rounds cut short by the end of the text.")
+            formula = self.formula_text()
+            return (f"{formula[0].upper()}{formula[1:]}, but it counts only draft steps and verifies; the clock also "
+                    "counts the prefills, sampling and cache rollbacks, and rounds cut short by the end of the text.")
         needed = theory.min_paying_alpha(self.cost_ratio, self.verify_cost, self.max_gamma)
         need = (f"it would take α̂ above {needed:.2f} at this c and v" if needed is not None
                 else "at this c and v no acceptance rate would be enough")
@@ -350,9 +329,9 @@ def setups(measured: list[Measurement]) -> str:
     return listing([m.label for m in measured])
 
 
-def listing(gammas: list) -> str:
+def listing(items: list) -> str:
     """1, 2 and 3"""
-    words = [str(gamma) for gamma in gammas]
+    words = [str(item) for item in items]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
@@ -361,5 +340,7 @@ def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, s
     """The verdict on one run at its γ: over its repeats (this run's speedup among them) when there are
     MIN_REPEATS, else one noisy sample read against the spread measured for one run here (none: no band)."""
     if len(repeats) >= MIN_REPEATS:
-        return Payoff(alpha, cost_ratio, verify_cost, (Measurement.repeats(gamma, list(repeats)),), on_gpu=on_gpu)
-    return Payoff(alpha, cost_ratio, verify_cost, (Measurement.one_run(gamma, speedup, spread),), on_gpu=on_gpu)
+        measured = Measurement(gamma, statistics.median(repeats), min(repeats), max(repeats), len(repeats))
+    else:
+        measured = Measurement(gamma, speedup, speedup, speedup, 1, spread)
+    return Payoff(alpha, cost_ratio, verify_cost, (measured,), on_gpu=on_gpu)

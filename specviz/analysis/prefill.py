@@ -1,12 +1,11 @@
-"""How long the target takes to read a prompt here: measured prefills, and the estimate a page says
-before a long one (a very long prompt's reading took minutes with only "Generating…" on screen).
+"""How long the target takes to read a prompt here: measured prefills, and the estimate a page says before a
+long one (whose reading can take minutes with nothing else on screen).
 
-Every live run records its target-alone lane's prefill (tokens, seconds) for its pair; a prompt is
-estimated from a measured prefill near its length, per token. A prompt far longer than anything measured
-is estimated in two parts: the work that grows with the length (the linear layers), scaled per token from
-a short probe, and the attention, which grows with the square of the length, timed at the length itself
-(one layer's, times the layers), not fitted as a·n + b·n² through two short probes: at 256 and 512 tokens
-the square's share is too small to measure.
+Every live run records its target-alone lane's prefill (tokens, seconds) for its pair; a prompt is estimated
+from a measured prefill near its length, per token. A prompt far longer than anything measured is estimated
+in two parts: the linear work, scaled per token from a short probe, and the attention, which grows with the
+square of the length, timed at the length itself: fitted through two short probes instead, the square's
+share would be too small to measure.
 """
 
 from __future__ import annotations
@@ -78,9 +77,8 @@ def probe_prefill(pair, prompt_ids: list[int]) -> tuple[int, float]:
 
 
 def attention_seconds(pair, num_tokens: int) -> float:
-    """What a prompt pass's attention over num_tokens costs the target here: one layer's, timed on random
-    queries and keys of its shapes as the pass runs it (causal SDPA), times the layers. The part of reading
-    that grows with the square of the length, measured at the length itself rather than extrapolated."""
+    """What a prompt pass's attention over num_tokens costs the target here: one layer's causal SDPA, timed on
+    random queries and keys of its shapes, times the layers."""
     config = pair.target.config.get_text_config()
     num_heads = config.num_attention_heads
     num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
@@ -94,18 +92,10 @@ def attention_seconds(pair, num_tokens: int) -> float:
         return (clock(device) - started) * config.num_hidden_layers
 
 
-def extrapolate_seconds(pair, measured_prefill: tuple[int, float], num_tokens: int) -> float:
-    """A prompt far longer than the measured prefill: its linear work scaled per token from the measured one
-    (its attention taken out), plus the attention timed at num_tokens."""
-    tokens, seconds = measured_prefill
-    linear = max(seconds - attention_seconds(pair, tokens), 0.0)
-    return linear * num_tokens / tokens + attention_seconds(pair, num_tokens)
-
-
 def estimate_prefill(pair, prompt_ids: list[int]) -> PrefillEstimate:
     """How long the target should take to read these ids here: the measured prefill nearest in length, scaled
-    per token; a prompt far longer than any, in two parts (extrapolate_seconds, timing a PROBE_LONGEST-token
-    prefill once per pair); a prompt no longer than that probe, timed itself."""
+    per token; else a prompt no longer than PROBE_LONGEST timed itself; else, far longer than any, the linear work
+    of the longest measured (its attention taken out) scaled per token, plus the attention timed at its length."""
     key = pair_key(pair)
     num_tokens = len(prompt_ids)
     with lock:
@@ -121,13 +111,13 @@ def estimate_prefill(pair, prompt_ids: list[int]) -> PrefillEstimate:
         kept.append(probe_prefill(pair, prompt_ids[:PROBE_LONGEST]))
         record_prefill(key, *kept[-1])
     tokens, seconds = max(kept)
-    return PrefillEstimate(num_tokens, extrapolate_seconds(pair, (tokens, seconds), num_tokens), tokens,
-                           tokens / seconds, extrapolated=True)
+    linear = max(seconds - attention_seconds(pair, tokens), 0.0)
+    estimate = linear * num_tokens / tokens + attention_seconds(pair, num_tokens)
+    return PrefillEstimate(num_tokens, estimate, tokens, tokens / seconds, extrapolated=True)
 
 
 def reading_note_for(pair, prompt_ids: list[int], num_lanes: int) -> str:
-    """The page's words before this prompt is read: "" for a prompt shorter than a probe (read in well under a
-    second on any machine that runs these models), else `reading_note` of its estimate."""
+    """The page's words before this prompt is read ("" for a prompt shorter than PROBE_TOKENS)."""
     if len(prompt_ids) < PROBE_TOKENS:
         return ""
     return reading_note(estimate_prefill(pair, prompt_ids), num_lanes)

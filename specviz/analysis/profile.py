@@ -1,22 +1,13 @@
 """Where a target forward's time goes: a 1-token step against a (γ+1)-token verify.
 
-Whether speculation pays turns on v, the cost of one verify in target steps. This module times
-the target's forward through the engine's own `forward_new_ids` (same cache, same precision,
-same slicing of logits) and splits it into parts with torch's profiler:
+Whether speculation pays turns on v, the cost of one verify in target steps. This module times the target's
+forward through the engine's own `forward_new_ids` and splits it with torch's profiler into PARTS:
+projections (q, k, v, o and the MLP's matrices), attention, the output head, other ops (norms, rotary
+embeddings, the mask, the cache's appends) and Python & framework, the wall time no operator accounts for.
+On CUDA each part is its operators' kernel time, and the last is the time no kernel ran (launches, Python).
 
-- projections: the attention's q, k, v, o and the MLP's gate, up, down matrices;
-- attention: over the cached keys and values (SDPA's kernel, or specviz's batch-invariant one);
-- output head: the one matrix with a row per vocabulary entry;
-- other ops: norms, rotary embeddings, the causal mask, the cache's appends, the logits' cast;
-- Python & framework: the wall time no operator accounts for (module calls, argument checks).
-
-On CUDA (ProfilerActivity.CUDA too) each part is its operators' kernel time on the GPU, and the last
-part is the wall time no kernel ran: launches, Python and the framework, which bound a 135 M
-model's step on a large GPU.
-
-The parts are read off profiled forwards, which run slower than plain ones (the profiler itself
-costs a few µs an operator), so each part is scaled to the unprofiled median wall time: the
-shares are the profiler's, the total is the plain clock's.
+Profiled forwards run slower than plain ones (the profiler costs a few µs an operator), so each part is
+scaled to the unprofiled median wall time: the shares are the profiler's, the total is the plain clock's.
 """
 
 from __future__ import annotations
@@ -62,9 +53,8 @@ class ForwardProfile:
 
 
 # Matrix products by weight: nn.Linear calls aten::linear (weight (out, in) second), GPT-2's
-# Conv1D aten::addmm (weight (in, out) last), a packed float32 layer mkldnn::_linear_pointwise.
-MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul",
-              "mkldnn::_linear_pointwise")  # oneDNN's packed linear: a float32 target's layers on a CPU
+# Conv1D aten::addmm (weight (in, out) last), a packed float32 layer on a CPU mkldnn::_linear_pointwise.
+MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "mkldnn::_linear_pointwise")
 
 
 def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> str:
@@ -108,9 +98,8 @@ def context_ids(pair: ModelPair, config: ProfileConfig) -> torch.Tensor:
 
 
 def sample_tree(budget: int) -> tuple[int, ...]:
-    """A tree of `budget` nodes to time a tree verify with: two children per node, level by level (each
-    node's parent, -1 for the text's last id). A verify's cost follows its rows and their key widths more
-    than its shape."""
+    """A tree of `budget` nodes to time a verify with (each node's parent, -1 for the text's last id): two
+    children per node, since a verify's cost follows its rows and their key widths more than its shape."""
     return tuple(-1 if node < 2 else (node - 2) // 2 for node in range(budget))
 
 

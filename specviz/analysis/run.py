@@ -1,12 +1,9 @@
 """A run as data: the prompt, the settings and every lane's trace, saved and replayed as one file.
 
-A `Run` is built from the event stream (events carry their lane's name), so it holds any
-number of lanes in the order they ran. It also keeps the text the tokenizer gave for every id
-sequence the page asked about (`texts`), so a saved run replays through the same rendering
-with no model and no tokenizer: the replay asks the same questions in the same order.
-
-The file is JSON with a format name and a version; anything else gives a RunFileError
-(a ValueError) with a message a user can act on.
+A `Run`, built from the event stream, holds any number of lanes in the order they ran. It also keeps the
+text the tokenizer gave for every id sequence the page asked about (`texts`), so a saved run replays through
+the same rendering with no model and no tokenizer: the replay asks the same questions in the same order.
+The file is JSON with a format name and a version; anything else gives a RunFileError a user can act on.
 """
 
 from __future__ import annotations
@@ -155,9 +152,6 @@ def check_header(data) -> None:
             f"this run file is version {version!r}, and this specviz reads version {RUN_VERSION}: "
             "record it again with this version"
         )
-
-
-# --- replay ---------------------------------------------------------------------------------------
 
 
 def event_seconds(event: Event) -> float:

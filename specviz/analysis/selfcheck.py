@@ -1,19 +1,11 @@
 """`python -m specviz selfcheck`: one command checks a machine (a newly lent GPU above all), under a deadline.
 
-In order of what matters if time runs short: rebuild the default target; for each precision, whether a verify
-is bitwise a step (measured at load) and greedy identity against the target alone and transformers'
-generate() on the example and held-out prompts, taken in turn; the bench for every drafter at each
-temperature over a γ sweep in the device's default precision; the first example recorded as a run; the
-target alone against transformers' own generate(), timed alike (is the baseline fair?); where a step, a
-verify and a draft step spend their time (torch.profiler, CUDA activity on a GPU); where the target runs in
-slots (CUDA: specviz.models.slots), the pair's own drafter benched again with slots off, side by side; the
-bench in the other precisions.
-Each phase gets a share of the time left by its weight and stops between two runs once its share is
-spent, saying so; what it finished is kept. Everything goes to --out as it is made: machine.json,
-checks.json (exactness per precision; the target alone against generate()), records.json (`bench --json`
-records, by the file name each would have in assets/bench/), first-example.json.gz (the page's first
-example saved as a run, for assets/runs/), profile.txt, log.txt and table.txt, the short table, printed last.
-On an offline GPU machine `python3 -m specviz.gpu run` starts it (specviz.gpu carries what it needs).
+Its phases run in order of what matters if time runs short (SelfCheck.work); each gets a share of the time
+left by its weight and stops between two runs once its share is spent, saying so, keeping what it finished.
+Everything goes to --out as it is made: machine.json, checks.json (exactness per precision; the target alone
+against generate()), records.json (`bench --json` records, by the file name each would have in assets/bench/),
+first-example.json.gz (the page's first example saved as a run), profile.txt, log.txt and table.txt, the
+short table, printed last. On an offline GPU machine `python3 -m specviz.gpu run` starts it.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ import torch
 import transformers
 
 from specviz.analysis.bench import Prompt, load_prompts
-from specviz.analysis.bench_record import describe_machine
+from specviz.analysis.expectations import describe_machine
 from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
                                                 check_exactness, profile_pair, profile_rounds)
 from specviz.catalogue import DRAFTER_CATALOGUE
@@ -46,9 +38,7 @@ from specviz.models.slot_calls import GRAPHS
 from specviz.models.slots import slots_switched, slots_wanted
 
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
-# Each phase's share of the time left: exactness per precision, then the default precision's bench (every
-# drafter, both temperatures), the baseline against generate(), the profile, the bench per other precision.
-# The default precision's exactness matters most (the page's), the others get less.
+# Each phase's weight in the time left; the default precision's exactness matters most (the page's).
 WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5,
            "profile": 0.7, "slots off": 1.0, "bench, other precision": 0.6}
 RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
@@ -111,9 +101,8 @@ class Output:
 
 
 class SelfCheck:
-    """One run: its settings, what it has found so far, and the files it keeps up to date. `cli_main` is the
-    command line's entry (`generate --save` records the first example as the page would), handed down by
-    the command that started the run: analysis never imports the command line above it."""
+    """One run: its settings, what it has found so far, and the files it keeps up to date. `cli_main`, the
+    command line's entry that records the first example, is handed down: analysis never imports the CLI."""
 
     def __init__(self, config: SelfCheckConfig, out: Output, cli_main: Callable[[list[str]], int] | None = None):
         self.config, self.out, self.started, self.cli_main = config, out, time.monotonic(), cli_main
@@ -154,8 +143,8 @@ class SelfCheck:
         return any(record["selfcheck"]["cut"] for record in found.values())
 
     def record(self, deadline: float) -> bool:
-        """The page's first example with every default, saved as `generate --save` saves it (the machine in
-        its settings), so a page with no GPU replays a GPU run at its real pace."""
+        """The page's first example with every default, saved by `generate --save`, so that a page with no GPU
+        replays a GPU run at its real pace."""
         if self.cli_main is None:
             self.out.say("record the first example: no command line was given to this run")
             return False
@@ -192,13 +181,16 @@ class SelfCheck:
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:
-        """The pair's own drafter benched again with slots off (the target as transformers loads it: SDPA, no
-        graphs, not exact by construction), on the same prompts and machine: what slots cost or gain, side by side."""
+        """The pair's own drafter benched again with slots off, on the same prompts and machine: what slots
+        cost or gain, side by side."""
         with slots_switched(False):  # the pair loaded anew: whether a target runs in slots is fixed at load
             return self.bench(self.precisions[0], deadline, self.drafters[:1], "--slots-off")
 
     def work(self) -> list[tuple[str, Callable[[float], bool], float]]:
-        """(phase, its work given its deadline, its weight), in order of what matters."""
+        """(phase, its work given its deadline, its weight), in order of what matters: per precision, whether a
+        verify is bitwise a step and greedy identity; the bench for every drafter in the default precision; the
+        first example recorded as a run; the target alone against generate() (is the baseline fair?); where a
+        forward's time goes; in slots, the pair's own drafter benched with slots off; the other precisions' bench."""
         first, others = self.precisions[0], self.precisions[1:]
         phases = ([(f"exactness {p}", partial(self.exactness, p),
                     WEIGHTS["exactness" if p == first else "exactness, other precision"]) for p in self.precisions]
@@ -239,8 +231,7 @@ class SelfCheck:
         self.out.write("table.txt", format_table(header, self.checks, self.records, self.profile_line, self.phases.log))
 
     def run(self) -> bool:
-        """Rebuild the target, then every phase in turn; True when no lane parted where lanes must be
-        identical (a bitwise verify, or float32)."""
+        """Rebuild the target, then every phase in turn; True when no lane parted where lanes must be identical."""
         if self.preset.name == DEFAULT_PRESET:
             self.out.say(f"target: {default_target_id()} ({time.monotonic() - self.started:.0f} s)")
         self.machine = {**describe_machine(self.device), "setup_s": round(time.monotonic() - self.started, 1)}
@@ -312,8 +303,7 @@ def format_table(header: str, checks: dict, records: dict[str, dict], profile_li
 
 def run_selfcheck(config: SelfCheckConfig, out_dir: Path, print_line: Callable[[str], None] = print,
                   cli_main: Callable[[list[str]], int] | None = None) -> bool:
-    """The whole run (see the module's note), its table printed last; True when no lane parted where lanes must
-    be identical."""
+    """The whole run, its table printed last; True when no lane parted where lanes must be identical."""
     transformers.utils.logging.disable_progress_bar()  # a GPU reply shows the output's tail: keep it for the table
     out = Output(out_dir, print_line)
     exact = SelfCheck(config, out, cli_main).run()

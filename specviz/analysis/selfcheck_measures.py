@@ -1,8 +1,5 @@
 """What the self-check measures, each given its pair and a deadline (specviz.analysis.selfcheck runs them in
-turn and keeps what they find): greedy identity per precision, the bench per drafter, the target alone
-against transformers' generate(), and where the time goes (a forward's parts, then a whole speculative run
-op by op). SelfCheckConfig says how much of each.
-"""
+turn); SelfCheckConfig says how much of each."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from specviz.analysis.bench import (BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, ours_rate, pool, results_to_json,
                                     timed_runs)
-from specviz.analysis.bench_record import record_name
+from specviz.analysis.expectations import record_name
 from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
 from specviz.analysis.trace import Trace, first_parting
 from specviz.catalogue import DRAFTER_CATALOGUE
@@ -37,9 +34,8 @@ class SelfCheckConfig:
     minutes: float = 7.0  # the whole run, the target's rebuild included
     precisions: tuple[str, ...] | None = None  # None: CUDA bfloat16, float16, float32; a CPU bfloat16, float32
     gammas: tuple[int, ...] = (1, 3, 6)  # greedy identity is checked at each
-    bench_gammas: tuple[int, ...] = (3, 5)  # around a GPU's best γ (assets/bench/); more cells reach fewer prompts
-    # tree budgets (0 = a chain), each beside the chain, to find the default per machine kind (assets/bench/)
-    bench_trees: tuple[int, ...] = (0, 16)
+    bench_gammas: tuple[int, ...] = (3, 5)  # around a GPU's best γ; more cells reach fewer prompts
+    bench_trees: tuple[int, ...] = (0, 16)  # (0 = a chain) beside it: each machine kind's default
     temperatures: tuple[float, ...] = (0.0, 0.7)
     max_new_tokens: int = 64
     num_prompts: int | None = None  # per prompt set; None: all of them, as far as the time goes
@@ -142,11 +138,9 @@ def bench_drafters(pair: ModelPair, prompts: tuple[str, list[Prompt]], config: S
 
 
 def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: SelfCheckConfig, deadline: float) -> dict:
-    """Is the baseline fair (not slowed)? The target alone in the engine against transformers' own
-    generate(), greedy, each a whole call timed alike (after the GPU's queued work): ours over theirs in
-    tokens per second, prompt by prompt until the deadline. Twice: against generate() on the same target
-    (the engine's loop against transformers', the same batch-invariant forward), and against generate() on
-    the target as transformers loads it (SDPA, plain layers): what the exactness itself costs the baseline."""
+    """Is the baseline fair (not slowed)? The target alone in the engine over transformers' greedy generate()
+    in tokens per second, whole calls timed alike, prompt by prompt until the deadline: on the same target (the
+    engine's loop against transformers'), and on the target as transformers loads it (what exactness costs)."""
     decode, cut = DecodeConfig(max_new_tokens=config.max_new_tokens), False
     plain = replace(pair, target=plain_copy(pair.target), invariance=None)
     ratios: dict[str, list[float]] = {"ours_over_generate": [], "ours_over_plain_generate": []}
@@ -164,8 +158,7 @@ def baseline_against_generate(pair: ModelPair, prompts: list[Prompt], config: Se
 
 
 def profile_pair(pair: ModelPair, config: SelfCheckConfig) -> tuple[str, str]:
-    """The target's step against verifies, then one step of the draft model (full head, as loaded):
-    the tables, and one line for the run's table."""
+    """The target's step against verifies, then one draft model step: the tables, and the run table's line."""
     profile = ProfileConfig(token_counts=config.profile_tokens, repeats=config.profile_repeats,
                             trees=tuple(budget for budget in config.bench_trees if budget))  # a verify's cost per budget
     where = f"{pair.name} on {pair.device} in {pair.precision}"
@@ -184,9 +177,9 @@ def profile_pair(pair: ModelPair, config: SelfCheckConfig) -> tuple[str, str]:
 
 
 def profile_rounds(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) -> tuple[str, str]:
-    """One speculative run of the page's defaults under torch's profiler, every op (CPU and GPU): where
-    a round spends what the forward profile does not see (Python, syncs, sampling, the drafter's work).
-    The table (top ops by their own CPU time), and one line: the run's wall time against its GPU time."""
+    """One speculative run of the page's defaults under torch's profiler: where a round spends what the
+    forward profile does not see (Python, syncs, sampling, the drafter). Its top ops, and its wall time
+    against its GPU time in one line."""
     ids = encode_prompts(pair, [prompt], None)[0]
     decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
     Trace.from_events(speculative_decode(pair, ids, decode))  # warm-up: kernels chosen, caches made

