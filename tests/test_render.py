@@ -322,7 +322,7 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     its residual probability, and the chart has a bar for it."""
     import torch
 
-    from specviz.decoding.describe import describe_positions
+    from specviz.decoding.rounds import describe_positions
     from specviz.decoding.sampling import Verdict
 
     vocab = 40
@@ -577,7 +577,7 @@ def test_a_parting_is_marked_in_both_lanes_and_named_in_the_status_line_without_
     """Greedy lanes that parted at token 3: that very token is marked in the target alone's lane and in the
     speculative lane (where it is a drafted token the round kept), nowhere else; the status line names the
     parting and gives no speedup. Lanes that agree are marked nowhere and get their speedup."""
-    from specviz.app.ui_handlers import done_summary
+    from specviz.app.lanes_page import done_summary
 
     parted = greedy_pair_of_lanes([3, 6, 5])
     baseline, speculative, *_ = render.lanes_html(parted)

@@ -180,7 +180,7 @@ def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
 def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_says_so():
     """The engine leaves the target's own token out of the tree where an accepted end-of-text ended the text:
     the words, the table, the figure and step mode's stages say the text ended, never name a missing token."""
-    from specviz.app import step_tree
+    from specviz.app import step_lessons
     from specviz.decoding.events import RoundEvent, TreeNode
 
     tree = (TreeNode(7, -1, 1, 0.6, "accepted", 0.9, 0.9, 0.1), TreeNode(8, -1, 1, 0.2, "unexamined"),
@@ -191,7 +191,7 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3
     figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
     assert figure.layout.title.text.endswith("the text ended there")
-    stages = step_tree.tree_stages(event, texts, greedy=False)
+    stages = step_lessons.tree_stages(event, texts, greedy=False)
     assert [stage[0] for stage in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
     from specviz.app.plots_round import target_cells
     from specviz.app.render.lanes import RoundTexts

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specviz.analysis.trace import Trace
-from specviz.app import plots, plots_round, plots_tree, render
+from specviz.app import plots, plots_round, render
 from specviz.app.page_files import page_file
-from specviz.app.render.tree_round import figure_words
 from specviz.catalogue import lane_info
 
 # The way back from the inspector, shown once a token was clicked (static/back_to_token.js).
@@ -47,12 +46,8 @@ def inspector_values(run: render.RunView | None, round_index) -> tuple[str, obje
                 plots_round.round_anatomy(Trace(), None))
     lane = run.speculative
     texts = lane.round_texts.get(event.round_index)
-    drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
-    if event.is_tree and texts and texts.nodes:  # a tree round: the tree and its mask instead of one position's bars
-        words = figure_words(event, texts.nodes, lane.greedy)
-        return render.inspector_html(run, round_index), plots_tree.tree_figure(event, **words), drawn
-    return (render.inspector_html(run, round_index),
-            plots.decision_distributions(event, lane.labels, greedy=lane.greedy), drawn)
+    return (render.inspector_html(run, round_index), plots_round.deciding_chart(event, texts, lane.labels, lane.greedy),
+            plots_round.round_anatomy(lane.trace, event, texts, lane.greedy))
 
 
 def build_inspector() -> Inspector:

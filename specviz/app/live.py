@@ -30,7 +30,7 @@ from specviz.models.interrupt import RunStopped, StopCheck, pair_models, stoppab
 from specviz.models.pairs import ModelPair
 from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
-from specviz.analysis.bench_record import loaded_settings
+from specviz.analysis.expectations import loaded_settings
 from specviz.analysis.prefill import recording_prefills
 from specviz.analysis.trace import first_divergence
 
@@ -209,12 +209,3 @@ def divergence_gap(run: RunView, pair: ModelPair) -> float | None:
     if index is None:
         return None
     return top2_logit_gap(pair, run.prompt_ids + baseline.token_ids[:index])
-
-
-def run_to_end(request: Request) -> tuple[RunView, ModelPair]:
-    pair = request.load()
-    prompt_ids = request.encode(pair)
-    progress = None
-    for progress in stream_run(request, pair, prompt_ids):
-        pass
-    return progress.run, pair

@@ -1,15 +1,12 @@
-"""Plotly figures of a run, built from traces only (never from models or the UI clock), and the
-page's figure style (`base_figure`, `with_hint`, `separate_title_and_legend`) that the teaching
-sections' figures (specviz.app.teach) share.
+"""Plotly figures of a run, built from traces only (never from models or the UI clock), and the page's
+figure style (`base_figure`, `with_hint`, `separate_title_and_legend`) that every chart shares.
 
-Every function takes finished or partial traces and returns a `plotly.graph_objects.Figure`;
-an empty trace gives an empty figure with a hint, so the app can draw them from the first
-event on. `decision_distributions` draws one round's deciding position, for the inspector and
-step mode alike.
+An empty trace gives an empty figure with a hint, so the page draws them from the first event on.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -17,14 +14,15 @@ import plotly.graph_objects as go
 from specviz.catalogue import lane_info
 from specviz.decoding.events import RoundEvent
 from specviz.app.palette import COLORS
+from specviz.app.render.rule import OWN_PICK
 from specviz.analysis.trace import Trace, speedup
 from specviz.app.wording import every
 
 HEIGHT = 280
 MARGIN_TOP = 45
 BAR_WIDTH = 0.8  # in rounds: fixed, else overlaid traces each size their bars by their own x spacing
-# The run's four charts: a title long enough ("Tokens vs time — speculative is 1.23× …") met the legend
-# in one band on a narrow page; one legend row fits each chart's width from 800 px up (one column there).
+# The run's four charts: a long title ("Tokens vs time — speculative is 1.23× …") gets its own band; one legend
+# row fits each chart's width from 800 px up (one column there).
 PAGE_LEGEND_ROWS = 1
 
 
@@ -83,11 +81,8 @@ def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
 
 
 def add_rejection_marks(figure: go.Figure, rounds: Sequence[RoundEvent]) -> None:
-    """A ✕ where each round's rejection fell, on top of its bar.
-
-    A round that accepted nothing has a zero-height bar: without the mark it is a blank gap,
-    and at γ = 1 every rejection would be invisible.
-    """
+    """A ✕ where each round's rejection fell, on top of its bar: a round that accepted nothing has a zero-height
+    bar, so without the mark at γ = 1 every rejection would be invisible."""
     rejected = [event for event in rounds if event.next_kind == "resample"]
     if not rejected:
         return
@@ -127,36 +122,21 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
 
 
 def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Figure:
-    """Tokens generated against seconds of model work, every lane; running speedup in the title."""
+    """Tokens generated against seconds of model work, every lane; the running speedup in the title, once both
+    lanes have something to show."""
     title = "Tokens vs time"
-    speedup = running_speedup(baseline, speculative)
-    if speedup is not None:
-        title += f" — speculative is {speedup:.2f}× the baseline's speed"
-    figure = base_figure(title, "seconds of model work", "tokens", legend_rows=PAGE_LEGEND_ROWS)
-    traces = (baseline, speculative, *others)
-    if not any(trace.timeline() for trace in traces):
-        return with_hint(figure, "press Run")
-    for trace in traces:
-        lane = lane_info(trace.lane or "baseline")
-        name = lane.label
-        timeline = trace.timeline()
-        if timeline:
-            figure.add_scatter(
-                x=[0.0] + [s for s, _ in timeline],
-                y=[0] + [n for _, n in timeline],
-                mode="lines",
-                line={"shape": "hv", "color": lane.colour, "width": 2.5},
-                name=name,
-                hovertemplate="%{x:.3f} s: %{y} tokens<extra>" + name + "</extra>",
-            )
-    return figure
-
-
-def running_speedup(baseline: Trace, speculative: Trace) -> float | None:
-    """Speculative tokens/s over baseline tokens/s, once both lanes have something to show."""
     if baseline.tokens_per_s > 0 and speculative.rounds and speculative.tokens_per_s > 0:
-        return speedup(baseline, speculative)
-    return None
+        title += f" — speculative is {speedup(baseline, speculative):.2f}× the baseline's speed"
+    figure = base_figure(title, "seconds of model work", "tokens", legend_rows=PAGE_LEGEND_ROWS)
+    timelines = [(lane_info(trace.lane or "baseline"), trace.timeline()) for trace in (baseline, speculative, *others)]
+    if not any(timeline for _, timeline in timelines):
+        return with_hint(figure, "press Run")
+    for lane, timeline in timelines:
+        if timeline:
+            figure.add_scatter(x=[0.0] + [s for s, _ in timeline], y=[0] + [n for _, n in timeline], mode="lines",
+                               line={"shape": "hv", "color": lane.colour, "width": 2.5}, name=lane.label,
+                               hovertemplate="%{x:.3f} s: %{y} tokens<extra>" + lane.label + "</extra>")
+    return figure
 
 
 def per_position_acceptance(speculative: Trace) -> go.Figure:
@@ -184,11 +164,10 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
 # model's pick) each model's softmax at temperature 1, the "… sure" the inspector's words quote.
 RULE_SERIES = ("q (draft)", "p (target)")
 SURE_SERIES = ("draft: how sure (softmax, T = 1)", "target: how sure (softmax, T = 1)")
+DECISION_TOKENS = 10  # bars per series
 
 
-def decision_distributions(
-    event: RoundEvent, labels: Mapping[int, str], max_tokens: int = 10, greedy: bool = False
-) -> go.Figure:
+def decision_distributions(event: RoundEvent, labels: Mapping[int, str], greedy: bool = False) -> go.Figure:
     """At the round's deciding position: q and p of the top tokens, and the residual if rejected.
 
     The deciding position is the first rejection (the correction comes from the residual
@@ -207,7 +186,7 @@ def decision_distributions(
     series = [entry for entry in series if entry[1]]  # a bonus position has no q, a kept draft no residual
     # the drafted token and the target's own always get a bar, however unlikely
     must = [token.token_id for token in event.drafted[position : position + 1]] + [event.next_id]
-    token_ids = list(dict.fromkeys(must + ordered_union([pairs for _, pairs, _ in series], max_tokens)))[:max_tokens]
+    token_ids = list(dict.fromkeys(must + ordered_union([pairs for _, pairs, _ in series])))[:DECISION_TOKENS]
     names = unique_names([label_of(token_id, labels) for token_id in token_ids], token_ids)
     highest = 0.0
     for name, pairs, color in series:
@@ -231,22 +210,19 @@ LEGEND_ROW_PX = 24  # one row of a horizontal legend
 
 
 def two_line_title(head: str, tail: str) -> str:
-    """`head tail` on one line where it fits a phone's chart, else broken before `tail` (a title ran past the edge)."""
+    """`head tail` on one line where it fits a phone's chart, else broken before `tail`."""
     return f"{head} {tail}" if len(head) + len(tail) < TITLE_LINE_CHARS else f"{head}<br>{tail}"
 
 
 def separate_title_and_legend(figure: go.Figure, legend_rows: int = 2) -> None:
-    """Title in its own top band, legend in the rows below it, just above the plot.
-
-    The inspector's title names the tokens and runs long; a legend sharing its band covered it.
-    Room is kept for the legend to wrap to `legend_rows` rows on a narrow page.
-    """
+    """Title in its own top band (the inspector's names tokens and runs long), legend in the `legend_rows` rows
+    below it (room to wrap on a narrow page), just above the plot."""
     title_lines = 1 + (figure.layout.title.text or "").count("<br>")
     shift = TITLE_LINE_PX * (title_lines - 1)  # see the title's pad below
     top = TITLE_ROW_PX + 2 * shift + LEGEND_ROW_PX * legend_rows
     figure.update_layout(
         # plotly sets a title's first line where a one-line title's would be and the rest below it, so anchored at the
-        # top, a title of two lines had its first line cut: each further line moves it down by one
+        # top, each further line moves it down by one, or its first line is cut
         title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 8 + shift},
                "x": 0.01, "xanchor": "left"},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "left", "x": 0.0},
@@ -269,22 +245,21 @@ def decision_title(event: RoundEvent, labels: Mapping[int, str], greedy: bool = 
                               "the target's own token was not kept")
     if event.next_kind == "resample" and position < len(event.drafted):
         token = event.drafted[position]
-        how = "the target's own pick" if greedy else "resampled"
+        how = OWN_PICK if greedy else "resampled"
         return two_line_title(f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected",
                               f"→ {how} {label_of(event.next_id, labels)}")
-    source = "the target's own pick" if greedy else "from p"
+    source = OWN_PICK if greedy else "from p"
     return two_line_title(f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted",
                           f"→ bonus {label_of(event.next_id, labels)}, {source}")
 
 
-def ordered_union(groups: Sequence[Sequence[tuple[int, float]]], limit: int) -> list[int]:
-    """Token ids in order of their best probability across the groups, at most `limit`."""
+def ordered_union(groups: Sequence[Sequence[tuple[int, float]]]) -> list[int]:
+    """Token ids in order of their best probability across the groups."""
     best: dict[int, float] = {}
     for pairs in groups:
         for token_id, prob in pairs:
             best[token_id] = max(best.get(token_id, 0.0), prob)
-    ranked = sorted((token_id for token_id in best if best[token_id] > 0), key=lambda t: -best[t])
-    return ranked[:limit]
+    return sorted((token_id for token_id in best if best[token_id] > 0), key=lambda t: -best[t])
 
 
 def unique_names(names: list[str], token_ids: list[int]) -> list[str]:
@@ -293,14 +268,15 @@ def unique_names(names: list[str], token_ids: list[int]) -> list[str]:
 
 
 def label_of(token_id: int, labels: Mapping[int, str]) -> str:
-    """A short, visible label for a token: quotes, with whitespace spelled out."""
+    """A token's label (quoted), or its id where it has no text."""
     text = labels.get(token_id)
     return f"#{token_id}" if text is None else quoted(text)
 
 
-def quoted(text: str) -> str:
-    """A token's text as a short, visible label: quotes, with whitespace spelled out."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥")
+def quoted(text: str, limit: int = 23) -> str:
+    """A token's text as a short, visible label: quotes, whitespace spelled out, a run of 3 or more spaces
+    counted (␣×8: indented code would make endless labels)."""
+    shown = re.sub(r" {3,}", lambda run: f"␣×{len(run.group())}", text.replace("\n", "↵").replace("\t", "⇥"))
     if shown.strip() == "":
         shown = shown.replace(" ", "␣")
-    return repr(shown) if len(shown) <= 24 else repr(shown[:22] + "…")
+    return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")

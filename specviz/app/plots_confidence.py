@@ -1,9 +1,6 @@
-"""Easy and hard tokens, drawn: acceptance against the target's confidence at each drafted position.
-
-Each judged draft is a point at the target's top probability there (x) and its verdict (y: 1 accepted,
-0 rejected, spread a little so points do not hide each other), its token as the hover label; behind the
-points each bucket's share accepted is a bar. Under the chart, one sentence says what it shows in the
-drafts' own numbers (specviz.analysis.confidence). The run's page and the γ sweep both draw it.
+"""Easy and hard tokens, drawn: acceptance against the target's confidence at each drafted position, each
+judged draft a point over its bucket's share accepted, and under the chart one sentence in the drafts' own
+numbers (specviz.analysis.confidence). The run's page and the γ sweep both draw it.
 """
 
 from __future__ import annotations
@@ -36,7 +33,8 @@ def spread(index: int) -> float:
 
 def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str], title: str = TITLE,
                              hint: str = "drafting starts after the target-only lane") -> go.Figure:
-    """The chart: per-bucket share accepted (bars) with every judged draft over it (points)."""
+    """Per-bucket share accepted (bars) with every judged draft over it (points: y 1 accepted, 0 rejected,
+    spread a little so points do not hide each other)."""
     figure = base_figure(title, X_TITLE, "share accepted · each point a draft", legend_rows=PAGE_LEGEND_ROWS)
     if not drafts:
         return with_hint(figure, hint)
@@ -53,7 +51,8 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
             marker={"size": 8, "color": COLORS["accepted" if accepted else "rejected"], "opacity": 0.85,
                     "symbol": "circle" if accepted else "x", "line": {"width": 0.5, "color": "#fff"}},
             hovertext=[label_of(draft.token_id, labels) for _, draft in chosen],
-            customdata=[[draft.round_index + 1, draft.draft_index + 1, where_text(draft)] for _, draft in chosen],
+            customdata=[[draft.round_index + 1, draft.draft_index + 1,
+                         "" if draft.gamma is None else f" of a run at γ = {draft.gamma}"] for _, draft in chosen],
             hovertemplate=("%{hovertext}: the target was %{x:.0%} sure · " + ("accepted" if accepted else "rejected")
                            + "<br>round %{customdata[0]}, draft %{customdata[1]}%{customdata[2]}<extra></extra>"),
         )
@@ -83,10 +82,6 @@ def drafted_labels(lane: LaneView) -> dict[int, str]:
             if texts is not None and index < len(texts.drafted):
                 labels[token.token_id] = texts.drafted[index] or labels.get(token.token_id, PART_LABEL)
     return labels
-
-
-def where_text(draft: JudgedDraft) -> str:
-    return "" if draft.gamma is None else f" of a run at γ = {draft.gamma}"
 
 
 def add_bucket_bars(figure: go.Figure, buckets: Sequence[ConfidenceBucket]) -> None:

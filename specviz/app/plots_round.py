@@ -1,23 +1,22 @@
-"""One round, drawn: its draft forwards one after another, then the one target forward that checked them all,
-on the lane's clock of "Where the time went" (specviz.analysis.timeline).
-
-The target's forward is one block split into the rows it computed: a chain's γ + 1 positions (each row judges
-the draft at its place, the last one gives the bonus), a rival round's extra guesses, a tree's nodes. The rows
-the text kept are lit, the cut follows the first rejection, and the rows after it are the ones both caches
-drop. Plain figures from one RoundEvent: the inspector and step mode draw the same picture.
+"""One round, drawn from its event for the inspector and step mode: its draft forwards one after another, then
+the one target forward that checked them all, split into the rows it computed, on the lane's clock of "Where the
+time went" (specviz.analysis.trace). The rows the text kept are lit; the rows after the cut both caches drop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import plotly.graph_objects as go
 
-from specviz.analysis.timeline import round_blocks, round_start_s
-from specviz.analysis.trace import Trace
+from specviz.analysis.trace import Trace, round_blocks, round_start_s
 from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, quoted, with_hint
+from specviz.app.plots import base_figure, decision_distributions, quoted, with_hint
+from specviz.app.plots_tree import tree_figure
 from specviz.app.render.lanes import RoundTexts
+from specviz.app.render.rule import OWN_PICK
+from specviz.app.render.tree_round import figure_words
 from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent, TokenKind
 
@@ -36,6 +35,14 @@ class Cell:
     hover: str
 
 
+def deciding_chart(event: RoundEvent, texts: RoundTexts | None, labels: Mapping[int, str], greedy: bool) -> go.Figure:
+    """The chart beside a round's words in the inspector and step mode: a tree round's tree beside its mask, else
+    the deciding position's q, p and residual."""
+    if event.is_tree and texts and texts.nodes:
+        return tree_figure(event, **figure_words(event, texts.nodes, greedy))
+    return decision_distributions(event, labels, greedy=greedy)
+
+
 def text_at(texts: list[str], index: int) -> str:
     return quoted(texts[index]) if index < len(texts) else "…"
 
@@ -43,7 +50,7 @@ def text_at(texts: list[str], index: int) -> str:
 def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
     """A chain's γ + 1 rows (with a rival round's guesses after the first): each judges the draft at its place,
     the last gives the bonus where every draft was kept."""
-    correction = "the target's own pick" if greedy else "resampled"
+    correction = OWN_PICK if greedy else "resampled"
     if event.gamma == 0:  # nothing drafted: one plain step
         own = text_at(texts.own, 0)
         return [Cell(own, "target", f"nothing drafted: one plain target step, which wrote {own}")]

@@ -1,10 +1,6 @@
-"""Where the time went, drawn: every lane's model work on one wall-clock axis (specviz.analysis.timeline).
-
-One row per lane, each from 0 on its own clock (the lanes run one after the other, never together, so
-each is drawn from its own start). Target forwards are tall blocks as wide as they took (a verify wider
-than a step where it costs more); draft forwards are thin blocks under them, kept in green and thrown away
-in vermillion; a verify is blue when all its drafts were kept (+ bonus) and orange when it met a rejection.
-The lane that finishes first is the faster one: the speedup is seen, not just read.
+"""Where the time went, drawn (specviz.analysis.trace): one row per lane, each from 0 on its own clock (the
+lanes run one after the other), target forwards as tall blocks as wide as they took and draft forwards as thin
+blocks under them. The lane that finishes first is the faster one: the speedup is seen, not just read.
 """
 
 from __future__ import annotations
@@ -13,8 +9,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from specviz.analysis.timeline import Block, lane_blocks, time_went_text
-from specviz.analysis.trace import Trace
+from specviz.analysis.trace import Block, Trace, lane_blocks, time_went_text
 from specviz.app import render
 from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, with_hint
@@ -84,7 +79,7 @@ def timeline(traces: Sequence[Trace]) -> go.Figure:
 
 
 def timeline_note_html(run: render.RunView | None) -> str:
-    """Where the time went, in words, under its chart (specviz.analysis.timeline)."""
+    """Where the time went, in words, under its chart (specviz.analysis.trace)."""
     names = run.lane_names if run else ()
     text = time_went_text([(lane_info(name).label, run.lane(name).trace, lane_info(name).drafts) for name in names])
     if not text:

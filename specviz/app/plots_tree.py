@@ -1,17 +1,11 @@
-"""A tree round drawn: the draft tree the one target pass checked, and beside it the mask
-that pass saw (who sees whom). Built from a round's event only, never from models; the words on each
-node (why it was kept, rejected or never examined) come from the inspector's renderer
+"""A tree round drawn from its event: the draft tree the one target pass checked, and beside it the mask
+that pass saw (who sees whom). Each node's words come from the inspector's renderer
 (specviz.app.render.tree_round), so the hover and the inspector's table say the same thing.
-
-`lay_out_tree` places the nodes (a pure function, tested): the last committed token on top, each
-node one row below its parent, leaves side by side in the tree's order and each parent centred over
-its children; `sees_matrix` is the tree mask (forward.tree_layout's rule, without torch).
 """
 
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz.app.palette import COLORS
-from specviz.app.plots import HEIGHT, separate_title_and_legend
+from specviz.app.plots import HEIGHT, quoted, separate_title_and_legend
 from specviz.decoding.events import RoundEvent, TreeNode
 
 ROOT = -1  # the last committed token: every depth-1 guess hangs from it
@@ -35,6 +29,7 @@ KIND_NAMES = {
 }
 ROW_PX = 70  # height per depth level, so labels of a deep tree do not collide
 NODE_SIZE = 16
+LABEL_CHARS = 12  # a node's or the mask's label, quoted
 
 
 @dataclass(frozen=True)
@@ -60,9 +55,9 @@ def children_in_order(nodes: Sequence[TreeNode]) -> dict[int, list[int]]:
 
 
 def lay_out_tree(nodes: Sequence[TreeNode]) -> list[PlacedNode]:
-    """Where each entry of a tree round sits: the root first, then the entries in their own order.
-    Leaves take x = 0, 1, 2, … in depth-first order, a parent sits at the mean of its children, so no
-    two edges cross and the walk's order reads left to right."""
+    """Where each entry of a tree round sits: the root (the last committed token) on top, then the entries in
+    their own order, each one row below its parent. Leaves take x = 0, 1, 2, … in depth-first order, a parent
+    sits at the mean of its children, so no two edges cross and the walk's order reads left to right."""
     children = children_in_order(nodes)
     xs: dict[int, float] = {}
     next_leaf = [0.0]
@@ -101,17 +96,9 @@ def plotly_text(text: str) -> str:
     return html.escape(text, quote=False).replace("\n", "<br>")
 
 
-def short_label(text: str, limit: int = 12) -> str:
-    """A token's text as a short quoted axis label, its whitespace drawn as marks."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥")
-    shown = shown.replace(" ", "␣") if shown.strip() == "" else shown
-    shown = re.sub(r" {2,}", lambda run: f"␣×{len(run.group())}", shown)  # indentation would widen the label
-    return repr(shown if len(shown) <= limit else shown[: limit - 1] + "…")
-
-
 def node_label(text: str, node: TreeNode) -> str:
     """A node's label: its token (struck through where rejected), and the drafter's probability of it."""
-    token = plotly_text(short_label(text))
+    token = plotly_text(quoted(text, LABEL_CHARS))
     token = f"<s>{token}</s>" if node.verdict == "rejected" else token
     if node.verdict in ("resample", "bonus"):
         return f"<b>{token}</b>"
@@ -159,7 +146,7 @@ def add_mask(figure: go.Figure, nodes: Sequence[TreeNode], texts: Sequence[str])
     """The mask as a small heatmap: a row per drafted node, the text as one column, then the nodes."""
     drafted = [node for node in nodes if node.verdict not in ("resample", "bonus")]
     sees = sees_matrix([node.parent for node in drafted])
-    names = [f"{i + 1} {short_label(texts[i])}" for i in range(len(drafted))]
+    names = [f"{i + 1} {quoted(texts[i], LABEL_CHARS)}" for i in range(len(drafted))]
     columns = ["text", *names]
     hover = [[plotly_text(f"{row_name} {'sees' if seen else 'does not see'} {column}"
                           f"{'' if seen else ' (another branch, or below it)'}")

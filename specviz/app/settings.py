@@ -89,10 +89,6 @@ class Setting:
         return self.name in CONFIG_FIELDS
 
 
-def engine_default(name: str) -> Any:
-    return getattr(ENGINE, name)
-
-
 def drafters_reading(name: str) -> tuple[str, ...]:
     return tuple(info.name for info in DRAFTER_CATALOGUE if name in info.settings)
 

@@ -1,10 +1,9 @@
 """Step mode's words, as HTML: the stages of one round (draft, verify, rival guesses, accept, verdict,
-correction, roll back) on the run's own tokens, the prefill and the finish; the drafting side's words
-are specviz.app.step_drafting. At temperature 0 the stages give the rule that decides there (the target's
-own top pick) instead of the coin r and the one-hot p and q. No gradio and no models, like
-specviz.app.render, whose token styles it reuses so a token looks the same in every part of the page.
-
-Every sentence names this run's own tokens and numbers; token text is always escaped.
+correction, roll back) on the run's own tokens, the prefill and the finish; the drafting side (what the drafter
+guessed and how sure it was, why it drafted fewer than γ, rival guesses); a tree round's stages, each node's why
+the inspector's line (specviz.app.render.tree_round), so the two never disagree. At temperature 0 the stages give
+the rule that decides there (the target's own top pick) instead of the coin r and the one-hot p and q. Tokens in
+render's styles, their text escaped; the rule's words are specviz.app.render.rule's.
 """
 
 from __future__ import annotations
@@ -12,14 +11,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from specviz.catalogue import drafter_info
-from specviz.decoding.events import FinishEvent, RoundEvent
-from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
-from specviz.app.render.tokens import GREEDY_RULE, inline_token, prob, status_html
+from specviz.decoding.events import DraftedToken, FinishEvent, RoundEvent
 from specviz.analysis.trace import Trace
-from specviz.app.wording import count, every
-from specviz.app.step_drafting import draft_sentence, listing, plain_token, rivals_sentence
-from specviz.app.step_tree import tree_stages
-from specviz.app.render.tree_round import tree_depth
+from specviz.app.palette import COLORS
+from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
+from specviz.app.render.rule import (
+    COIN_TEST, FREE_TOKEN, GREEDY_KEEP, GREEDY_RESIDUAL, GREEDY_RULE, OWN_PICK, RESIDUAL, RESIDUAL_MEANING, STAYS_EXACT,
+    TREE_RULE, bonus_source,
+)
+from specviz.app.render.tokens import escape_text, inline_token, prob, status_html, visible_text
+from specviz.app.render.tree_round import (
+    END_OF_TEXT_WORDS, drafted_nodes, node_lines, num_branches, own_index, own_line, tree_depth,
+)
+from specviz.app.wording import as_sentence, count, every
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
     from specviz.app.lab.step_mode import DraftRoom
@@ -92,7 +96,8 @@ def draft_stage(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftR
     """A round's first stage, which tells nothing of the verdicts (shown alone while a visitor guesses)."""
     if event.is_tree and texts.nodes:
         return tree_stages(event, texts.nodes, greedy)[0]
-    return ("draft", "Draft", draft_sentence(event, texts, drafter, room), draft_caption(event, texts))
+    proposed = listing([plain_token(text) for text, _ in drafts_in_order(event, texts)])
+    return ("draft", "Draft", draft_sentence(event, texts, drafter, room), f"proposed {proposed}")
 
 
 def max_kept(event: RoundEvent) -> int:
@@ -115,15 +120,18 @@ def guess_said(guess: str, event: RoundEvent) -> str:
     return f"You guessed {guess}: the target kept {kept} of {max_kept(event)} ({right})."
 
 
-def draft_caption(event: RoundEvent, texts: RoundTexts) -> str:
-    """A chain round's drafts in the drafter's own order (a rival the target took is not the guess it drafted first)."""
-    drafted = [texts.guesses[0], *texts.drafted[1:]] if event.guesses and texts.guesses else texts.drafted
-    return f"proposed {listing([plain_token(text) for text in drafted])}"
+def settle_caption(event: RoundEvent) -> str:
+    return f"{count(len(event.emitted_ids), 'token')} committed; the caches drop {count(event.num_dropped_rows, 'row')}"
+
+
+def fed_next_text(own_html: str) -> str:
+    """The target's own token: no forward has read it yet."""
+    return f" The new {own_html} is in no cache yet: the next round feeds it first."
 
 
 def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
     """Each stage of a chain round after its drafting in one line, the words of the round's drawing
-    (specviz.app.plots_round); the drafting's is draft_caption."""
+    (specviz.app.plots_round); the drafting's is draft_stage's."""
     own = inline_token(texts.next_text, event.own_kind) if texts.own else ""
     return {
         "verify": f"one target forward over {count(event.num_verify_rows, 'row')} judged them all at once",
@@ -131,8 +139,7 @@ def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
         "accept": listing([inline_token(text, event.verdict(index)) for index, text in enumerate(texts.drafted)]),
         "verdict": f"{event.num_accepted} of {count(event.gamma, 'draft')} accepted",
         "correction": f"the target adds {own}" if own else "the end of the text came first",
-        "rollback": (f"{count(len(event.emitted_ids), 'token')} committed; the caches drop "
-                     f"{count(event.num_dropped_rows, 'row')}"),
+        "rollback": settle_caption(event),
     }
 
 
@@ -174,7 +181,7 @@ def accept_list(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
             outcome += ", then dropped: it comes after the end-of-text token"
         lines.append(f"{inline_token(text, verdict)}: {accept_test(event, index, texts, greedy)} → {outcome}")
     items = "".join(f"<li>{line}</li>" for line in lines)
-    rule = f"{GREEDY_RULE[0].upper()}{GREEDY_RULE[1:]}." if greedy else "Draw r ~ U(0, 1) and keep the draft if r &lt; min(1, p/q):"
+    rule = as_sentence(GREEDY_RULE) if greedy else f"{escape_text(COIN_TEST)}:"
     return f"{rule}<ul style='margin:4px 0 0 0'>{items}</ul>"
 
 
@@ -183,7 +190,7 @@ def accept_test(event: RoundEvent, index: int, texts: RoundTexts, greedy: bool) 
     token = event.drafted[index]
     if greedy:
         if token.accepted:
-            return "the target's own pick too"
+            return f"{OWN_PICK} too"
         pick = target_pick_text(event, index, texts)
         return f"the target's pick here is {plain_token(pick)}" if pick is not None else "not the target's pick"
     sign = "&lt;" if token.accepted else "≥"
@@ -211,7 +218,7 @@ def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
 def correction_title(event: RoundEvent, greedy: bool) -> str:
     if event.next_kind != "resample":
         return "Bonus"
-    return "The target's own pick" if greedy else "Resample"
+    return OWN_PICK.capitalize() if greedy else "Resample"
 
 
 def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:
@@ -224,22 +231,18 @@ def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[in
     detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
     if event.next_kind == "resample":
         if greedy:
-            return (f"At the rejected position the target wrote its own top pick {own}. That is what the rule "
-                    f"norm(max(0, p − q)) comes to at temperature 0: p is all on the target's pick and q all on the "
-                    f"draft's, so what is left is the target's pick alone, and the text stays exactly the target's.")
+            return (f"At the rejected position the target wrote its own top pick {own}. "
+                    f"{escape_text(as_sentence(f'{GREEDY_RESIDUAL}, {STAYS_EXACT}'))}")
         residual = dict(detail.residual_top) if detail else {}
         share = (f"; it had {prob(residual[event.next_id])} of the residual's mass" if event.next_id in residual
                  else "; it was outside the residual's top tokens drawn in the chart")
-        return (f"At the rejected position the target drew {own} from norm(max(0, p − q)): what the target wants there, "
-                f"minus what the draft over-proposed, rescaled to sum to 1 (chart){share}. That subtraction is what keeps "
-                f"the output exactly the target's.")
+        return (f"At the rejected position the target drew {own} from {escape_text(RESIDUAL)}: {RESIDUAL_MEANING} "
+                f"(chart){share}. That subtraction is what keeps the output exactly the target's.")
     if greedy:
-        return (f"Every draft survived, so the verify forward's last position came free: the target's own top pick "
-                f"there, {own}, is the bonus token.")
+        return f"Every draft survived, so {FREE_TOKEN}: the target's own top pick there, {own}, is the bonus token."
     target = dict(detail.target_top) if detail else {}
     share = f" (p = {prob(target[event.next_id])})" if event.next_id in target else ""
-    return (f"Every draft survived, so the verify forward's last position came free: the target drew the bonus token "
-            f"{own} from p there{share}.")
+    return f"Every draft survived, so {FREE_TOKEN}: the target drew the bonus token {own} from p there{share}."
 
 
 def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int, drafter: str) -> str:
@@ -257,7 +260,7 @@ def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int,
     else:
         sentence += "Nothing to crop: every draft was kept."
     if texts.own:
-        sentence += f" The new {inline_token(texts.next_text, event.own_kind)} is in no cache yet: the next round feeds it first."
+        sentence += fed_next_text(inline_token(texts.next_text, event.own_kind))
     return sentence
 
 
@@ -268,7 +271,7 @@ def plain_step_stages(event: RoundEvent, texts: RoundTexts, drafter: str) -> lis
     return [
         ("draft", "Draft", f"Nothing drafted: {why}.", "nothing drafted"),
         ("verify", "Target step", f"One plain target forward, as the baseline would do: the target chose {own} "
-                                  f"(its top pick at temperature 0, a draw from p above it).",
+                                  f"({bonus_source(True)} at temperature 0, {bonus_source(False)} above it).",
          f"one plain target forward wrote {own}"),
         ("rollback", "Commit", "Nothing to roll back: one token in, one token kept.", "nothing to drop"),
     ]
@@ -287,3 +290,199 @@ def finish_html(trace: Trace, finish: FinishEvent, max_new_tokens: int) -> str:
 def step_status_html(message: str, round_number: int, done: bool, num_tokens: int, kind: str = "info") -> str:
     """The step's status line; its data attributes say where the run is (for people's tools and tests)."""
     return status_html(message, kind, round=round_number, done="true" if done else "false", tokens=num_tokens)
+
+
+# --- the drafting side ---------------------------------------------------------------------------------------
+
+
+def plain_token(text: str) -> str:
+    """A drafted token before the target has judged it: outlined in the draft's colour, no verdict yet."""
+    return (f'<span class="tok tok-proposed" style="border:1px solid {COLORS["draft"]};border-radius:3px;'
+            f'padding:0 2px;font-family:ui-monospace,Menlo,Consolas,monospace">{visible_text(text, keep_breaks=False)}</span>')
+
+
+def listing(items: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def drafts_in_order(event: RoundEvent, texts: RoundTexts) -> list[tuple[str, DraftedToken]]:
+    """A chain round's drafts in the drafter's own order: a rival the target took is not the guess it drafted first."""
+    drafts = list(zip(texts.drafted, event.drafted))
+    if event.guesses and texts.guesses:
+        drafts[0] = (texts.guesses[0], event.guesses[0])
+    return drafts
+
+
+def draft_sentence(event: RoundEvent, texts: RoundTexts, drafter: str, room: DraftRoom) -> str:
+    info = drafter_info(drafter)
+    drafts = drafts_in_order(event, texts)
+    proposals = [f"{plain_token(text)} ({q_words(token)})" for text, token in drafts]
+    sentence = info.draft_words.format(label=info.label, forwards=count(event.gamma, "forward"),
+                                       tokens=count(event.gamma, "token"), proposals=listing(proposals),
+                                       texts=listing([plain_token(text) for text, _ in drafts]))
+    if any(", " in q_words(token) for _, token in drafts):
+        sentence += " At temperature 0 q is 1 for any top guess: the percentage is how sure the drafter was."
+    return sentence + fewer_sentence(event, drafter, room)
+
+
+def q_words(token: DraftedToken) -> str:
+    """"q = 0.412"; at temperature 0, where q is 1 for any top guess, how sure the drafter was too."""
+    if token.draft_prob == 1.0 and token.draft_confidence is not None and token.draft_confidence < 0.995:
+        return f"q = 1, {token.draft_confidence:.0%} sure"
+    return f"q = {prob(token.draft_prob)}"
+
+
+def ordinal(number: int) -> str:
+    """1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st."""
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
+def fewer_sentence(event: RoundEvent, drafter: str, room: DraftRoom) -> str:
+    """" Only 1 of γ = 3: …" with the real cause (DraftRoom.fewer_cause); "" when the round drafted all it could."""
+    cause = room.fewer_cause(event)
+    if not cause:
+        return ""
+    planned = max(room.gamma, room.planned)
+    of = f"γ = {room.gamma}" if planned == room.gamma else f"the {planned} the heuristic γ schedule planned"
+    if cause == "unsure":
+        last = event.guesses[0] if event.guesses else event.drafted[-1]  # a rival round's: its first pick
+        why = (f"the drafter was only {last.draft_confidence:.0%} sure of its {ordinal(event.gamma)} draft, under the "
+               f"“draft only while sure” threshold {room.threshold:.2f}, so it stopped there: a draft it is unsure of "
+               f"is often rejected, and each extra draft makes the verify dearer.")
+        if event.guesses:
+            why += (f" Unsure of the round's first token, it offered its next {count(len(event.guesses) - 1, 'guess', 'guesses')} "
+                    f"for that position instead (rival guesses, stage 3).")
+    elif cause in ("limit", "context"):
+        limit = (f"the models' context leaves room for {count(room.room + 1, 'more token')}" if cause == "context"
+                 else f"the {room.limit}-token limit leaves room for {count(room.room + 1, 'more token')}")
+        why = f"{limit}, and a round adds its drafts plus one token of the target's own."
+    elif cause == "schedule":
+        why = (f"the heuristic γ schedule planned {room.planned} for this round (it takes 1 away after a round with a "
+               f"rejection and adds 2 after one whose drafts were all accepted).")
+    else:
+        why = drafter_info(drafter).fewer_words
+    return f" Only {event.gamma} of {of}: {why}"
+
+
+def dropped_guesses(texts: RoundTexts, kept: int) -> str:
+    return listing([inline_token(text, "rejected") for i, text in enumerate(texts.guesses) if i != kept])
+
+
+def rivals_sentence(event: RoundEvent, texts: RoundTexts) -> str:
+    """What rival guesses are, and what became of this round's (greedy only: DecodeConfig.rivals)."""
+    guesses = list(zip(texts.guesses, event.guesses))
+    (first_text, first), others = guesses[0], guesses[1:]
+    taken = event.taken_guess
+    ordinals = listing([ordinal(i + 2) for i in range(len(others))])
+    offered = listing([f"{plain_token(text)} ({token.draft_confidence:.0%})" for text, token in others])
+    sentence = (f"Unsure of its first token {plain_token(first_text)} ({first.draft_confidence:.0%} sure), the drafter "
+                f"also offered its {ordinals} guesses for that same position: {offered}. They rode along in the same "
+                f"target forward, each placed at that position (the target reads the text and that one guess, never "
+                f"the other guesses), so judging them took no extra pass. {GREEDY_KEEP.capitalize()}, so the target takes "
+                f"whichever guess is. ")
+    if taken is None:
+        return sentence + (f"Here none of the {len(guesses)} was: the first pick {inline_token(first_text, 'rejected')} "
+                           f"goes to the test below and is rejected, the rivals are dropped, and the target writes its "
+                           f"own token.")
+    taken_text = texts.guesses[taken]
+    if taken == 0:
+        return sentence + (f"Here it was the drafter's first pick {inline_token(taken_text, 'accepted')}: the round goes "
+                           f"on with it, and the rivals {dropped_guesses(texts, taken)} are dropped.")
+    return sentence + (f"Here it was {inline_token(taken_text, 'accepted')}, the drafter's {ordinal(taken + 1)} guess: the "
+                       f"round goes on with it as its one draft, and {dropped_guesses(texts, taken)} are dropped. Without rivals, the first pick "
+                       f"{inline_token(first_text, 'rejected')} would have been rejected and this token written by the "
+                       f"target alone, one token for the pass instead of two.")
+
+
+# --- a tree round ------------------------------------------------------------------------------------------------
+
+
+def grow_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
+    """What the drafter proposed: the tree's size and shape, and its guesses for the first token."""
+    drafted = drafted_nodes(event)
+    first = [f"{plain_token(texts[i])} ({event.nodes[i].draft_prob:.0%})" for i in drafted if event.nodes[i].depth == 1]
+    return (f"The drafter grew a tree of {count(len(drafted), 'guess', 'guesses')} on {num_branches(event)} branches, "
+            f"up to {tree_depth(event)} deep, in {count(event.num_draft_forwards, 'drafter pass', 'drafter passes')} (one per level, "
+            f"each over the whole frontier): it expanded its likeliest nodes, scored each by the product of its "
+            f"probabilities along the path, and kept the best. For the next token it offered {listing(first)}; the "
+            "chart draws the whole tree.")
+
+
+def tree_verify_sentence(event: RoundEvent) -> str:
+    num_nodes = len(drafted_nodes(event))
+    return (f"One target forward over the last committed token and all {count(num_nodes, 'guess', 'guesses')} at "
+            "once, under a tree mask (the heatmap beside the tree): each guess sees the text, the guesses above it and "
+            "itself, never another branch, and sits at the position its depth gives it. So every guess gets the very "
+            "p that single steps along its own path would give: one pass checks every branch.")
+
+
+def tried_nodes(event: RoundEvent) -> list[int]:
+    """The guesses the walk tried, in the order it tried them: level by level, siblings in the drafter's order."""
+    tried = [i for i in drafted_nodes(event) if event.nodes[i].verdict in ("accepted", "rejected")]
+    return sorted(tried, key=lambda i: (event.nodes[i].depth, i))
+
+
+def kept_tokens(event: RoundEvent, texts: Sequence[str]) -> list[str]:
+    """The kept path's guesses, drawn as kept tokens."""
+    return [inline_token(texts[i], "accepted") for i in drafted_nodes(event) if event.nodes[i].verdict == "accepted"]
+
+
+def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
+    """The guesses the walk tried, in the order it tried them, each with its verdict and why."""
+    lines = node_lines(event, texts, greedy)
+    items = "".join(f"<li>{inline_token(texts[i], event.nodes[i].verdict)}: "
+                    f"{escape_text(lines[i].split(chr(10), 1)[1])}</li>" for i in tried_nodes(event))
+    rule = as_sentence(GREEDY_KEEP if greedy else TREE_RULE)
+    return (f"From the top, try each node's children in the drafter's order; the first one kept becomes the node "
+            f"and the walk goes on below it. {rule}<ul style='margin:4px 0 0 0'>{items}</ul>")
+
+
+def kept_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
+    drafted = drafted_nodes(event)
+    kept = kept_tokens(event, texts)
+    unexamined = sum(event.nodes[i].verdict == "unexamined" for i in drafted)
+    rejected = sum(event.nodes[i].verdict == "rejected" for i in drafted)
+    path = f"The kept path: {listing(kept)}" if kept else "No guess was kept"
+    return (f"{path}. Of the other guesses, {rejected} tried and rejected, {unexamined} never examined (grey: a "
+            "guess above them failed, or a sibling was kept first); a chain would have checked one branch only.")
+
+
+def settle_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
+    num_kept = sum(node.verdict == "accepted" for node in event.nodes)
+    moved = (f"the {count(num_kept, 'kept guess', 'kept guesses')}' entries move right behind the text and the other "
+             "branches' are dropped" if num_kept else "no guess was kept, so every guess's entries are dropped")
+    own = own_index(event)
+    new = "" if own is None else fed_next_text(inline_token(texts[own], event.nodes[own].verdict))
+    return (f"Committed {count(len(event.emitted_ids), 'token')}. The verify wrote every guess into the target's "
+            f"KV cache: {moved}, and the drafter's own caches keep the same path.{new}")
+
+
+def tree_stages(event: RoundEvent, texts: Sequence[str], greedy: bool) -> list[tuple[str, str, str, str]]:
+    """A tree round's stages for step mode: (name, title, body HTML, its one-line caption)."""
+    own = own_index(event)
+    drafted = drafted_nodes(event)
+    if own is None:  # an accepted end-of-text ended the text inside the round
+        correction = ("correction", "The end of the text", as_sentence(END_OF_TEXT_WORDS),
+                      "the text ended on a kept guess")
+    else:
+        own_token = inline_token(texts[own], event.nodes[own].verdict)
+        correction = ("correction", "Bonus" if event.nodes[own].verdict == "bonus" else "The target's own token",
+                      f"{own_token}: {escape_text(own_line(event, own, texts, greedy))}.", f"the target adds {own_token}")
+    kept = kept_tokens(event, texts)
+    return [
+        ("draft", "Draft a tree", grow_sentence(event, texts),
+         f"{count(len(drafted), 'guess', 'guesses')} on {count(num_branches(event), 'branch', 'branches')}, up to {tree_depth(event)} deep"),
+        ("verify", "Verify every branch in one pass", tree_verify_sentence(event),
+         f"one target forward over {count(event.num_verify_rows, 'row')}, under the tree mask"),
+        ("accept", "Walk down the tree", walk_list(event, texts, greedy),
+         listing([inline_token(texts[i], event.nodes[i].verdict) for i in tried_nodes(event)])),
+        ("verdict", "Verdict", kept_sentence(event, texts),
+         f"the kept path: {listing(kept)}" if kept else "no guess kept"),
+        correction,
+        ("rollback", "Settle the caches", settle_sentence(event, texts),
+         settle_caption(event)),
+    ]

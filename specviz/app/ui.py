@@ -1,7 +1,7 @@
 """The Gradio app: the page's sections (specviz.app.ui_sections), wired to their handlers
 (specviz.app.ui_handlers), then the teaching sections (specviz.app.teach), and the `/generate` API.
 
-specviz's gradio modules are these and `teach`; nothing else imports gradio. One model job runs
+Only these, the `*_page` sections and `teach` import gradio (tests/test_layers.py). One model job runs
 at a time (the queue shows each visitor their position); Stop cancels a run; every bad input
 becomes a message in the page, never a traceback. Speed figures come from the engine's own
 clocks (via the trace), so the time spent here re-rendering never counts against any lane.
@@ -121,26 +121,13 @@ def wire_controls(page: Page) -> None:
 def generate(*values, **named):
     """Run the lanes to the end; the last value yielded is (target-only text, speculative text, stats).
 
-    The arguments, their types and defaults are specviz.app.settings' (API_SIGNATURE), in its order.
-    `pair` is a preset name (specviz.models.presets) or "custom" with target_id and draft_id. `chat` wraps the prompt in the pair's chat template where it has
-    one. `drafter` is "model" (the draft model), "prompt-lookup" (n-grams up to `ngram`
-    copied from the prompt and text so far) or "head" (the EAGLE-style head that reads the
-    target's hidden states; the default pair only); "" takes the pair's own (the head on the default pair,
-    the draft model elsewhere). `reference` adds a lane running transformers'
-    own generate() on the same pair. `precision` is "float32", "bfloat16" or "" (the device's
-    default); `draft_confidence` stops a round's drafting after a draft the drafter was less
-    sure of (0 = off); `gamma_schedule` is "constant" or "heuristic"; `rivals` (greedy) verifies the
-    drafter's next guesses beside a first draft it was unsure of (0 = off); `tree` drafts a tree of at most that
-    many tokens, γ deep, checked in one target pass (0 = a chain). Stats hold every lane's figures (with its text), the
-    measured and predicted speedup, α̂, c, the verify cost and the recommended γ; speeds come
-    from the engine's own timings. While the lanes run it yields their texts so far with empty
-    stats; a client's predict() returns only the last value, the finished run.
+    The arguments, their types and defaults are specviz.app.settings' (API_SIGNATURE), in its order: the
+    page's controls by their names. Stats hold every lane's figures (with its text), the measured and predicted
+    speedup, α̂, c, the verify cost and the recommended γ; speeds come from the engine's own timings. While the
+    lanes run it yields their texts so far with empty stats; a client's predict() returns only the last value.
     """
-    # A generator so that a cancelled call stops: gradio cancels (the client's job.cancel(), a
-    # closed page) only between yields. As a plain function the run went on to its end in a
-    # worker thread after gradio had already freed its concurrency slot, so cancelled runs kept
-    # the CPU or GPU from the next visitor and could pile up past the one-at-a-time queue.
-    # The return annotation documents the API: each value yielded is one such tuple.
+    # A generator so that a cancelled call stops: gradio cancels (the client's job.cancel(), a closed page) only
+    # between yields; a plain function ran on to its end in a worker thread after gradio had freed its slot.
     try:
         request = Request.parse(**settings.bind(settings.API_SIGNATURE, values, named))
         model_pair = request.load()

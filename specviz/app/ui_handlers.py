@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 import gradio as gr
 
 from specviz.app import render
-from specviz.catalogue import PAGE_LANES, drafter_info, lane_info
+from specviz.catalogue import drafter_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stopped_by, stream_events, stream_run
 from specviz.models.presets import default_drafter_for
 from specviz.app.settings import NAMES
@@ -29,7 +29,7 @@ from specviz.app.runs_page import runs_values
 from specviz.app.inspector_page import inspector_values
 from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
 from specviz.app.ui_sections import Page, chart_values
-from specviz.app.wording import count
+from specviz.app.lanes_page import done_summary, lane_values
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 # session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
@@ -48,21 +48,6 @@ def stopped_message(run: render.RunView | None) -> str:
     return "Stopped: the lanes show how far they got; pick a round or click a drafted token to inspect it."
 
 
-def done_summary(run: render.RunView) -> str:
-    """The status line at a run's end: each lane's tokens, then the speedup; greedy lanes that parted get no
-    speedup (it would compare different texts), the parting named instead."""
-    parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
-    summary = "Done: " + ", ".join(parts)
-    parting = run.greedy_parting()
-    if parting is not None:
-        return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
-                "so no speedup is given: see why below the lanes.")
-    speedup = render.stats_dict(run).get("speedup")
-    if speedup is not None:
-        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
-    return summary + "."
-
-
 def watch(session: str | None, run: render.RunView) -> None:
     live_runs[session] = run
     live_runs.move_to_end(session)
@@ -75,16 +60,6 @@ def session_of(request: gr.Request | None) -> str | None:
 
 
 # --- the page's values -----------------------------------------------------------------------------
-
-
-def lane_values(page: Page, run: render.RunView | None, active: str | None = None, stopped: bool = False) -> dict:
-    """Every lane box; one not in a run by default shows only while the run has it."""
-    htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
-    values = {}
-    for (name, box), html in zip(page.lanes.items(), htmls):
-        shown = lane_info(name).by_default or bool(run and run.has_lane(name))
-        values[box] = html if lane_info(name).by_default else gr.HTML(html, visible=shown)
-    return values
 
 
 def inspect_values(page: Page, run: render.RunView) -> dict:
@@ -114,7 +89,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
     if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
         return {page.status: gr.skip()}
     kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
-    values = {**kept, **lane_values(page, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
+    values = {**kept, **lane_values(page.lanes, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
     if progress.redraw_plots:
         values.update(zip(page.charts, chart_values(run, live_only=not (progress.finished or progress.lane_finished))))
     if progress.finished:
@@ -130,7 +105,7 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
 def stopped_values(page: Page, run: render.RunView) -> dict:
     """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
     generated stays inspectable."""
-    return {**lane_values(page, run, stopped=True), page.stats: render.stats_html(run, stopped=True),
+    return {**lane_values(page.lanes, run, stopped=True), page.stats: render.stats_html(run, stopped=True),
             **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
 
 
@@ -181,7 +156,7 @@ def cleared_values(page: Page) -> dict:
 def blank_values(page: Page) -> dict:
     """What a new run clears at once: lanes, stats, the round picker and the last run's download."""
     return {
-        **lane_values(page, None),
+        **lane_values(page.lanes, None),
         page.stats: render.stats_html(None),
         page.inspector.round_picker: gr.Dropdown(choices=[], value=None),
         page.replay.download: gr.DownloadButton(visible=False),

@@ -16,13 +16,12 @@ import torch
 from specviz.app import plots, plots_confidence, plots_timeline, render, runs_page
 from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
-from specviz.catalogue import PAGE_LANES, lane_info
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.inspector_page import Inspector, build_inspector
-from specviz.app.page_files import page_file
+from specviz.app.lanes_page import build_lanes
 from specviz.app.replay_page import Replay, build_replay
 from specviz.app.settings import SETTING, Setting
 from specviz.analysis.trace import Trace
@@ -220,19 +219,6 @@ def build_sampling() -> dict[str, gr.Component]:
     return controls
 
 
-def build_lanes() -> dict[str, gr.HTML]:
-    """One box per lane; a lane not in a run by default shows once a run has it. A drafting lane's
-    rounds open in the inspector on a click."""
-    empty = render.lanes_html(None, names=PAGE_LANES)
-    boxes = {}
-    with gr.Row(equal_height=False, elem_classes=["specviz-stack"]):
-        for name, html in zip(PAGE_LANES, empty):
-            info = lane_info(name)
-            boxes[name] = gr.HTML(html, elem_id=f"lane-{name}", visible=info.by_default,
-                                  js_on_load=page_file("round_click.js") + page_file("follow_lane.js") if info.drafts else page_file("follow_lane.js"))
-    return boxes
-
-
 def build_charts() -> list[gr.Component]:
     """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence, then
     where the time went (every forward on one clock) with its sentence."""
@@ -260,9 +246,7 @@ def build_page() -> Page:
             controls.update(pair_controls)
             controls.update(build_drafting())
             controls.update(build_sampling())
-    gr.HTML(render.legend_html(), elem_id="legend")
-    lanes = build_lanes()
-    stats = gr.HTML(render.stats_html(None), elem_id="stats")
+    lanes, stats = build_lanes()
     charts = build_charts()
     runs_so_far = runs_page.build_runs_so_far()
     replay = build_replay()

@@ -29,3 +29,8 @@ def p_equals(p_value: float | None) -> str:
 def duration_text(seconds: float) -> str:
     """"40 s", "4 min": how long something will take, as rough as an estimate is."""
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def as_sentence(words: str) -> str:
+    """Words as a sentence: a capital first letter and a full stop."""
+    return f"{words[:1].upper()}{words[1:]}."

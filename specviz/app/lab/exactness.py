@@ -6,10 +6,8 @@ The first token is the target's own sample at prefill in both lanes, so the seco
 token a speculative round decides: the test looks at the pair (token 1, token 2), whose exact
 probability p(t1)·p(t2 | t1) takes one batched target forward. Where the target is all but sure of
 that pair (a chat answer's "The capital"), the histogram would be one bar: the lab then adds the
-target's own greedy start to the prompt, up to where it is unsure (`unsure_lead`). `resample_from_target` is the
-classic mistake (resampling from p instead of norm(max(0, p − q))), for the learner to watch
-fail; it and a tree's wrong rule (typical.typical_acceptance, Medusa's) are the only lab-only code on the
-sampling path.
+target's own greedy start to the prompt, up to where it is unsure (`unsure_lead`). The two wrong rules,
+for the learner to watch fail, are the only lab-only code on the sampling path.
 """
 
 from __future__ import annotations
@@ -28,9 +26,10 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
-from specviz.decoding.sampling import ProbsFn, Verdict, accept_or_resample, accept_tree, sample
+from specviz.decoding.sampling import (
+    ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree, node_children, sample,
+)
 from specviz.decoding.rounds import AcceptRule, TreeRule
-from specviz.app.lab.typical import WRONG_TREE_WORDS, typical_acceptance
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
@@ -42,12 +41,15 @@ MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution sp
 SPREAD_TOP = 0.5
 MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (bounded: the wait stays short)
 WHISKER_SIGMAS = 2.0  # the chart's whiskers: the exact share ± this many standard errors of a bar
+TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold ε: a child with p(x) ≥ ε is always plausible
+TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha δ: where p is flat (high entropy H) the bar is δ·exp(−H)
+WRONG_TREE_WORDS = "Medusa's typical acceptance on the tree"
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
 LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
 
 
-# --- the wrong rule -------------------------------------------------------------------------------
+# --- the wrong rules ------------------------------------------------------------------------------
 
 
 def resample_from_target(
@@ -70,31 +72,53 @@ def resample_from_target(
     return verdict._replace(next_id=wrong_id, residual=target_probs[position])
 
 
-def accept_rule_for(wrong_rule: bool) -> AcceptRule:
-    return resample_from_target if wrong_rule else accept_or_resample
+def typical_acceptance(
+    node_ids: torch.Tensor,  # (N,)
+    parents: Sequence[int],  # (N,)
+    draft_probs: torch.Tensor | None,  # unused: typical acceptance never looks at q
+    target_probs: torch.Tensor,  # (1+N, vocab)
+    generator: torch.Generator,
+) -> TreeVerdict:
+    """A tree's wrong rule, with sampling.accept_tree's signature: Medusa's typical acceptance (Cai et al. 2024,
+    arXiv 2401.10774, §2.3.1), used in practice and not exact.
 
-
-def tree_rule_for(wrong_rule: bool) -> TreeRule:
-    """A tree round's rule: the exact walk, or its wrong counterpart (typical.typical_acceptance)."""
-    return typical_acceptance if wrong_rule else accept_tree
-
-
-def wrong_rule_words(config: DecodeConfig) -> str:
-    """What the wrong rule is in this run: a chain's resample from p, or a tree's typical acceptance."""
-    return WRONG_TREE_WORDS if config.tree else "resample from p"
+    Walking down the tree, it keeps the first child x the target finds plausible enough, p(x) ≥ min(ε, δ·exp(−H(p))),
+    with no coin: the drafter's first plausible guess wins every time, so its favourite tokens come out more
+    often than the target would write them (the exact rule keeps x with p′(x) and renormalises p′ after each
+    rejection). Where every child fails, the token is drawn from p, not from p′.
+    """
+    children = node_children(parents)
+    accept_probs = torch.full((node_ids.shape[0],), float("nan"))  # (N,) 1 or 0: no coin decides
+    uniforms = torch.full((node_ids.shape[0],), float("nan"))  # (N,)
+    token_ids = node_ids.tolist()
+    path: list[int] = []
+    node = -1
+    while True:
+        probs = target_probs[node + 1]  # (vocab,)
+        entropy = float(-(probs * probs.clamp_min(1e-30).log()).sum())
+        bar = min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
+        taken = None
+        for child in children[node]:
+            plausible = float(probs[token_ids[child]]) >= bar
+            accept_probs[child], uniforms[child] = float(plausible), 0.5  # r < 1 keeps it, r ≥ 0 rejects it
+            if plausible:
+                taken = child
+                break
+        if taken is None:
+            is_bonus = not children[node]
+            next_id = int(sample(probs.unsqueeze(0), generator))  # p, not p′: the rejected guesses' mass stays in
+            return TreeVerdict(tuple(path), next_id, is_bonus, accept_probs, uniforms, None if is_bonus else probs)
+        path.append(taken)
+        node = taken
 
 
 # --- drawing ----------------------------------------------------------------------------------------
 
 
 def lab_config(config: DecodeConfig, seed: int) -> DecodeConfig:
-    """The page's settings for one draw: room for one full round after the first token.
-
-    Token 2 is decided by the first round, so a draw stops there; 2 + γ new tokens let that
-    round draft all γ (the engine drafts fewer near max_new_tokens). EOS does not stop a draw:
-    the pair (EOS, next) is as much the target's as any other. The page's tree budget too: a tree's first
-    round decides token 2 by the tree's walk (and the wrong rule is then the tree's, typical acceptance).
-    """
+    """The page's settings (its tree budget too) for one draw: token 2 is decided by the first round, so a draw
+    stops there, and 2 + γ new tokens let that round draft all γ (the engine drafts fewer near max_new_tokens).
+    EOS does not stop a draw: the pair (EOS, next) is as much the target's as any other."""
     return replace(config, max_new_tokens=2 + config.gamma, stop_at_eos=False, inspect=False,
                    seed=seed % SEED_MODULUS)
 
@@ -139,7 +163,7 @@ class Bins:
     @property
     def draws_needed(self) -> int:
         """Draws before every bin expects MIN_EXPECTED of them: before that chi-square's p-value is not
-        trustworthy (at 20 draws of a lab planned for 500 it flagged the target against itself)."""
+        trustworthy."""
         rarest = min((prob for prob in self.probs if prob > 0), default=1.0)
         return math.ceil(MIN_EXPECTED / rarest - 1e-9)
 
@@ -154,11 +178,8 @@ class Bins:
 @torch.inference_mode()
 def exact_first_two(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig,
                     max_first: int = MAX_FIRST_IDS) -> tuple[torch.Tensor, torch.Tensor]:
-    """p(t1)·p(t2 | t1) for the max_first likeliest t1: (first_ids (m,), joint (m, vocab)) in float64.
-
-    The same warping the engine applies (ProbsFn), from one prompt forward and one batched
-    forward of the m candidate first tokens over copies of its KV cache.
-    """
+    """p(t1)·p(t2 | t1) in float64 for the max_first likeliest t1, warped as the engine warps (ProbsFn), from one
+    prompt forward and one batched forward of the m first tokens over copies of its KV cache."""
     to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     cache = DynamicCache()
@@ -181,14 +202,11 @@ def normalised(probs: torch.Tensor) -> torch.Tensor:
     return probs / probs.sum(-1, keepdim=True)
 
 
-def choose_bins(first_ids: torch.Tensor, joint: torch.Tensor, num_draws: int,
-                max_bins: int = MAX_BINS) -> Bins:
-    """The likeliest outcomes that expect ≥ 5 draws each (at most max_bins); "other" holds the rest.
-
-    Chosen from the exact distribution alone, never from the samples, so the test stays honest.
-    "Other" must expect ≥ 5 draws too: while it does not, its smallest neighbour joins it.
-    """
-    values, flat = joint.flatten().topk(min(max_bins, joint.numel()))  # (k,), (k,)
+def choose_bins(first_ids: torch.Tensor, joint: torch.Tensor, num_draws: int) -> Bins:
+    """The likeliest outcomes that expect ≥ 5 draws each (at most MAX_BINS); "other" holds the rest and must
+    expect ≥ 5 too: while it does not, its smallest neighbour joins it. Chosen from the exact distribution
+    alone, never from the samples, so the test stays honest."""
+    values, flat = joint.flatten().topk(min(MAX_BINS, joint.numel()))  # (k,), (k,)
     vocab = joint.shape[1]
     kept = [((int(first_ids[i // vocab]), int(i % vocab)), v)
             for v, i in zip(values.tolist(), flat.tolist()) if v * num_draws >= MIN_EXPECTED]
@@ -211,9 +229,9 @@ class LabStart:
 
 
 @torch.inference_mode()
-def unsure_lead(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, max_lead: int = MAX_LEAD) -> list[int]:
+def unsure_lead(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> list[int]:
     """The target's own greedy tokens after the prompt, up to the first position where its (warped) top
-    probability is at most SPREAD_TOP; where none is within max_lead tokens or before its end of text, up
+    probability is at most SPREAD_TOP; where none is within MAX_LEAD tokens or before its end of text, up
     to the least sure position seen. One cached target step per token."""
     to_probs = ProbsFn(config.temperature, config.top_k, config.top_p)
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
@@ -227,7 +245,7 @@ def unsure_lead(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, ma
         if lead and top < best_top:
             best, best_top = list(lead), top
         next_id = int(logits.argmax())
-        if len(lead) == max_lead or next_id == pair.eos_id:
+        if len(lead) == MAX_LEAD or next_id == pair.eos_id:
             return best
         lead.append(next_id)
         ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
@@ -264,11 +282,8 @@ def chi_square_survival(statistic: float, dof: int) -> float:
 
 
 def chi_square_p_value(counts: Sequence[int], probs: Sequence[float]) -> float | None:
-    """Pearson's goodness of fit of the counts to the probs; None with fewer than 2 bins or no draws.
-
-    An outcome the target gives probability 0 that was drawn anyway makes the statistic
-    infinite: p = 0.
-    """
+    """Pearson's goodness of fit of the counts to the probs; None with fewer than 2 bins or no draws; 0 where an
+    outcome of probability 0 was drawn (the statistic is infinite)."""
     total = sum(counts)
     if len(probs) < 2 or total == 0:
         return None
@@ -290,7 +305,7 @@ class LabTally:
     bins: Bins
     num_planned: int
     start: LabStart = field(default_factory=LabStart)
-    wrong_words: str = "resample from p"  # what the wrong rule is in this run (wrong_rule_words)
+    wrong_words: str = "resample from p"  # what the wrong rule is in this run: a chain's, or a tree's
     counts: dict[str, list[int]] = field(default_factory=dict)
     outside: dict[str, int] = field(default_factory=dict)  # draws of probability 0 (must stay 0)
 
@@ -344,8 +359,10 @@ def run_lab(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, num_dr
     check_lab(config, num_draws)
     start, prompt_ids, (first_ids, joint) = choose_start(pair, prompt_ids, config,
                                                          exact_first_two(pair, prompt_ids, config))
-    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start, wrong_words=wrong_rule_words(config))
-    accept_rule, tree_rule = accept_rule_for(wrong_rule), tree_rule_for(wrong_rule)
+    tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start,
+                     wrong_words=WRONG_TREE_WORDS if config.tree else "resample from p")
+    accept_rule, tree_rule = ((resample_from_target, typical_acceptance) if wrong_rule
+                              else (accept_or_resample, accept_tree))
     yield tally
     for index in range(num_draws):
         draw_config = lab_config(config, config.seed + index)

@@ -46,9 +46,9 @@ BOUNDARY_POINTS = 41
 
 
 def theory_view(alpha: float, cost_ratio: float, verify_cost: float = 1.0, measured_gamma: int | None = None,
-                measured_speedup: float | None = None, max_gamma: int = MAX_GAMMA) -> TheoryView:
+                measured_speedup: float | None = None) -> TheoryView:
     """The curves for sliders at (α, c, v); the (c, α) plane reaches past c so the point stays on it."""
-    gammas = tuple(range(1, max_gamma + 1))
+    gammas = tuple(range(1, MAX_GAMMA + 1))
     max_cost = max(1.0, 1.2 * cost_ratio)
     costs = tuple(max_cost * i / (BOUNDARY_POINTS - 1) for i in range(BOUNDARY_POINTS))
     return TheoryView(
@@ -59,7 +59,7 @@ def theory_view(alpha: float, cost_ratio: float, verify_cost: float = 1.0, measu
         speedups=tuple(theory.expected_speedup(alpha, gamma, cost_ratio) for gamma in gammas),
         speedups_with_verify=tuple(theory.expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in gammas),
         boundary_costs=costs,
-        boundary_alphas=tuple(theory.min_paying_alpha(cost, verify_cost, max_gamma) for cost in costs),
+        boundary_alphas=tuple(theory.min_paying_alpha(cost, verify_cost, MAX_GAMMA) for cost in costs),
         measured_gamma=measured_gamma,
         measured_speedup=measured_speedup,
     )

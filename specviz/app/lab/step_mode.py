@@ -42,11 +42,8 @@ class DraftRoom:
 
 
 class StepRun:
-    """Speculative decoding held between presses: each `advance` runs exactly one real round.
-
-    The engine's generator does the work; holding it and calling next() once per press is one
-    round, with the same seed, drafter and rule as a normal run, so the text ends up the same.
-    """
+    """Speculative decoding held between presses: each `advance` runs exactly one real round of the engine's own
+    generator, with the same seed, drafter and rule as a normal run, so the text ends up the same."""
 
     def __init__(self, pair: ModelPair, prompt_ids: list[int], config: DecodeConfig):
         self.events = speculative_decode(pair, prompt_ids, config)

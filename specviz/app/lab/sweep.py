@@ -1,8 +1,7 @@
 """The γ sweep: the bench's loop (specviz.analysis.bench) for one prompt, yielding after every timed run so a
-page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`).
-
-Where the page drafts a tree (a tree budget N > 0), every γ is timed twice, as a chain and as tree N, so the
-one rule (specviz.analysis.payoff) picks the budget as it picks γ: a tie goes to the chain, which verifies less.
+page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`). Where the page
+drafts a tree, every γ is timed as a chain and as that tree, and the one rule (specviz.analysis.payoff) picks
+between them as it picks γ.
 """
 
 from __future__ import annotations
@@ -112,8 +111,7 @@ class SweepView:
 
     @property
     def recommended_gamma(self) -> int | None:
-        """The one rule's γ (payoff.Payoff.chosen: a tie within the noise goes to the smaller γ) when it beats
-        the target alone beyond the noise; None: the target alone."""
+        """The one rule's γ (payoff.Payoff.recommended_gamma); None: the target alone."""
         return self.payoff.recommended_gamma if self.payoff is not None else None
 
     @property
@@ -153,7 +151,7 @@ class SweepView:
         return next(r for r in cells if r.gamma == chosen.gamma)
 
 
-def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA, spread: Spread | None = None) -> SweepView:
+def sweep_view(results: Sequence[BenchResult], spread: Spread | None = None) -> SweepView:
     """The chart's and the verdict's view of a sweep. `spread`: how far one run was measured to move here (a bench
     record's), which a cell of one run (one repeat) is judged with, as the page's statistics judge one run."""
     results = tuple(sorted(results, key=lambda r: (r.tree, r.gamma)))
@@ -163,7 +161,7 @@ def sweep_view(results: Sequence[BenchResult], max_gamma: int = MAX_GAMMA, sprea
     basis = chains or results  # the formula is a chain's: read α̂, c and v from the chain's cells
     alpha = statistics.median([r.acceptance_rate for r in basis])
     cost_ratio = statistics.median([r.c for r in basis])
-    gammas = tuple(range(1, max(max_gamma, max(r.gamma for r in results)) + 1))
+    gammas = tuple(range(1, max(MAX_GAMMA, max(r.gamma for r in results)) + 1))
     cell = max(basis, key=lambda r: r.median_speedup)
     payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r, spread) for r in results),
                     max(gammas))

@@ -1,11 +1,4 @@
-"""Runs → HTML, with no gradio and no models: one module per part of the page.
-
-- `tokens`: one token as HTML (escaping, visible whitespace, its kind's style), the legend, a status line;
-- `lanes`: each lane's coloured text as it grows, and `RunView`, the run the page keeps;
-- `stats`: one column per lane, measured speedup against the theory, the token-by-token check;
-- `inspector`: one round up close;
-- `explain`: the algorithm, pointed at this run's own tokens.
-"""
+"""Runs → HTML, with no gradio and no models: one module per part of the page (specviz/README.md's map)."""
 
 from specviz.app.render.explain import explain_html
 from specviz.app.render.inspector import default_round, find_round, inspector_html, round_choices

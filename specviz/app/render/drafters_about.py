@@ -106,27 +106,16 @@ def millions(count: int | None) -> str:
     return "?" if count is None else f"{count / 1e6:.1f} M"
 
 
-# --- the diagram: each drafter's path from what it reads to its guess ------------------------------------
-
-BOX = ("display:inline-block;padding:3px 8px;margin:2px 0;border-radius:6px;border:1px solid {border};"
-       "background:{fill};font-size:12.5px;white-space:nowrap")
-TARGET_BOX = BOX.format(border="#0072B2", fill="#e3eef8")  # what belongs to the target
-OWN_BOX = BOX.format(border="#CC79A7", fill="#f7e6ef")  # what belongs to the drafter
-PLAIN_BOX = BOX.format(border="#bbb", fill="#f6f6f6")
+# The diagram's boxes, by whose part each is: the target's (blue), the drafter's own (pink), neither.
+BOX_STYLES = {whose: ("display:inline-block;padding:3px 8px;margin:2px 0;border-radius:6px;"
+                      f"border:1px solid {border};background:{fill};font-size:12.5px;white-space:nowrap")
+              for whose, border, fill in (("target", "#0072B2", "#e3eef8"), ("own", "#CC79A7", "#f7e6ef"),
+                                          ("plain", "#bbb", "#f6f6f6"))}
 ARROW = '<span style="color:#888;margin:0 4px">→</span>'
 
 
-def box(text: str, style: str) -> str:
-    return f'<span style="{style}">{escape_text(text)}</span>'
-
-
-def path_row(name: str, parts: list[str]) -> str:
-    """One drafter's path, left to right, wrapping on a narrow screen."""
-    return (f'<div class="drafter-path" style="margin:6px 0;line-height:2"><b style="display:inline-block;'
-            f'min-width:11em">{escape_text(name)}</b> {ARROW.join(parts)}</div>')
-
-
-BOX_STYLES = {"target": TARGET_BOX, "own": OWN_BOX, "plain": PLAIN_BOX}
+def box(text: str, whose: str) -> str:
+    return f'<span style="{BOX_STYLES[whose]}">{escape_text(text)}</span>'
 
 
 def figure_words(figures: DrafterFigures) -> dict[str, object]:
@@ -136,17 +125,15 @@ def figure_words(figures: DrafterFigures) -> dict[str, object]:
 
 
 def diagram_html(figures: DrafterFigures) -> str:
-    """Where each drafter's guess comes from (blue: the target's own parts; pink: the drafter's)."""
+    """Each drafter's path from what it reads to its guess, left to right, wrapping on a narrow screen."""
     words = figure_words(figures)
-    rows = [path_row(info.label, [" + ".join(box(text.format(**words), BOX_STYLES[whose]) for text, whose in step)
-                                  for step in info.diagram])
-            for info in DRAFTER_CATALOGUE if info.diagram]
-    legend = (f'<div style="font-size:12px;color:#555">{box("blue", TARGET_BOX)} the target\'s own parts, '
-              f'computed anyway · {box("pink", OWN_BOX)} the drafter\'s own weights</div>')
+    rows = [f'<div class="drafter-path" style="margin:6px 0;line-height:2"><b style="display:inline-block;'
+            f'min-width:11em">{escape_text(info.label)}</b> '
+            + ARROW.join(" + ".join(box(text.format(**words), whose) for text, whose in step) for step in info.diagram)
+            + "</div>" for info in DRAFTER_CATALOGUE if info.diagram]
+    legend = (f'<div style="font-size:12px;color:#555">{box("blue", "target")} the target\'s own parts, '
+              f'computed anyway · {box("pink", "own")} the drafter\'s own weights</div>')
     return f'<figure class="drafters-diagram" style="margin:8px 0">{"".join(rows)}{legend}</figure>'
-
-
-# --- the words -----------------------------------------------------------------------------------------
 
 
 def sizes_html(figures: DrafterFigures) -> str:

@@ -6,26 +6,20 @@ from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
 from specviz.app.render.verdict import no_verdict_text, recommended_row, run_payoff
+from specviz.app.render.rule import (
+    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_KEEP, RESIDUAL, RULE_TEXT, WHY_EXACT, chance_text,
+)
+from specviz.app.render.stats import comparison_of
 from specviz.app.render.tokens import (
     END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
 )
-from specviz.analysis.trace import compare, speedup
+from specviz.analysis.trace import Comparison
 from specviz.app.wording import count, every
-
-# Q5, "why is the output still the target's?", in the one line a learner needs (here and in the stats).
-WHY_EXACT = (
-    "Why the text is still the target's: a draft x is kept with probability q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)), "
-    "and a rejection's correction is drawn from norm(max(0, p − q)), which holds exactly the rest, p(x) − min(p(x), q(x)); "
-    "the two add back to exactly p(x)."
-)
 
 INTRO = (
     "<p><b>Speculative decoding</b> (Leviathan et al. 2023; Chen et al. 2023) lets a small <i>draft</i> model "
-    "guess γ tokens one by one, then runs the big <i>target</i> model <b>once</b> over all of them. Each guess x "
-    "is kept with probability min(1, p(x)/q(x)), where q is the draft's probability and p the target's: the "
-    "page draws r ~ U(0,1) and keeps x if r &lt; min(1, p/q). At the first rejection the target replaces the "
-    "token with one drawn from the residual norm(max(0, p − q)); if every guess survives, the same target pass "
-    "yields one bonus token. This rule makes the output distributed <i>exactly</i> as if the target had "
+    "guess γ tokens one by one, then runs the big <i>target</i> model <b>once</b> over all of them. "
+    f"{escape_text(RULE_TEXT)} This rule makes the output distributed <i>exactly</i> as if the target had "
     "generated alone, only with fewer slow target passes.</p>"
     f'<p class="why-exact">{escape_text(WHY_EXACT)}</p>'
 )
@@ -48,35 +42,30 @@ def explain_html(run: RunView | None) -> str:
     chosen = {e.round_index: (e, explain_tree if e.is_tree else explain) for e, explain in (
         (rejected, explain_rejection), (bonus, explain_bonus), (rival, explain_rival), (tree, explain_tree)) if e is not None}
     points = [explain(lane, e) for _, (e, explain) in sorted(chosen.items())]
-    baseline, speculative = run.baseline.trace, lane.trace
-    if baseline.rounds and speculative.rounds:
-        points.append(explain_speed(run))
-        points.append(explain_sameness(run))
+    comparison = comparison_of(run)
+    if comparison is not None:
+        points += [explain_speed(run, comparison), explain_sameness(run)]
     items = "".join(f"<li style='margin-bottom:6px'>{point}</li>" for point in points)
     return INTRO + f"<p><b>In this run:</b></p><ul>{items}</ul>"
 
 
 def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
-    """One sentence on a round that ended in a rejection: p, q, min(1, p/q), r, then the resample."""
+    """One sentence on a round that ended in a rejection: at temperature 0 the target's own pick; above it p, q,
+    the chance to keep the draft and the coin, then the resample."""
     texts = lane.round_texts[event.round_index]
     proposed = " ".join(inline_token(text, event.verdict(i)) for i, text in enumerate(texts.drafted))
-    bad = event.drafted[event.num_accepted]
-    if lane.greedy:  # no coin decides at temperature 0: the target's own pick does
-        return (
-            f"In round {event.round_index + 1} the draft proposed {proposed}. The target kept {event.num_accepted}; at "
-            f"{inline_token(texts.drafted[event.num_accepted], 'rejected')} its own top pick was "
-            f"{inline_token(texts.next_text, 'resample')}{escape_text(target_sure_text(bad))}, while the drafter had guessed "
-            f"otherwise{escape_text(sure_text(bad))}. At temperature 0 a draft is kept only when it is the target's own "
-            f"pick, so the target wrote its pick itself: {count(event.num_accepted + 1, 'token')} for one target pass."
-        )
-    return (
-        f"In round {event.round_index + 1} the draft proposed {proposed}. The target accepted "
-        f"{event.num_accepted}; at {inline_token(texts.drafted[event.num_accepted], 'rejected')} it gave "
-        f"p = {prob(bad.target_prob)} against the draft's q = {prob(bad.draft_prob)}, so the chance to keep it was "
-        f"min(1, p/q) = {prob(bad.accept_prob)} and the draw r = {bad.r:.3f} rejected it. The target then resampled "
-        f"{inline_token(texts.next_text, 'resample')} from the residual distribution: "
-        f"{count(event.num_accepted + 1, 'token')} for one target pass."
-    )
+    bad, rejected = event.drafted[event.num_accepted], inline_token(texts.drafted[event.num_accepted], "rejected")
+    if lane.greedy:
+        why = (f"The target kept {event.num_accepted}; at {rejected} its own top pick was "
+               f"{inline_token(texts.next_text, 'resample')}{escape_text(target_sure_text(bad))}, while the drafter "
+               f"had guessed otherwise{escape_text(sure_text(bad))}. {GREEDY_CORRECTION.capitalize()}")
+    else:
+        chance = chance_text(prob(bad.accept_prob), f"{bad.r:.3f}", False)
+        why = (f"The target accepted {event.num_accepted}; at {rejected} it gave p = {prob(bad.target_prob)} against "
+               f"the draft's q = {prob(bad.draft_prob)}, so it was {escape_text(chance)}. The target then resampled "
+               f"{inline_token(texts.next_text, 'resample')} from the residual {escape_text(RESIDUAL)}")
+    return (f"In round {event.round_index + 1} the draft proposed {proposed}. {why}: "
+            f"{count(event.num_accepted + 1, 'token')} for one target pass.")
 
 
 def explain_rival(lane: LaneView, event: RoundEvent) -> str:
@@ -111,15 +100,14 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
     proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
     return (
         f"In round {event.round_index + 1} {every(event.gamma, 'draft')} {'was' if event.gamma == 1 else 'were'} "
-        f"accepted ({proposed}), so the verify pass also gave the bonus token {inline_token(texts.next_text, 'bonus')}: "
+        f"accepted ({proposed}), so {FREE_TOKEN}, the bonus {inline_token(texts.next_text, 'bonus')}: "
         f"{count(len(event.emitted_ids), 'token')} for one target pass."
     )
 
 
-def explain_speed(run: RunView) -> str:
+def explain_speed(run: RunView, comparison: Comparison) -> str:
     """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the γ to try next."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
-    comparison = compare(baseline, speculative, run.gamma)
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
     verdict = run_payoff(run, comparison)
@@ -134,18 +122,15 @@ def explain_speed(run: RunView) -> str:
         f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "
         f"{comparison.predicted_speedup:.2f}× at γ = {run.gamma}; here a verify cost v = {comparison.verify_cost:.2f} "
         f"steps, and with that in the denominator (γc + v) it predicts {comparison.predicted_with_verify:.2f}×. "
-        f"The clock measured {speedup(baseline, speculative):.2f}×. {judged}"
+        f"The clock measured {comparison.speedup:.2f}×. {judged}"
     )
 
 
 def explain_sameness(run: RunView) -> str:
     """Why the lanes print the same text (greedy) or different text (sampling), and why both are right."""
     if run.settings.get("temperature", 0) == 0:
-        return (
-            "With temperature 0 (greedy) both models pick their most likely token, so a draft is kept exactly when the "
-            "target would have picked it too: the lanes should print the same tokens, and the figures above say whether "
-            "they did, checked token by token."
-        )
+        return (f"{GREEDY_KEEP.capitalize()} (greedy: both models pick their most likely token), so the lanes should "
+                "print the same tokens, and the figures above say whether they did, checked token by token.")
     return (
         f"At temperature {run.settings.get('temperature')} each lane draws its own random sample, so their texts differ. "
         "The rule above makes each speculative token follow the target's own distribution exactly: the same "

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
+from specviz.app.render.rule import COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, TARGET_PICK, bonus_source
 from specviz.app.render.tokens import (
-    END_OF_TEXT, GREEDY_RULE, VERDICT_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text,
-    first_pick_title, own_reason, prob, quoted, r_text, rivals_text, stopped_unsure_text,
-    sure_text, target_sure_text, token_span,
+    END_OF_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
+    prob, quoted, r_text, rejected_index, rivals_text, stopped_unsure_text, sure_text, target_sure_text, timing_text,
+    token_span,
 )
 from specviz.app.render.tree_round import drafted_nodes, tree_inspector_html
-from specviz.app.wording import count, every
+from specviz.app.wording import as_sentence, count, every
 
 
 def round_label(event: RoundEvent, texts: RoundTexts | None, greedy: bool = False) -> str:
@@ -43,17 +44,12 @@ def round_choices(run: RunView) -> list[tuple[str, int]]:
 def default_round(run: RunView) -> int | None:
     """The first round with a rejection (the interesting case), else the first round."""
     rounds = [event for event in run.speculative.trace.rounds if event.gamma > 0]
-    for event in rounds:
-        if event.next_kind == "resample":
-            return event.round_index
-    return rounds[0].round_index if rounds else None
+    chosen = next((event for event in rounds if event.next_kind == "resample"), rounds[0] if rounds else None)
+    return None if chosen is None else chosen.round_index
 
 
 def find_round(run: RunView, round_index) -> RoundEvent | None:
-    for event in run.speculative.trace.rounds:
-        if event.round_index == round_index:
-            return event
-    return None
+    return next((event for event in run.speculative.trace.rounds if event.round_index == round_index), None)
 
 
 CELL = 'style="padding:3px 10px;border-bottom:1px solid #eee;text-align:right"'
@@ -61,9 +57,9 @@ LEFT = 'style="padding:3px 10px;border-bottom:1px solid #eee"'
 # The table's columns: at temperature 0 only how sure the drafter was and the target's own pick decide
 # anything (q and p are one-hot, r is drawn but compared with 0 or 1); above it, the rule's own numbers.
 GREEDY_COLUMNS = (("#", "left"), ("token", "left"), ("the drafter was … sure", "right"),
-                  ("the target's own pick here", "left"), ("verdict", "left"))
+                  (f"{OWN_PICK} here", "left"), ("verdict", "left"))
 SAMPLED_COLUMNS = (("#", "left"), ("token", "left"), ("q(x) draft", "right"), ("p(x) target", "right"),
-                   ("min(1, p/q)", "right"), ("r ~ U(0,1)", "right"), ("verdict", "left"))
+                   (KEEP_CHANCE, "right"), (COIN, "right"), ("verdict", "left"))
 
 
 def confidence_cell(token) -> str:
@@ -86,11 +82,9 @@ def draft_rows(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[str]:
         verdict = event.verdict(i)
         text = texts.drafted[i] if i < len(texts.drafted) else ""
         if i == 0 and event.took_rival:
-            number, verdict_text = f"rival {event.taken_guess + 1}", "taken: the target's own pick"
+            number, verdict_text = f"rival {event.taken_guess + 1}", f"taken: {OWN_PICK}"
         else:
-            number, verdict_text = str(i + 1), draft_verdict_text(event, i)
-            if greedy and verdict_text == VERDICT_TEXT.get(verdict):  # not "dropped after the end of text"
-                verdict_text = GREEDY_VERDICT[verdict]
+            number, verdict_text = str(i + 1), draft_verdict_text(event, i, greedy)
         if greedy:
             cells = f"<td {CELL}>{confidence_cell(token)}</td><td {LEFT}>{pick_cell(event, i, texts)}</td>"
         else:
@@ -104,14 +98,6 @@ def draft_rows(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[str]:
     return rows
 
 
-TARGET_PICK = "the target's own top pick here"
-GREEDY_VERDICT = {
-    "accepted": "kept: the target's own pick too",
-    "rejected": "rejected: not the target's own pick",
-    "unexamined": "not examined (after the rejection)",
-}
-
-
 def pick_cell(event: RoundEvent, index: int, texts: RoundTexts) -> str:
     pick = target_pick_text(event, index, texts)
     kind = "accepted" if event.verdict(index) == "accepted" else "resample"
@@ -120,7 +106,7 @@ def pick_cell(event: RoundEvent, index: int, texts: RoundTexts) -> str:
 
 def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: str | None) -> str:
     """The target's own token of the round: where it came from (Q2), with its q and p where recorded."""
-    kind = "resample" if event.next_kind == "resample" else "bonus"
+    kind = event.own_kind
     how = own_reason(event, greedy, rejected_text)
     if greedy:
         cells = f"<td {CELL}>—</td><td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>"
@@ -128,36 +114,33 @@ def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: s
         draft_prob, target_prob, residual_prob = own_token_probs(event)
         if kind == "resample" and residual_prob is not None:
             how += f" (residual probability {prob(residual_prob)})"
-        q_cell = prob(draft_prob) if draft_prob is not None else "—"
-        p_cell = prob(target_prob) if target_prob is not None else "—"
-        cells = f"<td {CELL}>{q_cell}</td><td {CELL}>{p_cell}</td><td {CELL}>—</td><td {CELL}>—</td>"
+        cells = "".join(f"<td {CELL}>{'—' if value is None else prob(value)}</td>"
+                        for value in (draft_prob, target_prob, None, None))  # min(1, p/q) and r: nothing drafted here
     return (f'<tr class="inspect-row inspect-{kind}"><td {LEFT}>+</td>'
             f"<td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>{cells}<td {LEFT}>{escape_text(how)}</td></tr>")
 
 
 def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     """Q1 and Q2 for the round's deciding position in plain words, before any table."""
-    rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+    rejected = rejected_index(event)
     if event.took_rival:
         pick, pick_text, taken_text = event.guesses[0], texts.guesses[0], texts.drafted[0]
-        return (f"Why was {quoted(pick_text)} thrown away? The target's own top pick here was {quoted(taken_text)}"
+        return (f"Why was {quoted(pick_text)} thrown away? {TARGET_PICK.capitalize()} was {quoted(taken_text)}"
                 f"{target_sure_text(event.drafted[0])}, not the drafter's first pick {quoted(pick_text)}{sure_text(pick)}; "
                 f"{quoted(taken_text)} was the drafter's rival guess {event.taken_guess + 1}, checked in "
                 "the same target pass, so the round kept it.")
     if rejected is None:
         if ended_at_end_of_text(event):
             return f"The target kept {event.num_kept_drafts} of the drafts and {END_OF_TEXT}."
-        if greedy:
-            return (f"{every(event.gamma, 'draft').capitalize()} matched the target's own top pick, so "
-                    f"{'it was' if event.gamma == 1 else 'all were'} kept; the same target pass then gave one more "
-                    f"token, {quoted(texts.next_text)}, its own pick after {'it' if event.gamma == 1 else 'them'}, for free.")
-        return (f"{every(event.gamma, 'draft').capitalize()} {'was' if event.gamma == 1 else 'were'} accepted (each coin r "
-                f"fell below its min(1, p/q)); the same target pass then gave one more token, {quoted(texts.next_text)}, "
-                "sampled from p, for free.")
+        one = event.gamma == 1
+        kept = (f"matched the target's own top pick, so {'it was' if one else 'all were'} kept" if greedy
+                else f"{'was' if one else 'were'} accepted (each coin r fell below its {KEEP_CHANCE})")
+        return (f"{every(event.gamma, 'draft').capitalize()} {kept}; the same target pass then gave one more token, "
+                f"{quoted(texts.next_text)}, {bonus_source(greedy)}, for free.")
     text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""
     why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
     where = own_reason(event, greedy, text)
-    return (f"Why was {quoted(text)} rejected? {why[0].upper()}{why[1:]}. "
+    return (f"Why was {quoted(text)} rejected? {as_sentence(why)} "
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 
 
@@ -175,7 +158,7 @@ def inspector_html(run: RunView | None, round_index) -> str:
     greedy = run.speculative.greedy
     if event.is_tree and texts.nodes:
         return tree_inspector_html(event, texts.nodes, greedy)
-    rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+    rejected = rejected_index(event)
     rows = draft_rows(event, texts, greedy)
     if len(event.emitted_ids) > event.num_accepted:
         rows.append(own_row(event, texts, greedy, texts.drafted[rejected] if rejected is not None else None))
@@ -183,17 +166,13 @@ def inspector_html(run: RunView | None, round_index) -> str:
         f'<th style="padding:3px 10px;border-bottom:1px solid #ccc;text-align:{align}">{name}</th>'
         for name, align in (GREEDY_COLUMNS if greedy else SAMPLED_COLUMNS)
     )
-    timing = (
-        f"drafting {event.draft_s * 1000:.1f} ms ({count(event.num_draft_forwards, 'draft pass', 'draft passes')}), "
-        f"verifying {event.verify_s * 1000:.1f} ms (1 target pass)"
-    )
-    rule = f" At temperature 0 {GREEDY_RULE.split('at temperature 0 ')[1]}." if greedy else ""
+    rule = f" {as_sentence(GREEDY_RULE)}" if greedy else ""
     return (
         f'<div class="inspector"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
         f"{escape_text(answer_line(event, texts, greedy))}</p>"
         f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
-        f"and kept {event.num_accepted}. {timing}.{rule}"
+        f"and kept {event.num_accepted}. {timing_text(event)}.{rule}"
         f"{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
         f"{' ' + escape_text(rivals_text(event, texts.guesses, sentence=True)) + '.' if event.guesses and texts.guesses else ''}"
         f"{' ' + escape_text(PARTS_NOTE) if '' in (*texts.drafted, *texts.own) else ''}</p>"
@@ -207,8 +186,5 @@ def own_token_probs(event: RoundEvent) -> tuple[float | None, float | None, floa
     position = event.num_accepted
     if not event.details or position >= len(event.details):
         return None, None, None
-    detail = event.details[position]
-    found = [dict(pairs).get(event.next_id) for pairs in (detail.draft_top, detail.target_top, detail.residual_top)]
-    if not detail.draft_top:  # a bonus position: nothing was drafted there
-        found[0] = None
-    return found[0], found[1], found[2]
+    detail = event.details[position]  # a bonus position has no draft_top: nothing was drafted there
+    return tuple(dict(pairs).get(event.next_id) for pairs in (detail.draft_top, detail.target_top, detail.residual_top))

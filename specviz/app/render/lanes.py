@@ -2,9 +2,7 @@
 
 A `LaneView` is fed engine events plus a `decode` function (ids → text) and keeps the text of
 every token it has shown, so everything after the run (inspector, explainer) works from plain
-data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane; where the
-target took a rival guess, the drafter's own first pick (`RoundEvent.guesses[0]`) is drawn before it as
-the rejected first draft.
+data. Every token is drawn by one rule, `RoundEvent.shown_tokens()`, whatever the lane.
 """
 
 from __future__ import annotations
@@ -14,10 +12,9 @@ from typing import Callable, Sequence
 
 from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
-from specviz.app.render.empty_lanes import empty_lane_html
 from specviz.app.render.tokens import (
     LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting,
-    own_reason, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
+    own_reason, rejected_index, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
 from specviz.app.render.tree_round import node_texts, tree_mark
@@ -157,7 +154,7 @@ class LaneView:
     def round_html(self, event: RoundEvent, decode: Decode) -> str:
         texts = self.round_texts_of(event, decode)
         self.round_texts[event.round_index] = texts
-        rejected = event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
+        rejected = rejected_index(event)
         rejected_text = texts.drafted[rejected] if rejected is not None else None
         spans, num_own = [], 0
         for shown in event.shown_tokens():
@@ -201,11 +198,8 @@ class LaneView:
         """The generated text (no prompt), joined from the shown pieces that were kept."""
         pieces = [self.first_text] if self.trace.prefill else []
         for event in self.trace.rounds:
-            texts = self.round_texts.get(event.round_index)
-            if texts is None:
-                continue
-            pieces.extend(texts.drafted[: event.num_kept_drafts])
-            pieces.extend(texts.own)
+            texts = self.round_texts.get(event.round_index, RoundTexts([]))
+            pieces += texts.drafted[: event.num_kept_drafts] + texts.own
         return "".join(pieces)
 
     def html(self, title: str, status: str = "", run_id: int = 0, max_height_px: int = LANE_TEXT_MAX_PX,
@@ -213,11 +207,10 @@ class LaneView:
         """The lane as drawn; `parting`: the index of the token where the greedy lanes parted, marked."""
         trace = self.trace
         done = "true" if trace.done else "false"
-        figures = ""
-        if trace.prefill:
-            figures = f"{count(trace.num_tokens, 'token')} · {trace.wall_s:.2f} s · {trace.tokens_per_s:.1f} tokens/s"
-        if status:
-            figures = f"{figures} · {status}" if figures else status
+        measured = (f"{count(trace.num_tokens, 'token')} · {trace.wall_s:.2f} s · {trace.tokens_per_s:.1f} tokens/s"
+                    if trace.prefill else "")
+        figures = " · ".join(part for part in (measured, status) if part)
+        tokens = "".join(self.fragments)
         prompt = f'<span class="prompt" style="color:#8a8a8a">{visible_text(self.prompt_text)}</span>'
         if self.chat:  # the template's markup stays hidden: the user's words, then the answer
             prompt = (
@@ -232,23 +225,20 @@ class LaneView:
             f'margin:0 0 6px 2px;font-size:14px"><span>{escape_text(title)}</span>'
             f'<span class="lane-figures" style="font-weight:400;color:#555">{escape_text(figures)}</span></div>'
             f'<div class="lane-text" style="{LANE_STYLE}max-height:{max_height_px}px;overflow-y:auto">'
-            f'{prompt}{self.tokens_html(parting)}</div></div>'
+            f'{prompt}{tokens if parting is None else mark_parting(tokens, parting)}</div></div>'
         )
-
-    def tokens_html(self, parting: int | None) -> str:
-        tokens = "".join(self.fragments)
-        return tokens if parting is None else mark_parting(tokens, parting)
 
 
 class RunView:
-    """Everything the page shows about one run: its data (a `Run`) and a view per lane.
-
-    Kept in the session for the inspector, and the thing a saved run replays into.
-    """
+    """Everything the page shows about one run: its data (a `Run`) and a view per lane; kept in the session for the
+    inspector, and the thing a saved run replays into."""
 
     def __init__(self, prompt_text: str, prompt_ids: list[int], gamma: int, settings: dict, run_id: int = 0,
                  chat: bool = False, lanes: Sequence[str] = DEFAULT_LANES):
         self.run = Run(prompt_text, list(prompt_ids), {"gamma": gamma, **settings}, chat)
+        # the run's own fields, the same objects (the settings are one dict, whoever writes to it)
+        self.prompt_text, self.prompt_ids, self.settings, self.chat = (
+            self.run.prompt_text, self.run.prompt_ids, self.run.settings, self.run.chat)
         self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
         self.lane_names = tuple(lanes)  # the lanes this run will have, in order
         self.views: dict[str, LaneView] = {}
@@ -267,24 +257,8 @@ class RunView:
                    tuple(saved.lanes) or DEFAULT_LANES)
 
     @property
-    def prompt_text(self) -> str:
-        return self.run.prompt_text
-
-    @property
-    def prompt_ids(self) -> list[int]:
-        return self.run.prompt_ids
-
-    @property
-    def settings(self) -> dict:
-        return self.run.settings
-
-    @property
-    def chat(self) -> bool:
-        return self.run.chat
-
-    @property
     def gamma(self) -> int:
-        return self.run.settings.get("gamma", 0)
+        return self.settings.get("gamma", 0)
 
     def lane(self, name: str) -> LaneView:
         if name not in self.views:
@@ -362,6 +336,39 @@ def lane_title(run: RunView, name: str) -> str:
         except ValueError:  # a saved run's drafter this version lacks: the lane's own title
             pass
     return info.title
+
+
+# What each lane will show, said before the first run (the page's first view).
+EMPTY_LANE_WORDS = {
+    "baseline": "The target alone will write here, one token per forward pass: the plain way, to compare against.",
+    "speculative": "Speculative decoding will write here, a few tokens per target pass. Each guess of the drafter "
+                   "is coloured by what happened to it:",
+    "reference": "transformers' own generate() will write here, on the same models, when you switch it on.",
+}
+EMPTY_SPECULATIVE_KEY = (
+    ("accepted", "kept", "green: the target agreed with the drafter's guess"),
+    ("rejected", "thrown", "struck through: the target disagreed, so the guess was thrown away"),
+    ("resample", "own", "orange: the target's own token, written in its place"),
+    ("bonus", "bonus", "blue: a free extra token when every guess was kept"),
+)
+CLICK_WORDS = "After a run, click a coloured token to see why it was kept or thrown away."
+
+
+def empty_lane_html(name: str) -> str:
+    """A lane before any run: its title and what will appear in it (the speculative lane's colours explained on
+    sample tokens drawn as a run draws them), so the first view says what to watch."""
+    if name == "speculative":
+        samples = "".join(
+            f"<li>{token_span(sample, kind, words, keep_breaks=False)} {escape_text(words)}</li>"
+            for kind, sample, words in EMPTY_SPECULATIVE_KEY)
+        words = (f"{escape_text(EMPTY_LANE_WORDS[name])}<ul style='margin:4px 0 0 1.1em;padding:0'>{samples}</ul>"
+                 f"{escape_text(CLICK_WORDS)}")
+    else:
+        words = escape_text(EMPTY_LANE_WORDS.get(name, f"{lane_info(name).title} will write here."))
+    return (f'<div class="lane lane-{name} lane-empty" data-lane="{name}" data-done="false">'
+            f'<div class="lane-head" style="font-weight:600;margin:0 0 6px 2px;font-size:14px">'
+            f'{escape_text(lane_info(name).title)}</div>'
+            f'<div class="lane-text" style="{LANE_STYLE}color:#666;font-family:inherit">{words}</div></div>')
 
 
 def lanes_html(run: RunView | None, active: str | None = None, names: Sequence[str] | None = None,

@@ -3,16 +3,18 @@ and what a single run can and cannot tell."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here, gpu_words_for
 from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Payoff
-from specviz.app.render.explain import WHY_EXACT
 from specviz.catalogue import lane_info
 from specviz.models.presets import preset_name
 from specviz.app.render.lanes import RunView, lane_status
+from specviz.app.render.rule import WHY_EXACT
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, ran_on_gpu, recommended_row, run_payoff, same_text
+from specviz.app.render.verdict import no_verdict_text, on_gpu, recommended_row, run_payoff, same_text
 from specviz.app.render.tokens import escape_text
 from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
@@ -31,9 +33,7 @@ def comparison_of(run: RunView) -> Comparison | None:
     return None
 
 
-def payoff_of(run: RunView, comparison: Comparison) -> Payoff | None:
-    """The one verdict on this run (render.verdict.run_payoff); None where the lanes wrote different texts."""
-    return run_payoff(run, comparison)
+payoff_of = run_payoff  # the CLI's name for the one verdict on a run (None where the lanes wrote different texts)
 
 
 def stats_dict(run: RunView) -> dict:
@@ -43,17 +43,9 @@ def stats_dict(run: RunView) -> dict:
         stats[name] = run.lane(name).trace.summary()
     comparison = comparison_of(run)
     if comparison is not None:
-        stats.update(
-            speedup=comparison.speedup,
-            predicted_speedup=comparison.predicted_speedup,
-            predicted_with_verify=comparison.predicted_with_verify,
-            acceptance_rate=comparison.acceptance_rate,
-            cost_ratio=comparison.cost_ratio,
-            verify_cost=comparison.verify_cost,
-            best_gamma=comparison.best_gamma,  # the formula's best γ: a prediction
-            predicted_pays=comparison.pays,
-        )
-        payoff = payoff_of(run, comparison)
+        stats.update(asdict(comparison))  # best_gamma is the formula's: a prediction, as is whether it pays
+        stats["predicted_pays"] = stats.pop("pays")
+        payoff = run_payoff(run, comparison)
         if payoff is not None:
             stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
                          verdict=payoff.verdict_text())
@@ -127,7 +119,7 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
 def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
-    payoff = payoff_of(run, comparison) if run.done else None
+    payoff = run_payoff(run, comparison) if run.done else None
     recommended_name, recommended = recommended_row(run, payoff)
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
@@ -169,11 +161,6 @@ def gap_text(run: RunView, comparison: Comparison) -> str:
     )
 
 
-def speed_words(speedup_value: float) -> str:
-    """"1.40× as fast as" or "0.85× the speed of": a slowdown is never worded as a gain."""
-    return "as fast as the target alone" if speedup_value >= 1.0 else "the speed of the target alone (slower)"
-
-
 def sampled_note(run: RunView) -> str:
     """At T > 0 the lanes write different samples of different lengths: say what the speedup compares."""
     temperature = run.settings.get("temperature", 0) or 0
@@ -187,8 +174,6 @@ def sampled_note(run: RunView) -> str:
 
 INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on memory, and int8 weights "
                        "halve it; only the guesses can change, never the output: the target verifies as loaded)")
-
-
 HARD_CASE_ON_A_CPU = "a big target on a GPU is the easy case, a small target on a CPU the hard one."
 HARD_CASE_ON_A_GPU = f"a big target is the easy case; a small one on a GPU is hard too: {LAUNCH_BOUND_GPU}."
 
@@ -202,7 +187,7 @@ def setup_html(run: RunView) -> str:
             f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
-            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if ran_on_gpu(run) else HARD_CASE_ON_A_CPU}"
+            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if on_gpu(settings) else HARD_CASE_ON_A_CPU}"
             f"{escape_text(gpu_figure_words(run))}</p>")
 
 
@@ -210,9 +195,8 @@ def gpu_figure_words(run: RunView) -> str:
     """After a CPU run of a pair the bench measured on a GPU, that figure: the page says it before the first run,
     and "would a GPU do better?" is asked after one too."""
     expectation = expect_here()
-    if ran_on_gpu(run) or expectation is None or not expectation.gpus:
-        return ""
-    if preset_name(str(run.settings.get("pair"))) != expectation.gpus[0].pair:
+    if (on_gpu(run.settings) or expectation is None or not expectation.gpus
+            or preset_name(str(run.settings.get("pair"))) != expectation.gpus[0].pair):
         return ""
     return gpu_words_for(expectation.gpus)
 
@@ -309,11 +293,9 @@ def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, par
              + card_tile("α̂: drafts accepted", f"{comparison.acceptance_rate:.0%}", "of the drafts the target examined",
                          "alpha"))
     verdict = ""
-    if payoff is not None:  # never a verdict on unequal work
-        verdict = (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
-                   f"<b>{escape_text(payoff.verdict_text())}</b></p>")
-    elif run.done and parting is None:  # sampled lanes of different texts: no verdict either
-        verdict = f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict_text(run))}</b></p>'
+    if payoff is not None or (run.done and parting is None):  # never a verdict on unequal work: say why not
+        pays, words = (str(payoff.pays).lower(), payoff.verdict_text()) if payoff else ("none", no_verdict_text(run))
+        verdict = f'<p class="verdict" data-pays="{pays}" style="margin:6px 0 2px"><b>{escape_text(words)}</b></p>'
     return f'<div class="result-card"><div style="display:flex;gap:10px;flex-wrap:wrap">{tiles}</div>{verdict}</div>'
 
 
@@ -324,7 +306,8 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
         f'<b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free verify; with the verify '
         f'cost measured here (v = {comparison.verify_cost:.2f}), <b class="predicted-with-verify">'
         f"{comparison.predicted_with_verify:.2f}×</b>; the clock measured {comparison.speedup:.2f}× "
-        f"{speed_words(comparison.speedup)}.</p>"
+        # a slowdown is never worded as a gain
+        f"{'as fast as the target alone' if comparison.speedup >= 1 else 'the speed of the target alone (slower)'}.</p>"
     )
     text += setup_html(run) + sampled_note(run)
     reference = run.lane("reference").trace if run.has_lane("reference") else None
@@ -334,15 +317,11 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    on_screen = on_screen_text(run)
-    if on_screen:
-        text += f'<p class="on-screen" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(on_screen)}</p>'
-    gap = gap_text(run, comparison) if run.done and same_text(run) else ""
-    if gap:
-        text += f'<p class="gap" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(gap)}</p>'
-    tau = tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""
-    if tau:
-        text += f'<p class="tau" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(tau)}</p>'
+    notes = (("on-screen", on_screen_text(run)),
+             ("gap", gap_text(run, comparison) if run.done and same_text(run) else ""),
+             ("tau", tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""))
+    text += "".join(f'<p class="{name}" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(words)}</p>'
+                    for name, words in notes if words)
     if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
@@ -365,7 +344,7 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
     if comparison is None:
         return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
     parting = run.greedy_parting()
-    payoff = payoff_of(run, comparison) if run.done else None
+    payoff = run_payoff(run, comparison) if run.done else None
     parted = parted_html(run, parting, divergence_gap) if parting is not None else ""
     return parted + result_card(run, comparison, payoff, parting)
 
@@ -382,26 +361,24 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
             continue
         other = run.lane(name).trace
         index = first_divergence(baseline, other)
-        label = lane_info(name).label
         if index is None and other.num_tokens == baseline.num_tokens:
-            parts.append(f'<span class="agree" data-lane="{name}">{label}: identical to the target alone, '
-                         f"checked token by token ({baseline.num_tokens} tokens)</span>")
+            css, words = "agree", ("identical to the target alone, checked token by token "
+                                   f"({baseline.num_tokens} tokens)")
         elif index is None:
-            parts.append(f'<span class="agree" data-lane="{name}">{label}: agrees with the target alone wherever both have '
-                         f"tokens ({other.num_tokens} vs {baseline.num_tokens})</span>")
+            css, words = "agree", (f"agrees with the target alone wherever both have tokens ({other.num_tokens} vs "
+                                   f"{baseline.num_tokens})")
         elif greedy:
-            gap = f"; the target's top-2 logit gap there is {divergence_gap:.3g}" if divergence_gap is not None and name == "speculative" else ""
-            parts.append(
-                f'<span class="diverge" data-lane="{name}" data-index="{index}">{label}: parts from the target alone at '
-                f"token {index + 1}{gap}: the arithmetic differed, not the rule (see above)</span>"
-            )
+            gap = (f"; the target's top-2 logit gap there is {divergence_gap:.3g}"
+                   if divergence_gap is not None and name == "speculative" else "")
+            css, words = "diverge", (f"parts from the target alone at token {index + 1}{gap}: the arithmetic differed, "
+                                     "not the rule (see above)")
         else:
-            parts.append(
-                f'<span class="differ" data-lane="{name}" data-index="{index}">{label}: differs from the target alone from '
-                f"token {index + 1}, as it should at temperature {run.settings.get('temperature')}: both follow the "
-                "target's distribution, but each draws its own sample (the same distribution, not the same text); "
-                "the exactness lab shows the distributions agree</span>"
-            )
+            css, words = "differ", (
+                f"differs from the target alone from token {index + 1}, as it should at temperature "
+                f"{run.settings.get('temperature')}: both follow the target's distribution, but each draws its own "
+                "sample (the same distribution, not the same text); the exactness lab shows the distributions agree")
+        at = "" if index is None else f' data-index="{index}"'
+        parts.append(f'<span class="{css}" data-lane="{name}"{at}>{lane_info(name).label}: {words}</span>')
     items = "".join(f"<li>{part}.</li>" for part in parts)
     why = WHY_EXACT if run.greedy_parting() is None else (
         "The rule below keeps the target's text in exact arithmetic; this run's lanes parted because their "

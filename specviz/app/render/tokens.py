@@ -1,8 +1,6 @@
-"""One token as HTML: escaped, its whitespace made visible, styled by its kind (palette.TOKEN_STYLES).
-
-All token text is HTML-escaped; whitespace is kept (`white-space: break-spaces`) and newlines are
-drawn as ↵ so code keeps its shape; a token of only spaces or tabs is drawn as ␣ / ⇥, else it
-would be an empty box.
+"""One token as HTML: escaped, its whitespace made visible (↵ for a newline, so code keeps its shape; ␣ / ⇥ for a
+token of only spaces or tabs, else an empty box), styled by its kind (palette.TOKEN_STYLES); and the words of its
+hover: why a draft was kept or thrown away, where the target's own token came from.
 """
 
 from __future__ import annotations
@@ -12,7 +10,11 @@ import re
 
 from specviz.app.palette import TOKEN_STYLES
 from specviz.app.render.pieces import PART_LABEL
-from specviz.app.wording import every
+from specviz.app.render.rule import (
+    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, OWN_PICK, RESIDUAL, STAYS_EXACT,
+    TARGET_PICK, VERDICT_TEXT, bonus_source, chance_text,
+)
+from specviz.app.wording import count, every
 
 
 STRUCK = ("rejected", "unexamined")
@@ -25,14 +27,28 @@ SPACE_MARK = "␣"
 # A token holding only the first bytes of a character (an emoji, an Arabic or CJK letter): the character itself
 # is drawn on the token that completes it, right after this mark.
 PART_MARK = '<span class="part" style="color:#888;font-size:11px">⋯</span>'
+STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
 LEGEND_ITEMS = (
-    ("accepted", "accepted draft", "the target agreed (r < min(1, p/q))"),
-    ("rejected", "rejected draft", "struck through: r ≥ min(1, p/q), thrown away"),
+    ("accepted", "accepted draft", f"the target agreed (r < {KEEP_CHANCE})"),
+    ("rejected", "rejected draft", f"struck through: r ≥ {KEEP_CHANCE}, thrown away"),
     ("unexamined", "not examined", "drafted after a rejection, never checked"),
-    ("resample", "resampled", "the target's own token where a draft failed: its top pick at temperature 0, "
-                              "else drawn from norm(max(0, p − q))"),
-    ("bonus", "bonus", "every draft of the round accepted: the same target pass gives one more token"),
+    ("resample", "resampled", f"the target's own token where a draft failed: its top pick at temperature 0, "
+                              f"else drawn from {RESIDUAL}"),
+    ("bonus", "bonus", f"every draft of the round accepted: {FREE_TOKEN}"),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
+)
+# The legend's marks that are not token kinds: (the item's attributes, the mark, its name, its hover).
+LEGEND_MARKS = (
+    ("", f'<b style="color:#888">{STOP_MARK}</b>', "drafting stopped: draft unsure",
+     "the draft was unsure of its last token, so the round stopped drafting before γ"),
+    ("", '<sup style="color:#888;text-decoration:line-through">abc</sup>', "rival guesses",
+     "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"),
+    (' class="legend-part"', PART_MARK, "part of a character",
+     "a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
+     "the token after it completes the character and draws it"),
+    ("", '<sup style="color:#777;font-weight:600">3</sup>', "branches of a draft tree",
+     "a draft tree: the round guessed several branches and the target checked them all in one pass; "
+     "the number counts the branches, the text shows the path it kept"),
 )
 # break-spaces and overflow-wrap:anywhere: a run of indentation or a long unbroken token wraps inside
 # the box at any width (pre-wrap let trailing spaces hang past the border on a narrow page).
@@ -60,8 +76,9 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
     """Escaped token text with newlines drawn as ↵ (and kept as line breaks only if keep_breaks)."""
     if text == "":  # a token with no whole character of its own: bytes the next token completes (pieces.py)
         return PART_MARK
-    if is_blank(text):
-        return mark_whitespace(text)
+    if is_blank(text):  # each blank drawn as a faint mark (the token's text itself is unchanged)
+        marks = "".join(WHITESPACE_MARKS.get(char, SPACE_MARK) for char in text)
+        return f'<span class="ws" style="opacity:0.7">{marks}</span>'
     parts = []
     for i, line in enumerate(text.split("\n")):
         if i:
@@ -75,32 +92,15 @@ def visible_text(text: str, keep_breaks: bool = True) -> str:
 END_TOKEN = re.compile(r"<\|(?:im_end|endoftext|end|eot_id|end_of_text)\|>|</s>|<eos>")
 END_MARK = '<span class="end-token" style="font-variant:small-caps">‹end›</span>'  # a glyph every font has
 END_TITLE = "{name}: the end-of-text token, the model's way of saying its text is finished"
-
-
-# The chat template's other markers (<|im_start|>, a sampled draft may propose one): a short mark too, never raw.
+# The chat template's other markers (<|im_start|>, a sampled draft may propose one): a short small-caps word too
+# (‹start›), never raw.
 SPECIAL_TOKEN = re.compile(r"<\|(?:im_)?([a-z_]+)\|>")
 SPECIAL_TITLE = "{name}: a marker of the chat template, not text"
-
-
-def is_end_token(text: str) -> bool:
-    return END_TOKEN.fullmatch(text.strip()) is not None
-
-
-def special_mark(text: str) -> str | None:
-    """A chat template's marker drawn as a short small-caps word (‹start› for <|im_start|>); None for text."""
-    special = SPECIAL_TOKEN.fullmatch(text.strip())
-    return None if special is None else f'<span class="special-token" style="font-variant:small-caps">‹{special[1]}›</span>'
 
 
 def is_blank(text: str) -> bool:
     """Whitespace only and no newline: it would draw as nothing (a newline already draws as ↵)."""
     return text != "" and text.strip() == "" and "\n" not in text
-
-
-def mark_whitespace(text: str) -> str:
-    """Draw each blank character as a faint visible mark (the token's text itself is unchanged)."""
-    marks = "".join(WHITESPACE_MARKS.get(char, SPACE_MARK) for char in text)
-    return f'<span class="ws" style="opacity:0.7">{marks}</span>'
 
 
 def is_symbolic(text: str) -> bool:
@@ -121,10 +121,12 @@ def token_span(text: str, kind: str, title: str, keep_breaks: bool = True, extra
 
     A word's leading spaces (" Edinburgh") are drawn just before its coloured box, not in it: the line may wrap
     after them, and inside the box that left an empty coloured chip at the end of the line."""
-    end = is_end_token(text)
-    special = None if end else special_mark(text)
+    end = END_TOKEN.fullmatch(text.strip()) is not None
+    special = None if end else SPECIAL_TOKEN.fullmatch(text.strip())
     if end or special:
         title = f"{(END_TITLE if end else SPECIAL_TITLE).format(name=text.strip())}\n{title}"
+    if special:
+        special = f'<span class="special-token" style="font-variant:small-caps">‹{special[1]}›</span>'
     lead, text = split_leading_spaces(text)
     emphasis = SYMBOL_EMPHASIS if kind in STRUCK and is_symbolic(text) else ""
     classes = f"tok tok-{kind}" + (f" {extra_class}" if extra_class else "")
@@ -143,20 +145,11 @@ def legend_html() -> str:
         f'{token_span(name, kind, help_text, keep_breaks=False)}</span>'
         for kind, name, help_text in LEGEND_ITEMS
     )
-    stop_help = "the draft was unsure of its last token, so the round stopped drafting before γ"
-    items += (f'<span style="white-space:nowrap;color:#555" title="{stop_help}">'
-              f'<b style="color:#888">{STOP_MARK}</b> drafting stopped: draft unsure</span>')
-    rivals_help = "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"
-    items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{rivals_help}">'
-              f'<sup style="color:#888;text-decoration:line-through">abc</sup> rival guesses</span>')
-    part_help = ("a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
-                 "the token after it completes the character and draws it")
-    items += (f'<span class="legend-part" style="white-space:nowrap;color:#555;margin-left:14px" title="{part_help}">'
-              f'{PART_MARK} part of a character</span>')
-    tree_help = ("a draft tree: the round guessed several branches and the target checked them all in one pass; "
-                 "the number counts the branches, the text shows the path it kept")
-    items += (f'<span style="white-space:nowrap;color:#555;margin-left:14px" title="{tree_help}">'
-              f'<sup style="color:#777;font-weight:600">3</sup> branches of a draft tree</span>')
+    items += "".join(
+        f'<span{attributes} style="margin-right:14px;white-space:nowrap;color:#555" title="{escape_text(help_text)}">'
+        f'{mark} {name}</span>'
+        for attributes, mark, name, help_text in LEGEND_MARKS
+    )
     return f'<div class="legend" style="font-size:13px;line-height:2">{items}</div>'
 
 
@@ -186,18 +179,16 @@ def sure_text(token) -> str:
 
 
 def target_sure_text(token) -> str:
-    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1). Each
-    figure names its model: a kept draft's hover said "(it was 38% sure)" after "the target's own top pick",
-    where that figure was the drafter's and the target was far surer."""
-    return "" if getattr(token, "target_confidence", None) is None else f" (the target was {token.target_confidence:.0%} sure)"
+    """How sure the target was of its own top pick at a draft's position (its softmax at temperature 1), named
+    so: beside "the target's own top pick" an unnamed figure reads as the target's."""
+    return "" if token.target_confidence is None else f" (the target was {token.target_confidence:.0%} sure)"
 
 
 def both_sure_text(token) -> str:
     """A kept draft is both models' pick: how sure each was, each named."""
-    target = getattr(token, "target_confidence", None)
-    if target is None or token.draft_confidence is None:
+    if token.target_confidence is None or token.draft_confidence is None:
         return target_sure_text(token) or sure_text(token)
-    return f" (the target was {target:.0%} sure, the drafter {token.draft_confidence:.0%})"
+    return f" (the target was {token.target_confidence:.0%} sure, the drafter {token.draft_confidence:.0%})"
 
 
 def two_numbers(a: float, b: float) -> tuple[str, str]:
@@ -206,30 +197,20 @@ def two_numbers(a: float, b: float) -> tuple[str, str]:
     return shown if shown[0] != shown[1] or a == b else (f"{a:.3f}", f"{b:.3f}")
 
 
-def coin_text(token, verdict: str) -> str:
-    """Q1 at temperature > 0, in one line: the chance to keep the draft, and where the coin fell."""
-    chance, coin = two_numbers(token.accept_prob, token.r)
-    side = "below" if token.accepted else "above"
-    return f"accepted with probability min(1, p/q) = {chance}; the coin r = {coin} was {side} it, so {verdict}"
-
-
 def draft_reason(event, index: int, greedy: bool, draft_text: str, target_pick_text: str | None) -> str:
-    """Q1, "why was this draft kept or thrown away", in one plain line. At temperature 0 no coin decides:
-    a draft is kept exactly when it is the target's own top pick (`target_pick_text`, where known)."""
+    """Q1, "why was this draft kept or thrown away", in one plain line: above temperature 0 the chance to keep
+    it and where the coin fell; at 0 whether it was the target's own top pick (`target_pick_text`, where known)."""
     token = event.drafted[index]
     verdict = event.verdict(index)
     if verdict == "unexamined":
         return DROPPED_TEXT if token.accepted else "not examined: a draft before it was rejected, so the target never checked it"
     if not greedy:
-        return coin_text(token, verdict)
+        return f"{chance_text(*two_numbers(token.accept_prob, token.r), token.accepted)}, so {verdict}"
     if verdict == "accepted":
-        return f"kept: {quoted(draft_text)} was the target's own top pick here too{both_sure_text(token)}"
+        return f"kept: {quoted(draft_text)} was {TARGET_PICK} too{both_sure_text(token)}"
     pick = quoted(target_pick_text) if target_pick_text is not None else "another token"
     pick += target_sure_text(token) if target_pick_text is not None else ""
-    return f"rejected: the target's own top pick here was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
-
-
-GREEDY_RULE = "at temperature 0 a draft is kept exactly when it is the target's own top pick; no coin is drawn"
+    return f"rejected: {TARGET_PICK} was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
 
 
 def drafted_title(index: int, gamma: int, token, verdict: str, reason: str = "", greedy: bool = False) -> str:
@@ -241,7 +222,7 @@ def drafted_title(index: int, gamma: int, token, verdict: str, reason: str = "",
     sure = "" if token.draft_confidence is None else f" · the draft was {token.draft_confidence:.0%} sure of its top guess"
     return (
         f"{first}draft {index + 1}/{gamma} · q(x) = {prob(token.draft_prob)} · p(x) = {prob(token.target_prob)} · "
-        f"min(1, p/q) = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}{sure}"
+        f"{KEEP_CHANCE} = {prob(token.accept_prob)} · r = {r_text(token)} → {verdict}{sure}"
     )
 
 
@@ -251,7 +232,7 @@ def stopped_unsure_text(event) -> str:
         return ""
     last = event.guesses[0] if event.guesses else event.drafted[-1]  # a rival round's: the drafter's first pick
     # its top probability there, not q of the token it drew: a sampled draft may be an unlikely one
-    return (f"drafting stopped after {event.gamma} token{'s' if event.gamma != 1 else ''}: at the last one the "
+    return (f"drafting stopped after {count(event.gamma, 'token')}: at the last one the "
             f"draft's likeliest guess had only {last.draft_confidence:.0%}, below the confidence threshold, so "
             f"guessing on would likely be wasted verify work")
 
@@ -259,13 +240,13 @@ def stopped_unsure_text(event) -> str:
 def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
     """Q2, "where did the replacement come from", for the target's own token of a drafting round."""
     if event.next_kind != "resample":
-        source = "its own top pick after the last draft" if greedy else "sampled from p after the last draft"
-        return f"bonus: {every(event.gamma, 'draft')} accepted, so the target's verify pass gives one more token for free: {source}"
+        return (f"bonus: {every(event.gamma, 'draft')} accepted, so {FREE_TOKEN}: {bonus_source(greedy)} after the "
+                "last draft")
     instead = f", in place of the rejected {quoted(rejected_text)}" if rejected_text is not None else ""
     if greedy:
-        return f"the target's own pick{instead}: at temperature 0 the target writes its top token where a draft fails"
+        return f"{OWN_PICK}{instead}: {GREEDY_CORRECTION}"
     return (f"resampled from the leftover max(0, p − q){instead}: what the target wanted here beyond what the draft "
-            "offered, renormalised, so the text stays exactly the target's")
+            f"offered, renormalised, {STAYS_EXACT}")
 
 
 # --- rival guesses: greedy rounds whose unsure first draft had company at its position ------------------
@@ -274,7 +255,7 @@ def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
 def first_pick_title(event, guess_texts: list[str]) -> str:
     """The hover of the drafter's own first pick where the target took one of its rivals instead."""
     taken = event.taken_guess
-    return (f"rejected: the target's own top pick here was {quoted(guess_texts[taken])}"
+    return (f"rejected: {TARGET_PICK} was {quoted(guess_texts[taken])}"
             f"{target_sure_text(event.guesses[taken])}, the drafter's rival guess {taken + 1}; "
             f"the drafter guessed {quoted(guess_texts[0])} first{sure_text(event.guesses[0])}\n"
             f"draft 1/{event.gamma}, the drafter's first pick · {GREEDY_RULE}")
@@ -284,7 +265,7 @@ def taken_rival_title(event, guess_texts: list[str]) -> str:
     """The hover of the rival the target took: its place among the guesses, its own probability, and
     what rival guesses are."""
     taken = event.taken_guess
-    return (f"rival guess {taken + 1} — the target's own pick, taken: the drafter gave "
+    return (f"rival guess {taken + 1} — {OWN_PICK}, taken: the drafter gave "
             f"{quoted(guess_texts[taken])} {event.guesses[taken].draft_confidence:.0%}, less than its first pick "
             f"{quoted(guess_texts[0])}, and offered it beside that pick because it was unsure\n"
             f"{rivals_text(event, guess_texts, sentence=True)}")
@@ -308,16 +289,15 @@ def rivals_text(event, guess_texts: list[str], sentence: bool = False) -> str:
 
 
 def rival_text(text: str) -> str:
-    """A rival's text in the small struck marker; punctuation bolder and larger, else a rival "." was a
-    nearly invisible dot under the strike."""
+    """A rival's text in the small struck marker; punctuation bolder and larger, else a "." is a nearly
+    invisible dot under the strike."""
     shown = visible_text(text, keep_breaks=False)
     return f'<b class="rival-symbol" style="font-size:14px;padding:0 2px">{shown}</b>' if is_symbolic(text) else shown
 
 
 def rivals_marker(event, guess_texts: list[str]) -> str:
-    """The guesses the lane does not draw as drafts, small and struck through after the first draft (12.5 px in
-    #666: at 11 px in #888 a learner could not read them, 3.5:1 against white), explained on hover (the
-    drafter's first pick, where a rival won, is drawn as a draft before it)."""
+    """The guesses the lane does not draw as drafts, small (yet readable: 12.5 px in #666) and struck through after
+    the first draft, explained on hover (the drafter's first pick, where a rival won, is drawn as a draft before it)."""
     drawn = {0, event.shown_guess}
     others = [text for i, text in enumerate(guess_texts) if i not in drawn]
     if not others:
@@ -325,9 +305,6 @@ def rivals_marker(event, guess_texts: list[str]) -> str:
     struck = " ".join(rival_text(text) for text in others)
     return (f'<span class="rivals" title="{escape_text(rivals_text(event, guess_texts))}" '
             f'style="font-size:12.5px;color:#666;text-decoration:line-through;vertical-align:super">{struck}</span>')
-
-
-STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
 
 
 def stop_marker(event) -> str:
@@ -338,12 +315,6 @@ def stop_marker(event) -> str:
             f'style="color:#888;font-weight:bold">{STOP_MARK}</span>')
 
 
-
-VERDICT_TEXT = {
-    "accepted": "accepted (r < min(1, p/q))",
-    "rejected": "rejected (r ≥ min(1, p/q))",
-    "unexamined": "not examined (after the rejection)",
-}
 # One wording for a round that an accepted end-of-text token cut short, in the lane, the inspector, its
 # round list and the explainer (RoundEvent.num_kept_drafts decides which drafts it leaves in the text).
 END_OF_TEXT = "the text ended at the end-of-text token"
@@ -355,13 +326,24 @@ def ended_at_end_of_text(event) -> bool:
     return event.gamma > 0 and len(event.emitted_ids) == event.num_kept_drafts
 
 
-def draft_verdict_text(event, index: int) -> str:
-    """How drafted token `index` is described: its verdict, or dropped after an accepted end-of-text."""
+def draft_verdict_text(event, index: int, greedy: bool = False) -> str:
+    """How drafted token `index` is described: its verdict (at temperature 0 by the target's own pick, not r), or
+    dropped after an accepted end-of-text."""
     verdict = event.verdict(index)
     if verdict == "unexamined" and event.drafted[index].accepted:
         return DROPPED_TEXT
-    return VERDICT_TEXT[verdict]
+    return (GREEDY_VERDICT_TEXT if greedy else VERDICT_TEXT)[verdict]
 
+
+def timing_text(event) -> str:
+    """Where a round's time went: its draft passes, then its one verify."""
+    drafts = f"{event.draft_s * 1000:.1f} ms ({count(event.num_draft_forwards, 'draft pass', 'draft passes')})"
+    return f"drafting {drafts}, verifying {event.verify_s * 1000:.1f} ms (1 target pass)"
+
+
+def rejected_index(event) -> int | None:
+    """The drafted token the target rejected, where a rejection ended the round."""
+    return event.num_accepted if event.next_kind == "resample" and event.num_accepted < event.gamma else None
 
 
 def inline_token(text: str, kind: str) -> str:

@@ -1,18 +1,16 @@
-"""A tree round in words: each node's plain line (why it was kept, rejected or never
-examined; where the target's own token came from), the inspector's summary and table of the tree,
-and the lane's small mark on a round that checked more than a chain. The figure
-(specviz.app.plots_tree) hovers with these same lines.
-
-A tree round's event (RoundEvent.nodes) lists every drafted node with its parent, depth, the
-drafter's probability and its verdict, then the target's own token below the kept path.
+"""A tree round (RoundEvent.nodes: every drafted node, then the target's own token below the kept path) in words:
+each node's plain line (why it was kept, rejected or never examined; where the target's own token came from), which
+the figure (specviz.app.plots_tree) hovers with too, the inspector's summary and table, and the lane's small mark
+on a round that checked more than a chain.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from specviz.app.render.tokens import escape_text, prob, quoted, token_span
-from specviz.app.wording import count
+from specviz.app.render.rule import FREE_TOKEN, GREEDY_CORRECTION, OWN_PICK, STAYS_EXACT, bonus_source, coin_text
+from specviz.app.render.tokens import escape_text, prob, quoted, timing_text, token_span
+from specviz.app.wording import as_sentence, count
 from specviz.decoding.events import RoundEvent, TreeNode
 
 ROOT = -1
@@ -74,10 +72,8 @@ def tree_mark(event: RoundEvent) -> str:
 
 def taken_child(nodes: Sequence[TreeNode], parent: int) -> int | None:
     """The entry the walk went on with below `parent`: its accepted child, else the target's own token there."""
-    for i, node in enumerate(nodes):
-        if node.parent == parent and node.verdict in ("accepted", "resample", "bonus"):
-            return i
-    return None
+    return next((i for i, node in enumerate(nodes)
+                 if node.parent == parent and node.verdict in ("accepted", "resample", "bonus")), None)
 
 
 def after_text(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> str:
@@ -86,7 +82,7 @@ def after_text(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> s
 
 
 def tried_before(nodes: Sequence[TreeNode], index: int) -> list[int]:
-    """The siblings the walk tried (and rejected) before this node."""
+    """The siblings the walk tried (and rejected) before this node (for the target's own token: all that failed)."""
     parent = nodes[index].parent
     return [i for i in range(index) if nodes[i].parent == parent and nodes[i].verdict == "rejected"]
 
@@ -96,13 +92,13 @@ def rejected_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str], g
     if greedy:
         pick = taken_child(nodes, node.parent)
         pick_text = quoted(texts[pick]) if pick is not None else "another token"
-        return (f"rejected: the target's own pick here is {pick_text}; the drafter guessed {quoted(texts[index])} "
+        return (f"rejected: {OWN_PICK} here is {pick_text}; the drafter guessed {quoted(texts[index])} "
                 f"(it gave it {node.draft_prob:.0%})")
     earlier = tried_before(nodes, index)
     renorm = (f", p′ being p with {', '.join(quoted(texts[i]) for i in earlier)} (rejected before it) set to 0 and "
               "renormalised" if earlier else "")
     return (f"rejected: tried with p′(x) = {prob(node.accept_prob)} (p(x) = {prob(node.target_prob)}{renorm}); "
-            f"the coin r = {node.r:.3f} was above it")
+            f"{coin_text(f'{node.r:.3f}', False)}")
 
 
 def unexamined_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> str:
@@ -129,16 +125,14 @@ def own_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) 
     node = nodes[index]
     where = after_text(nodes, index, texts)
     if node.verdict == "bonus":
-        source = "its own pick" if greedy else "sampled from p"
-        return (f"bonus {where}: the kept path ends at a leaf, every guess on it accepted, so the same target pass "
-                f"gives one more token for free: {source}")
-    failed = [i for i in drafted_nodes(event) if nodes[i].parent == node.parent and nodes[i].verdict == "rejected"]
-    guesses = ", ".join(quoted(texts[i]) for i in failed) or "none"
+        return (f"bonus {where}: the kept path ends at a leaf, every guess on it accepted, so {FREE_TOKEN}: "
+                f"{bonus_source(greedy)}")
+    guesses = ", ".join(quoted(texts[i]) for i in tried_before(nodes, index)) or "none"
     if greedy:
-        return (f"the target's own pick {where}: none of the guesses there ({guesses}) was its pick, so it wrote "
-                "its top token itself (at temperature 0 the target writes its own where every guess fails)")
+        return (f"{OWN_PICK} {where}: none of the guesses there ({guesses}) was its pick, and "
+                f"{GREEDY_CORRECTION}")
     return (f"resampled {where} from p′: the target's p there with each rejected guess ({guesses}) set to 0 and "
-            "renormalised, so the text stays exactly the target's")
+            f"renormalised, {STAYS_EXACT}")
 
 
 def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
@@ -149,8 +143,8 @@ def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool)
         return f"{quoted(texts[index])}\n{own_line(event, index, texts, greedy)}"
     head = f"{quoted(texts[index])} · depth {node.depth}, {after_text(nodes, index, texts)} · the drafter gave it {node.draft_prob:.0%}"
     if node.verdict == "accepted":
-        why = (f"kept: {quoted(texts[index])} is the target's own pick here too" if greedy else
-               f"accepted: tried with p′(x) = {prob(node.accept_prob)}; the coin r = {node.r:.3f} fell below it")
+        why = (f"kept: {quoted(texts[index])} is {OWN_PICK} here too" if greedy else
+               f"accepted: tried with p′(x) = {prob(node.accept_prob)}; {coin_text(f'{node.r:.3f}', True)}")
     elif node.verdict == "rejected":
         why = rejected_line(nodes, index, texts, greedy)
     else:
@@ -187,9 +181,7 @@ def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
             f"on {num_branches(event)} branches, up to {tree_depth(event)} deep; the target checked every one in one forward pass "
             f"(the mask beside it: each guess sees the text, the guesses above it and itself, never another branch) and "
             f"walked down from the top, trying each node's children in order: it kept {num_kept} "
-            f"({kept_text(event, texts)}). drafting {event.draft_s * 1000:.1f} ms "
-            f"({count(event.num_draft_forwards, 'draft pass', 'draft passes')}), verifying {event.verify_s * 1000:.1f} ms "
-            "(1 target pass).")
+            f"({kept_text(event, texts)}). {timing_text(event)}.")
 
 
 def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
@@ -197,13 +189,12 @@ def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     own = own_index(event)
     if own is None:
         return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."
-    failed = [i for i in drafted_nodes(event) if event.nodes[i].parent == event.nodes[own].parent
-              and event.nodes[i].verdict == "rejected"]
+    failed = tried_before(event.nodes, own)
     where = f"Where did {quoted(texts[own])} come from? It is {own_line(event, own, texts, greedy)}."
     if not failed:
         return where
     why = rejected_line(event.nodes, failed[0], texts, greedy)
-    return f"Why was {quoted(texts[failed[0]])} rejected? {why[0].upper()}{why[1:]}. {where}"
+    return f"Why was {quoted(texts[failed[0]])} rejected? {as_sentence(why)} {where}"
 
 
 CELL = 'style="padding:3px 8px;border-bottom:1px solid #eee;vertical-align:top"'

@@ -27,15 +27,11 @@ def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
     if not same_text(run):
         return None
     return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
-                     comparison.speedup, spread_of(run), tuple(run.repeats), on_gpu=ran_on_gpu(run))
-
-
-def ran_on_gpu(run: RunView) -> bool:
-    """Whether the run was measured on a CUDA GPU (a replay of a GPU run on a CPU page too)."""
-    return on_gpu(run.settings)
+                     comparison.speedup, spread_of(run), tuple(run.repeats), on_gpu=on_gpu(run.settings))
 
 
 def on_gpu(settings: Mapping) -> bool:
+    """Whether a run was measured on a CUDA GPU (a replay of a GPU run on a CPU page too)."""
     return str(settings.get("device", "")).startswith("cuda")
 
 

@@ -1,11 +1,6 @@
 """The page's teaching sections, one module each: step mode (`step_page`), the exactness lab (`lab_page`), the
 theory explorer (`theory_page`) and the γ sweep (`sweep_page`). Each holds its layout (`build_*`), its handlers
 (`on_*`), its wiring (`wire_*`), its figure and its words; the gradio-free logic is in specviz.app.lab.
-
-`build_sections` runs inside ui.build_app's Blocks and reads the main page's controls, so every section works on
-the settings the visitor already chose. A section is one line here. Jobs that run the models go through the queue
-in the page's one model concurrency group; the long ones (lab, sweep) can be stopped and respect the host's time
-limit per run.
 """
 
 from __future__ import annotations
@@ -23,10 +18,10 @@ from specviz.app.teach.theory_page import build_theory, wire_theory
 
 def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
                    concurrency_id: str = "model", on_gpu: Callable = lambda fn: fn) -> None:
-    """Add the four sections to the Blocks being built and wire them. `controls` maps names in
-    CONTROL_NAMES to the main page's inputs; `status` is the main page's status line, beside them, and `stats`
-    the last run's statistics (a γ sweep of its setup gives them their recommended γ); `concurrency_id` is the
-    page's model queue; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
+    """Add the four sections to the Blocks being built (ui.build_app's) and wire them to the main page's controls,
+    so every section works on the settings the visitor already chose. `status` is the main page's status line and
+    `stats` the last run's statistics (a γ sweep of its setup gives them their recommended γ); model jobs go
+    through the page's model queue, `concurrency_id`; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id, on_gpu)

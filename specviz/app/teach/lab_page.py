@@ -3,7 +3,6 @@ rule it must catch (logic: specviz.app.lab.exactness); its layout, handlers, wir
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from types import MethodType
@@ -12,22 +11,22 @@ from typing import Callable, Iterator, Mapping, Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
-from specviz.app import plots, render
+from specviz.app import render
 from specviz.app.lab import exactness
 from specviz.app.lab.exactness import SIGNIFICANCE, LabTally
-from specviz.app.live import stop_presses, stopped_by
 from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, separate_title_and_legend
+from specviz.app.plots import base_figure, label_of, separate_title_and_legend, with_hint
 from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.app.request import describe_error, whole_number
 from specviz.app.teach.shared import (
     EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note,
+    time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
+from specviz.app.render.rule import WRONG_RULE
 from specviz.app.wording import p_equals
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info, lane_info
-from specviz.models.interrupt import RunStopped, pair_models, stoppable
+from specviz.models.interrupt import RunStopped
 from specviz.models.pairs import ModelPair
 
 # A setting where the wrong rule shows within a few hundred draws: the tiny-code pair's 2-layer draft
@@ -55,7 +54,7 @@ class LabSection:
 
 
 def empty_lab_chart():
-    return plots.with_hint(plots.base_figure("First two new tokens", "outcome", "share of draws"), "press Run the lab")
+    return with_hint(base_figure("First two new tokens", "outcome", "share of draws"), "press Run the lab")
 
 
 def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection:
@@ -64,9 +63,8 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
             "Draws N short runs from the target alone and N from speculative decoding, with the prompt and sampling "
             "settings above, and compares the first two new tokens of each lane with the target's exact "
             "distribution, computed from its logits. Token 1 is the target's own sample in both lanes; token 2 is "
-            "the first token a speculative round decides. Switch on the **wrong rule** (resample from p instead of "
-            "norm(max(0, p − q)); with a draft tree, Medusa's typical acceptance: keep the first guess the target "
-            "finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
+            f"the first token a speculative round decides. Switch on the **wrong rule** ({WRONG_RULE}; with a draft "
+            "tree, Medusa's typical acceptance: keep the first guess the target finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
         )
         with gr.Row():
             num_draws = gr.Slider(exactness.MIN_DRAWS, exactness.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
@@ -88,33 +86,22 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
 
 
 def bin_labels(bins: exactness.Bins, pair: ModelPair) -> list[str]:
-    """"'a' · 'b'" per outcome; runs of spaces counted (␣×8), or indented code makes endless labels."""
-    texts = {token_id: compact_spaces(pair.decode([token_id])) for outcome in bins.outcomes for token_id in outcome}
-    labels = [f"{plots.label_of(first, texts)} · {plots.label_of(second, texts)}" for first, second in bins.outcomes]
+    """"'a' · 'b'" per outcome."""
+    texts = {token_id: pair.decode([token_id]) for outcome in bins.outcomes for token_id in outcome}
+    labels = [f"{label_of(first, texts)} · {label_of(second, texts)}" for first, second in bins.outcomes]
     return labels + (["other"] if bins.has_other else [])
 
 
-def compact_spaces(text: str) -> str:
-    return re.sub(r" {3,}", lambda match: f"␣×{len(match.group())}", text)
-
-
 def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, start: str,
-               note: str = "", settings: str = "") -> tuple:
+               settings: str, note: str = "") -> tuple:
     done = tally.num_draws("speculative")
     p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
     outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
     waiting_for = tally.bins.draws_needed if tally.too_few("speculative") else 0  # the lanes draw in turn
     status = lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
-                                     time.perf_counter() - started, note, outside, start, tally.wrong_words,
-                                     waiting_for, settings)
+                             time.perf_counter() - started, note, outside, start, tally.wrong_words, waiting_for,
+                             settings)
     return status, exactness_histogram(tally, labels, wrong_rule)
-
-
-def start_html_of(start: exactness.LabStart, pair: ModelPair) -> str:
-    """Where the lab tests, in the pair's own text (lab_start_html)."""
-    if not start.lead_ids:
-        return ""
-    return lab_start_html(pair.decode(list(start.lead_ids)), pair.decode(list(start.skipped)), start.skipped_prob)
 
 
 def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_value, *values) -> Iterator[tuple]:
@@ -124,28 +111,29 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
     try:
         request = parse_controls(section.names, values)
         planned = whole_number(num_draws_value, "N (draws per lane)", exactness.MIN_DRAWS, exactness.MAX_DRAWS)
-        exactness.check_lab(request.config, planned)
         config = request.config
+        exactness.check_lab(config, planned)
         settings = lab_settings_text(request.settings["pair"], config.temperature, config.top_k, config.top_p,
-                                             config.gamma, drafter_info(config.drafter).label, config.tree)
+                                     config.gamma, drafter_info(config.drafter).label, config.tree)
         yield render.status_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
         pair, prompt_ids = load_prompt(request)
         yield render.status_html("Computing the target's exact distribution…"), gr.skip()
         labels, start, last_drawn, tally = None, "", 0.0, None
-        tallies = exactness.run_lab(pair, prompt_ids, request.config, planned, wrong)
-        for tally in stoppable(tallies, pair_models(pair), stopped_by(session, "lab", started)):
-            if stop_presses.since(session, "lab", started):
-                return
+        tallies = exactness.run_lab(pair, prompt_ids, config, planned, wrong)
+        for tally in until_stopped(tallies, pair, session, "lab", started):
             if labels is None:
-                labels, start = bin_labels(tally.bins, pair), start_html_of(tally.start, pair)
+                labels, lab_start = bin_labels(tally.bins, pair), tally.start
+                if lab_start.lead_ids:
+                    start = lab_start_html(pair.decode(list(lab_start.lead_ids)), pair.decode(list(lab_start.skipped)),
+                                           lab_start.skipped_prob)
             if over_time(started):
-                yield lab_values(tally, labels, wrong, started, start, time_limit_note("the lab"), settings=settings)
+                yield lab_values(tally, labels, wrong, started, start, settings, time_limit_note("the lab"))
                 return
             if time.perf_counter() - last_drawn >= REDRAW_S:
-                yield lab_values(tally, labels, wrong, started, start, settings=settings)
+                yield lab_values(tally, labels, wrong, started, start, settings)
                 last_drawn = time.perf_counter()
-        yield lab_values(tally, labels, wrong, started, start, settings=settings)
-    except RunStopped:  # Stop came inside a forward: the job ends there, as between two tallies
+        yield lab_values(tally, labels, wrong, started, start, settings)
+    except RunStopped:  # Stop: the job ends there, the stopped line stays
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield render.status_html(describe_error(error), "error"), gr.skip()
@@ -186,12 +174,9 @@ def wire_lab(section: LabSection, inputs: list, page_status: gr.HTML, concurrenc
 # --- figure -------------------------------------------------------------------------------------------------------
 
 
-def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: bool = False) -> go.Figure:
-    """Share of draws per outcome in each lane, beside the exact distribution ± 2 standard errors.
-
-    The whiskers are where a lane's bar lands about 95% of the time if its draws follow the
-    target: bars that keep missing them are what a small p-value says in numbers.
-    """
+def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: bool) -> go.Figure:
+    """Share of draws per outcome in each lane, beside the exact distribution ± 2 standard errors: where a lane's
+    bar lands about 95% of the time if its draws follow the target."""
     num_draws = tally.num_draws("speculative")
     title = f"First two new tokens: {num_draws} of {tally.num_planned} draws per lane"
     figure = base_figure(title, "first two generated tokens (token 1 · token 2)", "share of draws")
@@ -225,8 +210,7 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
 # --- words --------------------------------------------------------------------------------------------------------
 
 
-def lane_verdict(name: str, p_value: float | None, num_outside: int | None = None, num_bins: int = 0,
-                 draws_needed: int = 0) -> str:
+def lane_verdict(name: str, p_value: float | None, num_outside: int | None, num_bins: int, draws_needed: int) -> str:
     """One lane's verdict against the stated threshold, then its bars against their whiskers, so the words
     and the chart never seem to disagree (a bar outside ±2σ is not, alone, a verdict). `draws_needed`: while
     the lane has fewer draws than the test needs, no verdict, and how many it needs."""
@@ -242,12 +226,13 @@ def lane_verdict(name: str, p_value: float | None, num_outside: int | None = Non
         verdict = f"{name}: {p_text} &lt; {SIGNIFICANCE}: these draws do not follow the target's distribution"
     if not num_outside:
         return verdict + "."
-    bars = f"{num_outside} of its {num_bins} bars" if num_outside > 1 else f"1 of its {num_bins} bars"
-    verb = "sit" if num_outside > 1 else "sits"
+    many = num_outside > 1
+    outside = (f"{num_outside} of its {num_bins} bars {'sit' if many else 'sits'} outside the ±2σ "
+               f"whisker{'s' if many else ''}")
     if p_value >= SIGNIFICANCE:
-        return (f"{verdict}, though {bars} {verb} outside the ±2σ whisker{'s' if num_outside > 1 else ''}: about 1 bar "
-                f"in 20 does by chance, and the test weighs all the bars at once.")
-    return f"{verdict} ({bars} {verb} outside the ±2σ whisker{'s' if num_outside > 1 else ''})."
+        return (f"{verdict}, though {outside}: about 1 bar in 20 does by chance, and the test weighs all the bars "
+                "at once.")
+    return f"{verdict} ({outside})."
 
 
 def lab_start_html(lead_text: str, skipped_text: str, skipped_prob: float) -> str:

@@ -11,10 +11,9 @@ from typing import Callable, Sequence
 import gradio as gr
 
 from specviz.analysis.trace import Trace
-from specviz.app import plots, plots_round, plots_tree, render, step_lessons
+from specviz.app import plots, plots_round, render, step_lessons
 from specviz.app.lab import step_mode
 from specviz.app.page_files import page_file
-from specviz.app.render.tree_round import figure_words
 from specviz.app.request import Request, describe_error
 from specviz.app.teach.shared import load_prompt, parse_controls
 from specviz.app.wording import count
@@ -52,7 +51,7 @@ class StepSection:
 def close_step(session) -> None:
     """The step state's delete callback: a dropped session (StepSession) frees its KV caches."""
     if session is not None:
-        session.close()
+        session.run.close()
 
 
 def empty_step_chart():
@@ -99,10 +98,6 @@ class StepSession:
     def lane(self) -> render.LaneView:
         return self.view.speculative
 
-    def close(self) -> None:
-        """Free the KV caches (a dropped or restarted session)."""
-        self.run.close()
-
     def feed(self, events: Sequence) -> None:
         for event in events:
             self.view.add(event, self.pair.decode)
@@ -115,11 +110,6 @@ def start_step(request: Request) -> StepSession:
     session = StepSession(request, pair, step_mode.StepRun(pair, prompt_ids, request.config), view)
     session.feed(session.run.start())
     return session
-
-
-def step_lane_html(session: StepSession) -> str:
-    status = render.stop_text(session.lane.trace, session.request.config.max_new_tokens) or "press Next round"
-    return session.lane.html("Speculative decoding, one round at a time", status, max_height_px=STEP_LANE_MAX_PX)
 
 
 def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple:
@@ -136,10 +126,8 @@ def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple
         before = trace.num_tokens - len(event.emitted_ids)
         stages = step_lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
                                          session.run.draft_room(event), greedy=session.lane.greedy)
-        chart = (plots.decision_distributions(event, session.lane.labels, greedy=session.lane.greedy) if event.gamma
+        chart = (plots_round.deciding_chart(event, texts, session.lane.labels, session.lane.greedy) if event.gamma
                  else empty_step_chart())
-        if event.is_tree and texts.nodes:  # a tree round: the inspector's tree beside its mask
-            chart = plots_tree.tree_figure(event, **figure_words(event, texts.nodes, session.lane.greedy))
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
         stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
@@ -153,7 +141,10 @@ def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple
         message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
     status = step_lessons.step_status_html(f"{said} {message}".strip(), round_number, session.run.done,
                                            trace.num_tokens, "done" if session.run.done else "info")
-    return (status, step_lane_html(session), stages or gr.skip(), chart, drawn, gr.Radio(visible=False, value=None),
+    lane = session.lane.html("Speculative decoding, one round at a time",
+                             render.stop_text(trace, config.max_new_tokens) or "press Next round",
+                             max_height_px=STEP_LANE_MAX_PX)
+    return (status, lane, stages or gr.skip(), chart, drawn, gr.Radio(visible=False, value=None),
             gr.Button(interactive=not session.run.done))
 
 
@@ -175,8 +166,8 @@ def guess_values(session: StepSession, event: RoundEvent) -> tuple:
 def step_error(session: StepSession | None, error: BaseException) -> tuple:
     """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
     message = describe_error(error)
-    return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), gr.skip(), gr.skip(), gr.skip(),
-            gr.skip(), gr.skip(), gr.Button(interactive=session is not None and not session.run.done))
+    return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), *[gr.skip()] * 5,
+            gr.Button(interactive=session is not None and not session.run.done))
 
 
 def on_step_start(section: StepSection, session: StepSession | None, *values) -> tuple:
@@ -209,7 +200,7 @@ def on_step_next(session: StepSession | None, guess_first: bool = False) -> tupl
 def on_step_guess(session: StepSession | None, guess: str | None) -> tuple:
     """The visitor's guess: the round it waited on, shown whole, with how the guess went."""
     if session is None or session.pending is None or guess is None:
-        return (session, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Radio(visible=False), gr.skip())
+        return (session, *[gr.skip()] * 5, gr.Radio(visible=False), gr.skip())
     events, session.pending = session.pending, None
     event = next(event for event in reversed(events) if isinstance(event, RoundEvent))
     return (session, *step_values(session, events, step_lessons.guess_said(str(guess), event)))

@@ -17,7 +17,7 @@ from specviz.app import plots_confidence, render
 from specviz.app.history import SweepRecord, run_history, sweep_key
 from specviz.app.lab import sweep
 from specviz.app.lab.sweep import SweepView
-from specviz.app.live import run_settings, stop_presses, stopped_by
+from specviz.app.live import run_settings
 from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
@@ -26,11 +26,11 @@ from specviz.app.render.verdict import same_text, spread_for
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.teach.shared import (
     EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note,
+    time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.decoding.config import MAX_GAMMA
-from specviz.models.interrupt import RunStopped, pair_models, stoppable
+from specviz.models.interrupt import RunStopped
 from specviz.models.pairs import ModelPair
 
 # Each tree budget's measured points: its own colour and marker, nudged right of the chain's so their min–max
@@ -104,9 +104,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         spread = spread_for(run_settings(request, pair))  # a cell of one repeat is judged as one run is, here
         last_drawn = 0.0
         progresses = sweep.sweep_gammas(pair, prompt_ids, config)
-        for progress in stoppable(progresses, pair_models(pair), stopped_by(session, "sweep", started)):
-            if stop_presses.since(session, "sweep", started):
-                return
+        for progress in until_stopped(progresses, pair, session, "sweep", started):
             finished = progress.num_done == progress.num_total
             late = over_time(started)
             if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
@@ -121,7 +119,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                 last_drawn = time.perf_counter()
             if late:
                 return
-    except RunStopped:  # Stop came inside a forward: the job ends there, as between two runs
+    except RunStopped:  # Stop: the job ends there, the stopped line stays
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
         yield render.status_html(describe_error(error), "error"), *[gr.skip()] * 4
@@ -130,7 +128,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
 def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: sweep.SweepView,
                run: render.RunView | None):
     """Keep a finished sweep's verdict for the session; the last run's statistics redrawn where it swept that run's
-    setup (and the run has a verdict to restate), else left as they are."""
+    setup and the run has a verdict to restate."""
     if view.payoff is None:
         return gr.skip()
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
@@ -164,13 +162,12 @@ def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: 
 
 
 def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
-    """Measured median speedup per γ with its min–max spread, one series per tree budget (the chain, and
-    "tree N" where the page drafts one), over the theory's curves for a chain."""
+    """Measured median speedup per γ with its min–max spread, one series per tree budget, over the theory's curves
+    for a chain."""
+    figure = base_figure(sweep_title(view), "γ (tokens drafted per round)", "× the target alone's speed")
     if not view.results:
-        figure = base_figure("γ sweep", "γ (tokens drafted per round)", "× the target alone's speed")
         return with_hint(figure, "press Run sweep")
     results = list(view.results)
-    figure = base_figure(sweep_title(view), "γ (tokens drafted per round)", "× the target alone's speed")
     last_gamma = max_gamma or max(r.gamma for r in results)
     gammas = [g for g in view.theory_gammas if g <= last_gamma]
     chain = " for a chain" if view.has_trees else ""  # Leviathan's formula has no term for a tree
@@ -213,7 +210,7 @@ def sweep_title(view: SweepView) -> str:
 
 
 def nudge_of(view: SweepView, tree: int) -> float:
-    return TREE_NUDGE * view.trees.index(tree) if tree in view.trees else 0.0
+    return TREE_NUDGE * view.trees.index(tree)
 
 
 def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
@@ -248,10 +245,8 @@ def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -
 
 def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "",
                       most_drafted: int = 0) -> str:
-    """Progress; at the end, the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget, where
-    the page drafts a tree and the sweep timed it beside a chain) by the one rule (medians within the noise tie,
-    and a tie goes to the cheaper setup), why that one, whether it is the range's edge, what a tree trades, and the
-    formula's best γ beside it as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
+    """Progress, then the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget) and why, with
+    the formula's best γ as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     # a repeat times the target alone once and then every setup: the count says so, or 12 reads as 12 speculative runs
     parts = [progress_html(num_done, num_total, "timed runs (the target alone's among them)", elapsed_s)]
@@ -307,8 +302,8 @@ def measured_text(measured) -> str:
 
 
 def sweep_prediction_html(view) -> str:
-    """Beside a recommendation, the formula's best γ as a prediction (a verdict of "none" already gives it, as the
-    reason); τ and α̂ per cell; what a tree trades, where one was timed; and what the two curves are."""
+    """The formula's best γ as a prediction (beside a recommendation: "none" gives it as its reason), τ and α̂ per
+    cell, what a tree trades, and what the two curves are."""
     payoff = view.payoff
     beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
     trade = f"{escape_text(tree_trade_text(view))} " if view.has_trees else ""

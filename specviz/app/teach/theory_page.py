@@ -51,7 +51,7 @@ def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     # the run's one verdict, as its stats give it, once both lanes are done
     verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
     note = theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha,
-                                    verdict)
+                            verdict)
     return theory_explorer(view), note
 
 
@@ -81,9 +81,7 @@ def build_theory() -> TheorySection:
 
 def on_measured_run(run) -> tuple:
     """The sliders at the last run's α̂, c and v (each within its slider's range) with the chart and note drawn
-    for those same values, or all unchanged before a run. The chart is drawn here, not by the sliders' change
-    events: in a closed accordion those fired for some sliders and not others, and the chart said one v
-    beside a slider at another."""
+    for those same values (see wire_theory), or all unchanged before a run."""
     comparison, _ = measured_of(run)
     if comparison is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -98,11 +96,10 @@ def on_measured_run(run) -> tuple:
 def wire_theory(section: TheorySection, run_state: gr.State) -> None:
     """Each slider redraws the chart and note; a finished run (or the button) moves the sliders to its values."""
     sliders = section.sliders
-    # One listener for all three sliders, not one each: "always_last" holds back a redraw only while the same
-    # listener's last one is in flight, so with three listeners an older slider's reply could land after a newer
-    # one's and leave the note at values the sliders no longer show.
-    # A visitor's own moves only (input, not change): a run's values come with their chart (on_measured_run), and
-    # change events for values set in a closed accordion redrew with some sliders old.
+    # One listener for all three sliders: "always_last" holds back a redraw only while the same listener's last
+    # one is in flight, so with one each an older slider's reply could land after a newer one's.
+    # A visitor's own moves only (input, not change): a run's values come with their chart (on_measured_run), as
+    # change events for values set in a closed accordion fire for some sliders and not others.
     gr.on([slider.input for slider in sliders], theory_values, [*sliders, run_state], [section.chart, section.note],
           api_visibility="private", queue=False, show_progress="hidden", trigger_mode="always_last")
     measured = [*sliders, section.chart, section.note]
@@ -120,8 +117,7 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     def best_text(best: int, speedups: Sequence[float]) -> str:  # "none" where no γ gains: one verdict
         return str(best) if speedups[best - 1] > 1.0 else "none"
 
-    # Short enough for the width a phone's chart is laid out at, ui.PHONE_CHART_PX (the longer "Predicted speedup,
-    # α = …" ran past it).
+    # short enough for the width a phone's chart is laid out at, ui.PHONE_CHART_PX
     title = (f"Predicted best γ = {best_text(view.best_gamma, view.speedups)} (v = 1), "
              f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f}) "
              f"at α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}")
@@ -151,8 +147,7 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     figure.add_annotation(text="slower than the target alone", x=gammas[-1], y=0.04, xref="x", yref="y",
                           xanchor="right", yanchor="bottom", showarrow=False, font={"color": COLORS["rejected"], "size": 11})
     add_pays_plane(figure, view)
-    # The legend (five entries) sits under both panels: above them, it wrapped into more rows than its band on a
-    # phone and ran over the title.
+    # the legend (five entries) under both panels: above them, on a phone it would wrap over the title
     figure.update_layout(
         height=TEACH_HEIGHT + THEORY_LEGEND_PX,
         xaxis={"domain": [0, 0.6], "dtick": 1 if len(gammas) <= 16 else 2, "range": [0.5, gammas[-1] + 0.5]},
@@ -191,10 +186,9 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
                      gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
-    """The sliders' prediction, worded as one; then the last run's measured verdict (specviz.analysis.payoff) and
-    why prediction and measurement differ, in that run's own numbers. `verdict` is the run's one verdict
-    (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run
-    with no measured spread."""
+    """The sliders' prediction, worded as one; then the last run's measured verdict and why prediction and
+    measurement differ, in that run's own numbers. `verdict`: the run's one verdict (render.verdict.run_payoff),
+    or the sentence saying why it has none; None: judged here as one run with no measured spread."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:

@@ -1,0 +1,56 @@
+"""The lanes and the result card under them: the page's first answer to a run.
+
+The legend, one box per lane and the card (layout), and what a run puts in them (values, and the status line's
+summary of a finished run). Their HTML is specviz.app.render's (lanes, stats); the run's handlers
+(specviz.app.ui_handlers) send these values with the rest of the page's.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from specviz.app import render
+from specviz.app.page_files import page_file
+from specviz.app.wording import count
+from specviz.catalogue import PAGE_LANES, lane_info
+
+
+def build_lanes() -> tuple[dict[str, gr.HTML], gr.HTML]:
+    """The legend, one box per lane (a lane not in a run by default shows once a run has it; a drafting lane's
+    rounds open in the inspector on a click), then the result card."""
+    gr.HTML(render.legend_html(), elem_id="legend")
+    empty = render.lanes_html(None, names=PAGE_LANES)
+    boxes = {}
+    with gr.Row(equal_height=False, elem_classes=["specviz-stack"]):
+        for name, html in zip(PAGE_LANES, empty):
+            info = lane_info(name)
+            scripts = (page_file("round_click.js") if info.drafts else "") + page_file("follow_lane.js")
+            boxes[name] = gr.HTML(html, elem_id=f"lane-{name}", visible=info.by_default, js_on_load=scripts)
+    card = gr.HTML(render.stats_html(None), elem_id="stats")
+    return boxes, card
+
+
+def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: str | None = None,
+                stopped: bool = False) -> dict:
+    """Every lane box; one not in a run by default shows only while the run has it."""
+    htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
+    values = {}
+    for (name, box), html in zip(boxes.items(), htmls):
+        shown = lane_info(name).by_default or bool(run and run.has_lane(name))
+        values[box] = html if lane_info(name).by_default else gr.HTML(html, visible=shown)
+    return values
+
+
+def done_summary(run: render.RunView) -> str:
+    """The status line at a run's end: each lane's tokens, then the speedup; greedy lanes that parted get no
+    speedup (it would compare different texts), the parting named instead."""
+    parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
+    summary = "Done: " + ", ".join(parts)
+    parting = run.greedy_parting()
+    if parting is not None:
+        return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
+                "so no speedup is given: see why below the lanes.")
+    speedup = render.stats_dict(run).get("speedup")
+    if speedup is not None:
+        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
+    return summary + "."
