@@ -458,6 +458,9 @@ def test_the_labs_status_says_p_value_and_how_long_is_left():
     assert 'data-left-s="120"' in halfway and "about 2 min left" in halfway
     done = lab_page.lab_status_html(500, 500, {"baseline": 0.42, "speculative": 0.3}, 8, False, 240.0)
     assert "left" not in done
+    # before the first draw there is no pace yet: the line says when the estimate comes, not a guess
+    first = lab_page.lab_status_html(0, 500, {}, 8, False, 1.0)
+    assert "the time left shows after the first" in first and "data-left-s" not in first
 
 
 def test_the_labs_example_says_what_it_changed():

@@ -67,8 +67,10 @@ def record_stopped(visitor: gr.Request | None, section: str, previous_status: st
 
 def progress_html(num_done: int, num_planned: int, what: str, elapsed_s: float) -> str:
     """The long sections' progress line: a bar, "7 of 12 timed runs · 30 s · about 1 min left" (the time left
-    from the pace so far; none before the first or after the last)."""
+    from the pace so far: before the first, a word that it comes then; none after the last)."""
     left = ""
+    if num_done == 0 < num_planned:
+        left = ' · <span class="time-left">the time left shows after the first</span>'
     if 0 < num_done < num_planned:
         left_s = elapsed_s / num_done * (num_planned - num_done)
         left = f' · <span class="time-left" data-left-s="{left_s:.0f}">about {duration_text(left_s)} left</span>'
