@@ -462,7 +462,7 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
         run.add(event, decode)
     lane = render.lanes_html(run, names=("speculative",))[0]
     assert lane.count(render.tokens.STOP_MARK) == 1  # only the round that stopped early
-    assert "drafting stopped after 2 tokens: at the last one the draft's likeliest guess had only 34%" in html_text.unescape(lane)
+    assert "drafting stopped after 2 tokens: at the last one the drafter's likeliest guess had only 34%" in html_text.unescape(lane)
     assert "(the drafter was 91% sure)" in html_text.unescape(lane)  # every draft's hover says how sure the draft was
     # greedy: the one-hot q(x) = 1 beside "34% sure" read as a contradiction, and r decides nothing: neither is shown
     assert "(the drafter was 34% sure)" in html_text.unescape(lane) and "q(x)" not in lane and "r = " not in lane
@@ -547,10 +547,10 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     assert ("so the round took it: a token the chain alone would have lost" in lane
             and "none of them was the target's own choice" in lane)
     assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
-    assert "Rival guesses: the draft was unsure" in html_text.unescape(render.inspector_html(run, 0))
+    assert "Rival guesses: the drafter was unsure" in html_text.unescape(render.inspector_html(run, 0))
     assert "rival guesses" in render.tokens.legend_html()
     explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
-    assert "In round 1 the draft was unsure of its first guess" in explained and "where its first guess alone" in explained
+    assert "In round 1 the drafter was unsure of its first guess" in explained and "where its first guess alone" in explained
     assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does
 
 

@@ -206,6 +206,6 @@ def test_how_it_works_tells_a_tree_round_as_the_tree_it_was(runs, temperature):
     where the one pass had checked a tree): every round it cites as a tree round is told with its tree's words."""
     run = runs[temperature]
     explained = render.explain_html(run)
-    cited = [event for event in tree_rounds(run) if f"In round {event.round_index + 1} the draft proposed" in explained]
+    cited = [event for event in tree_rounds(run) if f"In round {event.round_index + 1} the drafter proposed" in explained]
     assert not cited, [event.round_index + 1 for event in cited]
     assert "Open that round in the inspector" in explained

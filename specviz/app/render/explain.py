@@ -64,7 +64,7 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
         why = (f"The target accepted {event.num_accepted}; at {rejected} it gave p = {prob(bad.target_prob)} against "
                f"the draft's q = {prob(bad.draft_prob)}, so it was {escape_text(chance)}. The target then resampled "
                f"{inline_token(texts.next_text, 'resample')} from the residual {escape_text(RESIDUAL)}")
-    return (f"In round {event.round_index + 1} the draft proposed {proposed}. {why}: "
+    return (f"In round {event.round_index + 1} the drafter proposed {proposed}. {why}: "
             f"{count(event.num_accepted + 1, 'token')} for one target pass.")
 
 
@@ -73,7 +73,7 @@ def explain_rival(lane: LaneView, event: RoundEvent) -> str:
     texts = lane.round_texts[event.round_index]
     others = [inline_token(text, "rejected") for i, text in enumerate(texts.guesses) if i not in (0, event.taken_guess)]
     return (
-        f"In round {event.round_index + 1} the draft was unsure of its first guess "
+        f"In round {event.round_index + 1} the drafter was unsure of its first guess "
         f"{inline_token(texts.guesses[0], 'rejected')} ({event.guesses[0].draft_confidence:.0%}), so it "
         f"also offered {' and '.join([inline_token(texts.drafted[0], 'accepted'), *others])} for the same position, "
         f"all checked in the same target pass. The target's own choice was {inline_token(texts.drafted[0], 'accepted')}, "

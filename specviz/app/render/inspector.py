@@ -170,10 +170,10 @@ def inspector_html(run: RunView | None, round_index) -> str:
     return (
         f'<div class="inspector"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
         f"{escape_text(answer_line(event, texts, greedy))}</p>"
-        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the draft proposed '
+        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the drafter proposed '
         f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
         f"and kept {event.num_accepted}. {timing_text(event)}.{rule}"
-        f"{' ' + stopped_unsure_text(event).capitalize() + '.' if event.stopped_unsure else ''}"
+        f"{' ' + as_sentence(stopped_unsure_text(event)) if event.stopped_unsure else ''}"
         f"{' ' + escape_text(rivals_text(event, texts.guesses, sentence=True)) + '.' if event.guesses and texts.guesses else ''}"
         f"{' ' + escape_text(PARTS_NOTE) if '' in (*texts.drafted, *texts.own) else ''}</p>"
         f'<table class="inspector-table" style="border-collapse:collapse;font-size:13.5px"><tr>{header}</tr>{"".join(rows)}</table></div>'

@@ -40,9 +40,9 @@ LEGEND_ITEMS = (
 # The legend's marks that are not token kinds: (the item's attributes, the mark, its name, its hover).
 LEGEND_MARKS = (
     ("", f'<b style="color:#888">{STOP_MARK}</b>', "drafting stopped: draft unsure",
-     "the draft was unsure of its last token, so the round stopped drafting before γ"),
+     "the drafter was unsure of its last token, so the round stopped drafting before γ"),
     ("", '<sup style="color:#888;text-decoration:line-through">abc</sup>', "rival guesses",
-     "greedy: where the draft was unsure, its next guesses for the same position, verified in the same pass"),
+     "greedy: where the drafter was unsure, its next guesses for the same position, verified in the same pass"),
     (' class="legend-part"', PART_MARK, "part of a character",
      "a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
      "the token after it completes the character and draws it"),
@@ -233,7 +233,7 @@ def stopped_unsure_text(event) -> str:
     last = event.guesses[0] if event.guesses else event.drafted[-1]  # a rival round's: the drafter's first pick
     # its top probability there, not q of the token it drew: a sampled draft may be an unlikely one
     return (f"drafting stopped after {count(event.gamma, 'token')}: at the last one the "
-            f"draft's likeliest guess had only {last.draft_confidence:.0%}, below the confidence threshold, so "
+            f"drafter's likeliest guess had only {last.draft_confidence:.0%}, below the confidence threshold, so "
             f"guessing on would likely be wasted verify work")
 
 
@@ -283,7 +283,7 @@ def rivals_text(event, guess_texts: list[str], sentence: bool = False) -> str:
     else:
         outcome = (f"the target's own choice was {quoted(guess_texts[taken])}, not the draft's first pick "
                    f"{quoted(guess_texts[0])}, so the round took it: a token the chain alone would have lost")
-    return (f"{'R' if sentence else 'r'}ival guesses: the draft was unsure of its first guess here, so it offered "
+    return (f"{'R' if sentence else 'r'}ival guesses: the drafter was unsure of its first guess here, so it offered "
             f"{len(guess_texts)} at once, {listed}; the target judged them all in its one verify (each at this position, "
             f"seeing the text and itself, never the others): {outcome}")
 
