@@ -1,6 +1,6 @@
 """Numbers in plain English: "1 token", "2 tokens", "the 1 draft", "all 3 drafts", "p-value = 5e-06".
 
-Shared by render, the teaching sections and plots (plots cannot import render: render imports plots).
+Shared by render, the teaching sections and plots.
 """
 
 from __future__ import annotations
