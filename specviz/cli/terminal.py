@@ -70,9 +70,9 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 
 def print_figures(view_run) -> None:
-    from specviz.app.render.stats import comparison_of, lane_rows, payoff_of
+    from specviz.app.render.stats import comparison_of, lane_rows
     from specviz.app.render.tau import tau_text
-    from specviz.app.render.verdict import no_verdict_text
+    from specviz.app.render.verdict import no_verdict_text, run_payoff
 
     names = list(view_run.lane_names)
     rows = [
@@ -91,7 +91,7 @@ def print_figures(view_run) -> None:
             f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
         print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
-        payoff = payoff_of(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
+        payoff = run_payoff(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
         print(payoff.verdict_text() if payoff is not None else no_verdict_text(view_run))
 
 

@@ -33,9 +33,6 @@ def comparison_of(run: RunView) -> Comparison | None:
     return None
 
 
-payoff_of = run_payoff  # the CLI's name for the one verdict on a run (None where the lanes wrote different texts)
-
-
 def stats_dict(run: RunView) -> dict:
     """The run's figures as plain numbers (the API returns these; the table shows them)."""
     stats = {"settings": dict(run.settings)}
