@@ -702,7 +702,7 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
     assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (the target was 62% sure)")
     assert "Where did ' x' come from? It is the target's own pick" in words
-    assert "r ~ U(0,1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
+    assert "r ~ U(0, 1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
     assert "43%" in words and "the target's own pick here" in words
     explained = html_text.unescape(visible_text(render.explain_html(run)))  # How it works tells it the same way
     assert "its own top pick was" in explained and "(the target was 62% sure)" in explained and "r = 0.768" not in explained
@@ -716,12 +716,12 @@ def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it
     assert rejected_title.startswith("accepted with probability min(1, p/q) = 0.41; the coin r = 0.77 was above it, "
                                      "so rejected\n")
     assert "q(x) = 0.500 · p(x) = 0.205 · min(1, p/q) = 0.410 · r = 0.770" in rejected_title  # kept, after the line
-    assert own_title.startswith("resampled from the leftover max(0, p − q), in place of the rejected ' <b>'")
+    assert own_title.startswith("resampled from the residual norm(max(0, p − q)), in place of the rejected ' <b>'")
     words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
     assert words.strip().startswith("Why was ' <b>' rejected? Accepted with probability min(1, p/q) = 0.41; the coin "
                                     "r = 0.77 was above it, so rejected.")
-    assert "Where did ' x' come from? It is resampled from the leftover max(0, p − q)" in words
-    assert "r ~ U(0,1)" in html_text.unescape(render.inspector_html(run, 0))
+    assert "Where did ' x' come from? It is resampled from the residual norm(max(0, p − q))" in words
+    assert "r ~ U(0, 1)" in html_text.unescape(render.inspector_html(run, 0))
 
 
 def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_the_cards_figures():

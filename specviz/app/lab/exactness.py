@@ -30,6 +30,7 @@ from specviz.decoding.sampling import (
     ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree, node_children, sample,
 )
 from specviz.decoding.rounds import AcceptRule, TreeRule
+from specviz.app.render.rule import WRONG_CHAIN, WRONG_TREE
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
@@ -43,7 +44,6 @@ MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (bound
 WHISKER_SIGMAS = 2.0  # the chart's whiskers: the exact share ± this many standard errors of a bar
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold ε: a child with p(x) ≥ ε is always plausible
 TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha δ: where p is flat (high entropy H) the bar is δ·exp(−H)
-WRONG_TREE_WORDS = "Medusa's typical acceptance on the tree"
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
 LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
@@ -305,7 +305,7 @@ class LabTally:
     bins: Bins
     num_planned: int
     start: LabStart = field(default_factory=LabStart)
-    wrong_words: str = "resample from p"  # what the wrong rule is in this run: a chain's, or a tree's
+    wrong_words: str = WRONG_CHAIN  # what the wrong rule is in this run: a chain's, or a tree's
     counts: dict[str, list[int]] = field(default_factory=dict)
     outside: dict[str, int] = field(default_factory=dict)  # draws of probability 0 (must stay 0)
 
@@ -360,7 +360,7 @@ def run_lab(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, num_dr
     start, prompt_ids, (first_ids, joint) = choose_start(pair, prompt_ids, config,
                                                          exact_first_two(pair, prompt_ids, config))
     tally = LabTally(choose_bins(first_ids, joint, num_draws), num_draws, start,
-                     wrong_words=WRONG_TREE_WORDS if config.tree else "resample from p")
+                     wrong_words=WRONG_TREE if config.tree else WRONG_CHAIN)
     accept_rule, tree_rule = ((resample_from_target, typical_acceptance) if wrong_rule
                               else (accept_or_resample, accept_tree))
     yield tally

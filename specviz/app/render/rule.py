@@ -7,11 +7,14 @@ Plain text: the caller escapes it.
 from __future__ import annotations
 
 KEEP_CHANCE = "min(1, p/q)"
-COIN = "r ~ U(0,1)"
+COIN = "r ~ U(0, 1)"
 RESIDUAL = "norm(max(0, p − q))"
-COIN_TEST = f"Draw r ~ U(0, 1) and keep the draft if r < {KEEP_CHANCE}"
+COIN_TEST = f"Draw {COIN} and keep the draft if r < {KEEP_CHANCE}"
 RESIDUAL_MEANING = "what the target wants there, minus what the draft over-proposed, rescaled to sum to 1"
-WRONG_RULE = f"resample from p instead of {RESIDUAL}"
+# The lab's deliberately wrong rules, a chain's and a tree's: the test must catch either.
+WRONG_CHAIN = "resample from p"
+WRONG_TREE = "Medusa's typical acceptance on the tree"
+WRONG_RULE = f"{WRONG_CHAIN} instead of {RESIDUAL}"
 # A tree's children are tried in order (SpecInfer's rule): p′ starts as p and loses each rejected guess.
 TREE_RULE = "a guess x is kept with probability p′(x); each rejection sets p′(x) to 0 and renormalises p′"
 RULE_TEXT = (

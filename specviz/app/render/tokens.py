@@ -245,7 +245,7 @@ def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
     instead = f", in place of the rejected {quoted(rejected_text)}" if rejected_text is not None else ""
     if greedy:
         return f"{OWN_PICK}{instead}: {GREEDY_CORRECTION}"
-    return (f"resampled from the leftover max(0, p − q){instead}: what the target wanted here beyond what the draft "
+    return (f"resampled from the residual {RESIDUAL}{instead}: what the target wanted here beyond what the draft "
             f"offered, renormalised, {STAYS_EXACT}")
 
 

@@ -23,7 +23,7 @@ from specviz.app.teach.shared import (
     time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
-from specviz.app.render.rule import WRONG_RULE
+from specviz.app.render.rule import WRONG_CHAIN, WRONG_RULE
 from specviz.app.wording import p_equals
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info, lane_info
 from specviz.models.interrupt import RunStopped
@@ -69,7 +69,7 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
         with gr.Row():
             num_draws = gr.Slider(exactness.MIN_DRAWS, exactness.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
                                   label="N: draws per lane", elem_id="lab-n")
-            wrong_rule = gr.Checkbox(value=False, label="WRONG rule: resample from p at a rejection (with a draft "
+            wrong_rule = gr.Checkbox(value=False, label=f"WRONG rule: {WRONG_CHAIN} at a rejection (with a draft "
                                      "tree: Medusa's typical acceptance)", elem_id="lab-wrong")
         with gr.Row():
             example_button = gr.Button("Example: a setting where the wrong rule is caught", elem_id="lab-example",
@@ -248,7 +248,7 @@ def lab_start_html(lead_text: str, skipped_text: str, skipped_prob: float) -> st
 
 def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, float | None], num_bins: int,
                     wrong_rule: bool, elapsed_s: float, note: str = "", outside: Mapping[str, int] | None = None,
-                    start: str = "", wrong_words: str = "resample from p", draws_needed: int = 0,
+                    start: str = "", wrong_words: str = WRONG_CHAIN, draws_needed: int = 0,
                     settings: str = "") -> str:
     """Progress, then one verdict per lane against the threshold (with its bars outside their whiskers,
     `outside`; none while `draws_needed` says how many draws the test still waits for), the settings the draws
