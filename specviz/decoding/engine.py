@@ -217,10 +217,10 @@ def warm_up(pair: ModelPair, longest: int = 0) -> None:
 def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = DEFAULT_LANES) -> Iterator[Event]:
     """The lanes one after another, never concurrently, after a warm-up: no lane's timing
     ever shares the machine with another's."""
-    check_run(pair, prompt_ids, config)
-    if any(LANE_INFO[lane].drafts for lane in lanes if lane in LANE_INFO):
-        check_drafter(pair, config)
     run_lanes(lanes)  # raises for a lane the catalogue lacks
+    check_run(pair, prompt_ids, config)
+    if any(LANE_INFO[lane].drafts for lane in lanes):
+        check_drafter(pair, config)
     # (pair, prompt_ids, config, lane=name) → events, resolved by name from the catalogue when a run asks for it,
     # so the reference lane (built on this module) needs no import here
     decoders = [(lane, resolve(LANE_INFO[lane].decoder)) for lane in lanes]
