@@ -652,6 +652,32 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         page.close()
 
 
+# A letter that a font's bold face lacks is drawn by the next family in line: with two different next families the
+# word then has two different widths. Returns, per font of the page (text and code), [width, width].
+BOLD_WIDTHS_JS = """async word => {
+    const style = getComputedStyle(document.querySelector(".gradio-container"));
+    const families = [style.fontFamily, style.getPropertyValue("--font-mono")].map(list => list.split(",")[0].trim());
+    const context = document.createElement("canvas").getContext("2d");
+    const widths = [];
+    for (const family of families) {
+        await document.fonts.load(`700 40px ${family}`, word);
+        widths.push(["monospace", "serif"].map(fallback => {
+            context.font = `700 40px ${family}, ${fallback}`;
+            return context.measureText(word).width;
+        }));
+    }
+    return widths;
+}"""
+
+
+def test_bold_text_draws_every_letter_from_one_font(page):
+    """gradio's default theme pairs each font with a SemiBold file that holds a few glyphs: a bold "EAGLE" drew
+    its "A" from that file and the other letters from a fallback font, so the "A" looked small. Every letter of a
+    bold word now comes from the page's own font, in text and in code."""
+    for monospace, serif in page.evaluate(BOLD_WIDTHS_JS, "EAGLE-style head · AMX, bfloat16 Bb 0123 p/q"):
+        assert monospace == pytest.approx(serif)
+
+
 def text_clear_of_arrow(page, elem_id: str) -> bool:
     """A dropdown's text ends before its arrow (where no width holds it, in an ellipsis), never under it."""
     text_right, arrow_left = page.locator(f"#{elem_id} input").evaluate(

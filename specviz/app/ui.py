@@ -54,9 +54,17 @@ FIT_CHARTS_JS = page_file("fit_charts.js", PHONE_CHART_PX=PHONE_CHART_PX)
 # above the element gradio scopes the css above to, so this rule goes in the page's head.
 PAGE_HEAD = ("<style>@media (max-width: 600px) { .main.fillable { padding-left: 6px !important; "
              "padding-right: 6px !important; } }</style>")
+# gradio's default theme pairs each font's Regular with its SemiBold file, and the SemiBold files it ships hold a
+# handful of glyphs (Source Sans Pro's: "A" and "B"): bold text mixed those with a fallback font ("EAGLE" read "EᴀGLE").
+# The full Bold files serve every heavy weight instead.
+THEME = gr.themes.Default(
+    font=(gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"),
+    font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=(400, 700)), "ui-monospace", "Consolas", "monospace"),
+)
 # gradio 6 takes css, js (and theme) in launch(), not Blocks(); uploads are run files, small
 # gradio keeps each visitor's page state (small, a fraction of a MiB) until this many newer sessions came
-LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "head": PAGE_HEAD, "max_file_size": "20mb", "state_session_capacity": POLICY.max_sessions}
+LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "head": PAGE_HEAD, "theme": THEME, "max_file_size": "20mb",
+                  "state_session_capacity": POLICY.max_sessions}
 
 
 def on_gpu(fn):
