@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
+from specviz.analysis.payoff import Payoff
 from specviz.app import ui
 from specviz.app.teach import lab_page, step_page, theory_page
 
@@ -112,6 +113,17 @@ def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
     alpha, cost, verify, _chart, note = theory_page.on_measured_run(run)
     assert (alpha, cost, verify) == (0.78, 0.04, 0.97)
     assert "α = 0.78, c = 0.04, v = 0.97" in note, note
+
+
+def test_the_explorer_after_a_run_predicts_the_best_gamma_the_runs_statistics_predict(monkeypatch):
+    """The stats said "the formula predicts γ = 5 would do best (1.99×)" and the explorer, its sliders at the same
+    run's α̂ and c rounded to 2 decimals (c 0.054 read 0.05), "The formula's best γ there: γ = 5 (2.02×)"."""
+    comparison = SimpleNamespace(acceptance_rate=0.6364, cost_ratio=0.0536, verify_cost=1.0312, speedup=1.65,
+                                 predicted_speedup=1.99, predicted_with_verify=1.94)
+    monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
+    *_, note = theory_page.on_measured_run(SimpleNamespace(done=False))
+    runs = Payoff(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost)
+    assert f"The formula's best γ there: γ = {runs.predicted_gamma} ({runs.predicted_speedup:.2f}×)" in note, note
 
 
 def test_the_sweep_times_the_pages_tree_budget_beside_a_chain(demo):

@@ -81,13 +81,14 @@ def build_theory() -> TheorySection:
 
 def on_measured_run(run) -> tuple:
     """The sliders at the last run's α̂, c and v (each within its slider's range) with the chart and note drawn
-    for those same values (see wire_theory), or all unchanged before a run."""
+    for those same values (see wire_theory), or all unchanged before a run. The sliders show them to 2 decimals,
+    as the note does; the chart and note take them whole, so the formula's best γ is the one the run's statistics
+    predict (c 0.054 taken as 0.05 moved a prediction of 1.99× to 2.02×)."""
     comparison, _ = measured_of(run)
     if comparison is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    values = (round(comparison.acceptance_rate, 2), round(min(comparison.cost_ratio, 2.0), 2),
-              round(min(max(comparison.verify_cost, 0.5), 4.0), 2))
-    return (*values, *theory_values(*values, run))
+    values = (comparison.acceptance_rate, min(comparison.cost_ratio, 2.0), min(max(comparison.verify_cost, 0.5), 4.0))
+    return (*(round(value, 2) for value in values), *theory_values(*values, run))
 
 
 # --- wiring -------------------------------------------------------------------------------------------------------
