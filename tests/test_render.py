@@ -547,7 +547,11 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     assert ("so the round took it: a token the chain alone would have lost" in lane
             and "none of them was the target's own choice" in lane)
     assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
-    assert "Rival guesses: the drafter was unsure" in html_text.unescape(render.inspector_html(run, 0))
+    inspector = html_text.unescape(render.inspector_html(run, 0))
+    assert "Rival guesses: the drafter was unsure" in inspector
+    # the one pass checked three guesses, not "1 token … it"
+    assert ("the drafter proposed 1 token and 2 rival guesses for its first position; the target checked all 3 in one "
+            "forward pass and kept 1") in " ".join(visible_text(inspector).split())
     assert "rival guesses" in render.tokens.legend_html()
     explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
     assert "In round 1 the drafter was unsure of its first guess" in explained and "where its first guess alone" in explained

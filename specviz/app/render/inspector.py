@@ -167,12 +167,15 @@ def inspector_html(run: RunView | None, round_index) -> str:
         for name, align in (GREEDY_COLUMNS if greedy else SAMPLED_COLUMNS)
     )
     rule = f" {as_sentence(GREEDY_RULE)}" if greedy else ""
+    rivals = len(event.guesses) - 1 if event.guesses else 0
+    checked = (f"{count(event.gamma, 'token')} and {count(rivals, 'rival guess', 'rival guesses')} for its first "
+               f"position; the target checked all {event.gamma + rivals}" if rivals
+               else f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'}")
     return (
         f'<div class="inspector"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
         f"{escape_text(answer_line(event, texts, greedy))}</p>"
-        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the drafter proposed '
-        f"{count(event.gamma, 'token')}; the target checked {'it' if event.gamma == 1 else 'them'} in one forward pass "
-        f"and kept {event.num_accepted}. {timing_text(event)}.{rule}"
+        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the drafter proposed {checked} in one forward '
+        f"pass and kept {event.num_accepted}. {timing_text(event)}.{rule}"
         f"{' ' + as_sentence(stopped_unsure_text(event)) if event.stopped_unsure else ''}"
         f"{' ' + escape_text(rivals_text(event, texts.guesses, sentence=True)) + '.' if event.guesses and texts.guesses else ''}"
         f"{' ' + escape_text(PARTS_NOTE) if '' in (*texts.drafted, *texts.own) else ''}</p>"
