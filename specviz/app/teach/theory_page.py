@@ -83,7 +83,7 @@ def on_measured_run(run) -> tuple:
     """The sliders at the last run's α̂, c and v (each within its slider's range) with the chart and note drawn
     for those same values (see wire_theory), or all unchanged before a run. The sliders show them to 2 decimals,
     as the note does; the chart and note take them whole, so the formula's best γ is the one the run's statistics
-    predict (c 0.054 taken as 0.05 moved a prediction of 1.99× to 2.02×)."""
+    predict (a c of 0.054 taken as 0.05 would change that prediction in its second decimal)."""
     comparison, _ = measured_of(run)
     if comparison is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
