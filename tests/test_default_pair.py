@@ -19,6 +19,7 @@ from specviz.analysis.bench import load_prompts
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models.compact import COMPACT_FILE, load_compact
+from specviz.models.invariance import prompt_apart
 from specviz.models.loading import HEAD_ROWS_FILE, load_pair
 from specviz.models.presets import DEFAULT_PRESET, EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR, PRESETS
 from specviz.analysis.trace import Trace
@@ -97,7 +98,7 @@ def test_greedy_speculative_equals_baseline_and_transformers(pair, prompt, chat,
     assert run_lane(speculative_decode, pair, prompt_ids, gamma=gamma) == baseline
     assert run_lane(speculative_decode, pair, prompt_ids, gamma=gamma, full_draft_head=True) == baseline
     input_ids = torch.tensor([prompt_ids])
-    with torch.inference_mode():
+    with torch.inference_mode(), prompt_apart(len(prompt_ids)):  # as the reference lane calls it
         output = pair.target.generate(
             input_ids, attention_mask=torch.ones_like(input_ids), assistant_model=pair.draft, do_sample=False,
             max_new_tokens=NUM_NEW, num_assistant_tokens=gamma, num_assistant_tokens_schedule="constant",

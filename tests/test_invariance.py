@@ -395,3 +395,30 @@ def test_bf16_is_not_the_default_where_the_host_limits_the_cpu():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "float32"
+
+
+def test_a_first_forward_over_prompt_and_drafts_reads_the_prompt_as_the_lanes_do():
+    """transformers' assisted generation reads the prompt and its first drafts in one forward; inside
+    prompt_apart that forward is the lanes' prompt pass, then decoding rows, so its logits are the lanes'
+    bitwise. Outside it the same call is one forward over every id (the shape that parted at token 7)."""
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    ModelPair.from_models(target, None)
+    vocab = target.config.vocab_size
+    seen: list[int] = []
+    target.model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[1]),
+                                           with_kwargs=True)
+    num_prompt = slots.MAX_ROWWISE + 8  # a prompt's own pass: more rows than decoding forwards have
+    ids = torch.randint(0, vocab, (1, num_prompt + 4), generator=torch.Generator().manual_seed(1))  # (1, n + 4)
+    with torch.inference_mode():
+        target(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=DynamicCache(), use_cache=True)
+        assert seen == [num_prompt + 4]
+        seen.clear()
+        with invariance.prompt_apart(num_prompt):
+            split = target(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=DynamicCache(),
+                           use_cache=True).logits[0, :, :vocab].float()  # (1 + 4, vocab)
+            later = target(input_ids=ids[:, -1:], past_key_values=DynamicCache(), use_cache=True)  # not a prompt: as is
+        assert seen == [num_prompt, 4, 1] and later.logits.shape[1] == 1
+        lanes_cache = SlotCache(target.config, 64)
+        first = forward_new_ids(target, ids[:, :num_prompt], lanes_cache, vocab, last_only=True)  # (1, vocab)
+        rest = forward_new_ids(target, ids, lanes_cache, vocab)  # (4, vocab)
+    assert split.shape == (5, vocab) and torch.equal(split, torch.cat([first, rest]))

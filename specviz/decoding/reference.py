@@ -5,7 +5,9 @@ What people would otherwise use: `generate(assistant_model=draft)` for the model
 reads the target's hidden states, so with the head drafter it assists with the draft model: what a user of
 transformers would get. A streamer turns each chunk of new tokens into an event, so this lane reads like the
 others (transformers reports no rounds: plain tokens and timings only, one chunk = one target forward). The call
-is timed end to end, transformers' own overhead included.
+is timed end to end, transformers' own overhead included. Its first forward reads the prompt and the first
+drafts together; on a target in slots, `prompt_apart` computes it as the lanes do (the prompt's own pass,
+then decoding rows), so the lane writes the lanes' tokens by construction.
 
 `generate()` runs in a worker thread so the consumer can stop it: leaving the event loop (Stop in the app, or a
 run-time cap) sets a flag that a stopping criterion checks after every target forward.
@@ -25,6 +27,7 @@ from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import check_run, clock, context_budget, truncate_at_eos
 from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.models.invariance import prompt_apart
 from specviz.models.pairs import ModelPair
 
 DONE = object()  # end of the worker's stream
@@ -98,7 +101,7 @@ def reference_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeConfi
     def work() -> None:
         try:
             torch.manual_seed(config.seed)  # transformers samples from torch's global generator
-            with torch.inference_mode():
+            with torch.inference_mode(), prompt_apart(len(prompt_ids)):  # the prompt read as the lanes read it
                 pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids),
                                      streamer=ChunkStreamer(chunks, pair.device),
                                      stopping_criteria=StoppingCriteriaList([StopWhenAsked(stop)]), **kwargs)
@@ -152,7 +155,7 @@ def time_generate(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, 
     input_ids = torch.tensor([prompt_ids], dtype=torch.long, device=pair.device)  # (1, n)
     torch.manual_seed(config.seed)
     started = clock(pair.device)
-    with torch.inference_mode():
+    with torch.inference_mode(), prompt_apart(len(prompt_ids)):  # a plainly loaded target ignores it
         output = pair.target.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
     return clock(pair.device) - started, output.shape[1] - input_ids.shape[1]
 

@@ -11,7 +11,11 @@ is computed in one shape:
   MAX_ROWWISE rows runs in chunks of SLOTS rows, zeros after the real ones; a prompt's own pass (more
   rows) runs as it is, and both lanes read it;
 - in float32 on a CPU, the linear layers through oneDNN with their weights packed once: MKL's
-  F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same.
+  F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same;
+- a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
+  forward, where the lanes read the prompt in a pass of its own (its last row's logits alone) and the
+  drafts as decoding rows. Inside `prompt_apart(n)` the target's forward splits such a first forward
+  at the prompt's n ids into those two forwards, so generate() computes every row as the lanes do.
 
 measure() still compares a verify with steps when a target loads: a check that the construction holds
 (a failure there is a bug to report), never what decides it. A model slots cannot compute (soft-capped
@@ -20,8 +24,11 @@ attention, a sliding window) keeps transformers' attention, and the page says it
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import threading
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from transformers import DynamicCache
@@ -65,6 +72,52 @@ def packed(layer: torch.nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
     forward.specviz_packed = True
+    return forward
+
+
+_PROMPT = threading.local()  # the prompt length of the generate() call running in this thread, if any
+
+
+@contextlib.contextmanager
+def prompt_apart(num_prompt: int) -> Iterator[None]:
+    """While a generate() call runs in this thread: its first forward reads the prompt's `num_prompt` ids as
+    the lanes' prompt pass does, and any ids after them as decoding rows (read_prompt_apart)."""
+    before = getattr(_PROMPT, "length", None)
+    _PROMPT.length = num_prompt
+    try:
+        yield
+    finally:
+        _PROMPT.length = before
+
+
+def read_prompt_apart(plain_forward):
+    """A causal LM's forward that, inside prompt_apart(n), splits a first forward (empty cache) over n ids or
+    more in two: the prompt alone with its last row's logits (the lanes' prompt pass: forward.forward_new_ids,
+    `last_only`), then the ids after it (the first drafts of assisted generation) as decoding rows. Its logits
+    are those rows' (1, 1 + m − n, vocab): generate() reads the last ones only. Other calls pass through."""
+
+    def forward(input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                past_key_values=None, logits_to_keep: int = 0, **kwargs):
+        num_prompt = getattr(_PROMPT, "length", None)
+        if (num_prompt is None or input_ids is None or past_key_values is None
+                or past_key_values.get_seq_length() > 0 or input_ids.shape[1] < num_prompt):
+            return plain_forward(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
+                                 logits_to_keep=logits_to_keep, **kwargs)
+        positions = kwargs.pop("position_ids", None)  # (1, m) or None
+        mask_of = lambda stop: None if attention_mask is None else attention_mask[:, :stop]  # noqa: E731
+        output = plain_forward(input_ids=input_ids[:, :num_prompt], attention_mask=mask_of(num_prompt),
+                               position_ids=None if positions is None else positions[:, :num_prompt],
+                               past_key_values=past_key_values, logits_to_keep=1, **kwargs)
+        if input_ids.shape[1] > num_prompt:
+            rest = plain_forward(input_ids=input_ids[:, num_prompt:], attention_mask=mask_of(input_ids.shape[1]),
+                                 position_ids=None if positions is None else positions[:, num_prompt:],
+                                 past_key_values=past_key_values, **kwargs)
+            output.logits = torch.cat([output.logits, rest.logits], dim=1)  # (1, 1 + m − n, vocab)
+        if logits_to_keep:
+            output.logits = output.logits[:, -logits_to_keep:]
+        return output
+
+    forward.specviz_prompt_apart = True
     return forward
 
 
@@ -134,6 +187,8 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
     # every linear layer, GPT-2's Conv1D too, padded (around the packed forward where there is one)
     replace_forwards(model, (torch.nn.Linear, Conv1D), "specviz_padded", lambda layer: padded(layer.forward))
     model.set_attn_implementation(SLOTS_LAYOUT)
+    if not getattr(model.forward, "specviz_prompt_apart", False):
+        model.forward = read_prompt_apart(model.forward)
     return measure(model, vocab_size, context_length)
 
 
@@ -142,7 +197,7 @@ def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
     forward is compared against (`specviz profile`)."""
     plain = copy.deepcopy(model)
     for layer in plain.modules():
-        if "forward" in vars(layer) and any(getattr(layer.forward, mark, False) for mark in ("specviz_padded", "specviz_packed")):
+        if "forward" in vars(layer) and any(getattr(layer.forward, mark, False) for mark in ("specviz_padded", "specviz_packed", "specviz_prompt_apart")):
             del layer.forward  # the instance's padded or packed forward; the class's plain one shows again
     if plain.config._attn_implementation == SLOTS_LAYOUT:
         plain.set_attn_implementation("sdpa")
