@@ -422,3 +422,43 @@ def test_a_first_forward_over_prompt_and_drafts_reads_the_prompt_as_the_lanes_do
         first = forward_new_ids(target, ids[:, :num_prompt], lanes_cache, vocab, last_only=True)  # (1, vocab)
         rest = forward_new_ids(target, ids, lanes_cache, vocab)  # (4, vocab)
     assert split.shape == (5, vocab) and torch.equal(split, torch.cat([first, rest]))
+
+
+def test_the_row_check_fails_on_linear_layers_that_round_by_their_row_count(monkeypatch):
+    """Without row blocks of one size, a linear kernel chosen by the row count (MKL's in float32, oneDNN's on AMX)
+    makes a verify's rows differ from steps' in the forward transformers' generate() runs: the check catches it."""
+    def unblocked(plain_forward, block=SLOTS):
+        def forward(inputs):
+            out = plain_forward(inputs)
+            return out * 1.01 if inputs.shape[:-1].numel() > 1 else out  # rounds otherwise past one row
+        forward.specviz_padded = True
+        return forward
+
+    monkeypatch.setattr(invariance, "padded", unblocked)
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    ModelPair.from_models(target, None)
+    with pytest.raises(AssertionError, match="rows differ"), torch.inference_mode():
+        assert_rows_match(target, 128, seed=0, context_lengths=(5,), counts=(4,), tree_sizes=())
+
+
+def test_a_step_computes_one_row_block_and_filler_blocks_are_skipped():
+    """In an eager slots call of one real row, each linear layer runs one product of ROW_BLOCK rows, not SLOTS."""
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    ModelPair.from_models(target, None)
+    seen: list[int] = []
+    layer = target.model.layers[0].mlp.down_proj
+    inner = layer.forward
+    layer.forward = lambda inputs: (seen.append(inputs.shape[:-1].numel()), inner(inputs))[1]
+    plain_rows: list[int] = []
+    original = torch.nn.functional.linear
+    with torch.inference_mode():
+        cache = SlotCache(target.config, 64)
+        forward_new_ids(target, torch.arange(3, 8).view(1, -1), cache, 128)
+        seen.clear()
+        torch.nn.functional.linear = lambda x, w, b=None: (plain_rows.append(x.shape[0]), original(x, w, b))[1]
+        try:
+            forward_new_ids(target, torch.arange(3, 9).view(1, -1), cache, 128)  # one step
+        finally:
+            torch.nn.functional.linear = original
+    assert seen == [SLOTS] and slots.row_block(torch.device("cpu")) in plain_rows
+    assert max(plain_rows) == slots.row_block(torch.device("cpu"))

@@ -135,7 +135,7 @@ def test_the_stand_in_replays_what_it_captured_as_a_cuda_graph_does():
         ReplayGraph(lambda: (fixed[fixed > 1],))  # a boolean index: its size is known on the host only
 
 
-def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_graphs):
+def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_graphs, monkeypatch):
     pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
     prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
     config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
@@ -156,6 +156,8 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_grap
     for model_ in (pair.target, pair.head.body, pair.draft):
         slot_calls.POOL.free.pop(model_)
     slot_calls.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
+    # the eager calls as the graphs computed them (each row's keys gathered: one control flow), not a CPU's key sets
+    monkeypatch.setattr(slots, "shares_key_sets", lambda device, graphed=False: False)
     eager = Trace.from_events(speculative_decode(pair, prompt_ids, config))
     eager_model = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model")))
     # each drafter drafted as without graphs: what it kept was copied out of a replay's outputs before the next one

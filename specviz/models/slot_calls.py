@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.slots import (SLOTS, SLOTS_LAYOUT, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls,
-                                  key_block, key_width, lower_layer_states, plan_rows)
+                                  key_block, key_width, lower_layer_states, plan_rows, real_rows)
 
 
 @dataclass
@@ -29,7 +29,8 @@ class Captured:
 def base_call(model, cache: SlotCache, inputs: CallInputs, **kwargs):
     """A causal LM's base model over one call's SLOTS rows (its output (1, S, ·))."""
     return model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
-                            past_key_values=cache, use_cache=True, specviz_order=inputs.order, **kwargs)
+                            past_key_values=cache, use_cache=True, specviz_order=inputs.order, specviz_sets=inputs.sets,
+                            **kwargs)
 
 
 def logits_and_states(model, output, layers: tuple[int, ...] | None, last_only: bool = False) -> tuple[torch.Tensor, ...]:
@@ -80,7 +81,7 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
     for call_rows in group_calls(rows, block):
         width = key_width(call_rows[0].num_keys, block)
         inputs = cache.inputs.get(width) or cache.inputs.setdefault(width, CallInputs.empty(width, new_ids.device))
-        fill_inputs(inputs, call_rows, new_ids[0, done : done + len(call_rows)], cache.capacity)
+        fill_inputs(inputs, call_rows, new_ids[0, done : done + len(call_rows)], cache.capacity, cache.graphed)
         if prepare is not None:
             prepare(done, done + len(call_rows))
         cache.write_at = inputs.write_at
@@ -99,7 +100,8 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
             cache.graphs[key].graph.replay()
             outputs = cache.graphs[key].outputs
         else:
-            outputs = body(inputs)
+            with real_rows(len(call_rows)):  # row blocks of filler alone skipped (invariance.padded)
+                outputs = body(inputs)
         # Copied out: a graph's outputs are overwritten by its next replay (the forward's next call, maybe)
         parts.append([output[0, : len(call_rows)].clone() for output in outputs])  # each (m, ·)
         done += len(call_rows)
@@ -155,7 +157,8 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
         buffer[0, stop - first :].zero_()
 
     def body(inputs: CallInputs) -> tuple[torch.Tensor]:
-        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order),)
+        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order,
+                     specviz_sets=inputs.sets),)
 
     return run_calls(cache, next_ids, parents, body, ("head", width), prepare)[0]  # (n, d)
 

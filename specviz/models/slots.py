@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -36,6 +37,34 @@ ZERO_GPU_ENV = "SPACES_ZERO_GPU"  # set on Hugging Face ZeroGPU Spaces
 KEY_BLOCK = {"cuda": 256, "cpu": 64}  # key widths round up to this: fewer graphs on a GPU, less work on a CPU
 MAX_ROWWISE = 32  # a forward outside slots with more query rows than this is a prompt's own pass
 PROFILE_LABEL = "specviz::slots_attention"  # how the attention (its gathers included) shows in torch's profiler
+# Rows per linear product (specviz.models.invariance.padded): on a CPU 4 rows cost about what 1 does (bf16; float32
+# through oneDNN's packed kernel), 8 up to 1.4× (2× on AVX2); a GPU's graphs replay SLOTS-row products
+ROW_BLOCK = {"cpu": 4}
+
+
+def row_block(device: torch.device) -> int:
+    return ROW_BLOCK.get(device.type, SLOTS)
+
+
+_CALL = threading.local()  # the real rows of the slots call running in this thread, where its control flow may know
+
+
+@contextlib.contextmanager
+def real_rows(num: int | None) -> Iterator[None]:
+    """While an eager slots call runs: how many of its SLOTS rows are real (the rest are filler), so row blocks
+    of filler alone are skipped (None: every row counts, as a CUDA graph replays every block)."""
+    before = getattr(_CALL, "rows", None)
+    _CALL.rows = num
+    try:
+        yield
+    finally:
+        _CALL.rows = before
+
+
+def rows_to_compute(num_rows: int) -> int:
+    """Of a forward's num_rows, how many lead rows hold real ones: all, but in an eager slots call its real rows."""
+    real = getattr(_CALL, "rows", None)
+    return real if real is not None and num_rows == SLOTS else num_rows
 
 
 def slots_wanted() -> bool:
@@ -128,6 +157,9 @@ class CallInputs:
     ids: torch.Tensor  # (1, S)
     packed: torch.Tensor  # (3·S + S·W,): positions, write_at, counts, order
     keys: torch.Tensor  # (W,): 0 … W−1
+    # On a CPU, the call's key sets (attend_sets): the text's prefix, read by every causal and filler row (index
+    # None), then one per tree or rival row, its own keys in order: (the rows reading it, its index (W,) or None)
+    sets: tuple[tuple[tuple[int, ...], torch.Tensor | None], ...] = ()
 
     @classmethod
     def empty(cls, width: int, device: torch.device) -> "CallInputs":
@@ -153,7 +185,13 @@ class CallInputs:
         return (self.keys.view(1, -1) < counts.view(-1, 1)).view(SLOTS, 1, 1, -1)  # (S, 1, 1, W) bool
 
 
-def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int) -> None:
+def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
+    """Whether calls carry their key sets (attend_sets): on a CPU, eagerly. A CUDA graph replays one control
+    flow for every call of its width, so graphed calls (and CUDA's) gather each row's keys (attend_gathered)."""
+    return device.type == "cpu" and not graphed
+
+
+def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int, graphed: bool = False) -> None:
     """Write one call's rows into its inputs; filler rows read key 0 and write trash slots."""
     width, filler = inputs.keys.shape[0], SLOTS - len(rows)
     order = torch.arange(width).repeat(SLOTS, 1)  # (S, W)
@@ -167,6 +205,11 @@ def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: i
     inputs.packed.copy_(torch.cat([positions, write_at, counts, order.view(-1)]))  # one copy to the device
     inputs.ids[0, : len(rows)].copy_(ids)
     inputs.ids[0, len(rows) :] = 0
+    inputs.sets = ()
+    if shares_key_sets(inputs.keys.device, graphed):
+        own = [index for index, row in enumerate(rows) if row.extra]
+        inputs.sets = ((tuple(index for index in range(SLOTS) if index not in own), None),
+                       *(((index,), order[index]) for index in own))
 
 
 # ---- the cache -----------------------------------------------------------------------------------
@@ -231,17 +274,25 @@ def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch
             else contextlib.nullcontext():  # one labelled block for `specviz profile`; free otherwise
         if specviz_order is None:
             return outside_slots(query, key, value, attention_mask, scaling), None
-        return attend_rows(query, key, value, specviz_order, attention_mask, scaling), None
+        return attend_rows(query, key, value, specviz_order, attention_mask, scaling, kwargs.get("specviz_sets")), None
 
 
 def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
-                visible: torch.Tensor, scaling: float) -> torch.Tensor:
+                visible: torch.Tensor, scaling: float, sets: tuple = ()) -> torch.Tensor:
     """One call's attention: query (1, H, S, D), each row over the keys `order` (S, W) names in key and value
-    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D).
+    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). With the call's key `sets` (a CPU's calls
+    carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own."""
+    if sets:
+        return attend_sets(query, key, value, sets, visible, scaling)
+    return attend_gathered(query, key, value, order, visible, scaling)
 
-    Written as two batched matrix products, one independent product per (row, KV head), and a float32
-    softmax per row, not SDPA: CPU SDPA in float32 computed batch entries 4–7 differently from entry 0 on
-    two threads (its work split across threads), so a row's result depended on its place in the call."""
+
+def attend_gathered(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
+                    visible: torch.Tensor, scaling: float) -> torch.Tensor:
+    """attend_rows with every row's keys gathered: two batched matrix products, one independent product per
+    (row, KV head), and a float32 softmax per row, not SDPA: CPU SDPA in float32 computed batch entries 4–7
+    differently from entry 0 on two threads (its work split across threads), so a row's result depended on its
+    place in the call. Its control flow never depends on the rows, so a CUDA graph replays it for any call."""
     _, num_heads, num_rows, head_dim = query.shape
     num_kv_heads, width = key.shape[1], order.shape[1]
     group = num_heads // num_kv_heads
@@ -253,6 +304,48 @@ def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ord
     scores = scores.masked_fill(~visible.view(num_rows, 1, 1, width), float("-inf"))
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)  # (S, kv, G, W)
     return torch.matmul(weights, values).view(1, num_rows, num_heads, head_dim)  # (S, kv, G, D) → (1, S, H, D)
+
+
+def attend_sets(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, sets: tuple,
+                visible: torch.Tensor, scaling: float) -> torch.Tensor:
+    """attend_rows on a CPU, one key set at a time: the keys a set's rows read, copied into one (kv, W, D) block
+    (index_select, whatever the set), then every query row of the call against that block in two products of one
+    shape, (kv, G·S, D)·(kv, D, W) and (kv, G·S, W)·(kv, W, D), and a float32 softmax per row; each row keeps its
+    own set's result. Why a row rounds as it would alone: the products' shapes and operand layouts never change
+    (S rows, width W), a row's visible keys sit at the indices a step at its place reads, and its hidden keys
+    weigh exactly 0 (exp(−inf)). A chain's call is one set, so a step or a verify costs two small products per
+    layer, not S·kv of them over S gathered copies (attend_gathered: ~3× the time here). A rival or tree row adds
+    a set."""
+    _, num_heads, num_rows, head_dim = query.shape
+    num_kv_heads, width = key.shape[1], visible.shape[-1]
+    group = num_heads // num_kv_heads
+    rows = (query[0] * scaling).reshape(num_kv_heads, group * num_rows, head_dim)  # (kv, G·S, D): row g·S + s
+    hidden = ~visible.view(1, 1, num_rows, width)  # (1, 1, S, W)
+    out = query.new_zeros(num_kv_heads, group, num_rows, head_dim)  # (kv, G, S, D)
+    for members, index in sets:
+        if not members:
+            continue
+        if index is None:
+            index = prefix_index(width, key.shape[2])
+        keys = key[0].index_select(1, index)  # (kv, W, D)
+        values = value[0].index_select(1, index)
+        scores = torch.matmul(rows, keys.transpose(-1, -2)).view(num_kv_heads, group, num_rows, width)  # (kv, G, S, W)
+        weights = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1, dtype=torch.float32)
+        result = torch.matmul(weights.to(values.dtype).view(num_kv_heads, group * num_rows, width), values)  # (kv, G·S, D)
+        result = result.view(num_kv_heads, group, num_rows, head_dim)
+        if len(members) == num_rows:
+            out = result
+        else:
+            chosen = torch.tensor(members)
+            out[:, :, chosen] = result[:, :, chosen]
+    return out.permute(2, 0, 1, 3).reshape(1, num_rows, num_heads, head_dim)  # (S, kv, G, D) → (1, S, H, D)
+
+
+@functools.lru_cache(maxsize=256)
+def prefix_index(width: int, length: int) -> torch.Tensor:
+    """Slots 0 … width−1, those past a cache of `length` read its last (hidden keys, weighing 0): (W,)."""
+    with torch.inference_mode(False):
+        return torch.arange(width).clamp_(max=length - 1)
 
 
 def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -278,7 +371,8 @@ def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
     for num, inputs in calls:
         mine = query.transpose(1, 2)[:, done : done + num]  # (1, m, H, D)
         padded = torch.cat([mine, mine.new_zeros(1, SLOTS - num, *mine.shape[2:])], dim=1)  # (1, S, H, D)
-        outs.append(attend_rows(padded.transpose(1, 2), key, value, inputs.order, inputs.visible, scaling)[:, :num])
+        outs.append(attend_rows(padded.transpose(1, 2), key, value, inputs.order, inputs.visible, scaling,
+                                inputs.sets)[:, :num])
         done += num
     return torch.cat(outs, dim=1)  # (1, M, H, D)
 
