@@ -274,7 +274,8 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
 
 @dataclass(frozen=True)
 class HfResult:
-    """End-to-end wall time of whole calls, ours and transformers', per (temperature, γ)."""
+    """End-to-end wall time of whole calls, ours and transformers', per (temperature, γ). transformers' side runs
+    on the target loaded plainly (plain_target: no specviz code on it), as a user of transformers has it."""
 
     temperature: float
     gamma: int | None  # None: transformers' default schedule (dynamic γ, confidence threshold)
@@ -285,6 +286,23 @@ class HfResult:
     max_ours_over_hf: float
     median_hf_speedup: float  # HF assisted over HF plain generate()
     num_runs: int
+    median_plain_tokens_per_s: float = 0.0  # transformers' plain generate() on the plainly loaded target
+    median_ours_over_plain: float = 0.0  # our speculative lane over plain generate(), per run, then the median
+    min_ours_over_plain: float = 0.0
+    max_ours_over_plain: float = 0.0
+    median_alone_over_plain: float = 0.0  # our target alone (the baseline lane) over plain generate()
+    min_alone_over_plain: float = 0.0
+    max_alone_over_plain: float = 0.0
+
+
+def plain_target(pair: ModelPair):
+    """The pair's target as transformers loads it: `AutoModelForCausalLM.from_pretrained` on the same folder or
+    hub id, same precision and device, none of specviz's forwards or attention on it (what a user would time)."""
+    from transformers import AutoModelForCausalLM
+
+    parameter = next(pair.target.parameters())
+    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=parameter.dtype)
+    return model.to(parameter.device).eval()
 
 
 def hf_rate(pair: ModelPair, ids: list[int], temperature: float, config: BenchConfig, seed: int,
@@ -305,67 +323,88 @@ def ours_rate(decode: Callable[..., Iterator[Event]], pair: ModelPair, ids: list
 
 
 def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
-    """Ours vs `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's default schedule;
-    with prompt lookup, vs `generate(prompt_lookup_num_tokens=γ)`. Ours is re-run here (not taken from
-    run_bench) so that both sides are measured minutes apart at most."""
+    """Ours vs what a user of transformers runs, prompt by prompt in one process: plain `generate()` and
+    `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's default schedule, on the target
+    loaded plainly; with prompt lookup, `generate(prompt_lookup_num_tokens=γ)`. Ours (the target alone and the
+    speculative lane at every γ) is re-run here, so every ratio compares calls made seconds apart."""
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
     with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"
     if pair.draft is None and with_default:
         raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
+    theirs = replace(pair, target=plain_target(pair), invariance=None)
     prompt_ids = encode_prompts(pair, prompts, config.chat)
-    total = config.repeats * len(prompts) * len(config.temperatures) * (1 + with_default + 2 * len(config.gammas))
+    total = config.repeats * len(prompts) * len(config.temperatures) * (2 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")
     warm_up(pair)
     warm_up_config = replace(config, engine=replace(config.engine, max_new_tokens=4))
-    hf_rate(pair, prompt_ids[0], 0.0, warm_up_config, 0, 2, assisted=True)  # HF's own warm-up
-    cells: dict[tuple[float, int | None], list[tuple[float, float, float]]] = {}  # (HF, ours, HF plain) tokens/s
+    hf_rate(theirs, prompt_ids[0], 0.0, warm_up_config, 0, 2, assisted=True)  # HF's own warm-up
+    hf_rate(theirs, prompt_ids[0], 0.0, warm_up_config, 0, None, assisted=False)
+    # (HF assisted, ours, HF plain, ours alone) tokens/s
+    cells: dict[tuple[float, int | None], list[tuple[float, float, float, float]]] = {}
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):
                 seed = config.seed + 1000 * repeat + index
-                plain = hf_rate(pair, ids, temperature, config, seed, None, assisted=False)
-                default = hf_rate(pair, ids, temperature, config, seed, None, assisted=True) if with_default else 0.0
-                bar.update(1 + with_default)
+                plain = hf_rate(theirs, ids, temperature, config, seed, None, assisted=False)
+                alone = ours_rate(autoregressive_decode, pair, ids, config.decode_config(temperature, seed))
+                default = hf_rate(theirs, ids, temperature, config, seed, None, assisted=True) if with_default else 0.0
+                bar.update(2 + with_default)
                 ours_at = {}
                 for gamma in config.gammas:
                     settings = config.decode_config(temperature, seed, gamma)
                     ours_at[gamma] = ours_rate(speculative_decode, pair, ids, settings)
-                    hf = hf_rate(pair, ids, temperature, config, seed, gamma, assisted=True)
+                    hf = hf_rate(theirs, ids, temperature, config, seed, gamma, assisted=True)
                     bar.update(2)
-                    cells.setdefault((temperature, gamma), []).append((hf, ours_at[gamma], plain))
+                    cells.setdefault((temperature, gamma), []).append((hf, ours_at[gamma], plain, alone))
                 if with_default:  # against our best γ on this prompt
                     best = max(ours_at.values(), default=0.0)
-                    cells.setdefault((temperature, None), []).append((default, best, plain))
+                    cells.setdefault((temperature, None), []).append((default, best, plain, alone))
     bar.close()
     results = []
     for (temperature, gamma), rows in cells.items():
-        ratios = [ours / hf for hf, ours, _ in rows]
+        ratios = [ours / hf for hf, ours, _, _ in rows]
+        over_plain = [ours / plain for _, ours, plain, _ in rows]
+        alone_over_plain = [alone / plain for _, _, plain, alone in rows]
         results.append(HfResult(
             temperature=temperature,
             gamma=gamma,
-            median_hf_tokens_per_s=statistics.median(hf for hf, _, _ in rows),
-            median_ours_tokens_per_s=statistics.median(ours for _, ours, _ in rows),
+            median_hf_tokens_per_s=statistics.median(hf for hf, _, _, _ in rows),
+            median_ours_tokens_per_s=statistics.median(ours for _, ours, _, _ in rows),
             median_ours_over_hf=statistics.median(ratios),
             min_ours_over_hf=min(ratios),
             max_ours_over_hf=max(ratios),
-            median_hf_speedup=statistics.median(hf / plain for hf, _, plain in rows),
+            median_hf_speedup=statistics.median(hf / plain for hf, _, plain, _ in rows),
             num_runs=len(rows),
+            median_plain_tokens_per_s=statistics.median(plain for _, _, plain, _ in rows),
+            median_ours_over_plain=statistics.median(over_plain),
+            min_ours_over_plain=min(over_plain),
+            max_ours_over_plain=max(over_plain),
+            median_alone_over_plain=statistics.median(alone_over_plain),
+            min_alone_over_plain=min(alone_over_plain),
+            max_alone_over_plain=max(alone_over_plain),
         ))
     return sorted(results, key=lambda r: (r.temperature, r.gamma is None, r.gamma or 0))
 
 
 def format_hf_table(results: list[HfResult]) -> str:
-    header = f"{'T':>4} {'HF γ':>12} {'HF tok/s':>9} {'HF/plain':>9} {'ours tok/s':>10} {'ours / HF (min–max)':>24}"
+    header = (f"{'T':>4} {'HF γ':>12} {'plain tok/s':>11} {'HF tok/s':>9} {'HF/plain':>9} {'ours tok/s':>10} "
+              f"{'ours / HF (min–max)':>22} {'ours / plain':>22} {'alone / plain':>22}")
     lines = [header, "-" * len(header)]
+    band = lambda median, low, high: f"{median:.2f}× ({low:.2f}–{high:.2f})"  # noqa: E731
     for r in results:
         gamma = "default" if r.gamma is None else f"{r.gamma} const"
-        spread = f"{r.median_ours_over_hf:.2f}× ({r.min_ours_over_hf:.2f}–{r.max_ours_over_hf:.2f})"
         lines.append(
-            f"{r.temperature:>4g} {gamma:>12} {r.median_hf_tokens_per_s:>9.1f} {r.median_hf_speedup:>8.2f}× "
-            f"{r.median_ours_tokens_per_s:>10.1f} {spread:>24}"
+            f"{r.temperature:>4g} {gamma:>12} {r.median_plain_tokens_per_s:>11.1f} {r.median_hf_tokens_per_s:>9.1f} "
+            f"{r.median_hf_speedup:>8.2f}× {r.median_ours_tokens_per_s:>10.1f} "
+            f"{band(r.median_ours_over_hf, r.min_ours_over_hf, r.max_ours_over_hf):>22} "
+            f"{band(r.median_ours_over_plain, r.min_ours_over_plain, r.max_ours_over_plain):>22} "
+            f"{band(r.median_alone_over_plain, r.min_alone_over_plain, r.max_alone_over_plain):>22}"
         )
     if any(r.gamma is None for r in results):
         lines.append("(HF 'default' rows compare with our best γ per prompt)")
-    lines.append("(every call timed end to end)")
+    lines.append("(every call timed end to end; transformers' side on the target loaded plainly; 'alone': our target"
+                 " alone)")
     return "\n".join(lines)
+
+

@@ -59,8 +59,8 @@ def padded(plain_forward, block: int = SLOTS):
                 rows = torch.cat([rows, rows.new_zeros(block - rows.shape[0], rows.shape[1])])  # (B, in)
             outs.append(plain_forward(rows.contiguous()))  # (B, out)
         out = (outs[0] if len(outs) == 1 else torch.cat(outs))[:num_rows]  # (≤M, out)
-        if out.shape[0] < num_rows:  # the call's filler rows past its last real block
-            out = torch.cat([out, out.new_zeros(num_rows - out.shape[0], out.shape[1])])
+        if out.shape[0] < num_rows:  # the call's filler rows past its last real block: zeros
+            out = torch.nn.functional.pad(out, (0, 0, 0, num_rows - out.shape[0]))  # (M, out)
         return out.reshape(*inputs.shape[:-1], -1)
 
     forward.specviz_padded = True
