@@ -441,24 +441,22 @@ def test_the_row_check_fails_on_linear_layers_that_round_by_their_row_count(monk
         assert_rows_match(target, 128, seed=0, context_lengths=(5,), counts=(4,), tree_sizes=())
 
 
-def test_a_step_computes_one_row_block_and_filler_blocks_are_skipped():
-    """In an eager slots call of one real row, each linear layer runs one product of ROW_BLOCK rows, not SLOTS."""
+def test_every_decoding_product_on_a_cpu_has_the_calls_rows():
+    """On a CPU a call has call_rows rows (4), and every linear product of a step, a verify of 6 (two calls) and
+    generate()'s forwards has exactly that many: the one shape, at a few rows' cost."""
+    rows = slots.call_rows(torch.device("cpu"))
     target = make_model("llama", seed=3).to(torch.bfloat16)
     ModelPair.from_models(target, None)
     seen: list[int] = []
-    layer = target.model.layers[0].mlp.down_proj
-    inner = layer.forward
-    layer.forward = lambda inputs: (seen.append(inputs.shape[:-1].numel()), inner(inputs))[1]
-    plain_rows: list[int] = []
     original = torch.nn.functional.linear
     with torch.inference_mode():
         cache = SlotCache(target.config, 64)
         forward_new_ids(target, torch.arange(3, 8).view(1, -1), cache, 128)
-        seen.clear()
-        torch.nn.functional.linear = lambda x, w, b=None: (plain_rows.append(x.shape[0]), original(x, w, b))[1]
+        torch.nn.functional.linear = lambda x, w, b=None: (seen.append(x.shape[0]), original(x, w, b))[1]
         try:
-            forward_new_ids(target, torch.arange(3, 9).view(1, -1), cache, 128)  # one step
+            forward_new_ids(target, torch.arange(3, 9).view(1, -1), cache, 128)  # a step
+            forward_new_ids(target, torch.arange(3, 15).view(1, -1), cache, 128)  # a verify of 6: two calls
+            target(input_ids=torch.arange(3, 6).view(1, -1), past_key_values=DynamicCache(), use_cache=True)
         finally:
             torch.nn.functional.linear = original
-    assert seen == [SLOTS] and slots.row_block(torch.device("cpu")) in plain_rows
-    assert max(plain_rows) == slots.row_block(torch.device("cpu"))
+    assert rows < SLOTS and seen and set(seen) == {rows}

@@ -227,6 +227,9 @@ class BenchRecord:
     cells: tuple[Cell, ...]
     prompts_of: int | None = None  # the set's size where the run was cut before its end (a GPU lease's minutes)
     attention: str | None = None  # the target's attention when measured (specviz.models.slots on CUDA since)
+    # greedy, end to end against transformers on the target loaded plainly (`bench --against-hf`), where measured:
+    # (γ, our target alone / plain generate(), our speculative lane / plain generate(), its assisted / plain)
+    against_plain: tuple[int, float, float, float] | None = None
 
     @property
     def before_slots(self) -> bool:
@@ -266,9 +269,21 @@ def read_record(path: Path) -> BenchRecord:
             cells=cells,
             prompts_of=report["prompts"].get("of"),
             attention=(report.get("batch_invariant") or {}).get("attention"),
+            against_plain=against_plain_of(report),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
+
+
+def against_plain_of(report: dict) -> tuple[int, float, float, float] | None:
+    """A record's greedy comparison with plain transformers at the bench's first γ (its `against_hf` rows that
+    timed plain generate(): the ones made since those rows carry it), else None."""
+    rows = [row for row in report.get("against_hf") or () if row.get("temperature") == 0 and row.get("gamma")
+            and row.get("median_alone_over_plain")]
+    if not rows:
+        return None
+    row = min(rows, key=lambda r: r["gamma"])
+    return row["gamma"], row["median_alone_over_plain"], row["median_ours_over_plain"], row["median_hf_speedup"]
 
 
 def machine_words(machine: dict) -> str:
@@ -310,6 +325,19 @@ class Expectation:
         measured = "; ".join(f"a {KIND_WORDS.get(r.kind, r.kind)} in {r.precision}: {greedy_words(r)}" for r in self.others)
         return (f"No bench record matches this machine ({where}), so specviz promises no speed here. Measured "
                 f"elsewhere, greedy: {measured}. python -m specviz bench measures this one.")
+
+
+    def against_plain_text(self) -> str:
+        """One line: how specviz compared with plain transformers on this machine kind, where a record timed it."""
+        timed = [record for record in self.records if record.against_plain]
+        if not timed:
+            return ""
+        record = timed[0]
+        gamma, alone, ours, theirs = record.against_plain
+        return (f"Against plain transformers here (the bench on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}, "
+                f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
+                f"transformers' generate(), its speculative lane at {ours:.2f}× (γ = {gamma}), and transformers' own "
+                f"assisted generation with the draft model at {theirs:.2f}×.")
 
 
 # Why the default pair gains little on a GPU.
@@ -398,8 +426,9 @@ def spread_here(pair: str, precision: str, temperature: float, device: str | Non
 
 
 SPEED_TABLE_HEADER = (
-    "| machine | precision | prompts × repeats | greedy (T = 0) | sampled (T = 0.7) | target alone | greedy runs parted | record |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "| machine | precision | prompts × repeats | greedy (T = 0) | sampled (T = 0.7) | target alone | greedy runs parted "
+    "| against plain transformers, greedy | record |\n"
+    "|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -416,8 +445,18 @@ def speed_table_cells(record: BenchRecord) -> dict[str, str]:
         "sampled (T = 0.7)": sampled.speedup_text() if sampled else "—",
         "target alone": f"{base.baseline_tokens_per_s:.1f} tok/s" if base else "—",
         "greedy runs parted": f"{greedy.num_diverged}/{greedy.num_runs}" if greedy and greedy.num_diverged is not None else "—",
+        "against plain transformers, greedy": against_plain_text(record),
         "record": f"[{record.file.removesuffix('.json')}](assets/bench/{record.file})",
     }
+
+
+def against_plain_text(record: BenchRecord) -> str:
+    """One README cell: the target alone and the speculative lane against plain generate(), and transformers'
+    assisted generation beside them, whole calls timed end to end ("—" where the record did not time them)."""
+    if record.against_plain is None:
+        return "—"
+    gamma, alone, ours, theirs = record.against_plain
+    return f"alone {alone:.2f}×, speculative {ours:.2f}× (γ {gamma}); transformers' assisted {theirs:.2f}×"
 
 
 def speed_table_row(record: BenchRecord) -> str:

@@ -7,9 +7,9 @@ keys (SDPA, cuBLAS). No probe covers every machine, so nothing here is chosen by
 is computed in one shape:
 
 - attention in slots (specviz.models.slots), for steps, verifies, rivals, trees and transformers' generate();
-- every linear layer in products of exactly ROW_BLOCK rows (4 on a CPU, SLOTS on a GPU), zeros after the
-  real ones, for any forward of at most MAX_ROWWISE rows (a slots call's blocks of filler alone skipped);
-  a prompt's own pass (more rows) runs as it is, and both lanes read it;
+- every linear layer in products of exactly call_rows(device) rows (4 on a CPU, SLOTS on a GPU): a slots
+  call has that many; any other forward of at most MAX_ROWWISE rows runs in such blocks, zeros after the
+  real ones; a prompt's own pass (more rows) runs as it is, and both lanes read it;
 - in float32 on a CPU, the linear layers through oneDNN with their weights packed once: MKL's
   F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same;
 - a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
@@ -36,32 +36,26 @@ from transformers.pytorch_utils import Conv1D
 
 from specviz.models.precision import precision_name
 from specviz.models.slot_calls import run_rows
-from specviz.models.slots import (MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, row_block, rows_to_compute, slots_wanted,
-                                  uses_slots)
+from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, call_rows, slots_wanted, uses_slots
 
 
 def padded(plain_forward, block: int = SLOTS):
-    """A row-wise layer's forward that computes its rows in products of exactly `block` rows (zeros fill the
-    last; up to MAX_ROWWISE rows), so a row's result never depends on how many rows ran beside it: a step's row
-    and a verify's run the very same product. In an eager slots call, blocks of filler rows alone are skipped
-    (their outputs zeros: filler is never read), so a step costs one block's product, not SLOTS rows'."""
+    """A row-wise layer's forward that computes its rows in products of exactly `block` rows (call_rows: zeros
+    fill the last; up to MAX_ROWWISE rows), so a row's result never depends on how many rows ran beside it: a
+    slots call's rows and a padded step run the very same product."""
 
     def forward(inputs: torch.Tensor) -> torch.Tensor:
         num_rows = inputs.shape[:-1].numel()
         if num_rows > MAX_ROWWISE:
             return plain_forward(inputs)
         flat = inputs.reshape(num_rows, inputs.shape[-1])  # (M, in)
-        real = rows_to_compute(num_rows)
         outs = []
-        for start in range(0, real, block):
+        for start in range(0, num_rows, block):
             rows = flat[start : start + block]
             if rows.shape[0] < block:
                 rows = torch.cat([rows, rows.new_zeros(block - rows.shape[0], rows.shape[1])])  # (B, in)
-            outs.append(plain_forward(rows.contiguous()))  # (B, out)
-        out = (outs[0] if len(outs) == 1 else torch.cat(outs))[:num_rows]  # (≤M, out)
-        if out.shape[0] < num_rows:  # the call's filler rows past its last real block: zeros
-            out = torch.nn.functional.pad(out, (0, 0, 0, num_rows - out.shape[0]))  # (M, out)
-        return out.reshape(*inputs.shape[:-1], -1)
+            outs.append(plain_forward(rows.contiguous())[: min(block, num_rows - start)])  # (≤B, out)
+        return (outs[0] if len(outs) == 1 else torch.cat(outs)).reshape(*inputs.shape[:-1], -1)
 
     forward.specviz_padded = True
     forward.specviz_packed = getattr(plain_forward, "specviz_packed", False)  # padded around oneDNN's packed kernel
@@ -71,7 +65,7 @@ def padded(plain_forward, block: int = SLOTS):
 def packed(layer: torch.nn.Linear):
     """A float32 linear layer's forward through oneDNN with its weights packed once for small row counts (a
     few rows cost it about what one does; on AVX2 its rows do not depend on the row count at all)."""
-    weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), row_block(layer.weight.device))  # oneDNN's layout
+    weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
     bias = None if layer.bias is None else layer.bias.detach()
 
     def forward(inputs: torch.Tensor) -> torch.Tensor:
@@ -156,6 +150,7 @@ class Invariance:
     attention: str  # the attention the target runs: slots, or transformers' own
     by_construction: bool = False  # every decoding row computed in one shape (slots and padded layers)
     reason: str = ""  # why not by construction (a model slots cannot compute; the switch off)
+    rows_per_call: int = SLOTS  # query rows in every decoding call (slots.call_rows of the target's device)
 
     @property
     def exact(self) -> bool:
@@ -165,7 +160,7 @@ class Invariance:
     def summary(self) -> str:
         """One line a newcomer reads beside the run's precision."""
         if self.exact:
-            return (f"the target computes every token it checks in one fixed shape ({SLOTS} rows a call, each over "
+            return (f"the target computes every token it checks in one fixed shape ({self.rows_per_call} rows a call, each over "
                     f"its own keys), so checking several tokens at once rounds exactly like checking one "
                     f"({self.precision}); at temperature 0 both lanes write the same text by construction")
         if self.by_construction:
@@ -191,7 +186,7 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
     if parameter.dtype == torch.float32 and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
         replace_forwards(model, (torch.nn.Linear,), "specviz_packed", packed)
     # every linear layer, GPT-2's Conv1D too, padded (around the packed forward where there is one)
-    block = row_block(parameter.device)
+    block = call_rows(parameter.device)
     replace_forwards(model, (torch.nn.Linear, Conv1D), "specviz_padded", lambda layer: padded(layer.forward, block))
     model.set_attn_implementation(SLOTS_LAYOUT)
     if not getattr(model.forward, "specviz_prompt_apart", False):
@@ -241,4 +236,5 @@ def measure(model: torch.nn.Module, vocab_size: int, context_length: int, reason
         difference = max(difference, float((verify - steps).abs().max()))
     padded_layers = sum(getattr(m.forward, "specviz_padded", False) for m in model.modules())
     return Invariance(bitwise, difference, padded_layers, precision_name(next(model.parameters()).dtype),
-                      model.config._attn_implementation, by_construction=uses_slots(model), reason=reason)
+                      model.config._attn_implementation, by_construction=uses_slots(model), reason=reason,
+                      rows_per_call=call_rows(device))

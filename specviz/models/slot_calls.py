@@ -1,4 +1,4 @@
-"""Running calls in slots (specviz.models.slots): each forward as calls of SLOTS rows, captured once as a CUDA
+"""Running calls in slots (specviz.models.slots): each forward as calls of call_rows(device) rows, captured once as a CUDA
 graph per (width, variant) where the cache is graphed, replayed after; the bodies the lanes and the drafters
 run (a causal LM's logits or hidden states, a draft head's layer); the pool that keeps caches and their graphs
 across runs; the warm-up's captures."""
@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.models.slots import (SLOTS, SLOTS_LAYOUT, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls,
-                                  key_block, key_width, lower_layer_states, plan_rows, real_rows)
+                                  call_rows, key_block, key_width, lower_layer_states, plan_rows)
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Captured:
 
 
 def base_call(model, cache: SlotCache, inputs: CallInputs, **kwargs):
-    """A causal LM's base model over one call's SLOTS rows (its output (1, S, ·))."""
+    """A causal LM's base model over one call's S rows (its output (1, S, ·))."""
     return model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
                             past_key_values=cache, use_cache=True, specviz_order=inputs.order, specviz_sets=inputs.sets,
                             **kwargs)
@@ -70,7 +70,7 @@ GRAPHS = {"captured": 0, "failed": None}
 def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
               body: Callable[[CallInputs], tuple[torch.Tensor, ...]], variant: object,
               prepare: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
-    """Each output's rows (n, ·) for new_ids (1, n) after the cache's length, run as calls of SLOTS rows: `body`
+    """Each output's rows (n, ·) for new_ids (1, n) after the cache's length, run as calls of S rows (call_rows): `body`
     computes one call's outputs (1, S, ·) from its inputs and any buffers `prepare(first, stop)` fills for rows
     first..stop-1 of new_ids; with the cache graphed, each (width, variant) is captured once and replayed."""
     rows = plan_rows(cache.length, new_ids.shape[1], parents)
@@ -78,12 +78,12 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
         raise ValueError(f"a forward past this cache's {cache.capacity} positions")
     block = key_block(new_ids.device)
     parts, done = [], 0
-    for call_rows in group_calls(rows, block):
-        width = key_width(call_rows[0].num_keys, block)
+    for rows_of_call in group_calls(rows, block, call_rows(new_ids.device)):
+        width = key_width(rows_of_call[0].num_keys, block)
         inputs = cache.inputs.get(width) or cache.inputs.setdefault(width, CallInputs.empty(width, new_ids.device))
-        fill_inputs(inputs, call_rows, new_ids[0, done : done + len(call_rows)], cache.capacity, cache.graphed)
+        fill_inputs(inputs, rows_of_call, new_ids[0, done : done + len(rows_of_call)], cache.capacity, cache.graphed)
         if prepare is not None:
-            prepare(done, done + len(call_rows))
+            prepare(done, done + len(rows_of_call))
         cache.write_at = inputs.write_at
         key = (width, variant)
         if cache.graphed and key not in cache.graphs:
@@ -100,11 +100,10 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
             cache.graphs[key].graph.replay()
             outputs = cache.graphs[key].outputs
         else:
-            with real_rows(len(call_rows)):  # row blocks of filler alone skipped (invariance.padded)
-                outputs = body(inputs)
+            outputs = body(inputs)
         # Copied out: a graph's outputs are overwritten by its next replay (the forward's next call, maybe)
-        parts.append([output[0, : len(call_rows)].clone() for output in outputs])  # each (m, ·)
-        done += len(call_rows)
+        parts.append([output[0, : len(rows_of_call)].clone() for output in outputs])  # each (m, ·)
+        done += len(rows_of_call)
     cache.write_at = None
     cache.length += new_ids.shape[1]
     return [torch.cat(rows_of_output) for rows_of_output in zip(*parts)]
@@ -148,7 +147,7 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
     width = features.shape[-1]  # the target's states with its lower layers, or the head's own predictions
     buffer = cache.extras.get(width)
     if buffer is None:
-        buffer = cache.extras[width] = features.new_zeros(1, SLOTS, width)  # (1, S, F): read by the graphs
+        buffer = cache.extras[width] = features.new_zeros(1, call_rows(features.device), width)  # (1, S, F): graphs read it
 
     def prepare(first: int, stop: int) -> None:
         buffer[0, : stop - first].copy_(features[0, first:stop])

@@ -1,8 +1,9 @@
-"""Every decoding forward of the target in one shape: SLOTS query rows over a fixed-size key cache.
+"""Every decoding forward of the target in one shape: a fixed number of query rows over a fixed-size key cache.
 
 A step (1 token), a verify (γ+1 tokens), rival guesses and a draft tree's verify all run as calls of exactly
-SLOTS rows (the real ones, then filler), each row attending over its own keys gathered to a prefix of a width
-rounded up to the device's key block. A row's result then depends on its own inputs alone, never on how many
+call_rows(device) rows (4 on a CPU, SLOTS = 8 on a GPU: the real ones, then filler), each row attending over its
+own keys (or its call's shared prefix of them, on a CPU: attend_sets), to a width rounded up to the device's key
+block. A row's result then depends on its own inputs alone, never on how many
 rows ran beside it: a verify rounds like a step *by construction*, on any device and in any precision,
 whatever kernel the device picks for that one shape (oneDNN's AMX kernels round a row differently by the row
 count; cuBLAS picks kernels by the key count: neither can matter).
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import threading
 import weakref
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -30,41 +30,22 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
 
-SLOTS = 8  # query rows per call: a verify of γ ≤ 7 in one call; longer ones (trees) in several
+SLOTS = 8  # query rows per call on a GPU (a verify of γ ≤ 7 in one graph), the most any call has; the trash slots
 SLOTS_LAYOUT = "specviz_slots"  # the attention name transformers knows it by
 SWITCH_ENV = "SPECVIZ_SLOTS"  # "0": targets as transformers loads them (SDPA, not exact by construction): to compare
 ZERO_GPU_ENV = "SPACES_ZERO_GPU"  # set on Hugging Face ZeroGPU Spaces
 KEY_BLOCK = {"cuda": 256, "cpu": 64}  # key widths round up to this: fewer graphs on a GPU, less work on a CPU
 MAX_ROWWISE = 32  # a forward outside slots with more query rows than this is a prompt's own pass
 PROFILE_LABEL = "specviz::slots_attention"  # how the attention (its gathers included) shows in torch's profiler
-# Rows per linear product (specviz.models.invariance.padded): on a CPU 4 rows cost about what 1 does (bf16; float32
-# through oneDNN's packed kernel), 8 up to 1.4× (2× on AVX2); a GPU's graphs replay SLOTS-row products
-ROW_BLOCK = {"cpu": 4}
+# Query rows per call on a CPU: there 4 rows cost about what 1 does (bf16 products; float32 through oneDNN's
+# packed kernel), 8 up to 1.4× (2× on AVX2) in every product and elementwise op, so a step or a verify of γ ≤ 3
+# costs what a plain step does; a longer verify runs as several calls. A GPU's graphs replay SLOTS rows.
+CALL_ROWS = {"cpu": 4}
 
 
-def row_block(device: torch.device) -> int:
-    return ROW_BLOCK.get(device.type, SLOTS)
-
-
-_CALL = threading.local()  # the real rows of the slots call running in this thread, where its control flow may know
-
-
-@contextlib.contextmanager
-def real_rows(num: int | None) -> Iterator[None]:
-    """While an eager slots call runs: how many of its SLOTS rows are real (the rest are filler), so row blocks
-    of filler alone are skipped (None: every row counts, as a CUDA graph replays every block)."""
-    before = getattr(_CALL, "rows", None)
-    _CALL.rows = num
-    try:
-        yield
-    finally:
-        _CALL.rows = before
-
-
-def rows_to_compute(num_rows: int) -> int:
-    """Of a forward's num_rows, how many lead rows hold real ones: all, but in an eager slots call its real rows."""
-    real = getattr(_CALL, "rows", None)
-    return real if real is not None and num_rows == SLOTS else num_rows
+def call_rows(device: torch.device) -> int:
+    """How many query rows every decoding call has on this device (its linear layers' row block too)."""
+    return CALL_ROWS.get(device.type, SLOTS)
 
 
 def slots_wanted() -> bool:
@@ -131,13 +112,13 @@ def plan_rows(length: int, num_new: int, parents: Sequence[int] = ()) -> list[Ro
     return rows
 
 
-def group_calls(rows: list[Row], block: int) -> list[list[Row]]:
-    """Consecutive rows of one key width, at most SLOTS a call: each row reads exactly the width a
-    step at its place reads, so its call has a step's shape."""
+def group_calls(rows: list[Row], block: int, per_call: int = SLOTS) -> list[list[Row]]:
+    """Consecutive rows of one key width, at most `per_call` a call (call_rows): each row reads exactly the width
+    a step at its place reads, so its call has a step's shape."""
     calls: list[list[Row]] = []
     for row in rows:
         width = key_width(row.num_keys, block)
-        if calls and len(calls[-1]) < SLOTS and key_width(calls[-1][0].num_keys, block) == width:
+        if calls and len(calls[-1]) < per_call and key_width(calls[-1][0].num_keys, block) == width:
             calls[-1].append(row)
         else:
             calls.append([row])
@@ -154,7 +135,7 @@ class CallInputs:
     live in one buffer, so a call's inputs cross to a GPU in one copy; which keys a row sees is computed
     from its count on the device (inside the graph)."""
 
-    ids: torch.Tensor  # (1, S)
+    ids: torch.Tensor  # (1, S): S = call_rows(device)
     packed: torch.Tensor  # (3·S + S·W,): positions, write_at, counts, order
     keys: torch.Tensor  # (W,): 0 … W−1
     # On a CPU, the call's key sets (attend_sets): the text's prefix, read by every causal and filler row (index
@@ -163,26 +144,30 @@ class CallInputs:
 
     @classmethod
     def empty(cls, width: int, device: torch.device) -> "CallInputs":
-        long = dict(dtype=torch.long, device=device)
-        return cls(torch.zeros(1, SLOTS, **long), torch.zeros(3 * SLOTS + SLOTS * width, **long),
+        long, rows = dict(dtype=torch.long, device=device), call_rows(torch.device(device))
+        return cls(torch.zeros(1, rows, **long), torch.zeros(3 * rows + rows * width, **long),
                    torch.arange(width, **long))
 
     @property
+    def num_rows(self) -> int:
+        return self.ids.shape[1]
+
+    @property
     def positions(self) -> torch.Tensor:
-        return self.packed[:SLOTS].view(1, SLOTS)  # (1, S)
+        return self.packed[: self.num_rows].view(1, -1)  # (1, S)
 
     @property
     def write_at(self) -> torch.Tensor:
-        return self.packed[SLOTS : 2 * SLOTS]  # (S,): the slots the rows' keys go to
+        return self.packed[self.num_rows : 2 * self.num_rows]  # (S,): the slots the rows' keys go to
 
     @property
     def order(self) -> torch.Tensor:
-        return self.packed[3 * SLOTS :].view(SLOTS, -1)  # (S, W): each row's key slots, visible ones first
+        return self.packed[3 * self.num_rows :].view(self.num_rows, -1)  # (S, W): each row's key slots, visible first
 
     @property
     def visible(self) -> torch.Tensor:
-        counts = self.packed[2 * SLOTS : 3 * SLOTS]  # (S,): how many keys each row sees
-        return (self.keys.view(1, -1) < counts.view(-1, 1)).view(SLOTS, 1, 1, -1)  # (S, 1, 1, W) bool
+        counts = self.packed[2 * self.num_rows : 3 * self.num_rows]  # (S,): how many keys each row sees
+        return (self.keys.view(1, -1) < counts.view(-1, 1)).view(self.num_rows, 1, 1, -1)  # (S, 1, 1, W) bool
 
 
 def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
@@ -193,8 +178,9 @@ def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
 
 def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int, graphed: bool = False) -> None:
     """Write one call's rows into its inputs; filler rows read key 0 and write trash slots."""
-    width, filler = inputs.keys.shape[0], SLOTS - len(rows)
-    order = torch.arange(width).repeat(SLOTS, 1)  # (S, W)
+    width, num_rows = inputs.keys.shape[0], inputs.num_rows
+    filler = num_rows - len(rows)
+    order = torch.arange(width).repeat(num_rows, 1)  # (S, W)
     for index, row in enumerate(rows):
         if row.extra:
             order[index, row.prefix : row.num_keys] = torch.tensor(row.extra)
@@ -208,7 +194,7 @@ def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: i
     inputs.sets = ()
     if shares_key_sets(inputs.keys.device, graphed):
         own = [index for index, row in enumerate(rows) if row.extra]
-        inputs.sets = ((tuple(index for index in range(SLOTS) if index not in own), None),
+        inputs.sets = ((tuple(index for index in range(num_rows) if index not in own), None),
                        *(((index,), order[index]) for index in own))
 
 
@@ -321,7 +307,7 @@ def attend_sets(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, set
     group = num_heads // num_kv_heads
     rows = (query[0] * scaling).reshape(num_kv_heads, group * num_rows, head_dim)  # (kv, G·S, D): row g·S + s
     hidden = ~visible.view(1, 1, num_rows, width)  # (1, 1, S, W)
-    out = query.new_zeros(num_kv_heads, group, num_rows, head_dim)  # (kv, G, S, D)
+    out = None  # (kv, G, S, D)
     for members, index in sets:
         if not members:
             continue
@@ -335,9 +321,11 @@ def attend_sets(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, set
         result = result.view(num_kv_heads, group, num_rows, head_dim)
         if len(members) == num_rows:
             out = result
-        else:
-            chosen = torch.tensor(members)
-            out[:, :, chosen] = result[:, :, chosen]
+            continue
+        if out is None:
+            out = torch.zeros_like(result)
+        chosen = torch.tensor(members)
+        out[:, :, chosen] = result[:, :, chosen]
     return out.permute(2, 0, 1, 3).reshape(1, num_rows, num_heads, head_dim)  # (S, kv, G, D) → (1, S, H, D)
 
 
@@ -370,7 +358,7 @@ def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
     outs, done = [], 0
     for num, inputs in calls:
         mine = query.transpose(1, 2)[:, done : done + num]  # (1, m, H, D)
-        padded = torch.cat([mine, mine.new_zeros(1, SLOTS - num, *mine.shape[2:])], dim=1)  # (1, S, H, D)
+        padded = torch.cat([mine, mine.new_zeros(1, inputs.num_rows - num, *mine.shape[2:])], dim=1)  # (1, S, H, D)
         outs.append(attend_rows(padded.transpose(1, 2), key, value, inputs.order, inputs.visible, scaling,
                                 inputs.sets)[:, :num])
         done += num
@@ -380,10 +368,10 @@ def outside_slots(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
 def calls_over(rows: list[Row], device: torch.device) -> list[tuple[int, CallInputs]]:
     """The calls a slots forward over these rows would make: (how many real rows, its inputs), in row order."""
     calls = []
-    for call_rows in group_calls(rows, key_block(device)):
-        inputs = CallInputs.empty(key_width(call_rows[0].num_keys, key_block(device)), device)
-        fill_inputs(inputs, call_rows, inputs.ids.new_zeros(len(call_rows)), trash=0)  # only the keys are read
-        calls.append((len(call_rows), inputs))
+    for rows_of_call in group_calls(rows, key_block(device), call_rows(device)):
+        inputs = CallInputs.empty(key_width(rows_of_call[0].num_keys, key_block(device)), device)
+        fill_inputs(inputs, rows_of_call, inputs.ids.new_zeros(len(rows_of_call)), trash=0)  # only the keys are read
+        calls.append((len(rows_of_call), inputs))
     return calls
 
 

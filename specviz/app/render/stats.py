@@ -314,7 +314,9 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
             f"{speedup(run.baseline.trace, reference):.2f}× the target alone; ours ran at "
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
-    notes = (("on-screen", on_screen_text(run)),
+    expectation = expect_here(precision=str(run.settings.get("precision"))) if run.settings.get("precision") else None
+    notes = (("against-plain", expectation.against_plain_text() if expectation else ""),
+             ("on-screen", on_screen_text(run)),
              ("gap", gap_text(run, comparison) if run.done and same_text(run) else ""),
              ("tau", tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""))
     text += "".join(f'<p class="{name}" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(words)}</p>'
