@@ -17,6 +17,7 @@ import specviz.decoding.drafters
 import specviz.decoding.engine
 import specviz.decoding.forward
 from specviz.analysis import theory
+from specviz.models import slot_calls
 from specviz.decoding.drafters import ModelDrafter
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
@@ -30,7 +31,8 @@ from tests.tiny_models import EOS_ID, random_prompts, tiny_pair
 
 class ForwardLog:
     """Counts forwards per model and records the furthest position each one was asked to see. Hooked on each
-    model's body (base_model), which every path runs once a forward: transformers' forward, a slots call."""
+    model's body (base_model), which every path runs once a forward: transformers' forward, a slots call. A
+    forward in slots may run as several calls (more rows than a call has: slots.call_rows); it counts once."""
 
     def __init__(self, pair):
         self.calls = {"target": 0, "draft": 0}
@@ -38,13 +40,27 @@ class ForwardLog:
         self.handles = []
         for name, model in (("target", pair.target), ("draft", pair.draft)):
             self.handles.append(model.base_model.register_forward_pre_hook(self.make_hook(name), with_kwargs=True))
+        self.counted: set[str] | None = None  # the models counted in the slots forward running now
+        self.run_calls = slot_calls.run_calls
+
+        def one_forward(*args, **kwargs):
+            self.counted = set()
+            try:
+                return self.run_calls(*args, **kwargs)
+            finally:
+                self.counted = None
+
+        slot_calls.run_calls = one_forward
 
     def make_hook(self, name):
         def hook(module, args, kwargs):
             input_ids, positions = kwargs["input_ids"], kwargs.get("position_ids")
             cache = kwargs.get("past_key_values")
             seen = cache.get_seq_length() if cache is not None else 0
-            self.calls[name] += 1
+            if self.counted is None or name not in self.counted:
+                self.calls[name] += 1
+            if self.counted is not None:
+                self.counted.add(name)
             # a slots call names its rows' positions (its filler rows at 0): the furthest is the last real one's
             furthest = int(positions.max()) + 1 if positions is not None else seen + input_ids.shape[1]
             self.max_positions[name] = max(self.max_positions[name], furthest)
@@ -54,6 +70,7 @@ class ForwardLog:
     def close(self):
         for handle in self.handles:
             handle.remove()
+        slot_calls.run_calls = self.run_calls
 
 
 @pytest.fixture

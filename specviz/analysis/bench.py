@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
+from transformers import AutoModelForCausalLM
 
 from specviz.catalogue import drafter_info
 from specviz.decoding import reference
@@ -298,8 +299,6 @@ class HfResult:
 def plain_target(pair: ModelPair):
     """The pair's target as transformers loads it: `AutoModelForCausalLM.from_pretrained` on the same folder or
     hub id, same precision and device, none of specviz's forwards or attention on it (what a user would time)."""
-    from transformers import AutoModelForCausalLM
-
     parameter = next(pair.target.parameters())
     model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=parameter.dtype)
     return model.to(parameter.device).eval()

@@ -18,6 +18,7 @@ from specviz.analysis.confidence import judged_drafts
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
+from specviz.models.slots import call_rows
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.inspector_page import Inspector, build_inspector
@@ -120,8 +121,8 @@ def precision_info() -> str:
     else:
         hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
     return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision, on any CPU "
-            "or GPU, specviz computes every token the target checks in one fixed shape (8 rows a call, each over its "
-            "own keys), so checking several tokens at once rounds exactly like checking one and at temperature 0 the "
+            f"or GPU, specviz computes every token the target checks in one fixed shape ({call_rows(device)} rows a "
+            "call, each over its own keys), so checking several tokens at once rounds exactly like checking one and at temperature 0 the "
             "lanes write the same text by construction; the stats say so for each model, and say where a model's "
             "attention keeps it out. Without native bf16, bfloat16 is slow")
 
