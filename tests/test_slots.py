@@ -18,7 +18,7 @@ from specviz.analysis.bench import load_prompts
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
-from specviz.models import slot_calls, slots
+from specviz.models import fixed_rows, slot_calls, slots
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
 from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
@@ -119,6 +119,9 @@ def test_in_slots_the_head_reads_the_targets_states_and_writes_its_text(slots_on
 @pytest.fixture
 def replayed_graphs(slots_on, monkeypatch):
     ReplayGraph.captured = []
+    # The stand-in replays aten operators; a CPU's float32 kernel (specviz.models.fixed_rows, a ctypes call) is
+    # none, and a GPU's graphs never run it: pairs loaded here keep oneDNN's linear layers
+    monkeypatch.setenv(fixed_rows.SWITCH_ENV, "0")
     monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: True)
     monkeypatch.setattr(slot_calls, "capture", lambda call: (graph := ReplayGraph(call)) and slot_calls.Captured(graph, graph.outputs))
     return ReplayGraph.captured

@@ -21,6 +21,7 @@ from transformers import DynamicCache
 
 from specviz.decoding.engine import clock
 from specviz.decoding.forward import crop_cache, forward_new_ids, target_cache_for
+from specviz.models.fixed_rows import PROFILE_LABEL as FIXED_ROWS_LABEL
 from specviz.models.slots import PROFILE_LABEL
 from specviz.models.pairs import ModelPair
 
@@ -53,7 +54,8 @@ class ForwardProfile:
 
 
 # Matrix products by weight: nn.Linear calls aten::linear (weight (out, in) second), GPT-2's
-# Conv1D aten::addmm (weight (in, out) last), a packed float32 layer on a CPU mkldnn::_linear_pointwise.
+# Conv1D aten::addmm (weight (in, out) last), a packed float32 layer on a CPU mkldnn::_linear_pointwise
+# (or specviz::fixed_rows, classified by the weight in its name).
 MATRIX_OPS = ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "mkldnn::_linear_pointwise")
 
 
@@ -63,6 +65,9 @@ def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> s
     if name in MATRIX_OPS:
         shapes = [tuple(shape) for shape in input_shapes]
         return "output head" if head_shape in shapes or head_shape[::-1] in shapes else "projections"
+    if name.startswith(FIXED_ROWS_LABEL):  # "specviz::fixed_rows out×in": a float32 layer on a CPU (no shapes kept)
+        weight = tuple(int(size) for size in name.split()[-1].split("×"))
+        return "output head" if weight == head_shape else "projections"
     if name in ("aten::scaled_dot_product_attention", PROFILE_LABEL):
         return "attention"
     return "other ops"
@@ -74,7 +79,8 @@ def split_profile(events, head_shape: tuple[int, int], on_gpu: bool = False) -> 
     the host's time launching them is what the GPU waits through, counted with Python's."""
     parts = dict.fromkeys(PARTS[:-1], 0.0)
     for event in events:
-        if event.cpu_parent is None and (event.name.startswith(("aten::", "mkldnn::")) or event.name == PROFILE_LABEL):
+        if event.cpu_parent is None and (event.name.startswith(("aten::", "mkldnn::", FIXED_ROWS_LABEL))
+                                         or event.name == PROFILE_LABEL):
             seconds = (event.device_time_total if on_gpu else event.cpu_time_total) / 1e6
             parts[classify_op(event.name, event.input_shapes, head_shape)] += seconds
     return parts, sum(parts.values())

@@ -220,6 +220,9 @@ def run_setup(args) -> int:
     from specviz.models.convert import default_target_id
 
     print(f"default target ready: {default_target_id()}")
+    from specviz.models.fixed_rows import kernel_status
+
+    print(f"float32 kernel for a CPU's 4-row calls: {kernel_status()}")
     return 0
 
 

@@ -36,9 +36,15 @@ class TargetUnavailableError(RuntimeError):
     """Neither the wheel nor the hub can provide the default target."""
 
 
+def cache_root() -> Path:
+    """specviz's own files outside the repository (the converted target, a compiled kernel): $SPECVIZ_CACHE,
+    else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz")
+
+
 def converted_dir() -> Path:
-    """Where the converted target lives: in $SPECVIZ_CACHE, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE") or Path.home() / ".cache" / "specviz") / FOLDER_NAME
+    """Where the converted target lives, in the cache root."""
+    return cache_root() / FOLDER_NAME
 
 
 def find_gguf() -> Path | None:

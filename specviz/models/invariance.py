@@ -10,8 +10,9 @@ is computed in one shape:
 - every linear layer in products of exactly call_rows(device) rows (4 on a CPU, SLOTS on a GPU): a slots
   call has that many; any other forward of at most MAX_ROWWISE rows runs in such blocks, zeros after the
   real ones; a prompt's own pass (more rows) runs as it is, and both lanes read it;
-- in float32 on a CPU, the linear layers through oneDNN with their weights packed once: MKL's
-  F.linear costs far more at several rows than at one, oneDNN's packed kernel about the same;
+- in float32 on a CPU, a call's 4 rows through one small C kernel that reads each weight once
+  (specviz.models.fixed_rows), else oneDNN with the weights packed once: MKL's F.linear costs about twice
+  as much at 4 rows as at one;
 - a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
   forward, where the lanes read the prompt in a pass of its own (its last row's logits alone) and the
   drafts as decoding rows. Inside `prompt_apart(n)` the target's forward splits such a first forward
@@ -34,6 +35,7 @@ import torch
 from transformers import DynamicCache
 from transformers.pytorch_utils import Conv1D
 
+from specviz.models.fixed_rows import fixed_rows
 from specviz.models.precision import precision_name
 from specviz.models.slot_calls import run_rows
 from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, call_rows, slots_wanted, uses_slots
@@ -63,14 +65,15 @@ def padded(plain_forward, block: int = SLOTS):
 
 
 def packed(layer: torch.nn.Linear):
-    """A float32 linear layer's forward through oneDNN with its weights packed once for small row counts (a
-    few rows cost it about what one does; on AVX2 its rows do not depend on the row count at all)."""
+    """A float32 linear layer's forward for a CPU: a call's 4 rows through specviz.models.fixed_rows' kernel
+    (where it compiles), other inputs through oneDNN with the weights packed once for small row counts."""
     weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
     bias = None if layer.bias is None else layer.bias.detach()
 
-    def forward(inputs: torch.Tensor) -> torch.Tensor:
+    def through_onednn(inputs: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
+    forward = fixed_rows(layer, through_onednn)
     forward.specviz_packed = True
     return forward
 

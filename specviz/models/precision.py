@@ -12,7 +12,8 @@ from specviz.models.int8 import cpu_supports
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """The weights' precision a user can pick; in both a verify rounds exactly like a step (specviz.models.invariance).
 bfloat16: half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: on a
-CPU its linear layers run oneDNN's packed kernels, which make a verify about as cheap as a step."""
+CPU its linear layers run a kernel for 4 rows at one row's cost (specviz.models.fixed_rows), so a verify of up
+to 4 tokens costs about a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
 """Only on CUDA (`--dtype float16`, the default on a card without bf16): a CPU computes it in software."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's

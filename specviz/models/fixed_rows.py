@@ -1,0 +1,125 @@
+"""float32 linear layers for a CPU's 4-row calls at about the cost of one row: a small C kernel, compiled once.
+
+On a CPU every decoding call of the target has call_rows = 4 rows (specviz.models.slots), so each of its linear
+layers multiplies 4 rows by a weight. The libraries pick kernels by the row count: MKL's F.linear takes a
+matrix-vector path for one row and a compute-blocked one for four (about 2× the time on an AVX2 CPU), and
+oneDNN's packed kernel (specviz.models.invariance.packed) costs about 1.4× one row there. A 135 M target's
+float32 step is bound by reading its weights, so four rows can cost what one does if each weight row is read
+once for all four: this kernel (fixed_rows.c) does that with two 8-lane accumulators per row.
+
+Exact by construction, twice over: every decoding call gives it exactly 4 rows (steps, verifies, rivals, trees,
+both lanes), and each output element is one fixed sequence of FMAs and adds over its own row and weight row,
+whatever the other rows hold. It is compiled with the system's C compiler ($CC, else cc or gcc; flags fixed
+here) into the user cache the first time a float32 target loads on a CPU with AVX2 (well under a second).
+Without a compiler, on another CPU, at another row count (a prompt's own pass) or while torch runs more than one
+thread, a layer keeps oneDNN's packed kernel: a run never changes its thread count, so every decoding call of a
+run takes the same kernel. `SPECVIZ_FIXED_ROWS=0` keeps oneDNN's everywhere (to compare).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specviz.models.convert import cache_root
+
+ROWS = 4  # the rows the kernel multiplies at once: a CPU call's (slots.CALL_ROWS)
+BLOCK = 16  # the input width must be a multiple of this (two 8-lane blocks per step)
+SOURCE = Path(__file__).with_name("fixed_rows.c")
+FLAGS = ("-O2", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC")
+SWITCH_ENV = "SPECVIZ_FIXED_ROWS"
+PROFILE_LABEL = "specviz::fixed_rows"  # how a call shows in torch's profiler, with the weight's "out×in" after it
+
+
+def kernel_wanted() -> bool:
+    """The switch not "0" (read when a target loads)."""
+    return os.environ.get(SWITCH_ENV, "").strip() != "0"
+
+
+def kernel_runs_here() -> bool:
+    """An x86 CPU that torch runs with AVX2 or better (the kernel's instructions)."""
+    return (platform.machine().lower() in {"x86_64", "amd64"}
+            and torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX2", "AVX512", "AMX")))
+
+
+def library_path(compiler: str) -> Path:
+    """Where the compiled kernel lives: named by its source, compiler and flags, so a change compiles anew."""
+    digest = hashlib.sha256(SOURCE.read_bytes() + compiler.encode() + " ".join(FLAGS).encode()).hexdigest()[:12]
+    return cache_root() / "kernels" / f"fixed_rows-{digest}.so"
+
+
+def compile_kernel(compiler: str, target: Path) -> None:
+    """Compile fixed_rows.c into `target`, atomically (a second process never loads half a file)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        built = Path(scratch) / target.name
+        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built)], check=True, capture_output=True, timeout=120)
+        os.replace(built, target)
+
+
+def c_compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+@functools.cache
+def rows_kernel() -> Callable | None:
+    """The compiled kernel, compiled first if need be; None where it cannot be had here."""
+    compiler = c_compiler()
+    if not kernel_runs_here() or compiler is None:
+        return None
+    target = library_path(compiler)
+    try:
+        if not target.exists():
+            compile_kernel(compiler, target)
+        function = ctypes.CDLL(str(target)).specviz_rows4
+    except (OSError, subprocess.SubprocessError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
+    function.restype = None
+    return function
+
+
+def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.Tensor]):
+    """A float32 linear layer's forward through the kernel for exactly ROWS contiguous rows, `fallback` for any
+    other input; `fallback` itself where the kernel cannot serve this layer."""
+    kernel, weight = rows_kernel() if kernel_wanted() else None, layer.weight.detach()
+    if kernel is None or weight.dtype != torch.float32 or weight.shape[1] % BLOCK or not weight.is_contiguous():
+        return fallback
+    bias = None if layer.bias is None else layer.bias.detach()
+    num_out, num_in = weight.shape
+    label = f"{PROFILE_LABEL} {num_out}×{num_in}"
+
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        if (inputs.shape != (ROWS, num_in) or inputs.dtype != torch.float32 or not inputs.is_contiguous()
+                or torch.get_num_threads() != 1):
+            return fallback(inputs)
+        out = inputs.new_empty(ROWS, num_out)  # (4, out)
+        if torch.autograd.profiler._is_profiler_enabled:  # `specviz profile` sees the call (ctypes calls hide)
+            with torch.profiler.record_function(label):
+                kernel(inputs.data_ptr(), weight.data_ptr(), out.data_ptr(), num_out, num_in)
+        else:
+            kernel(inputs.data_ptr(), weight.data_ptr(), out.data_ptr(), num_out, num_in)
+        return out if bias is None else out.add_(bias)
+
+    forward.specviz_fixed_rows = True
+    return forward
+
+
+def kernel_status() -> str:
+    """Where the kernel is, or why a float32 target's layers keep oneDNN's here (what `specviz setup` says)."""
+    if not kernel_runs_here():
+        return "not used on this CPU (it needs x86 with AVX2); oneDNN's packed kernel serves"
+    kernel = rows_kernel()
+    if kernel is None:
+        return "no C compiler could build it ($CC, cc or gcc); oneDNN's packed kernel serves"
+    return f"compiled, {library_path(c_compiler())}"
