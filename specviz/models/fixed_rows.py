@@ -32,8 +32,9 @@ from typing import Callable
 import torch
 
 from specviz.models.convert import cache_root
+from specviz.models.slots import call_rows
 
-ROWS = 4  # the rows the kernel multiplies at once: a CPU call's (slots.CALL_ROWS)
+ROWS = 4  # the rows fixed_rows.c multiplies at once; used only while a CPU call has as many (slots.call_rows)
 BLOCK = 16  # the input width must be a multiple of this (two 8-lane blocks per step)
 SOURCE = Path(__file__).with_name("fixed_rows.c")
 FLAGS = ("-O2", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC")
@@ -92,7 +93,8 @@ def rows_kernel() -> Callable | None:
 def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.Tensor]):
     """A float32 linear layer's forward through the kernel for exactly ROWS contiguous rows, `fallback` for any
     other input; `fallback` itself where the kernel cannot serve this layer."""
-    kernel, weight = rows_kernel() if kernel_wanted() else None, layer.weight.detach()
+    kernel = rows_kernel() if kernel_wanted() and call_rows(torch.device("cpu")) == ROWS else None
+    weight = layer.weight.detach()
     if kernel is None or weight.dtype != torch.float32 or weight.shape[1] % BLOCK or not weight.is_contiguous():
         return fallback
     bias = None if layer.bias is None else layer.bias.detach()

@@ -38,8 +38,9 @@ KEY_BLOCK = {"cuda": 256, "cpu": 64}  # key widths round up to this: fewer graph
 MAX_ROWWISE = 32  # a forward outside slots with more query rows than this is a prompt's own pass
 PROFILE_LABEL = "specviz::slots_attention"  # how the attention (its gathers included) shows in torch's profiler
 # Query rows per call on a CPU: there 4 rows cost about what 1 does (bf16 products; float32 through
-# specviz.models.fixed_rows), 8 up to 1.4× (2× on AVX2) in every product and elementwise op, so a step or a verify of γ ≤ 3
-# costs what a plain step does; a longer verify runs as several calls. A GPU's graphs replay SLOTS rows.
+# specviz.models.fixed_rows), 8 up to 1.4× (2× on AVX2) in every product and elementwise op, so a step or a
+# verify of γ ≤ 3 costs what a plain step does; a longer verify runs as several calls. A GPU's graphs replay
+# SLOTS rows.
 CALL_ROWS = {"cpu": 4}
 
 
