@@ -694,6 +694,16 @@ def test_the_labs_verdict_states_its_threshold_and_agrees_with_the_whiskers():
     assert "Target alone: p-value = 0.40 ≥ 0.01: no evidence against the target's exact distribution." in plain
 
 
+def test_the_labs_verdict_is_given_only_away_from_its_threshold():
+    """At the lab's smallest N a p-value of 0.0104 read "p-value = 0.01 ≥ 0.01: no evidence against …": a verdict
+    on the threshold itself. Near it the lab says it cannot call it, with the p-value's third digit."""
+    for p_value in (0.0051, 0.0104, 0.0149, 0.0199):
+        html = unescape(lab_page.lab_status_html(500, 500, {"baseline": p_value}, 13, False, 60.0))
+        assert f"p-value = {p_value:.3f}, too close to the 0.01 threshold to call either way" in html
+        assert "no evidence against" not in html and "do not follow" not in html
+    assert exactness.verdict_of(0.0049) == "parts" and exactness.verdict_of(0.02) == "follows"
+
+
 def test_bars_outside_their_whiskers_are_counted_as_the_chart_draws_them():
     bins = exactness.Bins(((1, 2), (3, 4)), (0.5, 0.3, 0.2), True)
     tally = exactness.LabTally(bins, 100)

@@ -93,9 +93,9 @@ def test_stats_inspector_and_explainer():
     assert "not examined" in inspector
     explainer = render.explain_html(run)
     assert "In round 1" in explainer and "In round 2" in explainer
-    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, resampled")
+    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
     run.speculative.greedy = True  # at temperature 0 nothing is drawn: the correction is the target's own pick
-    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, the target's pick")
+    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
 
 
 def test_figures_have_data():
@@ -285,6 +285,28 @@ def test_sampled_lanes_say_same_distribution_not_same_sample():
     assert 'class="differ"' in stats and "the same distribution, not the same text" in stats
     assert "each lane draws its own random sample" in render.explain_html(run)
     assert "identical" not in stats
+
+
+def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
+    """The card says "No verdict" there, so nothing else may call its tokens/s ratio a speedup: not the card's
+    speed tile, the status line, the race chart's title or the arithmetic."""
+    from specviz.app.lanes_page import done_summary
+    from specviz.app.render.stats import arithmetic_html, comparison_of
+    from specviz.app.render.verdict import speedup_is_quoted
+
+    run = make_run()  # temperature 1: the lanes drew different texts
+    ratio = render.stats_dict(run)["speedup"]
+    card = visible_text(render.stats_html(run))
+    assert "No verdict from this run" in card and f"{ratio:.2f}×" not in card.split("No verdict")[0]
+    assert "not a speedup: two samples of different texts" in card
+    assert "×" not in done_summary(run)
+    title = plots.tokens_vs_time(run.baseline.trace, run.speculative.trace,
+                                 quote_speedup=speedup_is_quoted(run)).layout.title.text
+    assert "×" not in title
+    arithmetic = visible_text(arithmetic_html(run, comparison_of(run)))
+    assert "measures no speedup" in arithmetic and "the clock measured" not in arithmetic
+    same = timed_run(0.02, temperature=0.8)  # sampled lanes that happened to write one text: a speedup
+    assert speedup_is_quoted(same) and "×" in done_summary(same)
 
 
 def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_noisy():
@@ -582,6 +604,8 @@ def test_a_parting_is_marked_in_both_lanes_and_named_in_the_status_line_without_
     speculative lane (where it is a drafted token the round kept), nowhere else; the status line names the
     parting and gives no speedup. Lanes that agree are marked nowhere and get their speedup."""
     from specviz.app.lanes_page import done_summary
+    from specviz.app.render.stats import arithmetic_html, comparison_of
+    from specviz.app.render.verdict import speedup_is_quoted
 
     parted = greedy_pair_of_lanes([3, 6, 5])
     baseline, speculative, *_ = render.lanes_html(parted)

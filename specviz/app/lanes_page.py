@@ -11,6 +11,7 @@ import gradio as gr
 
 from specviz.app import render
 from specviz.app.page_files import page_file
+from specviz.app.render.verdict import speedup_is_quoted
 from specviz.app.wording import count
 from specviz.catalogue import PAGE_LANES, lane_info
 
@@ -51,6 +52,6 @@ def done_summary(run: render.RunView) -> str:
         return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
                 "so no speedup is given: see why below the lanes.")
     speedup = render.stats_dict(run).get("speedup")
-    if speedup is not None:
+    if speedup is not None and speedup_is_quoted(run):
         summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
     return summary + "."

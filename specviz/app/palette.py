@@ -27,7 +27,7 @@ TOKEN_STYLES = {
     "text-decoration:line-through;text-decoration-thickness:2px;text-decoration-color:rgba(138,51,0,0.55);",
     "unexamined": "background:#f2f2f2;color:#9a9a9a;border-bottom:2px dotted #b0b0b0;text-decoration:line-through;"
     "text-decoration-color:rgba(120,120,120,0.6);",
-    "resample": f"background:#fbe8c2;border-bottom:2px solid {COLORS['resample']};font-weight:600;",
+    "resample": f"background:#f6d9a0;border-bottom:2px solid {COLORS['resample']};font-weight:600;",
     "bonus": f"background:#cfe2f3;border-bottom:2px solid {COLORS['bonus']};font-weight:600;",
 }
 
@@ -36,7 +36,7 @@ ANSI = {
     "accepted": "\033[32m",  # green
     "rejected": "\033[31;9m",  # red, struck through
     "unexamined": "\033[90;9m",  # grey, struck through: drafted after the rejection
-    "resample": "\033[33;1m",  # bold yellow
+    "resample": "\033[38;5;208;1m",  # bold orange (256 colours), as on the page
     "bonus": "\033[36;1m",  # bold cyan
     "target": "",
 }

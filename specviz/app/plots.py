@@ -121,11 +121,11 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     return figure
 
 
-def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace) -> go.Figure:
+def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace, quote_speedup: bool = True) -> go.Figure:
     """Tokens generated against seconds of model work, every lane; the running speedup in the title, once both
-    lanes have something to show."""
+    lanes have something to show and where it is one (`quote_speedup`: render.verdict.speedup_is_quoted)."""
     title = "Tokens vs time"
-    if baseline.tokens_per_s > 0 and speculative.rounds and speculative.tokens_per_s > 0:
+    if quote_speedup and baseline.tokens_per_s > 0 and speculative.rounds and speculative.tokens_per_s > 0:
         title += f" — speculative is {speedup(baseline, speculative):.2f}× the baseline's speed"
     figure = base_figure(title, "seconds of model work", "tokens", legend_rows=PAGE_LEGEND_ROWS)
     timelines = [(lane_info(trace.lane or "baseline"), trace.timeline()) for trace in (baseline, speculative, *others)]

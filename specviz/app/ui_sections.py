@@ -21,6 +21,7 @@ from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.slots import call_rows
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
+from specviz.app.render.verdict import speedup_is_quoted
 from specviz.app.inspector_page import Inspector, build_inspector
 from specviz.app.lanes_page import build_lanes
 from specviz.app.replay_page import Replay, build_replay
@@ -83,7 +84,8 @@ def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     gamma = run.gamma if run else 4
     drafts = () if live_only else judged_drafts(speculative)  # read by two of the charts drawn at a lane's end
     charts = [  # (drawn live, how)
-        (True, lambda: plots.tokens_vs_time(baseline, speculative, *others)),
+        (True, lambda: plots.tokens_vs_time(baseline, speculative, *others,
+                                             quote_speedup=run is None or speedup_is_quoted(run))),
         (True, lambda: plots.accepted_per_round(speculative, gamma)),
         (False, lambda: plots.cumulative_acceptance(speculative)),
         (False, lambda: plots.per_position_acceptance(speculative)),

@@ -34,6 +34,17 @@ from specviz.app.render.rule import WRONG_CHAIN, WRONG_TREE
 
 MIN_DRAWS, MAX_DRAWS = 100, 5000  # per lane
 SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow the target
+# A p-value within a factor 2 of the threshold is too close to call: one more batch of draws moves it across. The lab
+# gives a verdict only outside this band (a lane that follows the target lands inside it 1.5 % of the time).
+TOO_CLOSE = (SIGNIFICANCE / 2, SIGNIFICANCE * 2)
+
+
+def verdict_of(p_value: float) -> str:
+    """The lab's reading of one lane's p-value: "follows" (no evidence against the target's distribution),
+    "parts" (these draws do not follow it) or "too close" (near the threshold: no verdict either way)."""
+    if TOO_CLOSE[0] <= p_value < TOO_CLOSE[1]:
+        return "too close"
+    return "follows" if p_value >= SIGNIFICANCE else "parts"
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
 MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 draws
 MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
-from specviz.app.render.rule import COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, TARGET_PICK, bonus_source
+from specviz.app.render.rule import COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, TARGET_PICK, bonus_source
 from specviz.app.render.tokens import (
     END_OF_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
     prob, quoted, r_text, rejected_index, rivals_text, stopped_unsure_text, sure_text, target_sure_text, timing_text,
@@ -19,8 +19,8 @@ from specviz.app.wording import as_sentence, count, every
 def round_label(event: RoundEvent, texts: RoundTexts | None, greedy: bool = False) -> str:
     if ended_at_end_of_text(event):
         return f"round {event.round_index + 1}: {event.num_kept_drafts}/{event.gamma} kept, {END_OF_TEXT}"
-    # at temperature 0 nothing is drawn: the correction is the target's own pick, as the inspector's words say
-    ending = "bonus" if event.next_kind == "bonus" else "the target's pick" if greedy else "resampled"
+    # the legend's name for the token the target wrote (how it chose it is the inspector's to say)
+    ending = "bonus" if event.next_kind == "bonus" else REPLACEMENT
     shown = f" {short(texts.next_text)}" if texts else ""
     if event.is_tree:  # a tree round: how many guesses the one pass checked, not the judged chain's length
         return f"round {event.round_index + 1}: {event.num_accepted} kept of a tree of {len(drafted_nodes(event))}, {ending}{shown}"

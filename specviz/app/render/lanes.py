@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from specviz.catalogue import DEFAULT_LANES, PLAIN_LANES, drafter_info, lane_info
 from specviz.decoding.events import Event, PrefillEvent, RoundEvent, ShownToken
 from specviz.app.render.tokens import (
-    LANE_STYLE, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting,
+    LANE_STYLE, LEGEND_ITEMS, STRUCK, draft_reason, draft_verdict_text, drafted_title, escape_text, first_pick_title, mark_parting,
     own_reason, rejected_index, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
@@ -345,11 +345,12 @@ EMPTY_LANE_WORDS = {
                    "is coloured by what happened to it:",
     "reference": "transformers' own generate() will write here, on the same models, when you switch it on.",
 }
+# Each sample chip carries the legend's name for its kind (render.tokens.LEGEND_ITEMS): one name per kind.
 EMPTY_SPECULATIVE_KEY = (
-    ("accepted", "kept", "green: the target agreed with the drafter's guess"),
-    ("rejected", "thrown", "struck through: the target disagreed, so the guess was thrown away"),
-    ("resample", "own", "orange: the target's own token, written in its place"),
-    ("bonus", "bonus", "blue: a free extra token when every guess was kept"),
+    ("accepted", "green: the target agreed with the drafter's guess"),
+    ("rejected", "struck through: the target disagreed, so the guess was thrown away"),
+    ("resample", "orange: the target's own token, written in the rejected guess's place"),
+    ("bonus", "blue: a free extra token when every guess was kept"),
 )
 CLICK_WORDS = "After a run, click a coloured token to see why it was kept or thrown away."
 
@@ -358,9 +359,10 @@ def empty_lane_html(name: str) -> str:
     """A lane before any run: its title and what will appear in it (the speculative lane's colours explained on
     sample tokens drawn as a run draws them), so the first view says what to watch."""
     if name == "speculative":
+        names = {kind: name for kind, name, _ in LEGEND_ITEMS}
         samples = "".join(
-            f"<li>{token_span(sample, kind, words, keep_breaks=False)} {escape_text(words)}</li>"
-            for kind, sample, words in EMPTY_SPECULATIVE_KEY)
+            f"<li>{token_span(names[kind], kind, words, keep_breaks=False)} {escape_text(words)}</li>"
+            for kind, words in EMPTY_SPECULATIVE_KEY)
         words = (f"{escape_text(EMPTY_LANE_WORDS[name])}<ul style='margin:4px 0 0 1.1em;padding:0'>{samples}</ul>"
                  f"{escape_text(CLICK_WORDS)}")
     else:

@@ -27,6 +27,9 @@ RULE_TEXT = (
 GREEDY_KEEP = "at temperature 0 a draft is kept exactly when it is the target's own top pick"
 GREEDY_RULE = f"{GREEDY_KEEP}; no coin is drawn"
 OWN_PICK = "the target's own pick"
+# The one name of the token the target writes where a draft was rejected (drawn orange): the legend, the lane's
+# first view and the round picker all say it. How it was chosen (the target's pick, or resampled) is said beside it.
+REPLACEMENT = "replacement"
 TARGET_PICK = "the target's own top pick here"
 GREEDY_RESIDUAL = (f"that is what {RESIDUAL} comes to at temperature 0: p is all on the target's pick and q all on "
                    "the draft's, so what is left is the target's pick alone")

@@ -14,7 +14,7 @@ from specviz.models.presets import preset_name
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.rule import WHY_EXACT
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, on_gpu, recommended_row, run_payoff, same_text
+from specviz.app.render.verdict import no_verdict_text, on_gpu, recommended_row, run_payoff, same_text, speedup_is_quoted
 from specviz.app.render.tokens import escape_text
 from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
@@ -124,7 +124,8 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
          f"{run.speculative.trace.tokens_per_target_forward:.2f}"),
         ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
-        ("measured speedup (tokens/s ratio; one noisy sample)", f"{comparison.speedup:.2f}×"),
+        ("measured speedup (tokens/s ratio; one noisy sample)" if speedup_is_quoted(run)
+         else "tokens/s ratio (not a speedup: the texts differ)", f"{comparison.speedup:.2f}×"),
         (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
         (recommended_name, escape_text(recommended)),
@@ -248,10 +249,12 @@ def speed_note(run: RunView, payoff: Payoff | None, parting: int | None) -> str:
     """How to read this one clock reading: its noise band here, or why it compares nothing."""
     if parting is not None:
         return "not a speedup: the two texts differ"
-    if not run.done:
-        return "so far"
     if run.was_stopped:
         return "stopped: the lanes did unequal work"
+    if not speedup_is_quoted(run):
+        return "not a speedup: two samples of different texts"
+    if not run.done:
+        return "so far"
     measurement = payoff.measured[0] if payoff is not None and payoff.measured else None
     if measurement is not None and measurement.has_spread:
         low, high = measurement.noise_band
@@ -280,8 +283,10 @@ def same_text_tile(run: RunView, parting: int | None) -> str:
 def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, parting: int | None) -> str:
     """The run in four figures (speedup, τ, α̂, same text) and one sentence of verdict, right under the lanes."""
     state = " (so far)" if not run.done else ""
+    # a ratio of unequal work is never shown as a speedup figure: its tile says why instead
+    shown = f"{comparison.speedup:.2f}×" if speedup_is_quoted(run) else "—"
     speed = (f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="color:{COLORS["bonus"]}">'
-             f"{comparison.speedup:.2f}×</b>")
+             f"{shown}</b>")
     tau = run.speculative.trace.tokens_per_target_forward
     # the promise first (is it the target's text, and is that guaranteed here), then what it cost
     tiles = (same_text_tile(run, parting)
@@ -302,9 +307,7 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
         f'<p class="prediction" style="margin:4px 0">Predicted: Leviathan\'s formula gives '
         f'<b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free verify; with the verify '
         f'cost measured here (v = {comparison.verify_cost:.2f}), <b class="predicted-with-verify">'
-        f"{comparison.predicted_with_verify:.2f}×</b>; the clock measured {comparison.speedup:.2f}× "
-        # a slowdown is never worded as a gain
-        f"{'as fast as the target alone' if comparison.speedup >= 1 else 'the speed of the target alone (slower)'}.</p>"
+        f"{comparison.predicted_with_verify:.2f}×</b>; {clock_text(run, comparison)}.</p>"
     )
     text += setup_html(run) + sampled_note(run)
     reference = run.lane("reference").trace if run.has_lane("reference") else None
@@ -324,6 +327,16 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
     if run.done:
         text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
+
+
+def clock_text(run: RunView, comparison: Comparison) -> str:
+    """What the clock measured, beside the prediction: a speedup only where the lanes wrote the same text."""
+    if not speedup_is_quoted(run):
+        return (f"the clock's tokens/s ratio, {comparison.speedup:.2f}×, compares texts that differ, "
+                "so it measures no speedup")
+    # a slowdown is never worded as a gain
+    return (f"the clock measured {comparison.speedup:.2f}× "
+            f"{'as fast as the target alone' if comparison.speedup >= 1 else 'the speed of the target alone (slower)'}")
 
 
 def on_screen_text(run: RunView) -> str:

@@ -11,7 +11,7 @@ import re
 from specviz.app.palette import TOKEN_STYLES
 from specviz.app.render.pieces import PART_LABEL
 from specviz.app.render.rule import (
-    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, OWN_PICK, RESIDUAL, STAYS_EXACT,
+    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RESIDUAL, STAYS_EXACT,
     TARGET_PICK, VERDICT_TEXT, bonus_source, chance_text,
 )
 from specviz.app.wording import count, every
@@ -32,8 +32,8 @@ LEGEND_ITEMS = (
     ("accepted", "accepted draft", f"the target agreed (r < {KEEP_CHANCE})"),
     ("rejected", "rejected draft", f"struck through: r ≥ {KEEP_CHANCE}, thrown away"),
     ("unexamined", "not examined", "drafted after a rejection, never checked"),
-    ("resample", "resampled", f"the target's own token where a draft failed: its top pick at temperature 0, "
-                              f"else drawn from {RESIDUAL}"),
+    ("resample", REPLACEMENT, f"the target's own token in a rejected draft's place: its top pick at temperature 0, "
+                              f"else resampled from {RESIDUAL}"),
     ("bonus", "bonus", f"every draft of the round accepted: {FREE_TOKEN}"),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
 )

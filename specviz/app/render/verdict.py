@@ -22,6 +22,16 @@ def same_text(run: RunView) -> bool:
     return baseline.done and speculative.done and baseline.token_ids == speculative.token_ids
 
 
+def speedup_is_quoted(run: RunView) -> bool:
+    """Whether the page may call this run's tokens/s ratio a speedup: the lanes wrote the same text, or a greedy
+    run is still writing it (said "so far"). A sampled run's lanes draw different texts of different lengths, and
+    a stopped run's did unequal work: their ratio is no speedup, and no part of the page quotes it as one."""
+    if same_text(run):
+        return True
+    greedy = float(run.settings.get("temperature", 0) or 0) == 0
+    return greedy and not run.done and not run.was_stopped
+
+
 def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
     """The verdict on this run at its γ; None where the lanes wrote different texts (no_verdict_text says why)."""
     if not same_text(run):

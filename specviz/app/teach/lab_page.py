@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from specviz.app import render
 from specviz.app.lab import exactness
-from specviz.app.lab.exactness import SIGNIFICANCE, LabTally
+from specviz.app.lab.exactness import SIGNIFICANCE, TOO_CLOSE, LabTally, verdict_of
 from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, label_of, separate_title_and_legend, with_hint
 from specviz.app.render.tokens import escape_text, inline_token, status_html
@@ -219,8 +219,12 @@ def lane_verdict(name: str, p_value: float | None, num_outside: int | None, num_
                 f"about {draws_needed} draws.")
     if p_value is None:
         return f"{name}: no test (fewer than two outcomes to compare)."
+    reading = verdict_of(p_value)
+    if reading == "too close":  # two decimals would print 0.012 as "0.01 ≥ 0.01": a verdict on the line itself
+        return (f"{name}: p-value = {p_value:.3f}, too close to the {SIGNIFICANCE} threshold to call either way "
+                f"(the lab judges only below {TOO_CLOSE[0]:g} or from {TOO_CLOSE[1]:g}): draw again, with more draws.")
     p_text = escape_text(p_equals(p_value))
-    if p_value >= SIGNIFICANCE:
+    if reading == "follows":
         verdict = f"{name}: {p_text} ≥ {SIGNIFICANCE}: no evidence against the target's exact distribution"
     else:
         verdict = f"{name}: {p_text} &lt; {SIGNIFICANCE}: these draws do not follow the target's distribution"
@@ -229,7 +233,7 @@ def lane_verdict(name: str, p_value: float | None, num_outside: int | None, num_
     many = num_outside > 1
     outside = (f"{num_outside} of its {num_bins} bars {'sit' if many else 'sits'} outside the ±2σ "
                f"whisker{'s' if many else ''}")
-    if p_value >= SIGNIFICANCE:
+    if reading == "follows":
         return (f"{verdict}, though {outside}: about 1 bar in 20 does by chance, and the test weighs all the bars "
                 "at once.")
     return f"{verdict} ({outside})."
@@ -275,7 +279,8 @@ def lab_status_html(num_done: int, num_planned: int, p_values: Mapping[str, floa
         f"<p style='margin:0;color:#555;font-size:13px'>Chi-square test{so_far}: the p-value is the chance of a mismatch "
         f"at least this large if the lane truly follows the target (not the target's probability p of the charts "
         f"above); below {SIGNIFICANCE} the lab says the lane does not follow it, a mistake 1 time in "
-        f"{round(1 / SIGNIFICANCE)} for a lane that does. {tested} The chart's whiskers are ±2σ around each exact share, "
+        f"{round(1 / SIGNIFICANCE)} for a lane that does, and from {TOO_CLOSE[0]:g} to {TOO_CLOSE[1]:g} it calls it "
+        f"too close to say. {tested} The chart's whiskers are ±2σ around each exact share, "
         f"one bar at a time: a lane that follows the target still has about 1 bar in 20 outside its whisker, so the "
         f"verdict is the test over all the bars, not any one bar.</p>"
         f"{f'<p class=lab-note>{escape_text(note)}</p>' if note else ''}</div>"
