@@ -1,5 +1,6 @@
-"""The float32 kernel for a CPU call's 4 rows (specviz.models.fixed_rows): built here, used by a float32 target's
-linear layers, each output row independent of the rows beside it, and the product it should be."""
+"""The float32 kernels for a CPU call's 4 rows (specviz.models.fixed_rows): built here, used by a float32 target's
+linear layers and attention, each output row independent of the rows beside it (and, for attention, of the
+call's key width), and the product it should be."""
 
 from __future__ import annotations
 
@@ -58,3 +59,41 @@ def test_other_inputs_take_the_fallback():
     assert calls == [(3, 32), (4, 32)]
     odd = torch.nn.Linear(24, 8)  # an input width the kernel's blocks do not divide
     assert fixed_rows.fixed_rows(odd, fallback=odd.forward) == odd.forward
+
+
+def attention_call(rows: torch.Tensor, counts: list[int], width: int):
+    """A call's attention inputs: query rows (S, H, D) laid out as a model's (1, H, S, D), each row reading the
+    first `count` slots of the cache in order, in a call of `width` keys."""
+    order = torch.arange(width).repeat(len(counts), 1)  # (S, W)
+    visible = torch.arange(width).view(1, -1) < torch.tensor(counts).view(-1, 1)  # (S, W)
+    return rows.unsqueeze(0).transpose(1, 2), order.where(visible, 0), visible.view(len(counts), 1, 1, width)
+
+
+@needs_kernel
+def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_the_width():
+    torch.manual_seed(0)
+    keys, values = torch.randn(1, 3, 300, 64), torch.randn(1, 3, 300, 64)  # (1, kv, L, D): the cache
+    rows = torch.randn(4, 9, 64)  # (S, H, D)
+    query, order, visible = attention_call(rows, [70, 71, 72, 1], 128)
+    with torch.inference_mode():
+        out = fixed_rows.attend(query, keys, values, order, visible, 0.125)  # (1, S, H, D)
+        for place in range(3):
+            reference = torch.softmax(0.125 * rows[place].view(3, 3, 64) @ keys[0, :, : 70 + place].transpose(1, 2), -1)
+            assert torch.allclose(out[0, place], (reference @ values[0, :, : 70 + place]).view(9, 64), atol=1e-5)
+            others = torch.randn(4, 9, 64) * 100
+            others[3 - place] = rows[place]  # another place, other rows, fillers reading one key, another width
+            counts = [1, 1, 1, 1]
+            counts[3 - place] = 70 + place
+            other_query, other_order, other_visible = attention_call(others, counts, 192)
+            alone = fixed_rows.attend(other_query, keys, values, other_order, other_visible, 0.125)
+            assert torch.equal(alone[0, 3 - place], out[0, place]), place
+
+
+@needs_kernel
+def test_attention_leaves_autograd_and_other_precisions_to_torch(monkeypatch):
+    query, order, visible = attention_call(torch.randn(4, 9, 64), [5, 5, 5, 5], 64)
+    keys = torch.randn(1, 3, 80, 64)
+    assert fixed_rows.attend(query.bfloat16(), keys.bfloat16(), keys.bfloat16(), order, visible, 0.125) is None
+    assert fixed_rows.attend(query.requires_grad_(), keys, keys, order, visible, 0.125) is None
+    monkeypatch.setenv(fixed_rows.SWITCH_ENV, "0")
+    assert fixed_rows.attend(query.detach(), keys, keys, order, visible, 0.125) is None

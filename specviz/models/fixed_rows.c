@@ -29,3 +29,58 @@ void specviz_rows4(const float *x, const float *w, float *y, long num_out, long 
         for (int m = 0; m < ROWS; m++) y[m * num_out + n] = sum_lanes(_mm256_add_ps(even[m], odd[m]));
     }
 }
+
+/* Attention for a call's rows in float32, for specviz.models.fixed_rows.attend (which says why): for each row s
+ * and head h, softmax(scaling·q · K[order[s, j]]ᵀ, j < count_s) · V[order[s, j]], count_s the row's visible keys
+ * (a prefix of its order). Each output element is one fixed sequence of operations over its own row's query and
+ * its own keys: a score is 8-lane FMAs over the head's dimension then the lanes summed in one order; the softmax
+ * takes the max, expf, a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up. Neither the
+ * other rows, nor the call's width past count_s, nor the number of rows change any of it. */
+#include <math.h>
+
+static inline float dot_scaled(const float *q, const float *k, long head_dim) {
+    __m256 acc = _mm256_setzero_ps();
+    for (long d = 0; d < head_dim; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
+    return sum_lanes(acc);
+}
+
+/* query (S, H, D) at the strides given (D contiguous); keys and values (kv, L, D) at the strides given; order
+ * (S, W) and visible (S, W) contiguous; out (S, H, D) contiguous; scratch: W + D floats. D a multiple of 8. */
+void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
+                    const float *keys, const float *values, long kv_head_stride, long kv_pos_stride,
+                    const long *order, const unsigned char *visible, long width,
+                    float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads, long head_dim,
+                    float scaling) {
+    float *scores = scratch, *q = scratch + width;
+    long group = num_heads / num_kv_heads;
+    for (long s = 0; s < num_rows; s++) {
+        long count = 0;
+        while (count < width && visible[s * width + count]) count++;
+        const long *slots = order + s * width;
+        for (long h = 0; h < num_heads; h++) {
+            const float *query_row = query + s * q_row_stride + h * q_head_stride;
+            const float *head_keys = keys + (h / group) * kv_head_stride;
+            const float *head_values = values + (h / group) * kv_head_stride;
+            for (long d = 0; d < head_dim; d++) q[d] = query_row[d] * scaling;
+            float top = -INFINITY;
+            for (long j = 0; j < count; j++) {
+                scores[j] = dot_scaled(q, head_keys + slots[j] * kv_pos_stride, head_dim);
+                if (scores[j] > top) top = scores[j];
+            }
+            float total = 0.0f;
+            for (long j = 0; j < count; j++) {
+                scores[j] = expf(scores[j] - top);
+                total += scores[j];
+            }
+            float *row_out = out + (s * num_heads + h) * head_dim;
+            for (long d = 0; d < head_dim; d += 8) _mm256_storeu_ps(row_out + d, _mm256_setzero_ps());
+            for (long j = 0; j < count; j++) {
+                __m256 weight = _mm256_set1_ps(scores[j] / total);
+                const float *value = head_values + slots[j] * kv_pos_stride;
+                for (long d = 0; d < head_dim; d += 8)
+                    _mm256_storeu_ps(row_out + d, _mm256_fmadd_ps(weight, _mm256_loadu_ps(value + d),
+                                                                 _mm256_loadu_ps(row_out + d)));
+            }
+        }
+    }
+}

@@ -1,4 +1,4 @@
-"""float32 linear layers for a CPU's 4-row calls at about the cost of one row: a small C kernel, compiled once.
+"""float32 linear layers and attention for a CPU's 4-row calls at about the cost of one row: small C kernels.
 
 On a CPU every decoding call of the target has call_rows = 4 rows (specviz.models.slots), so each of its linear
 layers multiplies 4 rows by a weight. The libraries pick kernels by the row count: MKL's F.linear takes a
@@ -7,13 +7,19 @@ oneDNN's packed kernel (specviz.models.invariance.packed) costs about 1.4× one 
 float32 step is bound by reading its weights, so four rows can cost what one does if each weight row is read
 once for all four: this kernel (fixed_rows.c) does that with two 8-lane accumulators per row.
 
+The call's attention (specviz.models.slots.attend_rows) is a few dozen small operators a layer in torch, several
+times a plain step's SDPA; the same C file computes it in one call a layer (`attend`): each row over its own
+visible keys, read where the cache holds them (no gathered copies), one fixed sequence of operations per output.
+
 Exact by construction, twice over: every decoding call gives it exactly 4 rows (steps, verifies, rivals, trees,
 both lanes), and each output element is one fixed sequence of FMAs and adds over its own row and weight row,
-whatever the other rows hold. It is compiled with the system's C compiler ($CC, else cc or gcc; flags fixed
+whatever the other rows hold. The attention's row depends on its query and its visible keys alone: not on the
+other rows, their number, or the call's key width. It is compiled with the system's C compiler ($CC, else cc or gcc; flags fixed
 here) into the user cache the first time a float32 target loads on a CPU with AVX2 (well under a second).
 Without a compiler, on another CPU, at another row count (a prompt's own pass) or while torch runs more than one
 thread, a layer keeps oneDNN's packed kernel: a run never changes its thread count, so every decoding call of a
-run takes the same kernel. `SPECVIZ_FIXED_ROWS=0` keeps oneDNN's everywhere (to compare).
+run takes the same kernel. The attention kernel serves every float32 call on a CPU where it compiles, whatever
+the thread count (it runs on one). `SPECVIZ_FIXED_ROWS=0` keeps torch's operators everywhere (to compare).
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ from typing import Callable
 import torch
 
 from specviz.models.convert import cache_root
-from specviz.models.slots import call_rows
 
-ROWS = 4  # the rows fixed_rows.c multiplies at once; used only while a CPU call has as many (slots.call_rows)
+ROWS = 4  # the rows fixed_rows.c multiplies at once; used only while a CPU call has as many (invariance.packed)
 BLOCK = 16  # the input width must be a multiple of this (two 8-lane blocks per step)
 SOURCE = Path(__file__).with_name("fixed_rows.c")
-FLAGS = ("-O2", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC")
+# -O3: gcc keeps the 4 rows' accumulators in registers (at -O2 the linear layers ran at 1.4× MKL's one row);
+# -ffp-contract=off and no fast-math: the compiler may schedule the intrinsics, never reorder the arithmetic
+FLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC")
 SWITCH_ENV = "SPECVIZ_FIXED_ROWS"
 PROFILE_LABEL = "specviz::fixed_rows"  # how a call shows in torch's profiler, with the weight's "out×in" after it
 
@@ -73,8 +80,8 @@ def c_compiler() -> str | None:
 
 
 @functools.cache
-def rows_kernel() -> Callable | None:
-    """The compiled kernel, compiled first if need be; None where it cannot be had here."""
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, compiled first if need be; None where they cannot be had here."""
     compiler = c_compiler()
     if not kernel_runs_here() or compiler is None:
         return None
@@ -82,18 +89,42 @@ def rows_kernel() -> Callable | None:
     try:
         if not target.exists():
             compile_kernel(compiler, target)
-        function = ctypes.CDLL(str(target)).specviz_rows4
-    except (OSError, subprocess.SubprocessError, AttributeError):
+        return ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError):
         return None
+
+
+@functools.cache
+def rows_kernel() -> Callable | None:
+    """fixed_rows.c's 4-row product, or None where the kernels cannot be had here."""
+    compiled = library()
+    if compiled is None:
+        return None
+    function = compiled.specviz_rows4
     function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
+    function.restype = None
+    return function
+
+
+@functools.cache
+def attention_kernel() -> Callable | None:
+    """fixed_rows.c's attention for a call's rows, or None where the kernels cannot be had here."""
+    compiled = library()
+    if compiled is None:
+        return None
+    function = compiled.specviz_attend
+    function.argtypes = ([ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                          ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
+                          ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_float])
     function.restype = None
     return function
 
 
 def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.Tensor]):
     """A float32 linear layer's forward through the kernel for exactly ROWS contiguous rows, `fallback` for any
-    other input; `fallback` itself where the kernel cannot serve this layer."""
-    kernel = rows_kernel() if kernel_wanted() and call_rows(torch.device("cpu")) == ROWS else None
+    other input; `fallback` itself where the kernel cannot serve this layer (the caller uses it only where a CPU
+    call has ROWS rows)."""
+    kernel = rows_kernel() if kernel_wanted() else None
     weight = layer.weight.detach()
     if kernel is None or weight.dtype != torch.float32 or weight.shape[1] % BLOCK or not weight.is_contiguous():
         return fallback
@@ -115,6 +146,29 @@ def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.
 
     forward.specviz_fixed_rows = True
     return forward
+
+
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor, visible: torch.Tensor,
+           scaling: float) -> torch.Tensor | None:
+    """A call's attention through fixed_rows.c: query (1, H, S, D), key and value (1, kv, L, D), each row s over the
+    keys order[s, :count] (S, W), count its visible ones (`visible` (S, 1, 1, W), a prefix) → (1, S, H, D). None
+    where the kernel cannot serve (not float32 on a CPU, a width D not a multiple of 8, autograd, the switch off).
+    Called once a layer per call, so it keeps to a few tensor operations."""
+    kernel = attention_kernel() if kernel_wanted() else None
+    if (kernel is None or query.dtype is not torch.float32 or query.device.type != "cpu" or query.requires_grad
+            or query.shape[0] != 1 or query.shape[-1] % 8 or key.dtype is not torch.float32):
+        return None
+    _, num_heads, num_rows, head_dim = query.shape
+    if query.stride(-1) != 1:
+        query = query.contiguous()
+    if key.stride() != value.stride() or key.stride(-1) != 1:
+        key, value = key.contiguous(), value.contiguous()
+    width = order.shape[1]
+    out = query.new_empty(num_rows * num_heads * head_dim + width + head_dim)  # the output, then the kernel's scratch
+    kernel(query.data_ptr(), query.stride(2), query.stride(1), key.data_ptr(), value.data_ptr(), key.stride(1),
+           key.stride(2), order.contiguous().data_ptr(), visible.contiguous().data_ptr(), width, out.data_ptr(),
+           out.data_ptr() + 4 * num_rows * num_heads * head_dim, num_rows, num_heads, key.shape[1], head_dim, scaling)
+    return out[: num_rows * num_heads * head_dim].view(1, num_rows, num_heads, head_dim)
 
 
 def kernel_status() -> str:

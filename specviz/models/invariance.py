@@ -35,7 +35,7 @@ import torch
 from transformers import DynamicCache
 from transformers.pytorch_utils import Conv1D
 
-from specviz.models.fixed_rows import fixed_rows
+from specviz.models.fixed_rows import ROWS, fixed_rows
 from specviz.models.precision import precision_name
 from specviz.models.slot_calls import run_rows
 from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, call_rows, slots_wanted, uses_slots
@@ -48,6 +48,8 @@ def padded(plain_forward, block: int = SLOTS):
 
     def forward(inputs: torch.Tensor) -> torch.Tensor:
         num_rows = inputs.shape[:-1].numel()
+        if num_rows == block:  # a slots call's rows (every decoding layer call): one product, no copies
+            return plain_forward(inputs.reshape(block, inputs.shape[-1]).contiguous()).view(*inputs.shape[:-1], -1)
         if num_rows > MAX_ROWWISE:
             return plain_forward(inputs)
         flat = inputs.reshape(num_rows, inputs.shape[-1])  # (M, in)
@@ -73,7 +75,8 @@ def packed(layer: torch.nn.Linear):
     def through_onednn(inputs: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
-    forward = fixed_rows(layer, through_onednn)
+    # the kernel multiplies exactly ROWS rows: it serves only where every CPU call has that many
+    forward = fixed_rows(layer, through_onednn) if call_rows(layer.weight.device) == ROWS else through_onednn
     forward.specviz_packed = True
     return forward
 

@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
 
+from specviz.models.fixed_rows import attend
+
 SLOTS = 8  # query rows per call on a GPU (a verify of γ ≤ 7 in one graph), the most any call has; the trash slots
 SLOTS_LAYOUT = "specviz_slots"  # the attention name transformers knows it by
 SWITCH_ENV = "SPECVIZ_SLOTS"  # "0": targets as transformers loads them (SDPA, not exact by construction): to compare
@@ -267,8 +269,12 @@ def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch
 def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
                 visible: torch.Tensor, scaling: float, sets: tuple = ()) -> torch.Tensor:
     """One call's attention: query (1, H, S, D), each row over the keys `order` (S, W) names in key and value
-    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). With the call's key `sets` (a CPU's calls
-    carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own."""
+    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). In float32 on a CPU, one C call computes each row
+    over its own keys where the cache holds them (fixed_rows.attend); else, with the call's key `sets` (a CPU's
+    calls carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own."""
+    out = attend(query, key, value, order, visible, scaling)  # float32 on a CPU: one C call (fixed_rows)
+    if out is not None:
+        return out
     if sets:
         return attend_sets(query, key, value, sets, visible, scaling)
     return attend_gathered(query, key, value, order, visible, scaling)
