@@ -124,7 +124,11 @@ def replayed_graphs(slots_on, monkeypatch):
     monkeypatch.setenv(fixed_rows.SWITCH_ENV, "0")
     monkeypatch.setattr(slot_calls.POOL, "graphs_on", lambda device: True)
     monkeypatch.setattr(slot_calls, "capture", lambda call: (graph := ReplayGraph(call)) and slot_calls.Captured(graph, graph.outputs))
-    return ReplayGraph.captured
+    yield ReplayGraph.captured
+    # A graphed cache left in the pool would replay the stand-in's recording in later tests' runs (gathered keys,
+    # oneDNN's layers) while their generate() computes as loaded: their caches go with the test
+    for model, caches in list(slot_calls.POOL.free.items()):
+        caches[:] = [cache for cache in caches if not cache.graphed]
 
 
 def test_the_stand_in_replays_what_it_captured_as_a_cuda_graph_does():
