@@ -94,30 +94,29 @@ def library() -> ctypes.CDLL | None:
         return None
 
 
-@functools.cache
-def rows_kernel() -> Callable | None:
-    """fixed_rows.c's 4-row product, or None where the kernels cannot be had here."""
+def bound(name: str, argtypes: list) -> Callable | None:
+    """One of fixed_rows.c's functions with its argument types, or None where the kernels cannot be had here."""
     compiled = library()
     if compiled is None:
         return None
-    function = compiled.specviz_rows4
-    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
+    function = getattr(compiled, name)
+    function.argtypes = argtypes
     function.restype = None
     return function
+
+
+@functools.cache
+def rows_kernel() -> Callable | None:
+    """fixed_rows.c's 4-row product, or None where the kernels cannot be had here."""
+    return bound("specviz_rows4", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long])
 
 
 @functools.cache
 def attention_kernel() -> Callable | None:
     """fixed_rows.c's attention for a call's rows, or None where the kernels cannot be had here."""
-    compiled = library()
-    if compiled is None:
-        return None
-    function = compiled.specviz_attend
-    function.argtypes = ([ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-                          ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p,
-                          ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_float])
-    function.restype = None
-    return function
+    return bound("specviz_attend", [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                                    ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_float])
 
 
 def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.Tensor]):
@@ -164,11 +163,12 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: t
     if key.stride() != value.stride() or key.stride(-1) != 1:
         key, value = key.contiguous(), value.contiguous()
     width = order.shape[1]
-    out = query.new_empty(num_rows * num_heads * head_dim + width + head_dim)  # the output, then the kernel's scratch
+    size = num_rows * num_heads * head_dim
+    out = query.new_empty(size + width + head_dim)  # the output, then the kernel's scratch
     kernel(query.data_ptr(), query.stride(2), query.stride(1), key.data_ptr(), value.data_ptr(), key.stride(1),
            key.stride(2), order.contiguous().data_ptr(), visible.contiguous().data_ptr(), width, out.data_ptr(),
-           out.data_ptr() + 4 * num_rows * num_heads * head_dim, num_rows, num_heads, key.shape[1], head_dim, scaling)
-    return out[: num_rows * num_heads * head_dim].view(1, num_rows, num_heads, head_dim)
+           out.data_ptr() + size * out.element_size(), num_rows, num_heads, key.shape[1], head_dim, scaling)
+    return out[:size].view(1, num_rows, num_heads, head_dim)
 
 
 def kernel_status() -> str:

@@ -37,14 +37,6 @@ SIGNIFICANCE = 0.01  # below this p-value the lab says a lane does not follow th
 # A p-value within a factor 2 of the threshold is too close to call: one more batch of draws moves it across. The lab
 # gives a verdict only outside this band (a lane that follows the target lands inside it 1.5 % of the time).
 TOO_CLOSE = (SIGNIFICANCE / 2, SIGNIFICANCE * 2)
-
-
-def verdict_of(p_value: float) -> str:
-    """The lab's reading of one lane's p-value: "follows" (no evidence against the target's distribution),
-    "parts" (these draws do not follow it) or "too close" (near the threshold: no verdict either way)."""
-    if TOO_CLOSE[0] <= p_value < TOO_CLOSE[1]:
-        return "too close"
-    return "follows" if p_value >= SIGNIFICANCE else "parts"
 MAX_BINS = 12  # outcomes shown and tested one by one; the rest share an "other" bin
 MIN_EXPECTED = 5.0  # chi-square's rule of thumb: every bin expects at least 5 draws
 MAX_FIRST_IDS = 32  # first tokens whose continuations the exact distribution spells out
@@ -55,6 +47,15 @@ MAX_LEAD = 32  # greedy tokens the lab may add to the prompt to get there (bound
 WHISKER_SIGMAS = 2.0  # the chart's whiskers: the exact share ± this many standard errors of a bar
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold ε: a child with p(x) ≥ ε is always plausible
 TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha δ: where p is flat (high entropy H) the bar is δ·exp(−H)
+
+
+def verdict_of(p_value: float) -> str:
+    """The lab's reading of one lane's p-value: "follows" (no evidence against the target's distribution),
+    "parts" (these draws do not follow it) or "too close" (near the threshold: no verdict either way)."""
+    if TOO_CLOSE[0] <= p_value < TOO_CLOSE[1]:
+        return "too close"
+    return "follows" if p_value >= SIGNIFICANCE else "parts"
+
 
 Outcome = tuple[int, int]  # (first, second) generated token ids
 LANES = DEFAULT_LANES  # drawn and tested: the target alone and speculative decoding
