@@ -3,6 +3,7 @@
 Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860).
 """
 
+from specviz.app import zerogpu  # noqa: F401 — first: ZeroGPU's `spaces` must come before anything touches CUDA
 from specviz.app.ui import LAUNCH_OPTIONS, build_app
 
 demo = build_app()

@@ -20,7 +20,7 @@ from types import MethodType
 import gradio as gr
 import torch
 
-from specviz.app import render, settings
+from specviz.app import render, settings, zerogpu
 from specviz.app.teach.build import build_sections
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
@@ -32,11 +32,6 @@ from specviz.app.ui_handlers import (
 from specviz.app.page_files import page_file
 from specviz.app.inspector_page import wire_inspector
 from specviz.app.ui_sections import Page, build_page
-
-try:  # Hugging Face ZeroGPU: borrow a GPU for the length of a run
-    import spaces
-except ImportError:
-    spaces = None
 
 log = logging.getLogger("specviz.app.ui")
 
@@ -72,25 +67,22 @@ LAUNCH_OPTIONS = {"css": CSS, "js": FIT_CHARTS_JS, "head": PAGE_HEAD, "theme": T
                   "state_session_capacity": POLICY.max_sessions}
 
 
-def on_gpu(fn):
-    """ZeroGPU when the `spaces` package is there (a no-op elsewhere)."""
-    return spaces.GPU(duration=120)(fn) if spaces is not None else fn
-
-
 def build_app(preload: bool = True) -> gr.Blocks:
     """The page. `preload` loads the default pair in the background so the first run starts fast."""
     if not torch.cuda.is_available():
         torch.set_num_threads(1)  # steady timings, and a core left for the web server
-    if preload:
+    if zerogpu.LOADS_AT_IMPORT:
+        preload_default_pair()  # ZeroGPU's rule: the models go to `cuda` at module level, app.py's import
+    elif preload:
         threading.Thread(target=preload_default_pair, daemon=True).start()
     with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
-        build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS, on_gpu=on_gpu)
+        build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS)
         wire_run(page)
         wire_inspector(page.inspector, page.run_state, page.lanes)
         wire_controls(page)
-        gr.api(on_gpu(generate), api_name="generate", concurrency_id=MODEL_JOBS)
+        gr.api(zerogpu.on_gpu(generate, (), None, api_tokens), api_name="generate", concurrency_id=MODEL_JOBS)
     # A full queue answers new visitors with gradio's own "queue is full" error at once.
     return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
 
@@ -102,7 +94,8 @@ def wire_run(page: Page) -> None:
     # "queue: 1/1"; on_run's first word replaces this one when the run starts.
     queued = page.run_button.click(on_queued, None, [page.status], **QUIET)
     run_event = queued.then(
-        on_gpu(MethodType(on_run, page)), [controls[name] for name in RUN_INPUTS], page.run_outputs,
+        zerogpu.on_gpu(MethodType(on_run, page), page.run_outputs, page.status, run_tokens),
+        [controls[name] for name in RUN_INPUTS], page.run_outputs,
         api_visibility="private", concurrency_id=MODEL_JOBS, show_progress="full", show_progress_on=[page.status],
     )
     replay = page.replay
@@ -126,6 +119,13 @@ def wire_controls(page: Page) -> None:
     pair_values = [value for _, value in settings.PAIR_CHOICES]
     controls["pair"].input(None, [controls["pair"]], [controls["drafter"]], js=pair_pick_js(pair_values), **QUIET)
     controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
+
+
+def run_tokens(request, *values) -> int:
+    """The most tokens a run may generate, all its lanes together (ZeroGPU's budget for it)."""
+    named = dict(zip(RUN_INPUTS, values))
+    lanes = 3 if named.get("reference") else 2
+    return lanes * zerogpu.count(named.get("max_new_tokens"), settings.SETTING["max_new_tokens"].default)
 
 
 # --- the API ----------------------------------------------------------------------------------------------
@@ -155,6 +155,15 @@ def generate(*values, **named):
     for name in run.lane_names:
         stats[name]["text"] = model_pair.decode(run.lane(name).trace.token_ids)
     yield stats["baseline"]["text"], stats["speculative"]["text"], stats
+
+
+def api_tokens(*values, **named) -> int:
+    """run_tokens for the API's arguments."""
+    try:
+        bound = settings.bind(settings.API_SIGNATURE, values, named)
+    except Exception:  # noqa: BLE001 — the call itself says what is wrong
+        bound = {}
+    return run_tokens(None, *(bound.get(name) for name in RUN_INPUTS))
 
 
 # gradio documents the API from the function's signature and annotations: both come from the declarations,

@@ -51,6 +51,7 @@ class StepRun:
         self.config = config
         self.eos_id = pair.eos_id if config.stop_at_eos else None
         self.trace = Trace(lane="speculative")
+        self.num_taken = 0  # the engine's events taken so far (a resume replays as many)
 
     @property
     def done(self) -> bool:
@@ -78,6 +79,7 @@ class StepRun:
         """Events up to the first of `kind` (or the finish), each added to the trace."""
         taken = []
         for event in self.events:
+            self.num_taken += 1
             self.trace.add(event)
             taken.append(event)
             if isinstance(event, (kind, FinishEvent)):
@@ -93,5 +95,22 @@ class StepRun:
         return DraftRoom(self.config.gamma, planned, self.budget - event.position - 1, self.budget,
                          self.budget < self.config.max_new_tokens, self.config.draft_confidence)
 
+    @property
+    def is_live(self) -> bool:
+        """Whether the engine's generator is here: a run that crossed a process (pickled) comes without it."""
+        return "events" in self.__dict__
+
+    def resume(self, pair: ModelPair, prompt_ids: list[int]) -> None:
+        """The engine's generator again, at the event the trace has reached: the rounds so far run again, with the
+        same seed and the same call shapes, so they decide what they decided (ZeroGPU runs each press in a
+        worker that may not be the last one's)."""
+        self.events = speculative_decode(pair, prompt_ids, self.config)
+        for _ in range(self.num_taken):
+            next(self.events)
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "events"}
+
     def close(self) -> None:
-        self.events.close()
+        if self.is_live:
+            self.events.close()

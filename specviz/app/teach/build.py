@@ -5,8 +5,6 @@ theory explorer (`theory_page`) and the γ sweep (`sweep_page`). Each holds its 
 
 from __future__ import annotations
 
-from typing import Callable
-
 import gradio as gr
 
 from specviz.app.teach.lab_page import build_lab, wire_lab
@@ -17,14 +15,14 @@ from specviz.app.teach.theory_page import build_theory, wire_theory
 
 
 def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
-                   concurrency_id: str = "model", on_gpu: Callable = lambda fn: fn) -> None:
+                   concurrency_id: str = "model") -> None:
     """Add the four sections to the Blocks being built (ui.build_app's) and wire them to the main page's controls,
     so every section works on the settings the visitor already chose. `status` is the main page's status line and
     `stats` the last run's statistics (a γ sweep of its setup gives them their recommended γ); model jobs go
-    through the page's model queue, `concurrency_id`; `on_gpu` wraps model handlers (ZeroGPU on a Space)."""
+    through the page's model queue, `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
-    wire_step_mode(build_step_mode(names), inputs, concurrency_id, on_gpu)
-    wire_lab(build_lab(names, controls), inputs, status, concurrency_id, on_gpu)
+    wire_step_mode(build_step_mode(names), inputs, concurrency_id)
+    wire_lab(build_lab(names, controls), inputs, status, concurrency_id)
     wire_theory(build_theory(), run_state)
-    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id, on_gpu)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import MethodType
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from specviz.app import render
+from specviz.app import render, zerogpu
 from specviz.app.lab import exactness
 from specviz.app.lab.exactness import SIGNIFICANCE, TOO_CLOSE, LabTally, verdict_of
 from specviz.app.palette import COLORS
@@ -155,12 +155,21 @@ def on_lab_stop(previous_status, visitor: gr.Request) -> str:
 # --- wiring -------------------------------------------------------------------------------------------------------
 
 
-def wire_lab(section: LabSection, inputs: list, page_status: gr.HTML, concurrency_id: str, on_gpu: Callable) -> None:
+def lab_tokens(section: LabSection):
+    """The most tokens a lab may generate (ZeroGPU's budget): each draw is a round in each of its two lanes."""
+    def tokens_of(visitor, num_draws_value, wrong_value, *values) -> int:
+        gamma = zerogpu.count(dict(zip(section.names, values)).get("gamma"), 1)
+        return 2 * zerogpu.count(num_draws_value, exactness.MAX_DRAWS) * (1 + gamma)
+    return tokens_of
+
+
+def wire_lab(section: LabSection, inputs: list, page_status: gr.HTML, concurrency_id: str) -> None:
     """Run streams the tally into the status and the histogram; Stop cancels it; the example sets controls and
     says so in the lab and in the page's status line."""
     lab_event = section.run_button.click(
-        on_gpu(MethodType(on_lab_run, section)), [section.num_draws, section.wrong_rule, *inputs],
-        [section.status, section.chart], api_visibility="private", concurrency_id=concurrency_id,
+        zerogpu.on_gpu(MethodType(on_lab_run, section), [section.status, section.chart], section.status,
+                       lab_tokens(section)),
+        [section.num_draws, section.wrong_rule, *inputs], [section.status, section.chart], api_visibility="private", concurrency_id=concurrency_id,
         show_progress="hidden",
     )
     section.stop_button.click(on_lab_stop, [section.status], [section.status], cancels=[lab_event], queue=False,

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MethodType
-from typing import Callable, Sequence
+from typing import Sequence
 
 import gradio as gr
 
 from specviz.analysis.trace import Trace
-from specviz.app import plots, plots_round, render, step_lessons
+from specviz.app import plots, plots_round, render, step_lessons, zerogpu
 from specviz.app.lab import step_mode
 from specviz.app.page_files import page_file
 from specviz.app.request import Request, describe_error
 from specviz.app.teach.shared import load_prompt, parse_controls
 from specviz.app.wording import count
+from specviz.decoding.config import MAX_GAMMA, MAX_TREE
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.pairs import ModelPair
 
@@ -86,7 +87,12 @@ def build_step_mode(names: list[str]) -> StepSection:
 
 @dataclass
 class StepSession:
-    """One visitor's step run: the engine's generator (in step_mode.StepRun) and the view of its text."""
+    """One visitor's step run: the engine's generator (in step_mode.StepRun) and the view of its text.
+
+    On a ZeroGPU Space each press runs in a forked worker and the session crosses by pickle, but the models and
+    the engine's generator do not pickle: the session crosses without them (the run keeps its trace, the view its
+    text) and, where a press must run the engine, the run resumes by replaying its rounds (StepRun.resume). In
+    one process (everywhere but ZeroGPU) nothing is pickled and nothing replays; a guess never runs the engine."""
 
     request: Request
     pair: ModelPair
@@ -101,6 +107,24 @@ class StepSession:
     def feed(self, events: Sequence) -> None:
         for event in events:
             self.view.add(event, self.pair.decode)
+
+    def advance(self) -> list:
+        """One round (and the finish where it ended the run), fed to the view."""
+        if not self.run.is_live:
+            self.run.resume(*load_prompt(self.request))
+        events = self.run.advance()
+        self.feed(events)
+        return events
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "pair"}
+
+    def __getattr__(self, name: str):
+        """The pair of a session that crossed a process: this process's copy (loaded once, kept)."""
+        if name != "pair" or "request" not in self.__dict__:
+            raise AttributeError(name)
+        self.pair = load_prompt(self.request)[0]
+        return self.pair
 
 
 def start_step(request: Request) -> StepSession:
@@ -186,8 +210,7 @@ def on_step_next(session: StepSession | None, guess_first: bool = False) -> tupl
         events, session.pending = session.pending, None
         return (session, *step_values(session, events, "No guess this time."))
     try:
-        events = session.run.advance()
-        session.feed(events)
+        events = session.advance()
     except Exception as error:  # noqa: BLE001
         return step_error(session, error)
     drafted = [event for event in events if isinstance(event, RoundEvent) and event.gamma]
@@ -209,12 +232,25 @@ def on_step_guess(session: StepSession | None, guess: str | None) -> tuple:
 # --- wiring -------------------------------------------------------------------------------------------------------
 
 
-def wire_step_mode(section: StepSection, inputs: list, concurrency_id: str, on_gpu: Callable) -> None:
+def round_tokens(section: StepSection):
+    """The most tokens one press may generate (ZeroGPU's budget): a round, γ drafts and the target's token, or a
+    tree's budget of them."""
+    def tokens_of(session, *values) -> int:
+        named = dict(zip(section.names, values))
+        return 1 + max(zerogpu.count(named.get("gamma"), 1), zerogpu.count(named.get("tree"), 0))
+    return tokens_of
+
+
+def wire_step_mode(section: StepSection, inputs: list, concurrency_id: str) -> None:
     """Start reads the page's controls; Next round advances the visitor's run by one round."""
     outputs = section.outputs
-    section.start_button.click(on_gpu(MethodType(on_step_start, section)), [section.state, *inputs], outputs,
-                               api_visibility="private", concurrency_id=concurrency_id)
-    section.next_button.click(on_gpu(on_step_next), [section.state, section.guess_first], outputs,
+    section.start_button.click(zerogpu.on_gpu(MethodType(on_step_start, section), outputs, section.status,
+                                              round_tokens(section)),
+                               [section.state, *inputs], outputs, api_visibility="private",
+                               concurrency_id=concurrency_id)
+    # the session knows its γ; a round of the largest γ the page allows bounds it
+    next_round = zerogpu.on_gpu(on_step_next, outputs, section.status, lambda session, guess_first: 1 + max(MAX_GAMMA, MAX_TREE))
+    section.next_button.click(next_round, [section.state, section.guess_first], outputs,
                               api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden")
     # a guess shows the round already run: no model work, so no queue
     section.guess.input(on_step_guess, [section.state, section.guess], outputs, api_visibility="private", queue=False,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import MethodType
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from specviz.analysis.confidence import JudgedDraft
 from specviz.analysis.payoff import TIE_RULE
-from specviz.app import plots_confidence, render
+from specviz.app import plots_confidence, render, zerogpu
 from specviz.app.history import SweepRecord, run_history, sweep_key
 from specviz.app.lab import sweep
 from specviz.app.lab.sweep import SweepView
@@ -23,6 +23,7 @@ from specviz.app.plots import base_figure, legend_below, two_line_title, with_hi
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.render.tokens import escape_text
 from specviz.app.render.verdict import same_text, spread_for
+from specviz.app.settings import SETTING
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.teach.shared import (
     EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
@@ -146,14 +147,25 @@ def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
 # --- wiring -------------------------------------------------------------------------------------------------------
 
 
-def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str,
-               on_gpu: Callable) -> None:
+def sweep_tokens(section: SweepSection):
+    """The most tokens a sweep may generate (ZeroGPU's budget): both lanes at each γ, each repeat, and a tree's
+    runs beside the chain's."""
+    def tokens_of(visitor, smallest_value, largest_value, repeats_value, run, *values) -> int:
+        named = dict(zip(section.names, values))
+        num_gammas = zerogpu.count(largest_value, MAX_GAMMA) - zerogpu.count(smallest_value, 1) + 1
+        shapes = 2 if zerogpu.count(named.get("tree"), 0) else 1
+        new_tokens = zerogpu.count(named.get("max_new_tokens"), SETTING["max_new_tokens"].default)
+        return 2 * shapes * max(num_gammas, 1) * zerogpu.count(repeats_value, 1) * new_tokens
+    return tokens_of
+
+
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str) -> None:
     """Run streams the sweep into its chart, then restates the last run's statistics where it swept that setup."""
     sweep_event = section.run_button.click(
-        on_gpu(MethodType(on_sweep_run, section)),
-        [section.smallest, section.largest, section.repeats, run_state, *inputs],
-        [*section.outputs, stats], api_visibility="private", concurrency_id=concurrency_id,
-        show_progress="hidden",
+        zerogpu.on_gpu(MethodType(on_sweep_run, section), [*section.outputs, stats], section.status,
+                       sweep_tokens(section)),
+        [section.smallest, section.largest, section.repeats, run_state, *inputs], [*section.outputs, stats],
+        api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden",
     )
     section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,
                               api_visibility="private")
