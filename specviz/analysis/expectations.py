@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from specviz.models.convert import serves_hub_copy
 from specviz.models.int8 import cpu_supports
 from specviz.models.invariance import Invariance
 from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16, default_precision
@@ -113,6 +114,8 @@ def loaded_settings(pair) -> dict:
     `generate --save` alike), so a replay says where and how its pace was measured."""
     settings = {"precision": pair.precision, "device": str(pair.device),
                 "recorded_on": device_label(pair.device), "int8_drafters": pair.int8_drafters}
+    if serves_hub_copy(getattr(pair.target, "name_or_path", "")):  # not the GGUF the drafters learned from
+        settings["target_hub_copy"] = True
     if pair.invariance is not None:  # which exactness this machine gives, measured when the target loaded
         settings["bitwise_verify"] = pair.invariance.exact
         settings["exactness"] = pair.invariance.summary()

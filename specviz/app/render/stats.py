@@ -358,7 +358,17 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
     parting = run.greedy_parting()
     payoff = run_payoff(run, comparison) if run.done else None
     parted = parted_html(run, parting, divergence_gap) if parting is not None else ""
-    return parted + result_card(run, comparison, payoff, parting)
+    return hub_copy_html(run) + parted + result_card(run, comparison, payoff, parting)
+
+
+def hub_copy_html(run: RunView) -> str:
+    """Said before any speed figure where the target is the hub's copy of the default one (a Space that could
+    not fetch the GGUF): the drafters learned from the 4-bit file, so the records' α̂ and speed may not hold."""
+    if not run.settings.get("target_hub_copy"):
+        return ""
+    return ('<p class="hub-copy">This target is the hub\'s SmolLM2-135M-Instruct, not the 4-bit GGUF copy the '
+            "drafters were trained on: their acceptance, and so the speedup, may differ from the bench's records."
+            "</p>")
 
 
 def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
