@@ -6,6 +6,8 @@ from __future__ import annotations
 import html as html_text
 import json
 import re
+from dataclasses import replace
+from html.parser import HTMLParser
 
 import plotly.graph_objects as go
 import pytest
@@ -549,23 +551,31 @@ def test_lane_titles_name_the_drafter_and_what_transformers_ran_instead():
     assert lane_title(lookup_run, "reference") == "transformers generate() (reference) · prompt lookup"
 
 
-def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which_the_target_took():
-    from specviz.decoding.events import event_from_dict, event_to_dict
-
+def rival_rounds() -> tuple[render.RunView, RoundEvent]:
+    """A greedy run of two rounds that stopped unsure with rival guesses: in the first the target took the rival
+    "(x" over the drafter's first pick " <b>" (" & ${y}" left over), in the second none ("):" its own)."""
     run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "draft_confidence": 0.5, "rivals": 2})
     first_pick = DraftedToken(8, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.41)
     taken = DraftedToken(3, 1.0, 1.0, 1.0, 0.2, True, True, draft_confidence=0.27)
     other = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
     took_a_rival = RoundEvent.from_views("speculative", 0, 1, 1, (taken,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
                               stopped_unsure=True, rivals=(first_pick, other))
-    assert event_from_dict(json.loads(json.dumps(event_to_dict(took_a_rival)))) == took_a_rival  # saved runs keep them
+    # "(x" not accepted here (its accepted copy made it the round's kept path, drawn where " <b>" belongs)
     none_taken = RoundEvent.from_views("speculative", 1, 3, 1, (first_pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
-                            stopped_unsure=True, rivals=(taken, other))
+                            stopped_unsure=True, rivals=(replace(taken, accepted=False), other))
     for event in (PrefillEvent("speculative", 1, 2, 0.01, 1, 1), took_a_rival, none_taken,
                   FinishEvent("speculative", "max_new_tokens", 4)):
         run.add(event, decode)
+    return run, took_a_rival
+
+
+def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which_the_target_took():
+    from specviz.decoding.events import event_from_dict, event_to_dict
+
+    run, took_a_rival = rival_rounds()
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(took_a_rival)))) == took_a_rival  # saved runs keep them
     lane = html_text.unescape(render.lanes_html(run, names=("speculative",))[0])
-    assert lane.count('class="rivals"') == 2
+    assert lane.count('class="rivals on-demand"') == 2  # drawn, for the page to show on demand
     assert ("so the round took it: a token the chain alone would have lost" in lane
             and "none of them was the target's own choice" in lane)
     assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
@@ -578,6 +588,55 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
     assert "In round 1 the drafter was unsure of its first guess" in explained and "where its first guess alone" in explained
     assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does
+
+
+class LaneReading(HTMLParser):
+    """A lane's text as it reads by default: the text box's characters, without the marks drawn on demand
+    (render.tokens.ON_DEMAND), which the page hides until asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.hidden_at, self.in_text_at, self.parts = 0, None, None, []
+
+    def handle_starttag(self, tag, attrs):
+        self.depth += 1
+        classes = (dict(attrs).get("class") or "").split()
+        if self.in_text_at is None and "lane-text" in classes:
+            self.in_text_at = self.depth
+        if self.hidden_at is None and render.tokens.ON_DEMAND in classes:
+            self.hidden_at = self.depth
+
+    def handle_endtag(self, tag):
+        if self.hidden_at == self.depth:
+            self.hidden_at = None
+        if self.in_text_at == self.depth:
+            self.in_text_at = None
+        self.depth -= 1
+
+    def handle_data(self, data):
+        if self.in_text_at is not None and self.hidden_at is None:
+            self.parts.append(data)
+
+
+def lane_reading(lane_html: str) -> str:
+    reader = LaneReading()
+    reader.feed(lane_html)
+    return "".join(reader.parts)
+
+
+def test_a_lane_reads_as_its_text_and_its_struck_drafts_without_rival_guesses_or_stop_marks():
+    """Issue 59: the lane read "… is London Scotland Dublin‖ Edinburgh": the rival guesses and the unsure stop's ‖
+    were drawn inline. They are marked ON_DEMAND (page.css hides them until the switch above the lanes is ticked):
+    left out, the lane reads as the prompt, the kept tokens in order and the rejected drafts (struck) where they
+    were guessed, nothing else."""
+    run, _ = rival_rounds()
+    lane = render.lanes_html(run, names=("speculative",))[0]
+    # " f" the first token; round 1: the first pick " <b>" struck, the rival "(x" taken, the bonus "\n    " (↵);
+    # round 2: " <b>" struck, the target's own "):"
+    assert lane_reading(lane) == "x f <b>(x↵\n     <b>):"
+    assert run.speculative.text == " f(x\n    ):"  # the kept text, what a copy of the lane gives
+    shown = html_text.unescape(lane)
+    assert shown.count(render.tokens.STOP_MARK) == 2 and " & ${y}" in shown  # still drawn, to show on demand
 
 
 def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
@@ -685,7 +744,8 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     assert f"{event.drafted[0].draft_confidence:.0%}" in taken_title and "q(x)" not in taken_title
     assert "draft 1/1 ·" not in taken_title
     # the small struck rivals after it are the guesses left over, never the first pick again
-    markers = [shown for cls, _, shown in spans if cls == "rivals"]
+    markers = [shown for cls, _, shown in spans if "rivals" in cls.split()]
+    assert markers or len(event.guesses) == 2  # drawn, unless the taken rival and the first pick were all
     assert all(first_text not in shown.split(" ") for shown in markers)
     # the inspector says it first, in words, and lists the first pick before the rival it lost to
     inspector = html_text.unescape(render.inspector_html(run, event.round_index))

@@ -126,9 +126,10 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
     assert len(heatmap.z) == len(event.nodes) - 1 and len(heatmap.z[0]) == len(event.nodes)
     words = figure_words(event, run.speculative.round_texts[event.round_index].nodes, True)
     assert words["title"].startswith(f"Round {event.round_index + 1}: ")
-    # The lane reads as text, the kept path only, with a branch count on each round that checked a tree.
+    # The lane reads as text, the kept path only, with a branch count (shown on demand) on each round that checked
+    # a tree.
     lane = run.speculative.html("speculative")
-    marks = re.findall(r'<sup class="tree-mark"[^>]*>(\d+)</sup>', lane)
+    marks = re.findall(r'<sup class="tree-mark on-demand"[^>]*>(\d+)</sup>', lane)
     assert marks and [int(mark) for mark in marks] == [num_branches(event) for event in tree_rounds(run)
                                                        if num_branches(event) > 1]
     for event in tree_rounds(run):  # the lane draws the judged chain only, not the tree's other branches

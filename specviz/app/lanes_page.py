@@ -11,18 +11,23 @@ import gradio as gr
 
 from specviz.app import render
 from specviz.app.page_files import page_file
+from specviz.app.render.tokens import MARKS_SWITCH, MARKS_SWITCH_INFO
 from specviz.app.render.verdict import speedup_is_quoted
 from specviz.app.wording import count
 from specviz.catalogue import PAGE_LANES, lane_info
 
 
 def build_lanes() -> tuple[dict[str, gr.HTML], gr.HTML]:
-    """The legend, one box per lane (a lane not in a run by default shows once a run has it; a drafting lane's
-    rounds open in the inspector on a click), then the result card."""
+    """The legend, the switch that shows the rival guesses and stop marks, one box per lane (a lane not in a run by
+    default shows once a run has it; a drafting lane's rounds open in the inspector on a click), then the result
+    card."""
     gr.HTML(render.legend_html(), elem_id="legend")
+    # The marks it shows are hidden by page.css until it is ticked, so it needs no handler (and no redraw).
+    gr.Checkbox(False, label=MARKS_SWITCH, info=MARKS_SWITCH_INFO, elem_id="lane-marks", container=False,
+                interactive=True)
     empty = render.lanes_html(None, names=PAGE_LANES)
     boxes = {}
-    with gr.Row(equal_height=False, elem_classes=["specviz-stack"]):
+    with gr.Row(equal_height=False, elem_classes=["specviz-stack", "specviz-lanes"]):
         for name, html in zip(PAGE_LANES, empty):
             info = lane_info(name)
             scripts = (page_file("round_click.js") if info.drafts else "") + page_file("follow_lane.js")

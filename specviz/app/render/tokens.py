@@ -28,6 +28,10 @@ SPACE_MARK = "␣"
 # is drawn on the token that completes it, right after this mark.
 PART_MARK = '<span class="part" style="color:#888;font-size:11px">⋯</span>'
 STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in every font, unlike an emoji
+# What the drafter tried beyond the text (rival guesses, the ‖ of an unsure stop, a tree's branch count): drawn
+# inline they read as words ("Edinburgh London Dublin‖"), so the page's lanes hide them until the visitor asks
+# (page.css: the switch MARKS_SWITCH above the lanes); a copy of a lane leaves them out either way.
+ON_DEMAND = "on-demand"
 LEGEND_ITEMS = (
     ("accepted", "accepted draft", f"the target agreed (r < {KEEP_CHANCE})"),
     ("rejected", "rejected draft", f"struck through: r ≥ {KEEP_CHANCE}, thrown away"),
@@ -37,18 +41,24 @@ LEGEND_ITEMS = (
     ("bonus", "bonus", f"every draft of the round accepted: {FREE_TOKEN}"),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
 )
+# The switch above the page's lanes that shows the ON_DEMAND marks (LEGEND_MARKS explains each).
+MARKS_SWITCH = "Show rival guesses, stop marks (‖) and branch counts in the lane"
+MARKS_SWITCH_INFO = ("off, the speculative lane reads as text: the kept tokens, and the rejected drafts struck "
+                     "through; a click on a token still opens its round")
+ON_DEMAND_NOTE = f"; in the lanes while \"{MARKS_SWITCH}\" is ticked"
 # The legend's marks that are not token kinds: (the item's attributes, the mark, its name, its hover).
 LEGEND_MARKS = (
     ("", f'<b style="color:#888">{STOP_MARK}</b>', "drafting stopped: draft unsure",
-     "the drafter was unsure of its last token, so the round stopped drafting before γ"),
+     "the drafter was unsure of its last token, so the round stopped drafting before γ" + ON_DEMAND_NOTE),
     ("", '<sup style="color:#888;text-decoration:line-through">abc</sup>', "rival guesses",
-     "greedy: where the drafter was unsure, its next guesses for the same position, verified in the same pass"),
+     "greedy: where the drafter was unsure, its next guesses for the same position, verified in the same pass"
+     + ON_DEMAND_NOTE),
     (' class="legend-part"', PART_MARK, "part of a character",
      "a token holding some of a character's bytes (an emoji, Arabic or CJK letter can take 2 to 4 tokens); "
      "the token after it completes the character and draws it"),
     ("", '<sup style="color:#777;font-weight:600">3</sup>', "branches of a draft tree",
      "a draft tree: the round guessed several branches and the target checked them all in one pass; "
-     "the number counts the branches, the text shows the path it kept"),
+     "the number counts the branches, the text shows the path it kept" + ON_DEMAND_NOTE),
 )
 # break-spaces and overflow-wrap:anywhere: a run of indentation or a long unbroken token wraps inside
 # the box at any width (pre-wrap let trailing spaces hang past the border on a narrow page).
@@ -303,7 +313,7 @@ def rivals_marker(event, guess_texts: list[str]) -> str:
     if not others:
         return ""
     struck = " ".join(rival_text(text) for text in others)
-    return (f'<span class="rivals" title="{escape_text(rivals_text(event, guess_texts))}" '
+    return (f'<span class="rivals {ON_DEMAND}" title="{escape_text(rivals_text(event, guess_texts))}" '
             f'style="font-size:12.5px;color:#666;text-decoration:line-through;vertical-align:super">{struck}</span>')
 
 
@@ -311,7 +321,7 @@ def stop_marker(event) -> str:
     """A hand after the drafts of a round the confidence stop ended, explained on hover."""
     if not event.stopped_unsure:
         return ""
-    return (f'<span class="unsure-stop" title="{escape_text(stopped_unsure_text(event))}" '
+    return (f'<span class="unsure-stop {ON_DEMAND}" title="{escape_text(stopped_unsure_text(event))}" '
             f'style="color:#888;font-weight:bold">{STOP_MARK}</span>')
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from specviz.app.render.rule import FREE_TOKEN, GREEDY_CORRECTION, OWN_PICK, STAYS_EXACT, bonus_source, coin_text
-from specviz.app.render.tokens import escape_text, prob, quoted, timing_text, token_span
+from specviz.app.render.tokens import ON_DEMAND, escape_text, prob, quoted, timing_text, token_span
 from specviz.app.wording import as_sentence, count
 from specviz.decoding.events import RoundEvent, TreeNode
 
@@ -66,7 +66,7 @@ def tree_mark(event: RoundEvent) -> str:
     if not event.is_tree or num_branches(event) < 2:
         return ""
     title = f"{count(len(drafted_nodes(event)), 'guess', 'guesses')} on {num_branches(event)} branches: {TREE_MARK_HELP}"
-    return (f'<sup class="tree-mark" title="{escape_text(title)}" style="font-size:10px;color:#777;'
+    return (f'<sup class="tree-mark {ON_DEMAND}" title="{escape_text(title)}" style="font-size:10px;color:#777;'
             f'font-weight:600;margin-left:1px">{num_branches(event)}</sup>')
 
 
