@@ -4,6 +4,7 @@ before torch; each call asks for a duration from its own settings; a refusal bec
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import multiprocessing
@@ -152,8 +153,7 @@ def test_spaces_comes_before_torch_when_the_space_starts():
 
 
 def test_a_call_asks_for_gpu_time_by_its_own_settings(demo, monkeypatch):
-    monkeypatch.delenv("SPECVIZ_MAX_RUN_S", raising=False)
-    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setattr(zerogpu, "POLICY", dataclasses.replace(zerogpu.POLICY, max_run_s=0))  # no run time limit
     run = model_handlers(demo)["on_run"]
     arguments = small_arguments(run)
     place = {component.elem_id: spot for spot, component in enumerate(run.inputs, start=1)}
@@ -167,7 +167,8 @@ def test_a_call_asks_for_gpu_time_by_its_own_settings(demo, monkeypatch):
     short, longer = seconds(**{"max-new-tokens": 8, "reference": False}), seconds(**{"max-new-tokens": 64})
     assert short < longer < seconds(**{"max-new-tokens": 512}) <= zerogpu.LONGEST_S
     assert seconds(**{"max-new-tokens": "lots"}) > 0  # a bad value: the run itself says what is wrong
-    monkeypatch.setenv("SPECVIZ_MAX_RUN_S", "30")  # a Space's run stops at its limit: no more time is asked
+    # a Space's run stops at its limit (SPECVIZ_MAX_RUN_S): no more time is asked
+    monkeypatch.setattr(zerogpu, "POLICY", dataclasses.replace(zerogpu.POLICY, max_run_s=30))
     assert seconds(**{"max-new-tokens": 512}) == 30 + zerogpu.SETUP_S
     sweep = model_handlers(demo)["on_sweep_run"]
     assert sweep.fn.seconds(*small_arguments(sweep)) > zerogpu.SETUP_S

@@ -31,7 +31,7 @@ except ImportError:
 import gradio as gr
 
 from specviz.app import render
-from specviz.models.hosting import HostingPolicy
+from specviz.app.settings import POLICY
 
 # A budget, not a measurement: a second covers well over 10 tokens of any lane on a GPU, the model's load and the
 # first call's CUDA graphs included (tests/test_zerogpu.py checks it against the GPU records in assets/bench/).
@@ -52,7 +52,7 @@ def seconds_for(num_tokens: int) -> int:
     """The GPU time to ask for a call that may generate `num_tokens` tokens in all its lanes and repeats, within the
     run's own time limit where the operator set one (the run stops there anyway)."""
     wanted = SETUP_S + round(max(num_tokens, 0) * SECONDS_PER_TOKEN)
-    limit = HostingPolicy.from_env().max_run_s or LONGEST_S
+    limit = POLICY.max_run_s or LONGEST_S  # the limit live runs stop at (specviz.app.live)
     return max(1, min(wanted, limit + SETUP_S, LONGEST_S))
 
 
@@ -90,46 +90,53 @@ def count(value, fallback: int) -> int:
         return fallback
 
 
+def borrow(fn: Callable, seconds: Callable[..., int]) -> Callable:
+    """`fn` decorated by ZeroGPU (unchanged where `spaces` is missing, and by `spaces` itself off a ZeroGPU Space)."""
+    return spaces.GPU(duration=seconds)(fn) if spaces is not None else fn
+
+
 def on_gpu(handler: Callable, outputs: Sequence, status: gr.components.Component | None,
            tokens_of: Callable[..., int]) -> Callable:
     """`handler`, run on a borrowed GPU on a ZeroGPU Space. `outputs`: the event's outputs, in order; `status`: the
     one among them that says a refusal (None: the refusal is raised, as for the API); `tokens_of`: the most tokens
-    a call may generate, from the call's own arguments. The result keeps the handler's name and signature (gradio passes gr.Request by it); its
-    `on_device` is what runs in ZeroGPU's worker, and its `seconds` the duration asked for a call's arguments."""
+    a call may generate, from the call's own arguments. The result keeps the handler's name and signature (gradio
+    passes gr.Request by it); its `on_device` is what runs in ZeroGPU's worker, and its `seconds` the duration
+    asked for a call's arguments."""
 
     def seconds(*args, **kwargs) -> int:
         return seconds_for(tokens_of(*args, **kwargs))
+
+    def refused(error: gr.Error, args, kwargs) -> dict:
+        """The status update saying ZeroGPU's refusal; the error itself again where it is not one to say."""
+        said = refusal(error, seconds(*args, **kwargs))
+        if said is None or status is None:
+            raise error
+        return {status: render.status_html(said, "error")}
 
     if inspect.isgeneratorfunction(handler):
         def on_device(*args, **kwargs) -> Iterator:
             for update in handler(*args, **kwargs):
                 yield to_places(update, outputs)
 
-        borrowed = spaces.GPU(duration=seconds)(on_device) if spaces is not None else on_device
+        borrowed = borrow(on_device, seconds)
 
         def on_page(*args, **kwargs) -> Iterator:
             try:
                 for update in borrowed(*args, **kwargs):
                     yield to_components(update, outputs)
             except gr.Error as error:
-                said = refusal(error, seconds(*args, **kwargs))
-                if said is None or status is None:
-                    raise
-                yield {status: render.status_html(said, "error")}
+                yield refused(error, args, kwargs)
     else:
         def on_device(*args, **kwargs):
             return to_places(handler(*args, **kwargs), outputs)
 
-        borrowed = spaces.GPU(duration=seconds)(on_device) if spaces is not None else on_device
+        borrowed = borrow(on_device, seconds)
 
         def on_page(*args, **kwargs):
             try:
                 return to_components(borrowed(*args, **kwargs), outputs)
             except gr.Error as error:
-                said = refusal(error, seconds(*args, **kwargs))
-                if said is None or status is None:
-                    raise
-                return {status: render.status_html(said, "error")}
+                return refused(error, args, kwargs)
 
     for wrapper in (on_device, on_page):
         functools.update_wrapper(wrapper, handler)  # name, and the signature gradio reads gr.Request from
