@@ -7,6 +7,7 @@ environment variable set) a missing browser is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -443,18 +444,27 @@ def test_run_is_on_the_first_screen_and_brings_the_lanes_into_view(browser, app_
         page.close()
 
 
-def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
-    """At 400 px on a touch screen: Run on the first screen, and a table wider than the screen (the runs so far)
-    scrolls inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
-    more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), no chart's title or axis title is cut or
-    under its legend (the γ sweep's too), and plotly's toolbar, always shown where nothing hovers, does not sit over
-    the charts' titles."""
+@contextlib.contextmanager
+def phone_page(browser, app_url: str):
+    """The page on a 400 px touch screen, its Run button drawn; the screen closed after."""
     context = browser.new_context(viewport={"width": 400, "height": 800}, has_touch=True, is_mobile=True)
     page = context.new_page()
     page.set_default_timeout(30_000)
     try:
         page.goto(app_url)
         page.wait_for_selector("#run")
+        yield page
+    finally:
+        context.close()
+
+
+def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
+    """At 400 px on a touch screen: Run on the first screen, and a table wider than the screen (the runs so far)
+    scrolls inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
+    more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), no chart's title or axis title is cut or
+    under its legend (the γ sweep's too), and plotly's toolbar, always shown where nothing hovers, does not sit over
+    the charts' titles."""
+    with phone_page(browser, app_url) as page:
         run_button = page.locator("#run").bounding_box()
         assert run_button["y"] + run_button["height"] <= 800
         choose(page, "pair", "tiny-code")
@@ -484,8 +494,6 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         assert page.locator(".modebar-container").count() > 0
         assert page.evaluate("[...document.querySelectorAll('.modebar-container')].every("
                              "e => getComputedStyle(e).display === 'none')")
-    finally:
-        context.close()
 
 
 # Each drawn chart's text (ticks, titles, legend) as it shows: its font size times the chart's scale (FIT_CHARTS_JS).

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 
-from tests.test_app_browser import LONG_PROMPT, RUN_TIMEOUT_MS, choose, click_run, run_and_wait, set_number
+from tests.test_app_browser import (
+    LONG_PROMPT, RUN_TIMEOUT_MS, choose, click_run, phone_page, run_and_wait, set_number,
+)
 
 MARKS = ".rivals, .unsure-stop, .tree-mark"  # what render.tokens.ON_DEMAND marks in a lane
 SHOWN = "els => els.filter(e => e.getClientRects().length > 0).length"  # how many of them are drawn at all
@@ -79,12 +81,7 @@ def test_a_lane_keeps_the_place_its_visitor_scrolled_to_and_a_phone_shows_a_fini
     visitor who scrolls it up to the first words keeps them while the run writes on (each redraw snapped the box
     back to its end); scrolled back down, it follows again. Finished, the lane shows its whole text (the box sat at
     its end, the prompt and the answer's first words above it)."""
-    context = browser.new_context(viewport={"width": 400, "height": 800}, has_touch=True, is_mobile=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        page.goto(app_url)
-        page.wait_for_selector("#run")
+    with phone_page(browser, app_url) as page:
         choose(page, "pair", "tiny-code")
         page.locator("#prompt textarea").fill(LONG_PROMPT)
         set_number(page, "max-new-tokens", 40)
@@ -113,5 +110,3 @@ def test_a_lane_keeps_the_place_its_visitor_scrolled_to_and_a_phone_shows_a_fini
         page.wait_for_selector(f'#status .status-done[data-run="{run_id}"]', timeout=RUN_TIMEOUT_MS)
         place = box_place(page)
         assert not place["scrolls"] and place["firstShown"], place  # finished: the whole lane, its first words first
-    finally:
-        context.close()
