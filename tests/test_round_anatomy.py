@@ -1,7 +1,8 @@
 """One round drawn (specviz.app.plots_round), on real runs of the tiny-code pair: chains (with and without
 rival guesses, greedy and sampled) and trees. The drawing must sit on the lane's clock of "Where the time
-went", split the one verify into the rows it computed, light the kept ones, cut after the first rejection and
-say how many rows the caches drop; the inspector and step mode show it."""
+went", draw the one verify as one block after the drafts with its rows stacked (computed together), light the
+kept ones, cut after the first rejection, say how many rows the caches drop and what its words mean; the inspector
+and step mode show it."""
 
 from __future__ import annotations
 
@@ -80,20 +81,64 @@ def test_the_drawing_sits_on_the_lanes_clock_as_where_the_time_went(runs, setup)
     rounds = view.speculative.trace.rounds
     for event in [*drafted_rounds(view)[:4], rounds[-1]]:  # the last may have drafted nothing: one plain step
         figure = plots_round.round_anatomy(lane.trace, event, lane.round_texts[event.round_index], lane.greedy)
-        mine = [block for block in blocks if block.round_index == event.round_index]
-        drafts, verify = [block for block in mine if block.is_draft], mine[-1]
-        bars = [(bar.base[0], bar.x[0], bar.y[0]) for bar in figure.data]
-        draft_bars = [bar for bar in bars if bar[2] == plots_round.DRAFT_ROW]
-        target_bars = [bar for bar in bars if bar[2] == plots_round.TARGET_ROW]
+        drafts = [block for block in blocks if block.round_index == event.round_index and block.is_draft]
+        draft_bars, row_bars = drawn_bars(figure)
         assert len(draft_bars) == event.num_draft_forwards == len(drafts)
         assert [bar[0] for bar in draft_bars] == pytest.approx([block.start_s for block in drafts])
-        assert target_bars[0][0] == pytest.approx(verify.start_s)  # the verify, as wide as it took, split by row
-        assert sum(bar[1] for bar in target_bars) == pytest.approx(verify.duration_s)
         cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
-        assert len(target_bars) == len(cells)
+        assert len(row_bars) == len(cells)
         title = figure.layout.title.text
         assert title.startswith(f"Round {event.round_index + 1}:") and f"over {len(cells)} row" in title
         assert f"the caches drop {event.num_dropped_rows} row" in title
+
+
+def drawn_bars(figure) -> tuple[list, list]:
+    """The drawing's bars as (start, duration, line): the draft forwards', then the verify's rows'."""
+    bars = [(bar.base[0], bar.x[0], bar.y[0]) for bar in figure.data]
+    return ([bar for bar in bars if bar[2] == plots_round.DRAFT_ROW],
+            [bar for bar in bars if bar[2] != plots_round.DRAFT_ROW])
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_the_verify_is_one_forward_after_the_drafts_its_rows_stacked_and_computed_together(runs, setup):
+    """One target forward computes every row at once: each row is drawn from the forward's start to its end, on
+    a line of its own, and the forward starts when the last draft forward has ended; each row keeps its name
+    beside it however narrow the block (a block too narrow hid the name drawn inside it)."""
+    lane = runs[setup].speculative
+    blocks = lane_blocks(lane.trace)
+    for event in drafted_rounds(runs[setup]):
+        texts = lane.round_texts[event.round_index]
+        verify = [block for block in blocks if block.round_index == event.round_index][-1]
+        draft_bars, row_bars = drawn_bars(plots_round.round_anatomy(lane.trace, event, texts, lane.greedy))
+        assert len(row_bars) == event.num_verify_rows > 1
+        assert all(start == pytest.approx(verify.start_s) for start, _, _ in row_bars)
+        assert all(start + width == pytest.approx(verify.start_s + verify.duration_s) for start, width, _ in row_bars)
+        assert len({line for _, _, line in row_bars}) == len(row_bars)  # stacked: a line each
+        if draft_bars:
+            assert verify.start_s >= max(start + width for start, width, _ in draft_bars) - 1e-9
+    figure = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
+    cells = target_cells(event, texts, lane.greedy)
+    assert list(figure.layout.yaxis.ticktext)[1:] == [plots_round.short_label(cell.text) for cell in cells]
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_the_words_the_drawing_uses_are_said_under_it(runs, setup):
+    """A row, the rows the caches drop and an unused row, each explained where the drawing uses them."""
+    lane = runs[setup].speculative
+    said_dropped = said_unused = False
+    for event in drafted_rounds(runs[setup]):
+        texts = lane.round_texts[event.round_index]
+        figure = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy)
+        words = " ".join(" ".join(note.text.split("<br>")) for note in figure.layout.annotations)
+        assert plots_round.ROW_WORDS in words
+        assert (plots_round.DROPPED_WORDS in words) == (event.num_dropped_rows > 0)
+        unused = any(cell.text == plots_round.UNUSED for cell in target_cells(event, texts, lane.greedy))
+        assert (plots_round.UNUSED_WORDS in words) == unused
+        said_dropped, said_unused = said_dropped or event.num_dropped_rows > 0, said_unused or unused
+        guessing = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy, reveal=False)
+        assert {note.text for note in guessing.layout.annotations} >= {plots_round.ONE_PASS_TEXT}
+        assert plots_round.DROPPED_WORDS not in " ".join(" ".join(note.text.split("<br>")) for note in guessing.layout.annotations)
+    assert said_dropped
 
 
 def test_the_inspector_and_step_mode_draw_the_round(runs):

@@ -10,7 +10,7 @@ import gradio as gr
 import pytest
 
 from specviz.analysis.payoff import Payoff
-from specviz.app import ui
+from specviz.app import plots_round, ui
 from specviz.app.teach import lab_page, step_page, theory_page
 
 
@@ -202,7 +202,7 @@ def test_step_mode_asks_for_a_guess_before_it_shows_the_verify(demo):
         assert shown["step-lane"] == gr.skip()  # the lane as it was: its verdicts wait for the guess
         assert shown["step-guess"].visible and shown["step-guess"].choices == [(str(n), str(n)) for n in range(event.gamma + 1)]
         assert shown["step-next"].interactive is False  # no next round before the guess
-        assert "? your guess first" in str(shown["chart-step-round"].data)
+        assert plots_round.GUESS_WORDS in str(shown["chart-step-round"].data)
         again = dict(zip(names, next_fn.fn(session, True)))  # Next again (the N key) shows the waiting round
         assert session.pending is None and 'data-stage="verify"' in again["step-stages"]
         for _ in range(10):  # on to the next round that drafts (one that drafts nothing asks no guess)

@@ -1,10 +1,13 @@
 """One round, drawn from its event for the inspector and step mode: its draft forwards one after another, then
-the one target forward that checked them all, split into the rows it computed, on the lane's clock of "Where the
-time went" (specviz.analysis.trace). The rows the text kept are lit; the rows after the cut both caches drop.
+the one target forward that checked them all, its rows stacked from the forward's start to its end (it computes
+them together: that is the whole trick), on the lane's clock of "Where the time went" (specviz.analysis.trace).
+The rows the text kept are lit; the rows under the cut both caches drop. The words the drawing uses (a row, a
+dropped row, an unused row) are said under it, in this module's words.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -20,10 +23,33 @@ from specviz.app.render.tree_round import figure_words
 from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent, TokenKind
 
-DRAFT_ROW, TARGET_ROW = 1.0, 0.0
+# The drafter's forwards on one line at the top; the verify's rows under it, one line each (row_y), with room
+# between them for the verify's name.
+DRAFT_ROW, TARGET_ROW = 1.5, 0.0
 # each row's colour by its token's kind; a plain target step (nothing drafted) is grey, as in Where the time went
 ROW_COLOURS = {**COLORS, "target": "#7f7f7f"}
-DRAFT_HEIGHT, TARGET_HEIGHT = 0.45, 0.7
+DRAFT_HEIGHT, TARGET_HEIGHT = 0.45, 0.8
+ROW_PX = 22  # one line of the chart: the drafter's, or one row of the verify
+TITLE_PX = 62  # the title's two lines
+BOTTOM_PX = 48  # the time axis and its title, above the words
+WORDS_LINE_PX = 16
+WORDS_LINE_CHARS = 70  # what one line of the words holds at the width a phone's chart is laid out at (ui.PHONE_CHART_PX)
+ROW_LABEL_CHARS = 26  # a row's name beside it; longer ones are cut, whole in the row's hover
+LABEL_CHAR_PX = 7  # about one character of a row's name, to give the names their margin
+
+X_TITLE = "seconds, on the timeline's clock"  # short: the rows' names take the chart's left
+# The drawing's words, each explained where it is used: under the chart, and in the hovers.
+UNUSED = "unused"
+ONE_PASS_TEXT = "1 target forward: all rows at once"
+CUT_TEXT = "cut"
+ROW_WORDS = ("A row: one position the target scores. This one forward scores all its rows together, reading the "
+             "target's weights once for them all.")
+DROPPED_WORDS = ("The caches drop a row: each row stored its token's keys and values in the target's cache (and "
+                 "the drafter's); those past the cut hold drafts the text did not keep, so both caches delete them "
+                 "and the next round goes on from the kept text.")
+GUESS_WORDS = "? your guess first: how many drafts will these rows keep?"  # step mode, before the verdicts
+UNUSED_WORDS = ("An unused row: scored in the same pass, but for a position the text never reached this round "
+                "(past the cut, or after the text ended).")
 
 
 @dataclass(frozen=True)
@@ -76,7 +102,7 @@ def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell
         bonus = text_at(texts.own, len(texts.own) - 1)
         cells.append(Cell(f"+ {bonus}", "bonus", f"the last row: every draft kept, so it gives a bonus token, {bonus}"))
     else:
-        cells.append(Cell("unused", "unexamined", "the last row: past the cut, unused"))
+        cells.append(Cell(UNUSED, "unexamined", "the last row: past the cut, unused"))
     return cells
 
 
@@ -94,7 +120,7 @@ def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
         mark = {"accepted": "✓ ", "rejected": "✗ "}.get(node.verdict, "")
         cells.append(Cell(f"{mark}{name}", node.verdict, f"node {name} at depth {node.depth}: {what}"))
     if len(cells) < event.num_verify_rows:  # an accepted end-of-text: the row below it went unused
-        cells.append(Cell("unused", "unexamined", "the row below the last kept node: unused, the text had ended"))
+        cells.append(Cell(UNUSED, "unexamined", "the row below the last kept node: unused, the text had ended"))
     return cells
 
 
@@ -119,10 +145,11 @@ def draft_texts(event: RoundEvent, texts: RoundTexts) -> list[str]:
 
 def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | None = None,
                   greedy: bool = False, reveal: bool = True) -> go.Figure:
-    """The round's forwards on its lane's clock: thin draft blocks, then one wide target block split by row.
-    `reveal` False (step mode, while a visitor guesses): the drafts in the draft's colour and the verify as one
-    block still to be read, so nothing gives the verdicts away."""
-    figure = base_figure("One round drawn", "seconds of model work, on the timeline's clock", "")
+    """The round's forwards on its lane's clock: thin draft blocks one after another, then one target block whose
+    rows are stacked, each from the block's start to its end, since one forward computes them together; the words
+    it uses said under it. `reveal` False (step mode, while a visitor guesses): the drafts in the draft's colour
+    and the verify's rows unread, so nothing gives the verdicts away."""
+    figure = base_figure("One round drawn", X_TITLE, "")
     if event is None or texts is None:
         return with_hint(figure, "pick a round")
     blocks = round_blocks(event, round_start_s(trace, event.round_index))
@@ -133,33 +160,91 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
         add_block(figure, block.start_s, block.duration_s, DRAFT_ROW, DRAFT_HEIGHT, text,
                   COLORS["accepted" if kept else "rejected"] if reveal else COLORS["draft"],
                   f"a draft forward, {block.duration_s * 1000:.1f} ms{fate}")
-    cells = (target_cells(event, texts, greedy) if reveal else
-             [Cell("? your guess first", "unexamined", "one target forward judges every draft at once")])
-    width = verify.duration_s / len(cells)
+    cells = target_cells(event, texts, greedy) if reveal else unread_cells(event)
     for index, cell in enumerate(cells):
-        add_block(figure, verify.start_s + index * width, width, TARGET_ROW, TARGET_HEIGHT, cell.text,
+        add_block(figure, verify.start_s, verify.duration_s, row_y(index), TARGET_HEIGHT, "",
                   ROW_COLOURS[cell.kind], cell.hover)
-    # one outline round the target's rows: they are one forward, not several
-    figure.add_shape(type="rect", x0=verify.start_s, x1=verify.start_s + verify.duration_s, y0=TARGET_ROW - TARGET_HEIGHT / 2,
-                     y1=TARGET_ROW + TARGET_HEIGHT / 2, line={"color": "#222", "width": 2})
+    end_s = verify.start_s + verify.duration_s
+    outline_verify(figure, verify.start_s, end_s, len(cells))
+    start_s = drafts[0].start_s if drafts else verify.start_s
     cut = cut_index(event, cells) if reveal else None
     if cut is not None:
-        x = verify.start_s + (cut + 1) * width
-        figure.add_shape(type="line", x0=x, x1=x, y0=TARGET_ROW - 0.6, y1=DRAFT_ROW + 0.4,
-                         line={"color": "#222", "width": 2, "dash": "dash"})
-        figure.add_annotation(x=x, y=DRAFT_ROW + 0.45, text="cut", showarrow=False, yanchor="bottom")
-    start = drafts[0].start_s if drafts else verify.start_s
-    figure.update_layout(
-        title={"text": anatomy_title(event, len(drafts)) if reveal else
-               f"Round {event.round_index + 1}: {count(len(drafts), 'draft forward')}, then 1 target forward"},
-        showlegend=False, bargap=0, barmode="overlay",
-        uniformtext={"minsize": 9, "mode": "hide"},  # a token that does not fit its block is in its hover
-        yaxis={"tickvals": [TARGET_ROW, DRAFT_ROW], "ticktext": ["target", "drafter"], "range": [-0.6, 1.8],
-               "showgrid": False, "zeroline": False, "fixedrange": True},
-        xaxis={"range": [start, verify.start_s + verify.duration_s * 1.02], "tickformat": ".3f"},
-        margin={"l": 60},
-    )
+        mark_cut(figure, start_s, end_s, cut)
+    words = explained_words(event, cells) if reveal else [GUESS_WORDS, ROW_WORDS]
+    title = (anatomy_title(event, len(drafts)) if reveal else
+             f"Round {event.round_index + 1}: {count(len(drafts), 'draft forward')}, then 1 target forward")
+    lay_out(figure, title, [cell.text for cell in cells], (start_s, end_s), words)
     return figure
+
+
+def row_y(index: int) -> float:
+    """Where the verify's index-th row is drawn: under the drafter, the first row on top."""
+    return TARGET_ROW - index
+
+
+def unread_cells(event: RoundEvent) -> list[Cell]:
+    """The verify's rows while a visitor guesses: how many, not what they say."""
+    return [Cell(f"row {index + 1}: ?", "unexamined", f"{GUESS_WORDS} One target forward judges every draft at once.")
+            for index in range(event.num_verify_rows)]
+
+
+def outline_verify(figure: go.Figure, start_s: float, end_s: float, num_rows: int) -> None:
+    """One outline round the verify's rows, and its name above them: they are one forward, not several."""
+    top, bottom = TARGET_ROW + TARGET_HEIGHT / 2, row_y(num_rows - 1) - TARGET_HEIGHT / 2
+    figure.add_shape(type="rect", x0=start_s, x1=end_s, y0=bottom, y1=top, line={"color": "#222", "width": 2})
+    figure.add_annotation(x=end_s, y=top, text=ONE_PASS_TEXT, showarrow=False, xanchor="right", yanchor="bottom",
+                          font={"size": 12, "color": "#222"})
+
+
+def mark_cut(figure: go.Figure, start_s: float, end_s: float, cut: int) -> None:
+    """The cut under the rejected row, across the chart: the rows below it are the ones the caches drop."""
+    y = row_y(cut) - 0.5
+    figure.add_shape(type="line", x0=start_s, x1=end_s, y0=y, y1=y, line={"color": "#222", "width": 2, "dash": "dash"})
+    figure.add_annotation(x=start_s, y=y, text=CUT_TEXT, showarrow=False, xanchor="left", yanchor="bottom",
+                          font={"size": 12, "color": "#222"})
+
+
+def explained_words(event: RoundEvent, cells: list[Cell]) -> list[str]:
+    """The words the drawing and its title use, each said once under it: a row always, the rows the caches drop
+    and an unused row where the round has them."""
+    words = [ROW_WORDS]
+    if event.num_dropped_rows:
+        words.append(DROPPED_WORDS)
+    if any(cell.text == UNUSED for cell in cells):
+        words.append(UNUSED_WORDS)
+    return words
+
+
+def lay_out(figure: go.Figure, title: str, row_texts: list[str], span_s: tuple[float, float], words: list[str]) -> None:
+    """Each row named on the axis beside it (a block too narrow for its words hid them), the words under the
+    axis, and a height that gives every row its line."""
+    lines = [line for said in words for line in textwrap.wrap(said, WORDS_LINE_CHARS)]
+    bottom = BOTTOM_PX + WORDS_LINE_PX * len(lines)
+    top = TITLE_PX if "<br>" in title else TITLE_PX - 18
+    lowest = row_y(len(row_texts) - 1) - 0.6
+    names = ["drafter", *(short_label(text) for text in row_texts)]
+    left = LABEL_CHAR_PX * max(len(name) for name in names) + 16
+    # from the figure's left edge, under the names too (paper x 0 is the plot's edge, `left` to its right)
+    figure.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, xanchor="left", xshift=8 - left,
+                          y=0, yanchor="top", yshift=-(BOTTOM_PX - 4), align="left", showarrow=False,
+                          font={"size": 12, "color": "#444"})
+    start_s, end_s = span_s
+    figure.update_layout(
+        title={"text": title}, showlegend=False, bargap=0, barmode="overlay",
+        uniformtext={"minsize": 9, "mode": "hide"},  # a draft's token that does not fit its block is in its hover
+        height=top + bottom + ROW_PX * (DRAFT_ROW + DRAFT_HEIGHT / 2 + 0.5 - lowest),
+        yaxis={"tickvals": [DRAFT_ROW, *(row_y(index) for index in range(len(row_texts)))],
+               "ticktext": names,
+               "range": [lowest, DRAFT_ROW + DRAFT_HEIGHT / 2 + 0.5], "showgrid": False, "zeroline": False,
+               "fixedrange": True, "automargin": True, "tickfont": {"size": 12}},
+        xaxis={"range": [start_s, start_s + (end_s - start_s) * 1.02], "tickformat": ".3f"},
+        margin={"l": left, "t": top, "b": bottom},
+    )
+
+
+def short_label(text: str) -> str:
+    """A row's name as its axis shows it: a long one cut (the row's hover has it whole), so the chart keeps room."""
+    return text if len(text) <= ROW_LABEL_CHARS else text[: ROW_LABEL_CHARS - 1] + "…"
 
 
 def add_block(figure: go.Figure, start_s: float, duration_s: float, row: float, height: float, text: str,
