@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import asdict
-
 import pytest
 
 from specviz.app import render
@@ -127,32 +125,36 @@ def test_the_recorded_runs_in_assets_load_and_replay():
         assert num_judged > 0 and len(judged_drafts(trace)) == num_judged, name
 
 
-def test_runs_saved_as_three_views_load_as_nodes_that_tell_the_same_rounds():
-    """Most recorded runs were saved before a round stored its nodes: each round as `drafted`, `rivals` and `tree`.
-    Loaded, the nodes give back exactly those views, and saved again they load to the same events."""
-    shapes, num_translated = set(), 0
+def test_the_recorded_runs_store_every_round_as_its_nodes():
+    """Every shipped round is stored as its nodes (a chain a linear tree, rival guesses a one-level tree), never as
+    the chain views version 1 told; saved again, a run loads to the same events."""
+    shapes = set()
     for name, path in recorded_runs().items():
         data = json.loads(gzip.decompress(path.read_bytes()))
+        assert data["version"] == RUN_VERSION, name
+        rounds = [event for lane in data["lanes"] for event in lane["events"] if event["type"] == "RoundEvent"]
+        assert rounds and all("nodes" in event and not {"drafted", "rivals", "tree"} & set(event) for event in rounds)
         saved = Run.load(path)
-        for lane_data in data["lanes"]:
-            stored = [event for event in lane_data["events"] if event["type"] == "RoundEvent"]
-            loaded = saved.lanes[lane_data["lane"]].rounds
-            assert len(stored) == len(loaded) > 0, name
-            for views, event in zip(stored, loaded):
-                if "nodes" in views:  # saved since rounds store nodes (the H200 run): nothing to translate
-                    continue
-                num_translated += 1
-                shapes.add(event.shape)
-                assert [asdict(token) for token in event.drafted] == views["drafted"], (name, event.round_index)
-                rivals = [token for i, token in enumerate(event.guesses) if i != event.shown_guess]  # beside the one told
-                assert [asdict(token) for token in rivals] == views.get("rivals", [])
-                # a tree's nodes as saved, with how sure each model was added from `drafted`
-                assert [{key: value for key, value in asdict(node).items() if "confidence" not in key}
-                        for node in (event.nodes if event.is_tree else ())] == views.get("tree", [])
+        shapes |= {event.shape for trace in saved.lanes.values() for event in trace.rounds if event.nodes}
         again = Run.from_json(saved.to_json())
-        assert [again.lanes[lane].events() for lane in again.lanes] == [saved.lanes[lane].events() for lane in saved.lanes]
+        assert again.events() == saved.events() and json.loads(again.to_json()) == data, name
     # no tree run is recorded: test_tree holds a tree's round trip
-    assert num_translated > 0 and shapes == {"chain", "rivals"}
+    assert shapes == {"chain", "rivals"}
+
+
+def test_a_run_file_of_version_1_is_refused_with_what_to_do(tmp_path):
+    """Version 1 told each round as its chain views (`drafted`, `rivals`, `tree`): no longer read, and the refusal
+    says why and what to do, not that the file is damaged."""
+    good = live_run(lanes=("baseline",)).run.to_dict()
+    old_round = {"type": "RoundEvent", "lane": "baseline", "round_index": 0, "position": 1, "gamma": 0, "drafted": [],
+                 "num_accepted": 0, "next_id": 3, "next_kind": "target", "emitted_ids": [3], "draft_s": 0.0,
+                 "verify_s": 0.01, "num_draft_forwards": 0, "num_target_forwards": 1, "details": None,
+                 "stopped_unsure": False, "rivals": []}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({**good, "version": 1, "lanes": [{"lane": "baseline", "events": [old_round]}]}))
+    with pytest.raises(RunFileError, match="version 1, an older format .* record the run again") as refused:
+        Run.load(path)
+    assert "damaged" not in str(refused.value)
 
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():

@@ -21,7 +21,9 @@ from specviz.analysis.trace import Trace
 
 RUNS_DIR = Path(__file__).resolve().parents[2] / "assets" / "runs"  # recorded runs the page offers
 RUN_FORMAT = "specviz-run"
-RUN_VERSION = 1
+# 2: every round stores its nodes (RoundEvent.nodes), a chain as a linear tree. Version 1 told most rounds as their
+# chain views (`drafted`, `rivals`, `tree`); it is refused, and the runs in assets/ were rewritten as version 2.
+RUN_VERSION = 2
 MAX_RUN_FILE_BYTES = 20_000_000  # a 512-token run with the inspector's details is ~1 MB
 Decode = Callable[[list[int]], str]
 
@@ -147,6 +149,11 @@ def check_header(data) -> None:
     if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
         raise RunFileError("this is not a specviz run file (save one with `generate --save` or the page's download)")
     version = data.get("version")
+    if version == 1:
+        raise RunFileError(
+            "this run file is version 1, an older format that told each round as a chain of drafts; this specviz "
+            f"reads version {RUN_VERSION}, in which every round stores its draft tree: record the run again"
+        )
     if version != RUN_VERSION:
         raise RunFileError(
             f"this run file is version {version!r}, and this specviz reads version {RUN_VERSION}: "
