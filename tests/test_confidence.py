@@ -15,20 +15,28 @@ from specviz.app import plots_confidence, render
 from specviz.app.teach import sweep_page
 from specviz.app.lab import sweep
 from specviz.app.ui_sections import chart_values
-from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent, event_from_dict, event_to_dict
+from specviz.decoding.events import (
+    FinishEvent, PrefillEvent, RoundEvent, RoundShape, TokenKind, TreeNode, event_from_dict, event_to_dict,
+)
+from tests.rounds import chain, draft, guess, rivals
 from tests.test_render import decode
 
 
-def judged(token_id: int, sure: float, accepted: bool, decided: bool = True) -> DraftedToken:
-    return DraftedToken(token_id, 1.0, float(accepted), float(accepted), 0.0, accepted, decided, 0.5, sure)
+def judged(token_id: int, sure: float, verdict: TokenKind) -> TreeNode:
+    """A greedy draft (q one-hot, p one-hot on the target's pick) the drafter was 50% sure of, the target `sure`."""
+    accepted = verdict == "accepted"
+    return draft(token_id, 1.0, float(accepted), 0.0, verdict, draft_confidence=0.5, target_confidence=sure)
 
 
-def spec_round(index: int, tokens: tuple[DraftedToken, ...], rivals: tuple[DraftedToken, ...] = ()) -> RoundEvent:
-    num_accepted = next((i for i, token in enumerate(tokens) if not token.accepted), len(tokens))
-    kind = "bonus" if num_accepted == len(tokens) else "resample"
-    emitted = tuple(token.token_id for token in tokens[:num_accepted]) + (7,)
-    return RoundEvent.from_views("speculative", index, 1 + 3 * index, len(tokens), tokens, num_accepted, 7, kind, emitted,
-                      0.004, 0.02, len(tokens), 1, rivals=rivals)
+def spec_round(index: int, drafts: tuple[TreeNode, ...], shape: RoundShape = "chain") -> RoundEvent:
+    """A round of these drafts: a chain, or rival guesses for its first position (shape "rivals"); the target's 7
+    after the accepted ones."""
+    taken = tuple(node.token_id for node in drafts if node.verdict == "accepted")
+    gamma = len(drafts) if shape == "chain" else 1
+    kind = "bonus" if len(taken) == gamma else "resample"
+    nodes = (chain if shape == "chain" else rivals)(*drafts, then=(7, kind))
+    return RoundEvent("speculative", index, 1 + 3 * index, gamma, nodes, len(taken), 7, kind, taken + (7,),
+                      0.004, 0.02, gamma, 1, shape=shape)
 
 
 def confidence_trace() -> Trace:
@@ -37,10 +45,11 @@ def confidence_trace() -> Trace:
     ' x' (100%) accepted. Round 4: 'return' (15%) rejected."""
     return Trace.from_events([
         PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
-        spec_round(0, (judged(2, 0.9, True), judged(3, 0.3, False), judged(4, 0.2, False, decided=False))),
-        spec_round(1, (judged(5, 0.85, True),), rivals=(judged(8, 0.85, False),)),
-        spec_round(2, (judged(7, 1.0, True),)),
-        spec_round(3, (judged(6, 0.15, False),)),
+        spec_round(0, (judged(2, 0.9, "accepted"), judged(3, 0.3, "rejected"), judged(4, 0.2, "unexamined"))),
+        spec_round(1, (guess(5, 0.5, 1.0, "accepted", r=0.0, target_confidence=0.85),
+                       guess(8, 0.5, 0.0, "unexamined", target_confidence=0.85)), shape="rivals"),
+        spec_round(2, (judged(7, 1.0, "accepted"),)),
+        spec_round(3, (judged(6, 0.15, "rejected"),)),
         FinishEvent("speculative", "max_new_tokens", 9),
     ])
 
@@ -50,7 +59,7 @@ def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
     assert [(d.token_id, d.accepted) for d in drafts] == [(2, True), (3, False), (5, True), (7, True), (6, False)]
     assert len(drafts) == confidence_trace().num_examined  # the same drafts α̂ counts
     assert [(d.round_index, d.draft_index) for d in drafts] == [(0, 0), (0, 1), (1, 0), (2, 0), (3, 0)]
-    older = Trace.from_events([spec_round(0, (dataclasses.replace(judged(2, 0.9, True), target_confidence=None),))])
+    older = Trace.from_events([spec_round(0, (dataclasses.replace(judged(2, 0.9, "accepted"), target_confidence=None),))])
     assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
     hint = plots_confidence.run_chart(older, {}).layout.annotations[0].text
     assert "this recording predates the target's confidence" in hint

@@ -21,8 +21,9 @@ from specviz.models import slot_calls
 from specviz.decoding.drafters import ModelDrafter
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
-from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.analysis.trace import Trace, compare
+from tests.rounds import chain, draft
 from tests.tiny_models import EOS_ID, random_prompts, tiny_pair
 
 # ---------------------------------------------------------------------------------------------
@@ -422,14 +423,13 @@ def test_decode_lanes_yields_baseline_then_speculative():
 
 
 def round_event(gamma, num_accepted, next_id=50, draft_s=0.0, verify_s=0.0, position=0, index=0):
-    drafted = tuple(
-        DraftedToken(10 + i, 0.5, 0.4, 0.8, 0.1 if i < num_accepted else 0.9, i < num_accepted, i <= num_accepted)
-        for i in range(gamma)
-    )
-    emitted = tuple(10 + i for i in range(num_accepted)) + (next_id,)
+    verdicts = ["accepted"] * num_accepted + ["rejected"] + ["unexamined"] * gamma  # left to right, then none tried
     kind = "bonus" if num_accepted == gamma else "resample"
-    return RoundEvent.from_views(
-        "speculative", index, position, gamma, drafted, num_accepted, next_id, kind, emitted, draft_s, verify_s, gamma, 1
+    nodes = chain(*(draft(10 + i, 0.5, 0.4, 0.1 if i < num_accepted else 0.9, verdicts[i]) for i in range(gamma)),
+                  then=(next_id, kind))
+    emitted = tuple(10 + i for i in range(num_accepted)) + (next_id,)
+    return RoundEvent(
+        "speculative", index, position, gamma, nodes, num_accepted, next_id, kind, emitted, draft_s, verify_s, gamma, 1
     )
 
 

@@ -26,11 +26,12 @@ from specviz.analysis.bench import BenchResult
 from specviz.analysis.payoff import Spread
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
-from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.app.live import StopPresses
 from specviz.models.pairs import ModelPair
 from specviz.decoding.sampling import accept_or_resample
 from specviz.analysis.trace import Comparison, Trace
+from tests.rounds import chain, draft, guess, rivals
 from tests.test_render import bonus_round, decode
 from tests.tiny_models import make_model, tiny_pair
 
@@ -414,12 +415,12 @@ def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
 
 def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     from specviz.decoding.events import PositionDetail
-    from tests.test_render import detail, drafted
+    from tests.test_render import detail
 
     favourite = PositionDetail(((6, 0.9),), ((6, 0.9),), ())  # "return": no other position's top token
-    event = RoundEvent.from_views("speculative", 0, 1, 3,
-                       (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False),
-                        drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
+    event = RoundEvent("speculative", 0, 1, 3,
+                       chain(draft(3, 0.6, 0.3, 0.2, "accepted"), draft(8, 0.5, 0.1, 0.9, "rejected"),
+                             draft(9, 0.4, 0.2, 0.5, "unexamined"), then=(4, "resample")),
                        1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
                        details=(detail(), detail(((4, 0.7), (5, 0.3))), detail(), favourite))
     view = render.RunView("x", [1], gamma=3, settings={"temperature": 1.0}, lanes=("speculative",))
@@ -563,20 +564,19 @@ def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
 def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
     """A greedy round whose unsure first pick (#8, 41% sure) had rivals #3 (27%) and #9 (12%): the target
     took guess `taken_index` (0: the first pick, 1: #3) or none of them."""
-    pick = DraftedToken(8, 1.0, 1.0 if taken_index == 0 else 0.0, 1.0 if taken_index == 0 else 0.0, 0.3,
-                        taken_index == 0, True, draft_confidence=0.41)
-    second = DraftedToken(3, 1.0, 1.0 if taken_index == 1 else 0.0, 1.0 if taken_index == 1 else 0.0, 0.3,
-                          taken_index == 1, True, draft_confidence=0.27)
-    third = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
-    if taken_index == 1:  # the engine's record: the taken guess is the round's one draft, the others its rivals
-        event = RoundEvent.from_views("speculative", 0, 1, 1, (second,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
-                           stopped_unsure=True, rivals=(pick, third))
-    elif taken_index == 0:
-        event = RoundEvent.from_views("speculative", 0, 1, 1, (pick,), 1, 5, "bonus", (8, 5), 0.002, 0.03, 1, 1,
-                           stopped_unsure=True, rivals=(second, third))
+    # greedy: tried surest first up to the target's own pick (p = 1), the ones after it never examined
+    verdicts = (["rejected"] * 3 if taken_index is None
+                else ["rejected"] * taken_index + ["accepted"] + ["unexamined"] * (2 - taken_index))
+    told = taken_index or 0  # the guess the round tells as its draft (`drafted`), the one with its coin kept
+    nodes = rivals(*(guess(token_id, sure, float(i == taken_index), verdict, r=0.3 if i == told else None)
+                     for i, (token_id, sure, verdict) in enumerate(zip((8, 3, 9), (0.41, 0.27, 0.12), verdicts))),
+                   then=(4, "resample") if taken_index is None else (5, "bonus"))
+    if taken_index is None:
+        event = RoundEvent("speculative", 0, 1, 1, nodes, 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
+                           stopped_unsure=True, shape="rivals")
     else:
-        event = RoundEvent.from_views("speculative", 0, 1, 1, (pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
-                           stopped_unsure=True, rivals=(second, third))
+        event = RoundEvent("speculative", 0, 1, 1, nodes, 1, 5, "bonus", ((8, 3)[taken_index], 5), 0.002, 0.03, 1, 1,
+                           stopped_unsure=True, shape="rivals")
     view = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "rivals": 2}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
         view.add(shown, decode)

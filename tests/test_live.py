@@ -8,15 +8,16 @@ import pytest
 
 from specviz.app import live, render
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
-from tests.test_render import decode, drafted
+from tests.rounds import chain, draft
+from tests.test_render import decode
 
 
 def lane_events(lane: str, rounds: int) -> list:
     events = [PrefillEvent(lane, 1, 2, 0.01, 1, 0 if lane != "speculative" else 1)]
     for i in range(rounds):
         if lane == "speculative":
-            events.append(RoundEvent.from_views(lane, i, i + 1, 1, (drafted(3, 0.5, 0.5, 0.1, True),), 1, 4, "bonus", (3, 4),
-                                     0.004, 0.03, 1, 1))
+            events.append(RoundEvent(lane, i, i + 1, 1, chain(draft(3, 0.5, 0.5, 0.1, "accepted"), then=(4, "bonus")), 1, 4,
+                                     "bonus", (3, 4), 0.004, 0.03, 1, 1))
         else:
             events.append(RoundEvent(lane, i, i + 1, 0, (), 0, 3, "target", (3,), 0.0, 0.02, 0, 1))
     return events + [FinishEvent(lane, "max_new_tokens", rounds + 1)]

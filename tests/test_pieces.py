@@ -17,9 +17,10 @@ from transformers import AutoTokenizer
 
 from specviz.app import render
 from specviz.app.render import pieces
-from specviz.decoding.events import DraftedToken, FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.convert import converted_dir
 from specviz.models.presets import PRESETS
+from tests.rounds import chain, draft
 
 PROMPTS = {
     "arabic": "مرحبا بالعالم، كيف حالك اليوم؟",
@@ -94,12 +95,11 @@ def test_a_speculative_round_joins_a_drafted_character_and_the_inspector_names_i
     # the bytes up to the last (accepted) and a wrong last byte (rejected); the target writes the right one.
     first_id = ids[0] if len(ids) > 2 else tokenizer(" ", add_special_tokens=False)["input_ids"][0]
     kept_ids = ids[1:-1] if len(ids) > 2 else ids[:-1]
-    drafts = (*(DraftedToken(i, 1.0, 1.0, 1.0, 0.1, True, True) for i in kept_ids),
-              DraftedToken(other[-1], 1.0, 0.0, 0.0, 0.9, False, True))
+    drafts = (*(draft(i, 1.0, 1.0, 0.1, "accepted") for i in kept_ids), draft(other[-1], 1.0, 0.0, 0.9, "rejected"))
     run = render.RunView("Animals:", prompt, gamma=len(drafts), settings={"temperature": 0.0})
     run.add(PrefillEvent("speculative", len(prompt), first_id, 0.01, 1, 1), decode)
-    run.add(RoundEvent.from_views("speculative", 0, 1, len(drafts), drafts, len(kept_ids), ids[-1], "resample",
-                       (*kept_ids, ids[-1]), 0.001, 0.01, len(drafts), 1), decode)
+    run.add(RoundEvent("speculative", 0, 1, len(drafts), chain(*drafts, then=(ids[-1], "resample")), len(kept_ids),
+                       ids[-1], "resample", (*kept_ids, ids[-1]), 0.001, 0.01, len(drafts), 1), decode)
     texts = run.speculative.round_texts[0]
     assert texts.drafted[0] == "" and pieces.REPLACEMENT not in "".join(texts.drafted + texts.own)
     assert texts.own[0].endswith("🦀") and run.speculative.text.endswith("🦀")  # the correction makes the crab

@@ -71,22 +71,25 @@ def test_inspector_title_and_legend_do_not_overlap():
 
 
 def test_a_bonus_round_chart_has_no_empty_draft_series():
-    from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent
+    from specviz.decoding.events import PositionDetail, RoundEvent
+    from tests.rounds import chain, draft
 
     detail = PositionDetail(((3, 0.9),), ((3, 0.95),), ())
     bonus = PositionDetail((), ((7, 0.6), (8, 0.4)), ())
-    event = RoundEvent.from_views("speculative", 0, 1, 1, (DraftedToken(3, 0.9, 0.95, 1.0, 0.2, True, True),), 1, 7, "bonus",
-                       (3, 7), 0.001, 0.01, 1, 1, details=(detail, bonus))
+    event = RoundEvent("speculative", 0, 1, 1, chain(draft(3, 0.9, 0.95, 0.2, "accepted"), then=(7, "bonus")), 1, 7,
+                       "bonus", (3, 7), 0.001, 0.01, 1, 1, details=(detail, bonus))
     figure = plots.decision_distributions(event, {})
     assert [bar.name for bar in figure.data] == ["p (target)"]
 
 
 def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
     """Beside step mode's "no coin is drawn", the chart's title said "→ resampled ' Edinburgh'"."""
-    from specviz.decoding.events import DraftedToken, PositionDetail, RoundEvent
+    from specviz.decoding.events import PositionDetail, RoundEvent
+    from tests.rounds import chain, draft
 
-    rejected = RoundEvent.from_views("speculative", 0, 1, 1, (DraftedToken(3, 1.0, 0.0, 0.0, 0.6, False, True),), 0, 7,
-                          "resample", (7,), 0.001, 0.01, 1, 1, details=(PositionDetail(((3, 1.0),), ((7, 1.0),), ((7, 1.0),)),))
+    rejected = RoundEvent("speculative", 0, 1, 1, chain(draft(3, 1.0, 0.0, 0.6, "rejected"), then=(7, "resample")), 0, 7,
+                          "resample", (7,), 0.001, 0.01, 1, 1,
+                          details=(PositionDetail(((3, 1.0),), ((7, 1.0),), ((7, 1.0),)),))
     labels = {3: " Scotland", 7: " Edinburgh"}
     # too long for one line of a phone's chart: broken before the arrow, and the figure keeps room for two lines
     assert plots.decision_title(rejected, labels, greedy=True) == (

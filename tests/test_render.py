@@ -6,7 +6,6 @@ from __future__ import annotations
 import html as html_text
 import json
 import re
-from dataclasses import replace
 from html.parser import HTMLParser
 
 import plotly.graph_objects as go
@@ -15,8 +14,9 @@ import pytest
 from specviz.app import palette, plots, render
 
 from specviz.analysis import payoff
-from specviz.decoding.events import DraftedToken, FinishEvent, PositionDetail, PrefillEvent, RoundEvent
+from specviz.decoding.events import FinishEvent, PositionDetail, PrefillEvent, RoundEvent
 from specviz.analysis.trace import Trace
+from tests.rounds import chain, draft, guess, rivals
 
 VOCAB = ["<eos>", "def", " f", "(x", "):", "\n    ", "return", " x", " <b>", " & ${y}", "\t"]
 
@@ -25,8 +25,6 @@ def decode(ids):
     return "".join(VOCAB[i] for i in ids)
 
 
-def drafted(token_id, q, p, r, accepted, decided=True):
-    return DraftedToken(token_id, q, p, min(1.0, p / q), r, accepted, decided)
 
 
 def detail(residual=()):
@@ -42,15 +40,17 @@ def make_run() -> render.RunView:
     ]
     speculative = [
         PrefillEvent("speculative", 1, 2, 0.012, 1, 1),
-        RoundEvent.from_views(  # rejection at the second draft, third never examined, then a resample
+        RoundEvent(  # rejection at the second draft, third never examined, then a resample
             "speculative", 0, 1, 3,
-            (drafted(3, 0.6, 0.3, 0.2, True), drafted(8, 0.5, 0.1, 0.9, False), drafted(9, 0.4, 0.2, 0.5, False, decided=False)),
+            chain(draft(3, 0.6, 0.3, 0.2, "accepted"), draft(8, 0.5, 0.1, 0.9, "rejected"),
+                  draft(9, 0.4, 0.2, 0.5, "unexamined"), then=(4, "resample")),
             1, 4, "resample", (3, 4), 0.006, 0.025, 3, 1,
             details=(detail(), detail(((4, 0.7), (5, 0.3))), detail(), detail()),
         ),
-        RoundEvent.from_views(  # all accepted, plus a bonus
+        RoundEvent(  # all accepted, plus a bonus
             "speculative", 1, 3, 3,
-            (drafted(5, 0.9, 0.95, 0.1, True), drafted(6, 0.8, 0.9, 0.3, True), drafted(10, 0.5, 0.6, 0.2, True)),
+            chain(draft(5, 0.9, 0.95, 0.1, "accepted"), draft(6, 0.8, 0.9, 0.3, "accepted"),
+                  draft(10, 0.5, 0.6, 0.2, "accepted"), then=(7, "bonus")),
             3, 7, "bonus", (5, 6, 10, 7), 0.006, 0.025, 3, 1,
             details=(detail(), detail(), detail(), detail()),
         ),
@@ -128,15 +128,15 @@ def test_empty_traces_give_hint_figures():
 
 def bonus_round(index: int, position: int, gamma: int = 1) -> RoundEvent:
     """A round whose `gamma` drafts ("def" each) were all accepted, then the bonus " x"."""
-    drafts = tuple(drafted(1, 0.9, 0.95, 0.1, True) for _ in range(gamma))
-    return RoundEvent.from_views("speculative", index, position, gamma, drafts, gamma, 7, "bonus", (1,) * gamma + (7,),
+    drafts = chain(*(draft(1, 0.9, 0.95, 0.1, "accepted") for _ in range(gamma)), then=(7, "bonus"))
+    return RoundEvent("speculative", index, position, gamma, drafts, gamma, 7, "bonus", (1,) * gamma + (7,),
                       0.006, 0.025, gamma, 1, details=(detail(),) * (gamma + 1))
 
 
 def rejection_round(index: int, position: int) -> RoundEvent:
     """A γ = 1 round whose only draft was rejected, then the resample "(x"."""
-    return RoundEvent.from_views("speculative", index, position, 1, (drafted(8, 0.5, 0.1, 0.9, False),), 0, 3, "resample", (3,),
-                      0.006, 0.025, 1, 1, details=(detail(((3, 1.0),)), detail()))
+    return RoundEvent("speculative", index, position, 1, chain(draft(8, 0.5, 0.1, 0.9, "rejected"), then=(3, "resample")),
+                      0, 3, "resample", (3,), 0.006, 0.025, 1, 1, details=(detail(((3, 1.0),)), detail()))
 
 
 def make_gamma1_run(max_new_tokens: int = 8) -> render.RunView:
@@ -245,8 +245,9 @@ def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent.from_views("speculative", 0, 1, 2, tuple(drafted(t, 1.0, 1.0, 0.5, True) for t in speculative_ids[:2]), 2,
-                   speculative_ids[2], "bonus", tuple(speculative_ids), 0.004, 0.03, 2, 1),
+        RoundEvent("speculative", 0, 1, 2,
+                   chain(*(draft(t, 1.0, 1.0, 0.5, "accepted") for t in speculative_ids[:2]), then=(speculative_ids[2], "bonus")),
+                   2, speculative_ids[2], "bonus", tuple(speculative_ids), 0.004, 0.03, 2, 1),
         FinishEvent("speculative", "max_new_tokens", 4),
     ]
     for event in events:
@@ -261,7 +262,8 @@ def test_the_card_says_a_stopped_greedy_lane_agrees_so_far_not_that_it_drew_anot
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent.from_views("speculative", 0, 1, 1, (drafted(3, 1.0, 1.0, 0.5, True),), 1, 4, "bonus", (3, 4), 0.004, 0.03, 1, 1),
+        RoundEvent("speculative", 0, 1, 1, chain(draft(3, 1.0, 1.0, 0.5, "accepted"), then=(4, "bonus")), 1, 4, "bonus", (3, 4),
+                   0.004, 0.03, 1, 1),
         FinishEvent("speculative", "stopped", 3),
     ):
         run.add(event, decode)
@@ -352,17 +354,17 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     vocab = 40
     target = torch.full((2, vocab), 0.5 / (vocab - 10))  # (γ+1, vocab)
     target[:, :10] = 0.05
-    draft = torch.zeros(1, vocab)  # (γ, vocab)
-    draft[0, 0] = 1.0
-    residual = (target[0] - draft[0]).clamp_min(0)
+    draft_probs = torch.zeros(1, vocab)  # (γ, vocab)
+    draft_probs[0, 0] = 1.0
+    residual = (target[0] - draft_probs[0]).clamp_min(0)
     residual /= residual.sum()
     tail_id = 33  # not in the residual's top 8 (ids 1..9 are likelier)
     verdict = Verdict(0, tail_id, False, *(torch.zeros(1) for _ in range(4)), residual)
-    details = describe_positions([0], draft, target, verdict.num_accepted, verdict.next_id, verdict.residual)
+    details = describe_positions([0], draft_probs, target, verdict.num_accepted, verdict.next_id, verdict.residual)
     assert tail_id in dict(details[0].residual_top) and tail_id in dict(details[0].target_top)
     assert dict(details[0].residual_top)[tail_id] == pytest.approx(float(residual[tail_id]))
-    event = RoundEvent.from_views("speculative", 0, 1, 1, (drafted(0, 1.0, 0.05, 0.9, False),), 0, tail_id, "resample",
-                       (tail_id,), 0.001, 0.01, 1, 1, details=details)
+    event = RoundEvent("speculative", 0, 1, 1, chain(draft(0, 1.0, 0.05, 0.9, "rejected"), then=(tail_id, "resample")), 0,
+                       tail_id, "resample", (tail_id,), 0.001, 0.01, 1, 1, details=details)
     figure = plots.decision_distributions(event, {tail_id: "tail"})
     assert all(any("tail" in name for name in bar.x) for bar in figure.data)  # q, p and the residual
     run = render.RunView("x", [1], gamma=1, settings={"temperature": 1.0})
@@ -388,8 +390,9 @@ def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.R
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent.from_views("speculative", 0, 1, 2, (drafted(3, 1.0, 1.0, 0.5, True), drafted(4, 1.0, 1.0, 0.5, True)), 2, 5,
-                   "bonus", (3, 4, 5), 0.004, speculative_verify_s, 2, 1),
+        RoundEvent("speculative", 0, 1, 2, chain(draft(3, 1.0, 1.0, 0.5, "accepted"), draft(4, 1.0, 1.0, 0.5, "accepted"),
+                                                 then=(5, "bonus")),
+                   2, 5, "bonus", (3, 4, 5), 0.004, speculative_verify_s, 2, 1),
         FinishEvent("speculative", "max_new_tokens", 4),
     ]
     for event in events:
@@ -474,13 +477,13 @@ def test_the_stats_say_in_one_line_why_the_text_is_the_targets():
 
 def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     run = render.RunView("x", [1], gamma=4, settings={"temperature": 0.0, "draft_confidence": 0.5})
-    sure = DraftedToken(3, 1.0, 1.0, 1.0, 0.3, True, True, draft_confidence=0.91)
-    unsure = DraftedToken(8, 1.0, 0.0, 0.0, 0.6, False, True, draft_confidence=0.34)
+    sure = draft(3, 1.0, 1.0, 0.3, "accepted", draft_confidence=0.91)
+    unsure = draft(8, 1.0, 0.0, 0.6, "rejected", draft_confidence=0.34)
     for event in (
         PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
-        RoundEvent.from_views("speculative", 0, 1, 2, (sure, unsure), 1, 4, "resample", (3, 4), 0.004, 0.03, 2, 1,
-                   stopped_unsure=True),
-        RoundEvent.from_views("speculative", 1, 3, 1, (sure,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1),
+        RoundEvent("speculative", 0, 1, 2, chain(sure, unsure, then=(4, "resample")), 1, 4, "resample", (3, 4), 0.004,
+                   0.03, 2, 1, stopped_unsure=True),
+        RoundEvent("speculative", 1, 3, 1, chain(sure, then=(5, "bonus")), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1),
         FinishEvent("speculative", "max_new_tokens", 5),
     ):
         run.add(event, decode)
@@ -498,11 +501,12 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
 def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
     """At temperature > 0 q is the draft's tempered softmax, not one-hot, and r decides: the hover gives the
     coin in a plain line first, then the rule's numbers."""
-    sampled = DraftedToken(8, 0.41, 0.2, 0.49, 0.6, False, True, draft_confidence=0.34)
-    event = RoundEvent.from_views("speculative", 0, 1, 1, (sampled,), 0, 4, "resample", (4,), 0.001, 0.01, 1, 1)
+    sampled = draft(8, 0.41, 0.2, 0.6, "rejected", accept_prob=0.49, draft_confidence=0.34)
+    event = RoundEvent("speculative", 0, 1, 1, chain(sampled, then=(4, "resample")), 0, 4, "resample", (4,), 0.001, 0.01,
+                       1, 1)
     reason = render.tokens.draft_reason(event, 0, False, " <b>", " x")
     assert reason == "accepted with probability min(1, p/q) = 0.49; the coin r = 0.60 was above it, so rejected"
-    title = render.tokens.drafted_title(0, 1, sampled, "rejected", reason)
+    title = render.tokens.drafted_title(0, 1, event.drafted[0], "rejected", reason)
     assert title.index("the coin r = 0.60") < title.index("q(x) = 0.410") < title.index("r = 0.600")
 
 
@@ -555,14 +559,16 @@ def rival_rounds() -> tuple[render.RunView, RoundEvent]:
     """A greedy run of two rounds that stopped unsure with rival guesses: in the first the target took the rival
     "(x" over the drafter's first pick " <b>" (" & ${y}" left over), in the second none ("):" its own)."""
     run = render.RunView("x", [1], gamma=3, settings={"temperature": 0.0, "draft_confidence": 0.5, "rivals": 2})
-    first_pick = DraftedToken(8, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.41)
-    taken = DraftedToken(3, 1.0, 1.0, 1.0, 0.2, True, True, draft_confidence=0.27)
-    other = DraftedToken(9, 1.0, 0.0, 0.0, 0.0, False, True, draft_confidence=0.12)
-    took_a_rival = RoundEvent.from_views("speculative", 0, 1, 1, (taken,), 1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1,
-                              stopped_unsure=True, rivals=(first_pick, other))
-    # "(x" not accepted here (its accepted copy made it the round's kept path, drawn where " <b>" belongs)
-    none_taken = RoundEvent.from_views("speculative", 1, 3, 1, (first_pick,), 0, 4, "resample", (4,), 0.002, 0.03, 1, 1,
-                            stopped_unsure=True, rivals=(replace(taken, accepted=False), other))
+    # greedy: the target takes the guess that is its own pick (p = 1), trying them surest first
+    took_a_rival = RoundEvent("speculative", 0, 1, 1,
+                              rivals(guess(8, 0.41, 0.0, "rejected"), guess(3, 0.27, 1.0, "accepted", r=0.2),
+                                     guess(9, 0.12, 0.0, "unexamined"), then=(5, "bonus")),
+                              1, 5, "bonus", (3, 5), 0.002, 0.03, 1, 1, stopped_unsure=True, shape="rivals")
+    # "(x" not accepted here (had it been, it would be the round's kept path, drawn where " <b>" belongs)
+    none_taken = RoundEvent("speculative", 1, 3, 1,
+                            rivals(guess(8, 0.41, 0.0, "rejected", r=0.0), guess(3, 0.27, 1.0, "rejected"),
+                                   guess(9, 0.12, 0.0, "rejected"), then=(4, "resample")),
+                            0, 4, "resample", (4,), 0.002, 0.03, 1, 1, stopped_unsure=True, shape="rivals")
     for event in (PrefillEvent("speculative", 1, 2, 0.01, 1, 1), took_a_rival, none_taken,
                   FinishEvent("speculative", "max_new_tokens", 4)):
         run.add(event, decode)
@@ -761,13 +767,14 @@ def greedy_rejection_run(temperature: float) -> render.RunView:
     """One round: " f" kept, " <b>" rejected where the target's own pick was " x", then " x" written."""
     run = render.RunView("x", [1], gamma=2, settings={"temperature": temperature})
     if temperature == 0:
-        kept = DraftedToken(2, 1.0, 1.0, 1.0, 0.55, True, True, draft_confidence=0.81, target_confidence=0.9)
-        wrong = DraftedToken(8, 1.0, 0.0, 0.0, 0.768, False, True, draft_confidence=0.43, target_confidence=0.62)
+        kept = draft(2, 1.0, 1.0, 0.55, "accepted", draft_confidence=0.81, target_confidence=0.9)
+        wrong = draft(8, 1.0, 0.0, 0.768, "rejected", draft_confidence=0.43, target_confidence=0.62)
     else:
-        kept = DraftedToken(2, 0.8, 0.9, 1.0, 0.55, True, True, draft_confidence=0.81, target_confidence=0.9)
-        wrong = DraftedToken(8, 0.5, 0.205, 0.41, 0.77, False, True, draft_confidence=0.43, target_confidence=0.62)
+        kept = draft(2, 0.8, 0.9, 0.55, "accepted", draft_confidence=0.81, target_confidence=0.9)
+        wrong = draft(8, 0.5, 0.205, 0.77, "rejected", draft_confidence=0.43, target_confidence=0.62)
     for event in (PrefillEvent("speculative", 1, 1, 0.01, 1, 1),
-                  RoundEvent.from_views("speculative", 0, 1, 2, (kept, wrong), 1, 7, "resample", (2, 7), 0.004, 0.03, 2, 1),
+                  RoundEvent("speculative", 0, 1, 2, chain(kept, wrong, then=(7, "resample")), 1, 7, "resample", (2, 7),
+                             0.004, 0.03, 2, 1),
                   FinishEvent("speculative", "max_new_tokens", 3)):
         run.add(event, decode)
     return run

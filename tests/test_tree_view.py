@@ -186,7 +186,7 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
 
     tree = (TreeNode(7, -1, 1, 0.6, "accepted", 0.9, 0.9, 0.1), TreeNode(8, -1, 1, 0.2, "unexamined"),
             TreeNode(9, 0, 2, 0.5, "unexamined"))
-    event = RoundEvent.from_views("speculative", 2, 5, 2, (), 1, 0, "resample", (7,), 0.01, 0.02, 2, 1, tree=tree)
+    event = RoundEvent("speculative", 2, 5, 2, tree, 1, 0, "resample", (7,), 0.01, 0.02, 2, 1, shape="tree")
     texts = ["<eos>", " a", " b"]
     html = render.tree_round.tree_inspector_html(event, texts, greedy=False)
     assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3

@@ -6,7 +6,7 @@ and the tests can keep, compare and serialise them to JSON without touching torc
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple, Union
 
@@ -99,12 +99,6 @@ class PrefillEvent:
     num_draft_forwards: int
 
 
-# RoundEvent's fields as saved runs stored them, in their order, up to its views (RoundEvent.from_views).
-VIEW_FIELDS = ("lane", "round_index", "position", "gamma", "drafted", "num_accepted", "next_id", "next_kind",
-               "emitted_ids", "draft_s", "verify_s", "num_draft_forwards", "num_target_forwards", "details",
-               "stopped_unsure")
-
-
 @dataclass(frozen=True)
 class RoundEvent:
     """One round: the nodes one target forward verified (none for the baseline), and what the target kept."""
@@ -129,54 +123,6 @@ class RoundEvent:
     # What the round drafted: a chain; an unsure first draft with the drafter's next guesses beside it
     # (DecodeConfig.rivals, greedy), a one-level tree; or a tree (DecodeConfig.tree).
     shape: RoundShape = "chain"
-
-    @classmethod
-    def from_views(cls, *values, rivals: tuple[DraftedToken, ...] = (), tree: tuple[TreeNode, ...] = (),
-                   **fields) -> RoundEvent:
-        """An event from the three views runs saved before the nodes were stored (`drafted`, `rivals`, `tree`), as
-        `event_from_dict` reads them; tests write small events this way too, positionally in the fields' order of
-        then (`drafted` where `nodes` is now)."""
-        fields = {**dict(zip(VIEW_FIELDS, values)), **fields}
-        drafted = fields.pop("drafted", ())
-        shape: RoundShape = "tree" if tree else "rivals" if rivals else "chain"
-        told = cls(nodes=(), shape=shape, **fields)  # the rules below read num_accepted and emitted_ids only
-        if not fields["gamma"]:  # nothing drafted (a tree saved its one plain step): no nodes, as the engine's now
-            return told
-        if tree:
-            nodes = list(tree)
-            for token, index in zip(drafted, told.judged_nodes(nodes, shape)):  # how sure each model was
-                nodes[index] = replace(nodes[index], draft_confidence=token.draft_confidence,
-                                       target_confidence=token.target_confidence)
-        elif rivals:
-            nodes = told.rival_nodes(drafted[0], rivals)
-        else:  # a saved chain's drafts as its linear tree, with every figure they were saved with
-            nodes = [TreeNode(token.token_id, index - 1, index + 1, token.draft_prob, told.chain_verdict(token, index),
-                              token.target_prob, token.accept_prob, token.r, token.draft_confidence,
-                              token.target_confidence) for index, token in enumerate(drafted)]
-        if not tree and drafted and len(told.emitted_ids) > told.num_accepted:  # the target's own token, kept
-            nodes.append(TreeNode(told.next_id, told.num_accepted - 1, told.num_accepted + 1, 0.0, told.own_kind))
-        return replace(told, nodes=tuple(nodes))
-
-    def chain_verdict(self, token: DraftedToken, index: int) -> TokenKind:
-        """A chain's draft `index` as decided left to right: a draft accepted after an EOS inside the same round is
-        not emitted, so it counts as unexamined, like the drafts after a rejection."""
-        if token.accepted:
-            return "accepted" if index < self.num_kept_drafts else "unexamined"
-        return "rejected" if token.decided else "unexamined"
-
-    def rival_nodes(self, taken: DraftedToken, others: tuple[DraftedToken, ...]) -> list[TreeNode]:
-        """A saved rival round's guesses as the engine drafted them, likeliest first (its own pick, then its next
-        guesses). Greedy, so each was tried in that order up to the target's own pick; the others' r was not saved."""
-        guesses = sorted((taken, *others), key=lambda token: -(token.draft_confidence or 0.0))
-        tried = guesses.index(taken) + 1 if taken.accepted else len(guesses)
-        nodes = []
-        for i, token in enumerate(guesses):
-            verdict = ("accepted" if token.accepted else "rejected") if i < tried else "unexamined"
-            judged = (token.accept_prob, token.r) if token is taken else (token.target_prob, None) if i < tried else ()
-            nodes.append(TreeNode(token.token_id, -1, 1, token.draft_confidence or 1.0, verdict, token.target_prob,
-                                  *judged, draft_confidence=token.draft_confidence,
-                                  target_confidence=token.target_confidence))
-        return nodes
 
     @staticmethod
     def judged_nodes(nodes: tuple[TreeNode, ...] | list[TreeNode], shape: RoundShape) -> list[int]:
@@ -257,9 +203,14 @@ class RoundEvent:
         accepted drafts after it are dropped."""
         return min(self.num_accepted, len(self.emitted_ids))
 
-    def verdict(self, index: int) -> str:
-        """accepted / rejected / unexamined for drafted token `index` (`drafted`'s)."""
-        return self.chain_verdict(self.drafted[index], index)
+    def verdict(self, index: int) -> TokenKind:
+        """accepted / rejected / unexamined for drafted token `index` (`drafted`'s), as decided left to right: a
+        draft accepted after an EOS inside the same round is not emitted, so it counts as unexamined, like the drafts
+        after a rejection."""
+        token = self.drafted[index]
+        if token.accepted:
+            return "accepted" if index < self.num_kept_drafts else "unexamined"
+        return "rejected" if token.decided else "unexamined"
 
     @property
     def own_kind(self) -> TokenKind:
@@ -306,12 +257,7 @@ def event_from_dict(data: dict) -> Event:
     if fields.get("details") is not None:
         fields["details"] = tuple(
             PositionDetail(*(tuple(tuple(pair) for pair in detail[key]) for key in ("draft_top", "target_top", "residual_top")),
-                           detail.get("temperature_one", False))  # a run saved before it was recorded: q and p
+                           detail["temperature_one"])
             for detail in fields["details"]
         )
-    if "nodes" in fields:
-        return cls(**{**fields, "nodes": tuple(TreeNode(**node) for node in fields["nodes"])})
-    # saved before the nodes were stored: its three views
-    return cls.from_views(drafted=tuple(DraftedToken(**token) for token in fields.pop("drafted")),
-                          rivals=tuple(DraftedToken(**token) for token in fields.pop("rivals", ())),
-                          tree=tuple(TreeNode(**node) for node in fields.pop("tree", ())), **fields)
+    return cls(**{**fields, "nodes": tuple(TreeNode(**node) for node in fields["nodes"])})
