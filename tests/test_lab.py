@@ -23,7 +23,7 @@ from specviz.app.teach import lab_page, sweep_page, theory_page
 from specviz.analysis import bench, theory
 from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
-from specviz.analysis.payoff import Spread
+from specviz.analysis.payoff import PREDICTION_ONLY, Payoff, Spread
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
@@ -398,11 +398,12 @@ def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_b
     view = explorer.theory_view(0.3, 0.5, 1.5)
     note = theory_page.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
     assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
-    assert "none: the target alone is faster here" in note and "pays" not in note
-    assert "best γ = none" in theory_page.theory_explorer(view).layout.title.text
+    assert PREDICTION_ONLY in note and "pays" not in note and "Recommended" not in note
+    assert "Formula predicts no gain (v = 1)" in theory_page.theory_explorer(view).layout.title.text
     good = explorer.theory_view(0.8, 0.05, 1.0)
     note = theory_page.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
-    assert "in the green area (α &gt; c)" in note and f"γ = {good.best_gamma_with_verify} (" in note
+    assert "in the green area (α &gt; c)" in note  # and the formula's best γ, worded as a prediction
+    assert Payoff(good.alpha, good.cost_ratio, good.verify_cost).formula_text()[1:] in note
 
 
 def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
@@ -671,9 +672,9 @@ def test_the_runs_stats_table_gives_one_recommendation_with_the_formula_beside_i
     run = timed_run(speculative_verify_s=0.02)
     run.repeats = (1.9, 2.0, 2.1)  # three runs of it on the page: their spread, all above 1×, is the band
     table = visible_text(render.stats_html(run).split('class="theory-table"')[1])
-    assert table.count("recommended") == 1 and "the formula's best γ" not in table
+    assert table.count("Recommended") == 1 and "the formula's best γ" not in table
     stats = render.stats_dict(run)
-    assert f"γ = 2; the formula predicts γ = {stats['best_gamma']} would do best" in table
+    assert f"the formula predicts γ = {stats['best_gamma']} would do best" in table
     assert f"at this α̂ = {stats['acceptance_rate']:.2f}, c = " in table  # its own figures: a sweep's differ
 
 

@@ -159,6 +159,7 @@ def test_a_run_file_of_version_1_is_refused_with_what_to_do(tmp_path):
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     """Issue 31: a CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
+    from specviz.analysis.expectations import gpu_text_for
     from specviz.app.render.stats import setup_html, stats_dict
 
     [(name, path)] = [(name, path) for name, path in recorded_runs().items() if "gpu" in name]
@@ -169,7 +170,8 @@ def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     view = render.RunView.replaying(saved)
     for event in replay(saved, speed=float("inf")):
         view.add(event, saved.replayed_decode)
-    assert "on NVIDIA H200, CUDA 13.0" in setup_html(view) and "a small one on a GPU is hard too" in setup_html(view)
+    # the one GPU sentence, for the pair that ran, from its GPU record (expectations.gpu_text_for)
+    assert "on NVIDIA H200, CUDA 13.0" in setup_html(view) and gpu_text_for(saved.settings["pair"]) in setup_html(view)
     # Its verdict reads the GPU's record for how far one run moves, never this CPU's, and never says "use a GPU".
     verdict = stats_dict(view)["verdict"]
     assert "on a CUDA GPU in bfloat16" in verdict and "CPU" not in verdict, verdict
@@ -180,7 +182,7 @@ def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
 
 def test_after_a_cpu_run_of_the_default_pair_the_machine_line_gives_the_gpus_figure():
     """The GPU's figure was said before the first run and gone after it, when a learner asks "would a GPU do better?"."""
-    from specviz.analysis.expectations import expect_here
+    from specviz.analysis.expectations import expect_here, gpu_text_for
     from specviz.app.render.stats import setup_html
 
     def setup_of(name: str) -> str:
@@ -192,8 +194,10 @@ def test_after_a_cpu_run_of_the_default_pair_the_machine_line_gives_the_gpus_fig
 
     gpu_record = expect_here("cpu").gpus[0]
     cpu_line = setup_of("capital of scotland · head · smollm2")
-    assert f"On a GPU the bench measured {gpu_record.best_cell(0.0).speedup_text()}" in cpu_line, cpu_line
-    assert "On a GPU the bench measured" not in setup_of("gpu h200 · capital of scotland · head · smollm2")
+    sentence = gpu_text_for(gpu_record.pair)  # one GPU sentence, for the pair that ran, read from its record
+    assert sentence and gpu_record.best_cell(0.0).speedup_text() in sentence and sentence in cpu_line, cpu_line
+    assert cpu_line.count(sentence) == 1 and setup_of("gpu h200 · capital of scotland · head · smollm2").count(sentence) == 1
+    assert gpu_text_for("tiny-code") == ""  # no GPU record for that pair: nothing claimed
 
 
 def test_cli_saves_and_replays_a_run(tmp_path, capsys):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from specviz.analysis.payoff import NOTHING_WHERE, PREDICTION_ONLY, SWEEP_WHERE
 from tests.test_app_browser import choose, run_and_wait, set_number  # one home: it waits until a slider shows the value
 
 JOB_TIMEOUT_MS = 180_000
@@ -223,14 +224,14 @@ def test_the_theory_explorer_says_plainly_when_nothing_pays(page):
         raise AssertionError(f"the note never showed α = 0.10, c = 0.90; sliders {boxes}, note: "
                              f"{page.locator('#theory-note').inner_text()[:400]!r}") from error
     note = page.locator("#theory-note").inner_text()
-    assert "none: the target alone is faster here" in note and "predicts no gain" in note, note
+    assert PREDICTION_ONLY in note and "predicts no gain" in note, note  # the formula's, worded as a prediction
     assert "pays here" not in note
 
 
 def test_sweep_plots_one_point_per_gamma(page):
     choose_tiny_code(page, temperature=0.0, max_new_tokens=16)
     run_and_wait(page)  # a run of the setup the sweep measures: its statistics take the sweep's γ (below)
-    assert "one run judges only its own γ" in page.locator("#stats").text_content()
+    assert NOTHING_WHERE in page.locator("#stats").text_content()  # no bench record for this pair: no γ named
     open_section(page, "gamma-sweep")
     set_number(page, "sweep-from", 5)
     set_number(page, "sweep-to", 2)
@@ -272,5 +273,5 @@ def test_sweep_plots_one_point_per_gamma(page):
     assert "In the sweep's runs" in note.inner_text()
     # one recommended γ: the run's statistics now quote the sweep's
     stats = page.locator("#stats .theory-table").text_content()
-    assert "recommended γ (measured by the γ sweep below" in stats and "one run judges only its own γ" not in stats
+    assert SWEEP_WHERE in stats and NOTHING_WHERE not in stats
     assert ("none" if recommended == "none" else f"γ = {recommended}") in stats

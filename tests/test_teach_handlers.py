@@ -123,7 +123,7 @@ def test_the_explorer_after_a_run_predicts_the_best_gamma_the_runs_statistics_pr
     monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
     *_, note = theory_page.on_measured_run(SimpleNamespace(done=False))
     runs = Payoff(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost)
-    assert f"The formula's best γ there: γ = {runs.predicted_gamma} ({runs.predicted_speedup:.2f}×)" in note, note
+    assert runs.formula_text()[1:] in note, note  # the same prediction, worded as one (capitalised in the note)
 
 
 def test_the_sweep_times_the_pages_tree_budget_beside_a_chain(demo):
@@ -155,7 +155,8 @@ def test_the_sweep_says_when_no_round_reached_the_larger_gammas(demo):
     assert 'data-done="true"' in status and match, status
     most = int(match.group(1))
     unreached = ", ".join(str(gamma) for gamma in range(max(most + 1, 3), 7))
-    assert most < 6 and f"so γ = {unreached} never drafted more than γ = {most} does" in status, status
+    assert most < 6 and f"γ = {unreached} drafted no more than γ = {most} does" in status, status
+    assert f"so a γ above {most} changes nothing here" in status, status
     settings["draft-confidence"] = 0.0  # always draft γ: every γ is reached, and nothing is said
     arguments = [settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
     *_, values = sweep_fn.fn(None, *arguments)

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import torch
 import transformers
@@ -31,7 +32,7 @@ from specviz.models.invariance import Invariance
 from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16, default_precision
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
-from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Spread
+from specviz.analysis.payoff import Measurement, Payoff, Spread
 from specviz.catalogue import drafter_info
 
 # The prompt files a record can name, by the words the README and the page use for them.
@@ -206,6 +207,7 @@ class Cell:
     num_runs: int
     num_diverged: int | None  # greedy runs whose tokens parted from the target alone's; None when sampled
     tree: int = 0  # the draft tree's budget (0: a chain of γ)
+    cost_ratio: float | None = None  # c, a draft step over a target step (None in records made before it was kept)
 
     def speedup_text(self) -> str:
         return f"{self.median:.2f}× ({self.low:.2f}–{self.high:.2f})"
@@ -253,7 +255,7 @@ def read_record(path: Path) -> BenchRecord:
         cells = tuple(
             Cell(r["gamma"], float(r["temperature"]), r["median_speedup"], r["min_speedup"], r["max_speedup"],
                  r["acceptance_rate"], r["verify_cost"], r["median_baseline_tokens_per_s"], r["num_runs"],
-                 r.get("num_diverged"), r.get("tree", 0))
+                 r.get("num_diverged"), r.get("tree", 0), r.get("c"))
             for r in report["results"]
         )
         return BenchRecord(
@@ -321,7 +323,7 @@ class Expectation:
             figures = " and ".join(filter(None, (greedy_words(record) for record in self.records)))
             return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
                     f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample."
-                    + (f" Why so little: {GPU_WORDS}.{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
+                    + (f" {gpu_why_text(first)}{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
                        else gpu_words_for(self.gpus)))
         if not self.others:
             return f"No bench record yet for this machine ({where}); python -m specviz bench measures it."
@@ -343,21 +345,91 @@ class Expectation:
                 f"assisted generation with the draft model at {theirs:.2f}×.")
 
 
-# Why the default pair gains little on a GPU.
-GPU_WORDS = f"{LAUNCH_BOUND_GPU}, so speculation gains far less there than the 2–3× papers report for big models"
-
-
 BEFORE_SLOTS = (" Those figures predate the CUDA graphs a GPU now runs the target with (every forward in one shape, "
                 "launched as one graph, for both lanes); the speed with them is not measured yet.")
 
 
-def gpu_words_for(records: tuple[BenchRecord, ...]) -> str:
-    """People come with GPU claims: what this pair measured on one, said beside a CPU's figures."""
-    measured = "; ".join(f"{greedy_words(r)} on an {r.machine} ({r.date})" for r in records if greedy_words(r))
-    if not measured:
+def gpu_words_for(records: Sequence[BenchRecord]) -> str:
+    """People come with GPU claims: the one GPU sentence (gpu_text), said beside a CPU's figures."""
+    words = gpu_text(records)
+    return f" {words}" if words else ""
+
+
+def gpu_text(records: Sequence[BenchRecord]) -> str:
+    """The page's one GPU sentence, for the pair whose GPU records these are: what the bench measured there, greedy,
+    and what the record itself says of why; "" where no record measured the pair on a GPU (nothing is claimed)."""
+    record = next((r for r in records if r.kind == "cuda" and r.best_cell(0.0) is not None), None)
+    if record is None:
         return ""
-    return f" On a GPU the bench measured {measured}, greedy: {GPU_WORDS}." + (
-        BEFORE_SLOTS if any(r.before_slots for r in records) else "")
+    return (f"On a GPU the bench measured this pair at {greedy_words(record)} ({record.machine}, {record.date}), "
+            f"greedy. {gpu_why_text(record)}{BEFORE_SLOTS if record.before_slots else ''}")
+
+
+def gpu_why_text(record: BenchRecord) -> str:
+    """Why a GPU record measured what it did, in its own figures: the target alone's pace there, a draft step's share
+    of a target step, and whether the one rule finds a gain beyond the noise in its cells."""
+    cell = record.best_cell(0.0)
+    if cell is None:
+        return ""
+    pace = (f"The target alone wrote {cell.baseline_tokens_per_s:.0f} tokens/s on that GPU "
+            f"({1000 / cell.baseline_tokens_per_s:.1f} ms a token)" if cell.baseline_tokens_per_s > 0 else "On that GPU")
+    share = f", a draft step cost c = {cell.cost_ratio:.2f} of a target step" if cell.cost_ratio is not None else ""
+    pays = record_payoff(record, 0.0).pays
+    return (f"{pace}{share}, and " + ("that gain is beyond the noise of its runs." if pays else
+            "a GPU alone does not make speculation pay for this pair beyond the noise of its runs."))
+
+
+def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
+    """The one rule (specviz.analysis.payoff) over a record's cells at one temperature: the γ the bench picks."""
+    cells = [cell for cell in record.cells if cell.temperature == temperature]
+    best = max(cells, key=lambda cell: cell.median)
+    measured = tuple(Measurement(cell.gamma, cell.median, cell.low, cell.high, cell.num_runs, tree=cell.tree)
+                     for cell in cells)
+    return Payoff(best.acceptance_rate, best.cost_ratio or 0.0, best.verify_cost, measured)
+
+
+def record_words(record: BenchRecord, temperature: float) -> str:
+    """Where a record measured, in a reader's words: "held-out prompts, a CPU with AVX2 only in float32, greedy, …"."""
+    kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
+    return (f"{PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}, a {KIND_WORDS.get(record.kind, record.kind)} "
+            f"in {record.precision}, {kind}, {record.date}")
+
+
+@lru_cache(maxsize=32)
+def bench_pick(pair: str, precision: str, temperature: float, drafter: str,
+               device: str | None = None) -> tuple[Payoff, str] | None:
+    """The bench's pick of γ for this pair and drafter on this machine at this temperature (the one rule over the
+    first matching record's cells, examples first, as spread_here reads), with where it was measured in words;
+    None where no record measured that setup here (the page then names no γ rather than another machine's)."""
+    expectation = expect_here(device, precision, pair)
+    records = expectation.records if expectation is not None else ()
+    for record in records:
+        if (not drafter or record.drafter == drafter) and any(c.temperature == temperature for c in record.cells):
+            payoff = record_payoff(record, temperature)
+            chosen = payoff.chosen
+            pick = ("the bench's pick" if chosen.beats_target
+                    else "the bench's best median, though not beyond the noise,")
+            return payoff, (f"{pick} for this pair and drafter on this machine: {chosen.median:.2f}× "
+                            f"({chosen.low:.2f}–{chosen.high:.2f}× over {chosen.num_runs} runs) on "
+                            f"{record_words(record, temperature)}")
+    return None
+
+
+@lru_cache(maxsize=16)
+def gpu_text_for(pair: str) -> str:
+    """The one GPU sentence for a pair by name, from the kept records ("" where they cannot be read)."""
+    try:
+        records = load_records()
+    except ValueError:
+        return ""
+    return gpu_text(gpu_records(records, pair))
+
+
+def gpu_records(records: Sequence[BenchRecord], pair: str = DEFAULT_PRESET) -> tuple[BenchRecord, ...]:
+    """The pair's records measured on a GPU in its default precision there, held-out and examples first."""
+    ordered = sorted((r for r in records if r.pair == preset_name(pair)),
+                     key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
+    return tuple(r for r in ordered if r.kind == "cuda" and r.precision == DEFAULT_PRECISION_OF_KIND["cuda"])
 
 
 def greedy_words(record: BenchRecord) -> str:
@@ -384,8 +456,7 @@ def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DE
     of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == 1 or r.kind == "cuda")]
     ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
     matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
-    gpus = () if kind == "cuda" else tuple(r for r in ordered if r.kind == "cuda"
-                                           and r.precision == DEFAULT_PRECISION_OF_KIND["cuda"])
+    gpus = () if kind == "cuda" else gpu_records(of_pair, pair)
     if matching:
         return Expectation(kind, precision, matching, (), gpus)
     elsewhere = [r for r in sorted(of_pair, key=table_order)

@@ -9,6 +9,9 @@ Lanes that wrote different texts get no verdict (unequal_texts_text). Leviathan'
 
 Of several γ measured, medians within the noise of the best tie (TIE_RULE), and a tie goes to the
 smaller γ, which drafts less and wastes less when a draft misses; a choice at the range's edge says so.
+The verdict is short (VERDICT_MAX_WORDS), its detail apart (verdict_detail_text), so the page can put it a
+click away. The page's one answer to "which γ" is a GammaAnswer: the bench record's pick before a γ sweep of
+the setup, the sweep's after one, the formula's best only beside it as a prediction.
 Plain text, no HTML, so the page, the API and the terminal can all show it.
 """
 
@@ -28,21 +31,28 @@ TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0
 TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
             "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
+# The verdict is read at a glance: at most this many words, the bench's detail one click away (verdict_detail_text).
+VERDICT_MAX_WORDS = 30
 # The levers that do not depend on the machine, ending both "what would change it" sentences.
 OTHER_LEVERS = ("a better drafter (higher α̂); or prompt lookup on prompts whose answer copies from them (no draft "
                 "model, so c is near 0).")
+# No GPU claim here: what a GPU did for a pair is its record's to say (expectations.gpu_text), said once, for the
+# pair that ran, and nothing where no record measured it.
 WHAT_WOULD_CHANGE_IT = (
-    "What would change it: a bigger target, or one on a GPU, where a target step costs many draft steps "
-    f"(lower c) and a (γ+1)-token verify costs about one step (v near 1); {OTHER_LEVERS}"
+    "What would change it: a bigger target, whose step costs many draft steps (lower c) while a (γ+1)-token verify "
+    f"costs about one step (v near 1); {OTHER_LEVERS}"
 )
-# The one phrase every GPU explanation shares, from the H200's records (assets/bench/README.md).
-LAUNCH_BOUND_GPU = ("a 135 M target is too little work for a GPU (even replayed as CUDA graphs a step takes about 4 ms, "
-                    "mostly the host's, and a draft step costs a fifth of one)")
 WHAT_WOULD_CHANGE_IT_ON_A_GPU = (
-    f"What would change it: a bigger target, whose step is arithmetic, so a draft step costs a small share of it "
-    f"(lower c), since {LAUNCH_BOUND_GPU}; fewer trips to the host a round (each round reads its verdicts back); "
+    "What would change it: a bigger target, whose step is arithmetic rather than launches, so a draft step costs a "
+    "small share of it (lower c); fewer trips to the host a round (each round reads its verdicts back); "
     f"{OTHER_LEVERS}"
 )
+# Where the one answer to "which γ" came from (GammaAnswer.source).
+FROM_SWEEP, FROM_BENCH, FROM_NOTHING = "sweep", "bench", "none"
+# How every prediction that stands alone is named: the formula's γ is never said as a measurement.
+PREDICTION_ONLY = "a prediction, not a measurement"
+SWEEP_WHERE = "measured by the γ sweep below, on this prompt and these settings"
+NOTHING_WHERE = "no bench record for this setup on this machine, and no γ sweep of it on this page yet"
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ class Measurement:
         if self.num_runs > 1:
             return (f"{self.label} measured a median {self.median:.2f}× "
                     f"({self.low:.2f}–{self.high:.2f}× over {self.num_runs} runs)")
-        return f"this run measured {self.median:.2f}× at {self.label} (one noisy sample of the clock)"
+        return f"this run measured {self.median:.2f}× at {self.label} (one noisy sample)"
 
     def band_text(self) -> str:
         """One run's band in words: how far one run moves here, and where that was measured."""
@@ -117,18 +127,32 @@ class Measurement:
         return (f"one run moves from {self.spread.low_ratio:.0%} to {self.spread.high_ratio:.0%} of the median here "
                 f"({self.spread.source}), so this one could as well read {low:.2f}–{high:.2f}×")
 
+    def short_band_text(self) -> str:
+        """The band alone, for the short verdict (band_text, with where it was measured, is one click away)."""
+        low, high = self.noise_band
+        return f"one run here reads {low:.2f}–{high:.2f}×"
+
     def shortfall_text(self) -> str:
-        """Why this measurement is no gain: a slowdown, a gain lost in the measured noise, or no noise measured."""
+        """Why this measurement is no gain, in a few words: a slowdown, a gain inside the measured noise, or no
+        noise measured."""
         if self.noise_band[1] < 1.0 or (self.median < 1.0 and self.num_runs == 1):
             return "slower than the target alone"
         if self.num_runs > 1:
-            below = "below 1× at the median, and " if self.median < 1.0 else ""
-            return f"{below}a spread that reaches 1×, so no faster than the target alone beyond the noise"
+            return "below 1× at the median" if self.median < 1.0 else "a spread that reaches 1×"
         if self.spread is not None:
-            return f"within the noise: {self.band_text()}"
-        return ("but how far one run moves here has not been measured (no bench record for this machine and setup, "
-                "and too few repeats on this page), so one run cannot say it is beyond the noise: run it again, "
-                "and the runs-so-far table shows the spread")
+            return f"within the noise: {self.short_band_text()}"
+        return "and how far one run moves here has not been measured"
+
+    def noise_detail_text(self) -> str:
+        """Where the band came from, or why there is none: the verdict's detail."""
+        if self.num_runs > 1:
+            return (f"The band is the spread of {self.num_runs} runs of this setup: a gain counts only where all of "
+                    "it is above 1×.")
+        if self.spread is not None:
+            return f"The band: {self.band_text()}."
+        return ("How far one run moves here has not been measured (no bench record for this machine and setup, and "
+                "too few repeats on this page), so one run cannot say it is beyond the noise: run it again, and the "
+                "runs-so-far table shows the spread.")
 
 
 @dataclass(frozen=True)
@@ -141,6 +165,9 @@ class Payoff:
     measured: tuple[Measurement, ...] = ()  # one per γ measured; empty: prediction only
     max_gamma: int = 16
     on_gpu: bool = False  # measured on a GPU: "what would change it" cannot be "run it on a GPU"
+    # the most tokens any chain round drafted where it was measured (0: not known): a drafter that stops once unsure
+    # may never reach the larger γ, and GammaAnswer then says a larger γ changes nothing
+    most_drafted: int = 0
 
     @property
     def best(self) -> Measurement | None:
@@ -196,26 +223,28 @@ class Payoff:
 
     @property
     def recommended_gamma(self) -> int | None:
-        """The γ to use; None when the target alone is faster here."""
-        if not self.pays:
+        """The γ to use; None when the target alone is faster here, or nothing was measured (the formula's best γ is
+        a prediction, never a recommendation)."""
+        if not self.pays or self.chosen is None:
             return None
-        return self.chosen.gamma if self.chosen is not None else self.predicted_gamma
+        return self.chosen.gamma
 
     @property
     def recommended_tree(self) -> int | None:
-        """The tree budget to use with it (0: a chain); None when the target alone is faster here."""
-        if not self.pays:
+        """The tree budget to use with it (0: a chain); None where recommended_gamma is."""
+        if not self.pays or self.chosen is None:
             return None
-        return self.chosen.tree if self.chosen is not None else 0
+        return self.chosen.tree
 
     def recommendation_text(self) -> str:
-        gamma = self.recommended_gamma
-        if gamma is not None:
-            return self.chosen.label if self.chosen is not None else f"γ = {gamma}"
+        if self.recommended_gamma is not None:
+            return self.chosen.label
         best = self.best
-        if best is not None and best.median > 1.0 and not best.has_spread:
+        if best is None:
+            return "none measured"
+        if best.median > 1.0 and not best.has_spread:
             return f"none beyond the noise yet: one run at {best.label} measured {best.median:.2f}×, with no spread measured"
-        if best is not None and best.median > 1.0:  # faster at the median, yet not beyond the noise
+        if best.median > 1.0:  # faster at the median, yet not beyond the noise
             low = best.noise_band[0]
             return f"none beyond the noise: {best.label}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
         return NOTHING_PAYS_GAMMA
@@ -228,10 +257,6 @@ class Payoff:
                     f"at this {self.setup_text()}")
         return (f"the formula predicts no γ beats the target alone at this {self.setup_text()} (its best, "
                 f"γ = {self.predicted_gamma}, {self.predicted_speedup:.2f}×)")
-
-    def recommendation_with_prediction_text(self) -> str:
-        """The one recommendation (measured first), with the formula's prediction beside it."""
-        return f"{self.recommendation_text()}; {self.formula_text()}"
 
     def choice_text(self) -> str:
         """Why this γ, of several measured: the tie rule in these numbers, and the range's edge. Empty for one γ."""
@@ -283,7 +308,7 @@ class Payoff:
 
     def prediction_text(self) -> str:
         """The formula's answer, named as a prediction where no measurement stands beside it."""
-        return f"{self.formula_text()}: a prediction, not a measurement"
+        return f"{self.formula_text()}: {PREDICTION_ONLY}"
 
     def reason_text(self) -> str:
         """Why nothing pays, in this setup's numbers."""
@@ -300,26 +325,125 @@ class Payoff:
                 f"{need}.")
 
     def headline_text(self) -> str:
-        """The verdict in one sentence: measured evidence first, else the prediction, named as one."""
+        """The verdict in one short sentence (at most VERDICT_MAX_WORDS words): measured evidence first, else the
+        prediction, named as one. Where the band was measured and why nothing pays are verdict_detail_text's."""
         best = self.best
         if best is None:
             if self.predicted_pays:
-                return f"Predicted only: {self.prediction_text()}. Run it to measure."
-            return f"Predicted: here speculation would not pay: {self.prediction_text()}."
+                return (f"Predicted only ({PREDICTION_ONLY}): the formula predicts {self.predicted_speedup:.2f}× at "
+                        f"γ = {self.predicted_gamma} here. Run it to measure.")
+            return (f"Predicted only ({PREDICTION_ONLY}): the formula predicts no γ beats the target alone here "
+                    f"(at most {self.predicted_speedup:.2f}×, at γ = {self.predicted_gamma}).")
         chosen = self.chosen
         if chosen.beats_target:
-            band = f": {chosen.band_text()}" if chosen.num_runs == 1 else ""
-            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise{band}."
+            if chosen.num_runs == 1:
+                return f"Speculation pays here: {chosen.evidence_text()}, and {chosen.short_band_text()}, all above 1×."
+            return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
         if best.median > 1.0:  # faster on the clock, but not beyond the noise: unproven, not disproved
             return f"Not shown to pay here: {best.evidence_text()}, {best.shortfall_text()}."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
 
     def verdict_text(self) -> str:
-        """The headline, and when nothing pays, why (in this setup's numbers) and what would change it."""
-        if self.pays:
-            return self.headline_text()
-        reason = f" {self.reason_text()}" if self.measured else ""
-        return f"{self.headline_text()}{reason} {WHAT_WOULD_CHANGE_IT_ON_A_GPU if self.on_gpu else WHAT_WOULD_CHANGE_IT}"
+        """The verdict as the page shows it: the short headline."""
+        return self.headline_text()
+
+    def verdict_detail_text(self) -> str:
+        """What the short verdict leaves one click away: where the noise band was measured (the bench's record,
+        the page's repeats) or why there is none, and when nothing pays, why in this setup's numbers and what
+        would change it."""
+        judged = self.chosen if self.pays else self.best
+        parts = [judged.noise_detail_text()] if judged is not None else [self.prediction_text()[0].upper()
+                                                                          + self.prediction_text()[1:] + "."]
+        if not self.pays:
+            if self.measured:
+                parts.append(self.reason_text())
+            parts.append(WHAT_WOULD_CHANGE_IT_ON_A_GPU if self.on_gpu else WHAT_WOULD_CHANGE_IT)
+        return " ".join(parts)
+
+    def full_verdict_text(self) -> str:
+        """The verdict and its detail in one text, for the terminal and the API (no click there)."""
+        return f"{self.verdict_text()} {self.verdict_detail_text()}"
+
+
+@dataclass(frozen=True)
+class GammaAnswer:
+    """The page's one answer to "which γ?", computed once per run (render.verdict.which_gamma) and read by every
+    section that names a γ: the statistics, How it works, the theory explorer and the γ sweep.
+
+    Before a γ sweep of the setup, the bench record's pick for this machine and pair (by the one rule over its cells;
+    none where no record measured the setup); after one, the sweep's. The formula's best γ is only ever said beside
+    it, as a prediction. Where the drafter's stop capped every round below the γ measured, a larger γ drafts no more,
+    and the answer says so: equal α̂ and τ across γ are then no fault.
+    """
+
+    source: str  # FROM_SWEEP, FROM_BENCH or FROM_NOTHING
+    where: str  # where it was measured, in words (SWEEP_WHERE, a record's words, NOTHING_WHERE)
+    measured: Payoff | None = None  # the one rule over the sweep's or the record's cells; None: nothing measured
+    predicted: Payoff | None = None  # the formula at the setup's own α̂, c and v (the sweep's, else the run's)
+    most_drafted: int = 0  # the most tokens any chain round drafted (0: not known)
+    largest_gamma: int = 0  # the largest γ those rounds could draft
+
+    @property
+    def gamma(self) -> int | None:
+        """The recommended γ: the bench's pick (its best median where none beats the target alone beyond the noise,
+        said so), or the sweep's (None where nothing it measured beats the target alone); None: nothing measured."""
+        if self.measured is None:
+            return None
+        if self.source == FROM_BENCH:
+            return self.measured.chosen.gamma
+        return self.measured.recommended_gamma
+
+    @property
+    def tree(self) -> int | None:
+        if self.measured is None:
+            return None
+        if self.source == FROM_BENCH:
+            return self.measured.chosen.tree
+        return self.measured.recommended_tree
+
+    @property
+    def is_capped(self) -> bool:
+        """Every round drafted fewer than the largest γ allowed: a larger γ would have drafted no more."""
+        return 0 < self.most_drafted < self.largest_gamma
+
+    def recommendation_text(self) -> str:
+        """"Recommended γ = 3", or "Recommended γ: none beyond the noise: …" (the one rule's words)."""
+        if self.measured is None:
+            return "Recommended γ: none measured"
+        if self.source == FROM_BENCH:  # the record's best; `where` says when it is no gain beyond the noise
+            return f"Recommended {self.measured.chosen.label}"
+        if self.gamma is not None:
+            return f"Recommended {self.measured.recommendation_text()}"
+        return f"Recommended γ: {self.measured.recommendation_text()}"
+
+    def prediction_text(self) -> str:
+        """The formula's best γ, worded as the prediction it is ("" where no α̂, c and v were measured)."""
+        return self.predicted.prediction_text() if self.predicted is not None else ""
+
+    def capped_text(self) -> str:
+        """Why a larger γ changes nothing here, where the rounds never drafted up to the γ allowed."""
+        if not self.is_capped:
+            return ""
+        most = self.most_drafted
+        unreached = sorted({m.gamma for m in self.measured.measured if not m.tree and m.gamma > most}
+                           if self.source == FROM_SWEEP and self.measured is not None else ())
+        # a sweep's γ above the cap measured the same rounds: said, or equal α̂ and τ across γ read as a fault
+        noise = (f": γ = {', '.join(map(str, unreached))} drafted no more than γ = {most} does, so their differences "
+                 "are the clock's noise" if unreached else "")
+        return (f"No round drafted more than {most} token{'' if most == 1 else 's'} (the drafter stops once unsure, "
+                f"or at the text's end), so a γ above {most} changes nothing here{noise}.")
+
+    def text(self) -> str:
+        """The one sentence every section shows for "which γ"."""
+        beside = f" Beside it, {self.prediction_text()}." if self.predicted is not None else ""
+        capped = f" {self.capped_text()}" if self.is_capped else ""
+        return f"{self.recommendation_text()} ({self.where}).{beside}{capped}"
+
+
+def sweep_answer(payoff: Payoff) -> GammaAnswer:
+    """The answer after a γ sweep of the setup: its own γ, its own prediction, its own rounds' cap."""
+    chains = [m.gamma for m in payoff.measured if not m.tree]
+    return GammaAnswer(FROM_SWEEP, SWEEP_WHERE, payoff, payoff, payoff.most_drafted, max(chains, default=0))
 
 
 def setups(measured: list[Measurement]) -> str:

@@ -92,7 +92,7 @@ def print_figures(view_run) -> None:
         )
         print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
         payoff = run_payoff(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
-        print(payoff.verdict_text() if payoff is not None else no_verdict_text(view_run))
+        print(payoff.full_verdict_text() if payoff is not None else no_verdict_text(view_run))
 
 
 def run_report(view_run, extra_config: dict) -> dict:

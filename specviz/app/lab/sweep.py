@@ -151,9 +151,11 @@ class SweepView:
         return next(r for r in cells if r.gamma == chosen.gamma)
 
 
-def sweep_view(results: Sequence[BenchResult], spread: Spread | None = None) -> SweepView:
+def sweep_view(results: Sequence[BenchResult], spread: Spread | None = None, most_drafted: int = 0) -> SweepView:
     """The chart's and the verdict's view of a sweep. `spread`: how far one run was measured to move here (a bench
-    record's), which a cell of one run (one repeat) is judged with, as the page's statistics judge one run."""
+    record's), which a cell of one run (one repeat) is judged with, as the page's statistics judge one run.
+    `most_drafted`: the most tokens any chain round drafted (SweepProgress.most_drafted), which the verdict keeps, so
+    the page's one answer to "which γ" can say where a larger γ changes nothing."""
     results = tuple(sorted(results, key=lambda r: (r.tree, r.gamma)))
     if not results:
         return SweepView((), 0.0, 0.0, (), (), (), None, ())
@@ -164,7 +166,7 @@ def sweep_view(results: Sequence[BenchResult], spread: Spread | None = None) -> 
     gammas = tuple(range(1, max(MAX_GAMMA, max(r.gamma for r in results)) + 1))
     cell = max(basis, key=lambda r: r.median_speedup)
     payoff = Payoff(alpha, cost_ratio, cell.verify_cost, tuple(measurement_of(r, spread) for r in results),
-                    max(gammas))
+                    max(gammas), most_drafted=most_drafted)
     return SweepView(
         results=results,
         alpha=alpha,

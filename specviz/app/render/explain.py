@@ -5,7 +5,7 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
-from specviz.app.render.verdict import no_verdict_text, recommended_row, run_payoff
+from specviz.app.render.verdict import no_verdict_text, run_payoff, which_gamma, which_gamma_html
 from specviz.app.render.rule import (
     FREE_TOKEN, GREEDY_CORRECTION, GREEDY_KEEP, RESIDUAL, RULE_TEXT, WHY_EXACT, chance_text,
 )
@@ -111,9 +111,9 @@ def explain_speed(run: RunView, comparison: Comparison) -> str:
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
     verdict = run_payoff(run, comparison)
-    # the verdict itself is on the result card, once; here only what to try next
-    judged = (f"Recommended γ: {escape_text(recommended_row(run, verdict)[1])}."
-              if verdict is not None else escape_text(no_verdict_text(run)))
+    # the verdict itself is on the result card, once; here only the page's one answer to "which γ"
+    judged = (f"{escape_text(no_verdict_text(run))} " if verdict is None else "") + which_gamma_html(
+        which_gamma(run, comparison))
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "
         f"its passes gave τ = {speculative.tokens_per_target_forward:.2f} tokens after the prefill, and it made "

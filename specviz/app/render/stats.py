@@ -7,14 +7,15 @@ from dataclasses import asdict
 
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
-from specviz.analysis.expectations import expect_here, gpu_words_for
-from specviz.analysis.payoff import LAUNCH_BOUND_GPU, Payoff
+from specviz.analysis.expectations import expect_here, gpu_text_for
+from specviz.analysis.payoff import Payoff
 from specviz.catalogue import lane_info
-from specviz.models.presets import preset_name
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.rule import WHY_EXACT
 from specviz.app.render.tau import tau_text
-from specviz.app.render.verdict import no_verdict_text, on_gpu, recommended_row, run_payoff, same_text, speedup_is_quoted
+from specviz.app.render.verdict import (
+    no_verdict_text, run_payoff, same_text, speedup_is_quoted, verdict_html, which_gamma, which_gamma_html,
+)
 from specviz.app.render.tokens import escape_text
 from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
@@ -43,11 +44,12 @@ def stats_dict(run: RunView) -> dict:
         stats.update(asdict(comparison))  # best_gamma is the formula's: a prediction, as is whether it pays
         stats["predicted_pays"] = stats.pop("pays")
         payoff = run_payoff(run, comparison)
-        if payoff is not None:
-            stats.update(speculation_pays=payoff.pays, recommended_gamma=payoff.recommended_gamma,
-                         verdict=payoff.verdict_text())
+        if payoff is not None:  # the API has no click: the verdict with its detail
+            stats.update(speculation_pays=payoff.pays, verdict=payoff.full_verdict_text())
         else:  # never a verdict on unequal work
-            stats.update(speculation_pays=None, recommended_gamma=None, verdict=no_verdict_text(run))
+            stats.update(speculation_pays=None, verdict=no_verdict_text(run))
+        answer = which_gamma(run, comparison)  # the page's one answer to "which γ", as every section gives it
+        stats.update(recommended_gamma=answer.gamma, recommendation=answer.text())
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
         stats["reference_speedup"] = speedup(run.baseline.trace, reference)
@@ -116,8 +118,6 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
 def theory_table(run: RunView, comparison: Comparison) -> str:
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
-    payoff = run_payoff(run, comparison) if run.done else None
-    recommended_name, recommended = recommended_row(run, payoff)
     rows = [
         ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
         ("tokens per target pass τ (accepted drafts + the target's own token)",
@@ -128,7 +128,8 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
          else "tokens/s ratio (not a speedup: the texts differ)", f"{comparison.speedup:.2f}×"),
         (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
         ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
-        (recommended_name, escape_text(recommended)),
+        ("which γ: the page's one answer (the bench's pick here, or this setup's γ sweep)",
+         which_gamma_html(which_gamma(run, comparison))),
     ]
     body = "".join(f"<tr><td {left}>{name}</td><td {cell}>{value}</td></tr>" for name, value in rows)
     return f'<table class="theory-table" style="border-collapse:collapse;font-size:13.5px">{body}</table>'
@@ -172,8 +173,7 @@ def sampled_note(run: RunView) -> str:
 
 INT8_DRAFTERS_WORDS = (", the drafters in int8 (on a CPU a draft step waits on memory, and int8 weights "
                        "halve it; only the guesses can change, never the output: the target verifies as loaded)")
-HARD_CASE_ON_A_CPU = "a big target on a GPU is the easy case, a small target on a CPU the hard one."
-HARD_CASE_ON_A_GPU = f"a big target is the easy case; a small one on a GPU is hard too: {LAUNCH_BOUND_GPU}."
+HARD_CASE = "a big target is the easy case, a small one the hard one."
 
 
 def setup_html(run: RunView) -> str:
@@ -185,18 +185,14 @@ def setup_html(run: RunView) -> str:
             f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
             "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
-            f"step, the more speculation gains: {HARD_CASE_ON_A_GPU if on_gpu(settings) else HARD_CASE_ON_A_CPU}"
-            f"{escape_text(gpu_figure_words(run))}</p>")
+            f"step, the more speculation gains: {HARD_CASE}{escape_text(gpu_figure_words(run))}</p>")
 
 
 def gpu_figure_words(run: RunView) -> str:
-    """After a CPU run of a pair the bench measured on a GPU, that figure: the page says it before the first run,
-    and "would a GPU do better?" is asked after one too."""
-    expectation = expect_here()
-    if (on_gpu(run.settings) or expectation is None or not expectation.gpus
-            or preset_name(str(run.settings.get("pair"))) != expectation.gpus[0].pair):
-        return ""
-    return gpu_words_for(expectation.gpus)
+    """The page's one GPU sentence, for the pair that ran (its own GPU record's figures, "" where none measured it):
+    "would a GPU do better?" is asked after a run too, on a CPU and on a GPU alike."""
+    words = gpu_text_for(str(run.settings.get("pair", "")))
+    return f" {words}" if words else ""
 
 
 def exactness_html(run: RunView) -> str:
@@ -296,8 +292,7 @@ def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, par
                          "alpha"))
     verdict = ""
     if payoff is not None or (run.done and parting is None):  # never a verdict on unequal work: say why not
-        pays, words = (str(payoff.pays).lower(), payoff.verdict_text()) if payoff else ("none", no_verdict_text(run))
-        verdict = f'<p class="verdict" data-pays="{pays}" style="margin:6px 0 2px"><b>{escape_text(words)}</b></p>'
+        verdict = verdict_html(payoff, no_verdict_text(run))
     return f'<div class="result-card"><div style="display:flex;gap:10px;flex-wrap:wrap">{tiles}</div>{verdict}</div>'
 
 

@@ -1,4 +1,5 @@
-"""The one verdict on a run, as every part of the page asks for it (stats, explainer, theory explorer, CLI).
+"""The one verdict on a run, and the page's one answer to "which γ" (`which_gamma`), as every part of the page
+asks for them (stats, explainer, theory explorer, CLI).
 
 payoff.py holds the rule; this reads what a run gives it: the run's own α̂, c, v and speedup, how far one
 run was measured to move on this machine (the bench's record, specviz.analysis.expectations), and the
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from specviz.analysis.expectations import spread_here
-from specviz.analysis.payoff import Payoff, Spread, judge_run, unequal_texts_text
+from specviz.analysis.expectations import bench_pick, spread_here
+from specviz.analysis.payoff import (
+    FROM_BENCH, FROM_NOTHING, NOTHING_WHERE, GammaAnswer, Payoff, Spread, judge_run, sweep_answer, unequal_texts_text,
+)
 from specviz.analysis.trace import Comparison
 from specviz.app.render.lanes import RunView
+from specviz.app.render.tokens import escape_text
 
 
 def same_text(run: RunView) -> bool:
@@ -38,6 +42,12 @@ def run_payoff(run: RunView, comparison: Comparison) -> Payoff | None:
         return None
     return judge_run(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, run.gamma,
                      comparison.speedup, spread_of(run), tuple(run.repeats), on_gpu=on_gpu(run.settings))
+
+
+def most_drafted(run: RunView) -> int:
+    """The most tokens any chain round of the run drafted: below its γ, the drafter's stop capped every round."""
+    return max((len(event.drafted) for event in run.speculative.trace.rounds if event.gamma > 0 and not event.is_tree),
+               default=0)
 
 
 def on_gpu(settings: Mapping) -> bool:
@@ -65,13 +75,36 @@ def no_verdict_text(run: RunView) -> str:
                               float(run.settings.get("temperature", 0) or 0))
 
 
-def recommended_row(run: RunView, payoff: Payoff | None) -> tuple[str, str]:
-    """One answer to "which γ": the measured one, the γ sweep's where this page swept this setup (it compares
-    several γ; one run judges only its own); the formula's best beside it as a prediction."""
-    if payoff is None:
-        return "recommended γ", "— (no verdict: see above)"
+def which_gamma(run: RunView, comparison: Comparison | None) -> GammaAnswer:
+    """The page's one answer to "which γ" for this run (payoff.GammaAnswer), which every section reads: the γ sweep's
+    where this page swept this setup, else the bench record's pick for this machine, pair and drafter, else none;
+    beside it the formula's best γ at the measured α̂, c and v, as a prediction."""
     if run.sweep is not None:
-        return ("recommended γ (measured by the γ sweep below, on this prompt and these settings)",
-                f"{run.sweep.recommendation_text()}; {run.sweep.formula_text()}")
-    return ("recommended γ (measured: one run judges only its own γ; the γ sweep compares several)",
-            payoff.recommendation_with_prediction_text())
+        return sweep_answer(run.sweep)
+    predicted = (Payoff(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost)
+                 if comparison is not None else None)
+    settings = run.settings
+    pick = bench_pick(str(settings.get("pair", "")), str(settings.get("precision", "")),
+                      float(settings.get("temperature", 0) or 0), str(settings.get("drafter", "") or ""),
+                      "cuda" if on_gpu(settings) else None)
+    source, where, measured = (FROM_BENCH, pick[1], pick[0]) if pick is not None else (FROM_NOTHING, NOTHING_WHERE, None)
+    return GammaAnswer(source, where, measured, predicted, most_drafted(run), run.gamma)
+
+
+def which_gamma_html(answer: GammaAnswer) -> str:
+    """The one answer as the sections show it, its γ as data (none: no γ recommended)."""
+    gamma = "none" if answer.gamma is None else answer.gamma
+    return (f'<span class="which-gamma" data-gamma="{gamma}" data-source="{answer.source}">'
+            f"{escape_text(answer.text())}</span>")
+
+
+def verdict_html(payoff: Payoff | None, no_verdict: str = "") -> str:
+    """The verdict as the page shows it: one short sentence (payoff.VERDICT_MAX_WORDS at most), and the bench's detail
+    (where the band was measured, why nothing pays, what would change it) one click away."""
+    if payoff is None:
+        return f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
+    return (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
+            f"<b>{escape_text(payoff.verdict_text())}</b></p>"
+            f'<details class="verdict-detail" style="margin:0 0 4px;font-size:13.5px;color:#444">'
+            f'<summary style="cursor:pointer">Why, and how the noise was measured</summary>'
+            f"{escape_text(payoff.verdict_detail_text())}</details>")

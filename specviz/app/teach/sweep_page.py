@@ -12,7 +12,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from specviz.analysis.confidence import JudgedDraft
-from specviz.analysis.payoff import TIE_RULE
+from specviz.analysis.payoff import TIE_RULE, GammaAnswer, sweep_answer
 from specviz.app import plots_confidence, render, zerogpu
 from specviz.app.history import SweepRecord, run_history, sweep_key
 from specviz.app.lab import sweep
@@ -22,7 +22,7 @@ from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.render.tokens import escape_text
-from specviz.app.render.verdict import same_text, spread_for
+from specviz.app.render.verdict import same_text, spread_for, verdict_html
 from specviz.app.settings import SETTING
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.teach.shared import (
@@ -109,12 +109,13 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
             finished = progress.num_done == progress.num_total
             late = over_time(started)
             if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
-                view = sweep.sweep_view(progress.results(temperature), spread=spread)
+                view = sweep.sweep_view(progress.results(temperature), spread=spread,
+                                        most_drafted=progress.most_drafted())
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
                 stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
                 yield (sweep_status_html(progress.num_done, progress.num_total,
-                                         time.perf_counter() - started, view, note, progress.most_drafted()),
+                                         time.perf_counter() - started, view, note),
                        gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
                        plots_confidence.confidence_note_html(drafts, "the sweep's runs"), stats)
                 last_drawn = time.perf_counter()
@@ -255,46 +256,41 @@ def sweep_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str]) -
 # --- words --------------------------------------------------------------------------------------------------------
 
 
-def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "",
-                      most_drafted: int = 0) -> str:
-    """Progress, then the one verdict (specviz.analysis.payoff): the recommended γ (and tree budget) and why, with
-    the formula's best γ as a prediction; or, when nothing beats the target alone beyond the noise, "none" and why."""
+def sweep_status_html(num_done: int, num_total: int, elapsed_s: float, view=None, note: str = "") -> str:
+    """Progress, then the sweep's answer to "which γ" (payoff.GammaAnswer, the one the whole page gives after it):
+    the recommended γ (and tree budget) and why, the formula's best γ beside it as a prediction, and where the
+    drafter's stop capped the rounds; or, when nothing beats the target alone beyond the noise, "none" and why."""
     done = num_done >= num_total
     # a repeat times the target alone once and then every setup: the count says so, or 12 reads as 12 speculative runs
     parts = [progress_html(num_done, num_total, "timed runs (the target alone's among them)", elapsed_s)]
     gamma = tree = ""
     if view is not None and view.payoff is not None:
-        chosen = view.recommended_result
-        gamma, tree = (str(chosen.gamma), str(chosen.tree)) if chosen is not None else ("none", "none")
-        parts.append(sweep_recommended_html(view, "" if done else " so far"))
-        parts.append(sweep_prediction_html(view))
-        parts.append(capped_drafts_html(view, most_drafted) if done else "")
+        answer = sweep_answer(view.payoff)
+        gamma, tree = ("none", "none") if answer.gamma is None else (str(answer.gamma), str(answer.tree))
+        parts.append(sweep_recommended_html(view, answer, "" if done else " so far"))
+        parts.append(sweep_prediction_html(view, answer))
+        parts.append(capped_drafts_html(answer) if done else "")
     if note:
         parts.append(f"<p class='sweep-note'>{escape_text(note)}</p>")
     return (f'<div class="sweep-status" data-done="{"true" if done else "false"}" data-runs="{num_done}" '
             f'data-gamma="{gamma}" data-tree="{tree}">{"".join(parts)}</div>')
 
 
-def capped_drafts_html(view, most_drafted: int) -> str:
-    """Where no chain round drafted as many tokens as the larger γ allow (the drafter stops once unsure), those γ
-    drafted no more than a smaller one: said, or a learner reads equal α̂ and τ across γ as a fault."""
-    chain_gammas = [result.gamma for result in view.results if not result.tree]
-    if not chain_gammas or most_drafted <= 0 or most_drafted >= max(chain_gammas):
+def capped_drafts_html(answer: GammaAnswer) -> str:
+    """Where no chain round drafted as many tokens as the larger γ allow (the drafter stops once unsure), the answer's
+    words that a larger γ changes nothing: a learner would read equal α̂ and τ across γ as a fault."""
+    if not answer.is_capped:
         return ""
-    unreached = [gamma for gamma in chain_gammas if gamma > most_drafted]
-    return (f'<p class="sweep-capped" data-most-drafted="{most_drafted}" style="margin:0 0 6px 0">No round drafted more '
-            f"than {most_drafted} token{'' if most_drafted == 1 else 's'}, so γ = {', '.join(map(str, unreached))} never "
-            f"drafted more than γ = {most_drafted} does: their differences are the clock's noise. A round stops drafting "
-            "once the drafter is unsure (“draft only while sure”, under Drafting and precision) or at the text's end.</p>")
+    return (f'<p class="sweep-capped" data-most-drafted="{answer.most_drafted}" style="margin:0 0 6px 0">'
+            f"{escape_text(answer.capped_text())}</p>")
 
 
-def sweep_recommended_html(view, so_far: str) -> str:
+def sweep_recommended_html(view, answer: GammaAnswer, so_far: str) -> str:
     """The recommendation (#sweep-recommended, its γ and tree budget as data), and why that one; or "none" and why."""
     payoff, chosen = view.payoff, view.recommended_result
     if chosen is None:
-        return (f'<p id="sweep-recommended" data-gamma="none" data-tree="none" style="margin:6px 0"><b>Recommended '
-                f"γ{so_far}: {escape_text(payoff.recommendation_text())}.</b></p>"
-                f'<p class="verdict" data-pays="false" style="margin:0 0 6px 0">{escape_text(payoff.verdict_text())}</p>')
+        return (f'<p id="sweep-recommended" data-gamma="none" data-tree="none" style="margin:6px 0"><b>'
+                f"{escape_text(answer.recommendation_text())}{so_far}.</b></p>{verdict_html(payoff)}")
     named = f": {view.label_of(chosen)}" if view.has_trees else f" {view.label_of(chosen)}"  # "Recommended: γ = 3, tree 8"
     html = (f'<p id="sweep-recommended" data-gamma="{chosen.gamma}" data-tree="{chosen.tree}" '
             f'data-edge="{payoff.at_range_edge or ""}" style="margin:6px 0"><b>Recommended{named}</b>{so_far}: '
@@ -313,11 +309,10 @@ def measured_text(measured) -> str:
     return f"median {measured.median:.2f}× ({measured.low:.2f}–{measured.high:.2f}× over {measured.num_runs} runs)"
 
 
-def sweep_prediction_html(view) -> str:
+def sweep_prediction_html(view, answer: GammaAnswer) -> str:
     """The formula's best γ as a prediction (beside a recommendation: "none" gives it as its reason), τ and α̂ per
     cell, what a tree trades, and what the two curves are."""
-    payoff = view.payoff
-    beside = f"Beside it, {escape_text(payoff.prediction_text())}. " if payoff.pays else ""
+    beside = f"Beside it, {escape_text(answer.prediction_text())}. " if view.payoff.pays else ""
     trade = f"{escape_text(tree_trade_text(view))} " if view.has_trees else ""
     cells = "the chain's γ cells" if view.has_trees else "the sweep"
     curves = (" Both curves are a chain's: the formula has no term for a tree, so the tree's points are measured only."

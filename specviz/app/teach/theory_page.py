@@ -9,14 +9,14 @@ from typing import Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
-from specviz.analysis.payoff import Payoff, judge_run
+from specviz.analysis.payoff import GammaAnswer, Payoff, judge_run
 from specviz.analysis.trace import Comparison, compare
 from specviz.app.lab import explorer
 from specviz.app.lab.explorer import TheoryView
 from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure
 from specviz.app.render.tokens import escape_text
-from specviz.app.render.verdict import no_verdict_text, run_payoff
+from specviz.app.render.verdict import no_verdict_text, run_payoff, verdict_html, which_gamma, which_gamma_html
 from specviz.app.teach.shared import EXACT_COLOR, TEACH_HEIGHT
 
 THEORY_START = {"alpha": 0.7, "cost_ratio": 0.1, "verify_cost": 1.5}  # the explorer's sliders before any run
@@ -50,8 +50,10 @@ def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
                                 comparison.speedup if comparison else None)
     # the run's one verdict, as its stats give it, once both lanes are done
     verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
+    # the page's one answer to "which γ" (the sliders' prediction is the explorer's own, worded as one)
+    answer = which_gamma(run, comparison) if comparison and run.done else None
     note = theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha,
-                            verdict)
+                            verdict, answer)
     return theory_explorer(view), note
 
 
@@ -115,11 +117,12 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 def theory_explorer(view: TheoryView) -> go.Figure:
     """Left: expected speedup against γ, Leviathan's (v = 1) and with the verify costing v target
     steps, with the last run's measured point. Right: the (c, α) plane, where speculation pays."""
-    def best_text(best: int, speedups: Sequence[float]) -> str:  # "none" where no γ gains: one verdict
-        return str(best) if speedups[best - 1] > 1.0 else "none"
+    def best_text(best: int, speedups: Sequence[float]) -> str:  # no γ named where none gains
+        return f"γ = {best}" if speedups[best - 1] > 1.0 else "no gain"
 
+    # a prediction at the sliders, worded as one (the page's recommended γ is measured: GammaAnswer, in the note);
     # short enough for the width a phone's chart is laid out at, ui.PHONE_CHART_PX
-    title = (f"Predicted best γ = {best_text(view.best_gamma, view.speedups)} (v = 1), "
+    title = (f"Formula predicts {best_text(view.best_gamma, view.speedups)} (v = 1), "
              f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f}) "
              f"at α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}")
     figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
@@ -186,10 +189,12 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
 
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
-                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
+                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None,
+                     answer: GammaAnswer | None = None) -> str:
     """The sliders' prediction, worded as one; then the last run's measured verdict and why prediction and
-    measurement differ, in that run's own numbers. `verdict`: the run's one verdict (render.verdict.run_payoff),
-    or the sentence saying why it has none; None: judged here as one run with no measured spread."""
+    measurement differ, in that run's own numbers, and the page's one answer to "which γ". `verdict`: the run's one
+    verdict (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run with
+    no measured spread. `answer`: render.verdict.which_gamma's, the same the statistics give."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
@@ -201,17 +206,17 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
         side = "above" if alpha > paying_alpha else "below"
         with_v = (f"with v = {verify_cost:.2f} a gain needs α above {paying_alpha:.2f} (the orange line), and "
                   f"α = {alpha:.2f} is {side} it")
-    predicted = Payoff(alpha, cost_ratio, verify_cost)
-    best = (f"γ = {predicted.predicted_gamma} ({predicted.predicted_speedup:.2f}×)" if predicted.predicted_pays
-            else escape_text(predicted.recommendation_text()))
+    prediction = Payoff(alpha, cost_ratio, verify_cost).prediction_text()
     lines = [f"<b>Predicted</b> at α = {alpha:.2f}, c = {cost_ratio:.2f}, v = {verify_cost:.2f} (the sliders): {free}; "
-             f"{with_v}. The formula's best γ there: {best}."]
+             f"{with_v}. {escape_text(prediction[0].upper() + prediction[1:])}."]
+    measured = ""
     if comparison is not None and gamma is not None:
         payoff = verdict if verdict is not None else judge_run(
             comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
-        pays, words = ("none", payoff) if isinstance(payoff, str) else (str(payoff.pays).lower(), payoff.verdict_text())
-        lines.append(f'<b>Measured</b>, the last run (γ = {gamma}, the diamond): <span class="verdict" '
-                     f'data-pays="{pays}">{escape_text(words)}</span>')
+        measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, the diamond):</p>"
+                    + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff)))
+        if answer is not None:
+            lines.append(which_gamma_html(answer))
         lines.append(
             f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
             f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
@@ -222,4 +227,5 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
     else:
         lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
                      "speedup appears on the chart with the measured verdict.")
-    return "".join(f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines)
+    paragraphs = [f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines]
+    return paragraphs[0] + measured + "".join(paragraphs[1:])  # the verdict under the prediction, as before
