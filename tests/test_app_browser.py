@@ -14,7 +14,10 @@ import time
 
 import pytest
 
+from specviz.analysis.confidence import CONFIDENCE_EDGES
 from specviz.analysis.run import Run, recorded_runs
+from specviz.app.plots_round import ROW_WORDS
+from specviz.app.runs_page import prompt_label
 
 RUN_TIMEOUT_MS = 180_000
 MAX_NEW_TOKENS = 32
@@ -459,8 +462,8 @@ def phone_page(browser, app_url: str):
 
 
 def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browser, app_url):
-    """At 400 px on a touch screen: Run on the first screen, and a table wider than the screen (the runs so far)
-    scrolls inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
+    """At 400 px on a touch screen: Run on the first screen, and the runs so far fit the screen, a table that would
+    not scrolling inside its box instead of losing its last columns past the edge. Every chart's text reads at 10 px or
     more (laid out at 560 px and scaled to a 336 px box it read at ~7 px), no chart's title or axis title is cut or
     under its legend (the γ sweep's too), and plotly's toolbar, always shown where nothing hovers, does not sit over
     the charts' titles."""
@@ -476,7 +479,7 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         box, section = table.bounding_box(), page.locator("#runs-so-far").bounding_box()
         assert box["x"] + box["width"] <= section["x"] + section["width"] + 1
         overflow = table.evaluate("e => ({wide: e.scrollWidth > e.clientWidth, scrolls: getComputedStyle(e).overflowX})")
-        assert overflow == {"wide": True, "scrolls": "auto"}, overflow
+        assert overflow == {"wide": False, "scrolls": "auto"}, overflow  # it fits (and would scroll if it did not)
         assert "same text" in table.text_content() and "prompt" in table.text_content()
         page.wait_for_selector("#chart-timeline .js-plotly-plot .main-svg")
         time.sleep(1)  # the charts are scaled once drawn
@@ -494,6 +497,49 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         assert page.locator(".modebar-container").count() > 0
         assert page.evaluate("[...document.querySelectorAll('.modebar-container')].every("
                              "e => getComputedStyle(e).display === 'none')")
+
+
+# Each tick label of a chart, and whether it lies whole inside the chart's drawing (not cut at, or hidden past, its edge).
+TICK_LABELS_JS = """
+([chart, axis]) => {
+  const svg = document.querySelector(`#${chart} .main-svg`).getBoundingClientRect();
+  return [...document.querySelectorAll(`#${chart} .${axis}tick text`)].map(t => {
+    const box = t.getBoundingClientRect();
+    return [t.textContent, box.left >= svg.left - 1 && box.right <= svg.right + 1 && box.width > 0];
+  });
+}
+"""
+
+
+def test_a_400px_phone_shows_the_runs_whole_and_every_chart_label(browser, app_url):
+    """At 400 px: the runs so far fit the screen, each run's prompt included (the table was wider than the screen,
+    its prompt column cut); every row of the round drawn keeps its name (one drawn inside a narrow block was hidden)
+    and the words under it; the easy-and-hard chart names every band, the last included (tilted, it was lost)."""
+    with phone_page(browser, app_url) as page:
+        choose(page, "pair", "tiny-code")
+        prompt = "def add(a, b):\n    return a + b\n\n\ndef add("
+        page.locator("#prompt textarea").fill(prompt)
+        set_number(page, "max-new-tokens", 24)
+        run_and_wait(page)
+        run_and_wait(page)  # two runs: a prompt under each
+        table = page.locator("#runs-so-far .runs-table")
+        fit = table.evaluate("e => ({right: e.getBoundingClientRect().right, wide: e.scrollWidth > e.clientWidth})")
+        assert fit["right"] <= 400 and not fit["wide"], fit
+        prompts = page.evaluate("() => [...document.querySelectorAll('#runs-so-far .runs-table td:last-child')].map(e => "
+                                "[e.innerText, e.getBoundingClientRect().right, e.scrollWidth <= e.clientWidth])")
+        assert [text for text, _, _ in prompts] == [prompt_label(prompt)] * 2, prompts
+        assert all(right <= 400 and whole for _, right, whole in prompts), prompts
+        page.wait_for_selector("#chart-round .ytick text")
+        page.wait_for_selector("#chart-confidence .xtick text")
+        time.sleep(1)  # the charts are scaled once drawn
+        rows = int(re.search(r"over (\d+) rows?", page.locator("#chart-round .gtitle").text_content()).group(1))
+        names = page.evaluate(TICK_LABELS_JS, ["chart-round", "y"])
+        assert len(names) == rows + 1 and all(text.strip() and whole for text, whole in names), names
+        said = "".join(page.locator("#chart-round .annotation-text").all_text_contents())
+        assert "".join(ROW_WORDS.split()) in "".join(said.split())
+        bands = page.evaluate(TICK_LABELS_JS, ["chart-confidence", "x"])
+        assert len(bands) == len(CONFIDENCE_EDGES) - 1 and all(whole for _, whole in bands), bands
+        assert bands[-1][0].startswith(f"{CONFIDENCE_EDGES[-2]:.0%}–{CONFIDENCE_EDGES[-1]:.0%}"), bands
 
 
 # Each drawn chart's text (ticks, titles, legend) as it shows: its font size times the chart's scale (FIT_CHARTS_JS).
@@ -558,7 +604,7 @@ def test_after_stop_the_run_stays_inspectable(page):
     # answer took over 15 s; alone, and beside two busy processes, it comes in well under 1 s
     page.wait_for_function("n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
                            arg=other, timeout=30_000)
-    # the round drawn above the words: its forwards, and the verify split into the rows it computed
+    # the round drawn above the words: its forwards, and the verify's rows stacked
     page.wait_for_function("n => (document.querySelector('#chart-round .gtitle')?.textContent || '').startsWith("
                            "'Round ' + n + ':')", arg=other, timeout=10_000)
     assert page.locator("#chart-round .bars path").count() >= 3  # a draft forward and at least two rows

@@ -105,8 +105,9 @@ def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets
     bars = next(trace for trace in figure.data if trace.type == "bar")
     assert list(bars.y) == [0.0, 0.0, 1.0] and list(bars.x) == pytest.approx([0.1, 0.3, 0.9])
     assert "rejected" in points["rejected"].hovertemplate and "sure" in points["rejected"].hovertemplate
-    assert list(figure.layout.xaxis.ticktext) == ["0%–20%: 0/1", "20%–40%: 0/1", "40%–60%: 0/0", "60%–80%: 0/0",
-                                                  "80%–100%: 3/3"]  # a band with nothing accepted still says so
+    assert list(figure.layout.xaxis.ticktext) == ["0%–20%<br>0/1", "20%–40%<br>0/1", "40%–60%<br>0/0", "60%–80%<br>0/0",
+                                                  "80%–100%<br>3/3"]  # a band with nothing accepted still says so
+    assert figure.layout.xaxis.tickangle == 0  # level, on two lines: tilted, a phone's chart lost the last band's
     empty = plots_confidence.acceptance_by_confidence([], {})
     assert not empty.data and empty.layout.annotations[0].text == "drafting starts after the target-only lane"
     note = plots_confidence.confidence_note_html(drafts)

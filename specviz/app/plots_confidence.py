@@ -56,11 +56,17 @@ def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int,
             hovertemplate=("%{hovertext}: the target was %{x:.0%} sure · " + ("accepted" if accepted else "rejected")
                            + "<br>round %{customdata[0]}, draft %{customdata[1]}%{customdata[2]}<extra></extra>"),
         )
-    # Each band's count under it, so a band where nothing was accepted (a bar of height 0) still says so.
-    figure.update_layout(xaxis={"range": [0, 1.0], "tickvals": [(b.low + b.high) / 2 for b in buckets],
-                                "ticktext": [f"{b.low:.0%}–{b.high:.0%}: {b.num_accepted}/{b.num_drafts}" for b in buckets]},
+    # Each band's count under it, so a band where nothing was accepted (a bar of height 0) still says so; on two
+    # level lines, since a phone's chart tilted one-line labels and lost the last band's past its edge.
+    figure.update_layout(xaxis={"range": [-0.02, 1.02], "tickvals": [(b.low + b.high) / 2 for b in buckets],
+                                "ticktext": [band_label(bucket) for bucket in buckets], "tickangle": 0},
                          yaxis={"range": [-0.15, 1.15], "tickvals": [0, 0.5, 1], "ticktext": ["0 rejected", "50%", "1 accepted"]})
     return figure
+
+
+def band_label(bucket: ConfidenceBucket) -> str:
+    """A band's tick: its range, then its drafts accepted of judged."""
+    return f"{bucket.low:.0%}–{bucket.high:.0%}<br>{bucket.num_accepted}/{bucket.num_drafts}"
 
 
 def run_chart(speculative: Trace, labels: Mapping[int, str], drafts: Sequence[JudgedDraft] | None = None) -> go.Figure:
