@@ -1,7 +1,7 @@
 """The lanes and the result card under them: the page's first answer to a run.
 
-The legend, one box per lane and the card (layout), and what a run puts in them (values, and the status line's
-summary of a finished run). Their HTML is specviz.app.render's (lanes, stats); the run's handlers
+The legend, one box per lane and the card (layout), and what a run puts in them (values, and the status line: how
+far a live run has got, and the summary of a finished run). Their HTML is specviz.app.render's (lanes, stats); the run's handlers
 (specviz.app.ui_handlers) send these values with the rest of the page's.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.app import render
+from specviz.app.live import Headway
 from specviz.app.page_files import page_file
 from specviz.app.render.tokens import MARKS_SWITCH, MARKS_SWITCH_INFO
 from specviz.app.render.verdict import speedup_is_quoted
-from specviz.app.wording import count
+from specviz.app.wording import count, duration_text
 from specviz.catalogue import PAGE_LANES, lane_info
 
 
@@ -45,6 +46,23 @@ def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: s
         shown = lane_info(name).by_default or bool(run and run.has_lane(name))
         values[box] = html if lane_info(name).by_default else gr.HTML(html, visible=shown)
     return values
+
+
+# The status line while a live run goes on (a long run said only "Generating…" for minutes): which lane, how far,
+# and how long the run has left once that is measured.
+RUNNING_TEXT = "Lane {number} of {lanes}, {title}: {done} of {asked} tokens"
+TIME_LEFT_TEXT = "about {time} left in all"
+TIME_UNKNOWN_TEXT = "the time left is said once its first tokens are timed"
+
+
+def running_summary(headway: Headway) -> str:
+    """The status line during a live run: the lane running, its tokens written of those asked, the time left."""
+    info = lane_info(headway.lane)
+    said = RUNNING_TEXT.format(number=headway.lane_number, lanes=headway.num_lanes, title=info.title,
+                               done=headway.num_tokens, asked=headway.max_new_tokens or "?")
+    left = (TIME_UNKNOWN_TEXT if headway.seconds_left is None else
+            TIME_LEFT_TEXT.format(time=duration_text(headway.seconds_left)))
+    return f"{said}; {left}."
 
 
 def done_summary(run: render.RunView) -> str:

@@ -5,7 +5,8 @@ like the run it recorded. Redraws are throttled (lanes every LANE_REFRESH_S, cha
 PLOT_REFRESH_S, all of it within DRAW_SHARE of the time); a pace slows how fast the speculative lane's rounds *appear*, never how fast
 they run: the engine is a generator, paused while the page waits, and its clocks only run
 inside it. A live run's events are computed in a worker thread, one each time the page asks, so
-that a Stop can end a forward between two layers (specviz.models.interrupt).
+that a Stop can end a forward between two layers (specviz.models.interrupt). A live run's snapshots also say how
+far it has got (Headway: its lane, tokens, the time left), for the status line.
 
 Drawing is not free, and it must not land inside the engine's clocks. A redraw makes the
 server build HTML and JSON (in gradio's event loop, beside the engine's thread) and the
@@ -48,7 +49,25 @@ DRAW_SHARE = 0.1
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.
 PACES = {"real time": 0.0, "slow (4 rounds/s)": 0.25, "1 round/s": 1.0}
 QUIET_EVERY_S = 0.25  # while a lane that is not redrawn (the reference) runs: how often the consumer gets a chance to stop
+# …and how often its status line says how far it has got (a line, not a redraw: it takes next to no CPU from it)
+STATUS_EVERY_S = 1.0
+# Tokens a lane writes after its first before its pace gives an estimate of the time left: one from fewer swings
+# with the first steps' warm-up.
+MIN_TIMED_TOKENS = 4
 Decode = Callable[[list[int]], str]
+
+
+@dataclass(frozen=True)
+class Headway:
+    """How far a live run has got, for its status line: the lane running, its tokens written of those asked, and
+    the seconds the run has left by the lanes' measured pace (None until it is measurable)."""
+
+    lane: str
+    lane_number: int  # 1-based, of num_lanes
+    num_lanes: int
+    num_tokens: int
+    max_new_tokens: int | None
+    seconds_left: float | None
 
 
 @dataclass
@@ -63,6 +82,7 @@ class Progress:
     quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
     # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (ui_sections.chart_values)
     lane_finished: bool = False
+    headway: Headway | None = None  # a live run under way: how far it has got (a replay: None, its status is its own)
 
 
 class StopPresses:
@@ -127,7 +147,11 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
     """
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
     started = lane_began = time.perf_counter()  # lane_began: when the running lane began reading its prompt
+    first_token = last_said = started  # when the running lane wrote its first token; when a quiet lane's was said
     drawn_s = 0.0  # time spent drawing (the consumer's work on each Progress, the settle after it)
+
+    def headway(now: float) -> Headway | None:  # a live run's status line: how far it has got
+        return headway_of(run, now - lane_began, now - first_token) if live else None
     for event in events:
         check_run_time(started, max_run_s)
         run.add(event, decode)
@@ -136,18 +160,21 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         paced = pace_s > 0 and isinstance(event, RoundEvent) and lane.drafts
         now = time.perf_counter()
         if isinstance(event, PrefillEvent):  # the lane began reading its prompt then (setting up before is not its time)
-            lane_began = now - event.prefill_s
+            lane_began, first_token = now - event.prefill_s, now
         if live and finished_lane:
             run.lane(event.lane).shown_s = now - lane_began
         if not lane.redraws and isinstance(event, RoundEvent):
             if now - last_lanes >= QUIET_EVERY_S:
-                yield Progress(run, event.lane, False, quiet=True)
+                said = now - last_said >= STATUS_EVERY_S
+                yield Progress(run, event.lane, False, quiet=True, headway=headway(now) if said else None)
                 last_lanes = time.perf_counter()
+                last_said = last_lanes if said else last_said
             continue
         within_share = drawn_s <= DRAW_SHARE * (now - started)
         if paced or finished_lane or isinstance(event, PrefillEvent) or (now - last_lanes >= LANE_REFRESH_S and within_share):
             redraw_plots = finished_lane or (now - last_plots >= PLOT_REFRESH_S and within_share)
-            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots, lane_finished=finished_lane)
+            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots, lane_finished=finished_lane,
+                           headway=headway(now))
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes
@@ -156,6 +183,38 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
             elif settle_s > 0 and not finished_lane:
                 time.sleep(settle_s)
             drawn_s += time.perf_counter() - now - (pace_s if paced else 0.0)  # a pace is the visitor's choice
+
+
+def headway_of(run: RunView, lane_s: float, decoding_s: float) -> Headway | None:
+    """How far a run has got: its first lane not done, its tokens, and the time the run has left (seconds_left).
+    `lane_s`: seconds since that lane began reading its prompt; `decoding_s`: since its first token."""
+    running = [name for name in run.lane_names if not run.lane(name).trace.done]
+    if not running:
+        return None
+    trace = run.lane(running[0]).trace
+    return Headway(running[0], run.lane_names.index(running[0]) + 1, len(run.lane_names), trace.num_tokens,
+                   run.settings.get("max_new_tokens"), seconds_left(run, running, lane_s, decoding_s))
+
+
+def seconds_left(run: RunView, running: list[str], lane_s: float, decoding_s: float) -> float | None:
+    """The running lane's tokens still to come at its own pace so far, then each lane after it as long as the
+    finished lanes took on screen (before any has finished, as long as this one will take in all); None until
+    either is measured. Tokens still to come: as many as a finished lane wrote (greedy lanes write the same text,
+    which may end before the tokens asked), else those asked; an estimate, since a lane may end early."""
+    trace = run.lane(running[0]).trace
+    finished = [run.lane(name) for name in run.lane_names if run.lane(name).trace.done and run.lane(name).shown_s]
+    per_lane_s = sum(lane.shown_s for lane in finished) / len(finished) if finished else None
+    expected = finished[0].trace.num_tokens if finished else run.settings.get("max_new_tokens")
+    started = trace.prefill is not None
+    timed = trace.num_tokens - 1  # tokens written after the first, in decoding_s
+    if started and expected and timed >= MIN_TIMED_TOKENS and decoding_s > 0:
+        this_left_s = max(expected - trace.num_tokens, 0) * decoding_s / timed
+        per_lane_s = per_lane_s or lane_s + this_left_s
+    elif per_lane_s is not None:
+        this_left_s = max(per_lane_s - (lane_s if started else 0.0), 0.0)
+    else:
+        return None
+    return this_left_s + per_lane_s * (len(running) - 1)
 
 
 def next_lane(run: RunView) -> str | None:

@@ -29,7 +29,7 @@ from specviz.app.runs_page import runs_values
 from specviz.app.inspector_page import inspector_values
 from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
 from specviz.app.ui_sections import Page, chart_values
-from specviz.app.lanes_page import done_summary, lane_values
+from specviz.app.lanes_page import done_summary, lane_values, running_summary
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 # session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
@@ -86,10 +86,13 @@ def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
 
 def page_values(page: Page, progress: Progress, session: str | None = None, live: bool = True) -> dict:
     run = progress.run
-    if progress.quiet:  # a chance to stop, nothing to draw; gradio reads an empty dict as one bare value
-        return {page.status: gr.skip()}
+    status = ({page.status: render.status_html(running_summary(progress.headway), "info", run=run.run_id)}
+              if progress.headway is not None and not progress.finished else {})
+    if progress.quiet:  # a chance to stop, and at times a status line; gradio reads an empty dict as one bare value
+        return status or {page.status: gr.skip()}
     kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
-    values = {**kept, **lane_values(page.lanes, run, progress.active), page.stats: render.stats_html(run, progress.divergence_gap)}
+    values = {**kept, **status, **lane_values(page.lanes, run, progress.active),
+              page.stats: render.stats_html(run, progress.divergence_gap)}
     if progress.redraw_plots:
         values.update(zip(page.charts, chart_values(run, live_only=not (progress.finished or progress.lane_finished))))
     if progress.finished:
