@@ -25,10 +25,10 @@ from specviz.decoding.events import RoundEvent, TokenKind
 
 # The drafter's forwards on one line at the top; the verify's rows under it, one line each (row_y), with room
 # between them for the verify's name.
-DRAFT_ROW, TARGET_ROW = 1.5, 0.0
+DRAFT_ROW, TARGET_ROW = 1.6, 0.0
 # each row's colour by its token's kind; a plain target step (nothing drafted) is grey, as in Where the time went
 ROW_COLOURS = {**COLORS, "target": "#7f7f7f"}
-DRAFT_HEIGHT, TARGET_HEIGHT = 0.45, 0.8
+DRAFT_HEIGHT, TARGET_HEIGHT = 0.8, 0.8  # tall enough for a draft's token in its block
 ROW_PX = 22  # one line of the chart: the drafter's, or one row of the verify
 TITLE_PX = 62  # the title's two lines
 BOTTOM_PX = 48  # the time axis and its title, above the words
