@@ -113,7 +113,9 @@ def check_events_add_up(trace: Trace, config: DecodeConfig, eos_id=None):
         assert [token.accepted for token in event.drafted] == [i < event.num_accepted for i in range(event.gamma)]
         assert [token.decided for token in event.drafted] == [i <= event.num_accepted for i in range(event.gamma)]
         for token in event.drafted:
-            if token.decided:
+            if token.decided and config.temperature == 0:  # the picks decide: no coin is drawn
+                assert token.r is None and token.accepted == (token.accept_prob == 1.0)
+            elif token.decided:
                 assert token.accepted == (token.r < token.accept_prob)
             assert token.accept_prob == pytest.approx(min(1.0, token.target_prob / token.draft_prob))
         if event.lane == "speculative":

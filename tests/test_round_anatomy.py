@@ -183,7 +183,8 @@ def test_every_round_is_one_tree_of_nodes_whose_kept_path_is_the_text(runs, setu
         for node in nodes:
             assert node.parent < nodes.index(node) and node.depth == (1 if node.parent == -1 else nodes[node.parent].depth + 1)
             if node.verdict in ("accepted", "rejected"):  # judged: with the figures it was judged by
-                assert None not in (node.target_prob, node.accept_prob, node.r)
+                assert None not in (node.target_prob, node.accept_prob)
+                assert (node.r is None) == runs[setup].speculative.greedy  # at temperature 0 no coin is drawn
             elif node.verdict in ("resample", "bonus"):
                 assert node.r is None and node.draft_prob == 0
         path = [i for i, node in enumerate(nodes) if node.verdict == "accepted"]

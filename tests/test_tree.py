@@ -274,6 +274,8 @@ def test_a_tree_rounds_event_tells_the_tree(temperature):
                 assert node.verdict == "unexamined"
             if node.verdict == "unexamined":
                 assert node.accept_prob is None and node.r is None
+            elif temperature == 0:  # the target's pick decides, p′(x) is 1 or 0, and no coin is drawn
+                assert node.r is None and (node.accept_prob == 1.0) == (node.verdict == "accepted")
             else:  # the rule, as the event tells it: accepted iff r < p′(x), and p′(x) = p(x) for the first child
                 assert (node.r < node.accept_prob) == (node.verdict == "accepted")
                 first_child = next(j for j, other in enumerate(drafted) if other.parent == node.parent)

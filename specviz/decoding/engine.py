@@ -32,7 +32,7 @@ from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden, target_cache_for, target_forward
 from specviz.decoding.rounds import (AcceptRule, TreeRule, draft_branches, draft_chain, settle_round,
                                      verify_round)
-from specviz.decoding.sampling import ProbsFn, accept_or_resample, accept_tree, sample
+from specviz.decoding.sampling import ProbsFn, accept_or_resample, accept_tree
 from specviz.models.pairs import ModelPair
 from specviz.models.slot_calls import prepare_pooled, run_rows
 from specviz.models.slots import uses_slots
@@ -102,7 +102,7 @@ def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: Decode
     with target_cache_for(pair) as cache:
         started = clock(pair.device)
         logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size, last_only=True)  # (1, vocab)
-        next_id = int(sample(to_probs(logits.to(pair.device)), generator))
+        next_id = int(to_probs.pick(logits.to(pair.device), generator))
         yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, 0)
         generated = [next_id]
         if truncate_at_eos(generated, pair.eos_id, config.stop_at_eos)[1]:
@@ -112,7 +112,7 @@ def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: Decode
             started = clock(pair.device)
             ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
             logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size)  # (1, vocab)
-            next_id = int(sample(to_probs(logits.to(pair.device)), generator))
+            next_id = int(to_probs.pick(logits.to(pair.device), generator))
             step_s = clock(pair.device) - started
             generated.append(next_id)
             yield RoundEvent(lane=lane, round_index=round_index, position=len(generated) - 1, gamma=0, nodes=(),
@@ -141,7 +141,7 @@ def speculative_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeCon
     with target_cache_for(pair, drafter) as target_cache:
         started = clock(pair.device)
         logits = target_forward(pair, drafter, ids, target_cache, last_only=True)  # (1, vocab)
-        next_id = int(sample(to_probs(logits.to(pair.device)), generator))
+        next_id = int(to_probs.pick(logits.to(pair.device), generator))
         num_draft_forwards = drafter.prefill(ids)
         yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
         ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1): committed ids

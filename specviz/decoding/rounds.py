@@ -25,7 +25,7 @@ from transformers import DynamicCache
 from specviz.decoding.drafters import Drafter, Proposal
 from specviz.decoding.events import PositionDetail, RoundEvent, TreeNode
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths, target_forward
-from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_or_resample, accept_tree
+from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_greedy, accept_or_resample, accept_tree
 from specviz.decoding.tree import DraftTree, empty_tree, fed_path_slots
 from specviz.models.pairs import ModelPair
 
@@ -82,8 +82,16 @@ class VerifiedRound:
 
     tree: DraftTree
     target_logits: torch.Tensor  # (1+N, vocab): the row after the last committed id, then each node's
-    target_probs: torch.Tensor  # (1+N, vocab)
+    target_probs: torch.Tensor | None  # (1+N, vocab); None at temperature 0, where the picks decide
     verdict: TreeVerdict
+    # At temperature 0, read off the device in the verify's one transfer: the node ids (N) and the target's
+    # picks (1+N), from which every figure a greedy round tells follows. None where probabilities decided.
+    node_id_list: list[int] | None = None
+    target_picks: list[int] | None = None
+
+    def node_ids_on_host(self) -> list[int]:
+        """The nodes' token ids as a list: the verify's copy where it read them, else one transfer."""
+        return self.node_id_list if self.node_id_list is not None else self.tree.node_ids.tolist()
 
     def event(self, lane: str, round_index: int, position: int, emitted: list[int], draft_s: float, verify_s: float,
               inspect: bool, greedy: bool) -> RoundEvent:
@@ -104,7 +112,7 @@ class VerifiedRound:
         if self.tree.draft_rows is not None:
             return self.tree.draft_rows[nodes]
         node_ids = self.tree.node_ids[nodes]  # (m,)
-        return torch.nn.functional.one_hot(node_ids, self.target_probs.shape[-1]).to(self.target_probs.dtype)
+        return torch.nn.functional.one_hot(node_ids, self.target_logits.shape[-1]).float()  # (m, vocab)
 
     def positions(self, judged: list[int], greedy: bool) -> tuple[PositionDetail, ...]:
         """The step inspector's top-k along the judged chain: each node's row is its parent's, then the row
@@ -131,8 +139,8 @@ class VerifiedRound:
             return torch.softmax(torch.cat([tree.draft_logits[node] for node in judged]).float(), dim=-1)
         if tree.draft_probs is None:
             return self.draft_probs_of(judged)
-        rows = torch.zeros(len(judged), self.target_probs.shape[-1], device=self.target_probs.device)  # (m, vocab)
-        node_ids = tree.node_ids.tolist()  # one transfer, not one per sibling
+        rows = torch.zeros(len(judged), self.target_logits.shape[-1], device=self.target_logits.device)  # (m, vocab)
+        node_ids = self.node_ids_on_host()  # one transfer at most, not one per sibling
         for row, node in enumerate(judged):
             for sibling, parent in enumerate(tree.parents):
                 if parent == tree.parents[node]:
@@ -149,26 +157,40 @@ class VerifiedRound:
         path, decided = verdict.path, {-1, *verdict.path}  # a node below the path (or the text) was decided if tried
         kept = set(path[:num_emitted])  # an accepted node after an accepted end-of-text: the text had ended
         rows = torch.tensor([parent + 1 for parent in tree.parents], device=tree.node_ids.device)  # (N,) parents' rows
-        target_probs = self.target_probs[rows, tree.node_ids].tolist()
         # how sure the target was there: its top probability at temperature 1, whatever the run samples with
-        target_sure = torch.softmax(self.target_logits[rows].float(), dim=-1).amax(dim=-1).tolist()
-        if tree.draft_rows is not None:  # a chain's q, what each draft was sampled from
+        target_sure = torch.softmax(self.target_logits[rows].float(), dim=-1).amax(dim=-1)  # (N,)
+        node_ids = self.node_ids_on_host()
+        if self.target_picks is not None:  # p is one-hot on the target's pick at the node's parent's row
+            picks = self.target_picks
+            target_probs = [float(token_id == picks[parent + 1]) for token_id, parent in zip(node_ids, tree.parents)]
+            target_sure = target_sure.tolist()
+        else:  # both figures in one transfer
+            target_probs, target_sure = torch.stack([self.target_probs[rows, tree.node_ids], target_sure]).tolist()
+        if tree.draft_rows is not None and self.target_picks is not None:  # greedy: q one-hot on the draft
+            draft_probs = [1.0] * len(tree)
+        elif tree.draft_rows is not None:  # a chain's q, what each draft was sampled from
             draft_probs = tree.draft_rows[torch.arange(len(tree), device=rows.device), tree.node_ids].tolist()
         else:  # a picked node's probability at temperature 1; a copied token's q is one-hot
             draft_probs = list(tree.draft_probs) if tree.draft_probs is not None else [1.0] * len(tree)
-        accept_probs, uniforms = verdict.accept_probs.tolist(), verdict.uniforms.tolist()
+        accept_probs, uniforms = as_floats(verdict.accept_probs), as_floats(verdict.uniforms)
         nodes = []
-        for node, (token_id, parent, depth) in enumerate(zip(tree.node_ids.tolist(), tree.parents, node_depths(tree.parents))):
+        for node, (token_id, parent, depth) in enumerate(zip(node_ids, tree.parents, node_depths(tree.parents))):
             tried = not math.isnan(accept_probs[node])
             kind = ("accepted" if node in kept else "unexamined") if node in path else (
                 "rejected" if tried and parent in decided else "unexamined")
-            figures = (accept_probs[node], uniforms[node]) if tried else (None, None)
+            # at temperature 0 no coin is drawn (sampling.accept_greedy): r is None there
+            figures = (accept_probs[node], None if math.isnan(uniforms[node]) else uniforms[node]) if tried else (None, None)
             nodes.append(TreeNode(token_id, parent, depth, draft_probs[node], kind, target_probs[node], *figures,
                                   None if tree.draft_probs is None else tree.draft_probs[node], target_sure[node]))
         if num_emitted > len(path):
             nodes.append(TreeNode(verdict.next_id, path[-1] if path else -1, len(path) + 1, 0.0,
                                   "bonus" if verdict.is_bonus else "resample"))
         return tuple(nodes)
+
+
+def as_floats(values: torch.Tensor | tuple[float, ...]) -> list[float]:
+    """A verdict's per-node figures as floats: a tensor's read off in one transfer, a tuple's as they are."""
+    return values.tolist() if isinstance(values, torch.Tensor) else list(values)
 
 
 def decide(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator,
@@ -192,6 +214,15 @@ def verify_round(pair: ModelPair, drafter: Drafter, ids: torch.Tensor, tree: Dra
     # A chain's mask is the causal one every forward has: it needs no tree layout.
     parents = () if tree.shape == "chain" else tree.parents
     target_logits = target_forward(pair, drafter, verify_ids, target_cache, parents=parents)[-1 - num_nodes :]
+    if to_probs.greedy and accept_rule is accept_or_resample and tree_rule is accept_tree:
+        # Decided from the target's picks in one transfer from the device (the nodes' ids ride along), where
+        # building one-hot rows and walking them would read the device once per figure: the same verdict,
+        # since at temperature 0 the rule compares picks. The exactness lab's wrong rules take the path below.
+        target_picks = target_logits.argmax(-1)  # (1+N,)
+        known = torch.cat([tree.node_ids, target_picks]).tolist()
+        node_ids, picks = known[:num_nodes], known[num_nodes:]
+        verdict = accept_greedy(node_ids, tree.parents, picks, chain=tree.shape == "chain")
+        return VerifiedRound(tree, target_logits, None, verdict, node_ids, picks)
     target_probs = to_probs(target_logits.to(pair.device))  # (1+N, vocab)
     verdict = decide(tree, target_probs, generator, accept_rule, tree_rule)
     return VerifiedRound(tree, target_logits, target_probs, verdict)
@@ -233,7 +264,8 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
     """Commit the accepted path and the next token; every cache keeps the path, behind the text.
     Returns (committed ids (1, n'), the round's new ids)."""
     path, tree = verified.verdict.path, verified.tree
-    new_ids = tree.node_ids[list(path)].tolist() + [verified.verdict.next_id]
+    node_ids = verified.node_ids_on_host() if path else []
+    new_ids = [node_ids[node] for node in path] + [verified.verdict.next_id]
     # The verify fed node k at position n+k: a path that starts down the first children (node i at depth i+1:
     # a chain's, often a tree's whole path, always a rival round's that kept the drafter's own pick) is
     # already in place.

@@ -8,6 +8,7 @@ the same way.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Sequence
 
 import torch
@@ -43,6 +44,13 @@ class ProbsFn:
         # The warpers ignore input_ids; transformers' signature still wants the argument.
         warped = self.warpers(None, logits)  # (n, vocab), filtered entries at -inf
         return torch.softmax(warped, dim=-1)  # (n, vocab)
+
+    def pick(self, logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """One token per row of logits (n, vocab) → (n,). Greedy: the argmax, the token `sample` draws from the
+        one-hot rows __call__ builds (their CDF first reaches any x in (0, 1] there), without building them."""
+        if self.greedy:
+            return logits.argmax(-1)  # (n,)
+        return sample(self(logits), generator)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -129,13 +137,39 @@ class TreeVerdict(NamedTuple):
     path: tuple[int, ...]  # the accepted nodes, from depth 1 down
     next_id: int  # the correction at the first node whose children all failed, or the bonus after a leaf
     is_bonus: bool
-    accept_probs: torch.Tensor  # (N,) p′(x) (one-hot proposals) or min(1, p′(x)/q(x)) when the node was tried
-    uniforms: torch.Tensor  # (N,) the r drawn for it
+    # (N,) p′(x) (one-hot proposals) or min(1, p′(x)/q(x)) when the node was tried; a tuple where the host decided
+    accept_probs: torch.Tensor | tuple[float, ...]
+    uniforms: torch.Tensor | tuple[float, ...]  # (N,) the r drawn for it
     residual: torch.Tensor | None  # (vocab,) p′ the correction came from
 
     @property
     def num_accepted(self) -> int:
         return len(self.path)
+
+
+def accept_greedy(node_ids: Sequence[int], parents: Sequence[int], target_picks: Sequence[int],
+                  chain: bool) -> TreeVerdict:
+    """The verdict `accept_or_resample` (a chain) or `accept_tree` (the others) reaches at temperature 0, from the
+    target's picks alone (its argmax after the last committed id, then after each node (1+N,)), read off the
+    device once: p and q are one-hot there, so a draft is kept iff it is the target's pick, p′ after a
+    rejected draft is p again, and the correction or the bonus is the pick where the walk stops. No coin is
+    drawn, since none decides anything (r is NaN). A chain's rule judges every draft at once; a tree's walk
+    only the children it tries."""
+    accept_probs = [math.nan] * len(node_ids)
+    if chain:
+        accept_probs = [float(token_id == pick) for token_id, pick in zip(node_ids, target_picks)]
+    children, path, node = node_children(parents), [], -1
+    while True:
+        pick = target_picks[node + 1]
+        taken = next((child for child in children[node] if node_ids[child] == pick), None)
+        if not chain:  # the walk tried its children in order up to the one it took
+            for child in children[node][: children[node].index(taken) + 1 if taken is not None else None]:
+                accept_probs[child] = float(child == taken)
+        if taken is None:
+            is_bonus = not children[node]
+            return TreeVerdict(tuple(path), pick, is_bonus, tuple(accept_probs), (math.nan,) * len(node_ids), None)
+        path.append(taken)
+        node = taken
 
 
 def node_children(parents: Sequence[int]) -> dict[int, list[int]]:

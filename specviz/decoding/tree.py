@@ -69,8 +69,10 @@ def top_children(logits: torch.Tensor, width: int) -> list[list[tuple[int, float
     """The `width` likeliest tokens of each row of logits (K, vocab) at temperature 1, with their
     probabilities, likeliest first; tokens the drafter cannot propose (-inf: outside its rows) never."""
     values, indices = logits.float().softmax(-1).topk(width, dim=-1)  # (K, k)
-    return [[(token_id, value) for token_id, value in zip(row_ids, row_values) if value > 0]
-            for row_ids, row_values in zip(indices.tolist(), values.tolist())]
+    # one transfer for both: token ids are exact in float64
+    both = torch.stack([indices.double(), values.double()]).tolist()  # [ids (K, k), probabilities (K, k)]
+    return [[(int(token_id), value) for token_id, value in zip(row_ids, row_values) if value > 0]
+            for row_ids, row_values in zip(*both)]
 
 
 def grow_tree(root_logits: torch.Tensor, expand: ExpandFn, depth: int, budget: int,
