@@ -113,7 +113,7 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
                    "gamma_schedule": "constant", "rivals": 0, "tree": 0}
 
 
-@pytest.mark.parametrize("name", [*replay_page.recorded_runs(), OLD_RUN.name])
+@pytest.mark.parametrize("name", replay_page.recorded_runs())  # version-1 files are refused (tests/test_run.py)
 def test_run_repeats_a_replayed_run_live(name):
     """Issue 26: after a replay, Run must ask for the run that was replayed: every setting the file recorded,
     and, for a file recorded before "draft only while sure", rival guesses and the γ schedule existed
