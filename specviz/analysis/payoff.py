@@ -384,22 +384,23 @@ class GammaAnswer:
     largest_gamma: int = 0  # the largest γ those rounds could draft
 
     @property
-    def gamma(self) -> int | None:
-        """The recommended γ: the bench's pick (its best median where none beats the target alone beyond the noise,
-        said so), or the sweep's (None where nothing it measured beats the target alone); None: nothing measured."""
-        if self.measured is None:
+    def setup(self) -> Measurement | None:
+        """The recommended setup: the bench's pick (its best median where none beats the target alone beyond the
+        noise, said so), or the sweep's (None where nothing it measured beats the target alone); None: nothing
+        measured."""
+        if self.measured is None or (self.source != FROM_BENCH and not self.measured.pays):
             return None
-        if self.source == FROM_BENCH:
-            return self.measured.chosen.gamma
-        return self.measured.recommended_gamma
+        return self.measured.chosen
+
+    @property
+    def gamma(self) -> int | None:
+        """The recommended γ (setup's); None where there is none."""
+        return None if self.setup is None else self.setup.gamma
 
     @property
     def tree(self) -> int | None:
-        if self.measured is None:
-            return None
-        if self.source == FROM_BENCH:
-            return self.measured.chosen.tree
-        return self.measured.recommended_tree
+        """The tree budget that goes with it (0: a chain); None where gamma is."""
+        return None if self.setup is None else self.setup.tree
 
     @property
     def is_capped(self) -> bool:
