@@ -108,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--tree", type=separated(int), default=(),
                          help="comma-separated tree budgets: a verify of the last id and N draft-tree nodes under a "
                               "tree mask, per budget")
+    profile.add_argument("--rounds", action="store_true",
+                         help="instead: a speculative lane's rounds, the time each spends outside model forwards "
+                              "(the host's) by stage, and the host reads a round makes")
+    profile.add_argument("--drafter", default=None, help="with --rounds: the drafter (default: the pair's own)")
+    profile.add_argument("--gamma", type=int, default=3, help="with --rounds: γ")
+    profile.add_argument("--max-new-tokens", type=int, default=48, help="with --rounds: new tokens a prompt")
+    profile.add_argument("--prompts", type=int, default=6,
+                         help="with --rounds: how many of the pair's held-out prompts (its examples where it has none)")
 
     train = commands.add_parser("train", help="distil the default pair's draft (or train the tiny-code pair)")
     # type: the default pair's old name (embedded) is still taken, as its current one

@@ -138,6 +138,8 @@ def chosen_drafter(args) -> str:
 def run_profile(args) -> int:
     import torch
 
+    if args.rounds:
+        return run_round_profile(args)
     from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
     from specviz.models.invariance import plain_copy
     from specviz.models.precision import PRECISIONS
@@ -153,6 +155,23 @@ def run_profile(args) -> int:
             print(format_profile(profile_target(plain, config), f"\n{where}: as transformers loads it (SDPA)"))
             where += ": batch-invariant (a verify rounds like a step)"
         print(format_profile(profile_target(pair, config), f"\n{where}"))
+    return 0
+
+
+def run_round_profile(args) -> int:
+    import torch
+
+    from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds
+    from specviz.analysis.selfcheck import prompt_sets
+
+    pair = prepare_pair(args)
+    sets = prompt_sets(resolve_pair(args.pair, args.target, args.draft), args.prompts)
+    name, prompts = ("held-out", sets["held-out"]) if "held-out" in sets else ("examples", sets["examples"])
+    config = HostConfig(drafter=chosen_drafter(args), gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    profile = profile_rounds(pair, prompts, config)
+    print(format_host_profile(profile, f"{pair.name}, {config.drafter}, γ {config.gamma}, greedy, on {pair.device} in "
+                                       f"{pair.precision}, {torch.get_num_threads()} thread(s), {len(prompts)} "
+                                       f"{name} prompts × {config.max_new_tokens} new tokens"))
     return 0
 
 

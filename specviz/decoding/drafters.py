@@ -141,9 +141,14 @@ class NetworkDrafter(Drafter):
         """
         to_probs, threshold, num_rivals = self.to_probs, self.config.draft_confidence, self.config.rivals
         rivals, asked = (), num_tokens
-        if to_probs.greedy and num_rivals and threshold > 0 and float(confidence) < threshold:
-            rivals = tuple(top_children(logits, 1 + num_rivals)[0][1:])  # its 2nd..(1+num_rivals)th likeliest
-            num_tokens = 1
+        # Each confidence is read off the device once (on a GPU a read waits for it): at its step where the stop
+        # (or the rivals' check) needs it there, else with the rest after the loop.
+        read: list[float] = []
+        if to_probs.greedy and num_rivals and threshold > 0:
+            read.append(float(confidence))
+            if read[0] < threshold:
+                rivals = tuple(top_children(logits, 1 + num_rivals)[0][1:])  # its 2nd..(1+num_rivals)th likeliest
+                num_tokens = 1
         drafted, probs, confidences, kept_logits = [], [], [], []
         stopped_unsure = False
         for step in range(num_tokens):
@@ -161,16 +166,21 @@ class NetworkDrafter(Drafter):
             confidences.append(confidence)
             if step == num_tokens - 1:
                 break
-            if threshold > 0 and float(confidence) < threshold:
-                stopped_unsure = True
-                break
+            if threshold > 0:
+                if len(read) == step:
+                    read.append(float(confidence))
+                if read[step] < threshold:
+                    stopped_unsure = True
+                    break
             logits, confidence = advance(next_id)
         draft_ids = torch.cat(drafted)  # (γ',)
         if to_probs.greedy:
             draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         else:
             draft_probs = torch.cat(probs)  # (γ', vocab)
-        return Proposal(draft_ids, draft_probs, len(drafted), tuple(torch.stack(confidences).tolist()),
+        unread = confidences[len(read):]
+        read += torch.stack(unread).tolist() if unread else []
+        return Proposal(draft_ids, draft_probs, len(drafted), tuple(read),
                         stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits))
 
 
