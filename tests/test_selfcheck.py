@@ -73,3 +73,20 @@ def test_the_self_check_refuses_model_flags_it_would_not_use(capsys):
     with pytest.raises(SystemExit):  # it loads the preset itself, in each precision
         main(["selfcheck", "--head", "some-folder"])
     assert "unrecognized arguments: --head some-folder" in capsys.readouterr().err
+
+
+def test_the_self_check_times_transformers_and_the_rounds_host_work(tmp_path):
+    """What users already run (plain generate() and its assisted generation with the draft model) beside the
+    lanes, added to the pair's own drafter's record; and a round's host time and reads, the GPU run's pace."""
+    config = replace(SMALL, skip=("record", "slots off"), max_new_tokens=12, num_prompts=2)
+    exact, text, checks = checked(config, tmp_path)
+    assert exact
+    (default,) = [row for row in checks["against_hf"] if row["gamma"] is None]
+    assert default["num_runs"] >= 1 and 0 < default["median_alone_over_plain"] and 0 < default["median_ours_over_hf"]
+    own = next(iter(json.loads((tmp_path / "records.json").read_text()).values()))
+    assert own["against_hf"] == checks["against_hf"]
+    host = checks["host_time"]
+    assert host["num_rounds"] > 0 and host["reads"] >= 1 and 0 < host["model_s"] < host["wall_s"] and host["c"] > 0
+    table = (tmp_path / "table.txt").read_text()
+    assert "against transformers (greedy" in table and "its assisted generation" in table
+    assert "host reads a round" in (tmp_path / "profile.txt").read_text()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -26,6 +27,7 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import draft_head_variant
 from specviz.decoding.engine import autoregressive_decode, clock, longest_text, speculative_decode, warm_up
 from specviz.decoding.events import Event
+from specviz.models.invariance import plain_copy
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.expectations import record_metadata
@@ -298,8 +300,12 @@ class HfResult:
 
 def plain_target(pair: ModelPair):
     """The pair's target as transformers loads it: `AutoModelForCausalLM.from_pretrained` on the same folder or
-    hub id, same precision and device, none of specviz's forwards or attention on it (what a user would time)."""
+    hub id, same precision and device, none of specviz's forwards or attention on it (what a user would time).
+    A target stored in specviz's compact format (the tiny pair's), which transformers cannot load, is copied with
+    every specviz forward taken off instead (invariance.plain_copy)."""
     parameter = next(pair.target.parameters())
+    if not Path(str(pair.target.name_or_path), "config.json").is_file() and "/" not in str(pair.target.name_or_path):
+        return plain_copy(pair.target)
     model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=parameter.dtype)
     return model.to(parameter.device).eval()
 
@@ -321,11 +327,13 @@ def ours_rate(decode: Callable[..., Iterator[Event]], pair: ModelPair, ids: list
     return trace.num_tokens / (clock(pair.device) - started)
 
 
-def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True) -> list[HfResult]:
+def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True,
+                   deadline: float | None = None) -> list[HfResult]:
     """Ours vs what a user of transformers runs, prompt by prompt in one process: plain `generate()` and
     `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's default schedule, on the target
     loaded plainly; with prompt lookup, `generate(prompt_lookup_num_tokens=γ)`. Ours (the target alone and the
-    speculative lane at every γ) is re-run here, so every ratio compares calls made seconds apart."""
+    speculative lane at every γ) is re-run here, so every ratio compares calls made seconds apart. `deadline`
+    (time.monotonic()): no prompt is started after it, once one has run."""
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
     with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"
@@ -344,6 +352,8 @@ def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, 
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):
+                if deadline is not None and cells and time.monotonic() > deadline:
+                    break
                 seed = config.seed + 1000 * repeat + index
                 plain = hf_rate(theirs, ids, temperature, config, seed, None, assisted=False)
                 alone = ours_rate(autoregressive_decode, pair, ids, config.decode_config(temperature, seed))

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections import Counter
 from contextlib import redirect_stdout
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -24,10 +25,11 @@ from typing import Callable
 import torch
 import transformers
 
-from specviz.analysis.bench import Prompt, load_prompts
+from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, load_prompts, run_against_hf
 from specviz.analysis.expectations import describe_machine
+from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds
 from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
-                                                check_exactness, profile_pair, profile_rounds)
+                                                check_exactness, profile_one_run, profile_pair)
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
@@ -41,6 +43,7 @@ PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must neve
 # Each phase's weight in the time left; the default precision's exactness matters most (the page's).
 WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5,
            "profile": 0.7, "slots off": 1.0, "bench, other precision": 0.6}
+HOST_PROMPTS = 4  # prompts the host-time profile runs (two passes and a counted one each)
 RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
 
@@ -164,20 +167,47 @@ class SelfCheck:
         return time.monotonic() > deadline
 
     def against_generate(self, deadline: float) -> bool:
-        result = baseline_against_generate(self.pair_in(self.precisions[0]), self.bench_set[1], self.config, deadline)
+        """The target alone against generate() in the first half of the time; in the second, the lanes against
+        what a user of transformers runs (plain generate() and its assisted generation with the draft model),
+        greedy, added to the pair's own drafter's record as `bench --against-hf` adds it."""
+        pair = self.pair_in(self.precisions[0])
+        result = baseline_against_generate(pair, self.bench_set[1], self.config,
+                                           time.monotonic() + (deadline - time.monotonic()) / 2)
         self.checks["baseline_vs_generate"] = result
         self.out.write("checks.json", self.checks)
         self.out.say(generate_line(result))
-        return result["cut"]
+        if pair.draft is None:
+            self.out.say("against transformers' assisted generation: the pair has no draft model")
+            return result["cut"]
+        engine = replace(BENCH_ENGINE, max_new_tokens=self.config.max_new_tokens, drafter=self.drafters[0])
+        bench = BenchConfig(engine, gammas=self.config.bench_gammas, temperatures=(0.0,), repeats=1)
+        hf = [asdict(r) for r in run_against_hf(pair, self.bench_set[1], bench, progress=False, deadline=deadline)]
+        self.checks["against_hf"] = hf
+        self.out.write("checks.json", self.checks)
+        own = next(iter(self.records), None)  # the default precision's own-drafter record, made first
+        if own is not None:
+            self.records[own]["against_hf"] = hf
+            self.out.write("records.json", self.records)
+        self.out.say(hf_line(hf))
+        return result["cut"] or time.monotonic() > deadline
 
     def profile(self, deadline: float) -> bool:
         pair = self.pair_in(self.precisions[0])
         text, self.profile_line = profile_pair(pair, self.config)
         self.out.write("profile.txt", text + "\n")
         self.out.say(self.profile_line)
-        rounds_text, rounds_line = profile_rounds(pair, self.sets["examples"][0], self.config)
+        rounds_text, rounds_line = profile_one_run(pair, self.sets["examples"][0], self.config)
         self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n")
         self.out.say(rounds_line)
+        # a round's time outside the models' forwards (the host's) and its host reads: on a GPU what sets the pace
+        host = profile_rounds(pair, self.bench_set[1][:HOST_PROMPTS],
+                              HostConfig(drafter=self.drafters[0], max_new_tokens=self.config.max_new_tokens))
+        self.checks["host_time"] = {**asdict(host), "host_s": host.host_s, "precision": pair.precision}
+        self.out.write("checks.json", self.checks)
+        host_text = format_host_profile(host, f"{pair.name}, {host.drafter}, γ {host.gamma}, greedy, on {pair.device} "
+                                              f"in {pair.precision}, {HOST_PROMPTS} {self.bench_set[0]} prompts")
+        self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n")
+        self.out.say(host_text.splitlines()[2].strip() + f"; {host.reads:.1f} host reads a round; c {host.c:.3f}")
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:
@@ -291,10 +321,27 @@ def generate_line(result: dict | None) -> str:
     return line + f" over {result['num_prompts']} prompts{' (cut)' if result['cut'] else ''}"
 
 
+def hf_line(results: list[dict]) -> str:
+    """Ours against transformers, greedy: the target alone and the speculative lane over plain generate(), and
+    the lane over assisted generation at transformers' default schedule (against our best γ per prompt)."""
+    if not results:
+        return "against transformers' generate() and assisted generation: not measured"
+    row = next((r for r in results if r["gamma"] is None), results[0])
+
+    def band(key: str) -> str:
+        return f"{row['median_' + key]:.2f}× ({row['min_' + key]:.2f}–{row['max_' + key]:.2f})"
+
+    schedule = "its default schedule" if row["gamma"] is None else f"γ {row['gamma']}"
+    return (f"against transformers (greedy, {row['num_runs']} prompts, whole calls): target alone "
+            f"{band('alone_over_plain')} plain generate(); speculative {band('ours_over_plain')} plain generate() "
+            f"and {band('ours_over_hf')} its assisted generation ({schedule})")
+
+
 def format_table(header: str, checks: dict, records: dict[str, dict], profile_line: str, phases: list[dict]) -> str:
     """The short table: what a reader of the command's last lines needs, from the run's own checks and records."""
     lines = [header, "", f"{'precision':<9} {'verify vs steps':<28} {'identical':>9} prompts (examples, held-out)"]
     lines += [exactness_row(result) for result in checks["exactness"]] + [generate_line(checks["baseline_vs_generate"])]
+    lines += [hf_line(checks["against_hf"])] if "against_hf" in checks else []
     lines += ["", "bench, best γ per record and temperature (1 repeat; records.json has every cell):", *best_rows(records)]
     lines += ["", f"profile: {profile_line or 'not run'}", "phases: " + "; ".join(
         f"{p['phase']} {p.get('used_s', '?')}/{p['budget_s']} s{' CUT' if p['cut'] else ''}" for p in phases)]

@@ -176,7 +176,7 @@ def profile_pair(pair: ModelPair, config: SelfCheckConfig) -> tuple[str, str]:
     return text, line
 
 
-def profile_rounds(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) -> tuple[str, str]:
+def profile_one_run(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) -> tuple[str, str]:
     """One speculative run of the page's defaults under torch's profiler: where a round spends what the
     forward profile does not see (Python, syncs, sampling, the drafter). Its top ops, and its wall time
     against its GPU time in one line."""
