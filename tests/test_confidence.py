@@ -1,4 +1,4 @@
-"""Easy and hard tokens (issue 26): acceptance against the target's confidence, from the engine's events to
+"""Easy and hard tokens: acceptance against the target's confidence, from the engine's events to
 the chart and its sentence. Hand-made events (milliseconds), and one tiny-pair run checked against the
 target's own forward."""
 

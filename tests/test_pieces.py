@@ -1,4 +1,4 @@
-"""Text in any language: byte-level tokens joined into the characters they make (issue 34).
+"""Text in any language: byte-level tokens joined into the characters they make.
 
 The default pair's tokenizer (SmolLM2, byte-level BPE) and the tiny-code pair's (GPT-2 layout) split an
 emoji, an Arabic, CJK or accented letter they have no token for into tokens of its UTF-8 bytes; decoded

@@ -123,7 +123,7 @@ def test_empty_traces_give_hint_figures():
         assert len(figure.data) == 0 and figure.layout.annotations
 
 
-# --- issue 9, "What a newcomer found": defects in rendering ------------------------------------
+# --- what a newcomer reads: hovers, plurals, whitespace and marks, an early end ------------------------------------
 
 
 def bonus_round(index: int, position: int, gamma: int = 1) -> RoundEvent:
@@ -234,7 +234,7 @@ def test_early_end_of_text_is_said_in_the_lane_and_the_stats():
     assert "done (token limit)" in render.stats_html(make_run())  # the other ending, said too
 
 
-# --- issue 9: claims the page checks rather than asserts -----------------------------------------
+# --- claims the page checks rather than asserts -----------------------------------------
 
 
 def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
@@ -333,9 +333,9 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
-    # Issue 34: the lane about to run first reads the prompt, which takes long for a long one: it says so.
+    # The lane about to run first reads the prompt, which takes long for a long one: it says so.
     assert "reading the prompt…" in render.lanes_html(run, active="speculative")[1]
-    # Issue 34: the stats' "why it stopped" row said "—" beside a lane saying "stopped".
+    # The stats' "why it stopped" row gives the reason beside a lane saying "stopped", never "—".
     stats = render.stats_html(run, stopped=True)
     row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
     assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
@@ -379,7 +379,7 @@ def decode_any(ids):
     return "".join(f"<{i}>" for i in ids)
 
 
-# --- issue 16: one verdict on whether speculation pays ----------------------------------------------------
+# --- one verdict on whether speculation pays ----------------------------------------------------
 
 
 def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.RunView:
@@ -633,8 +633,8 @@ def lane_reading(lane_html: str) -> str:
 
 
 def test_a_lane_reads_as_its_text_and_its_struck_drafts_without_rival_guesses_or_stop_marks():
-    """Issue 59: the lane read "… is London Scotland Dublin‖ Edinburgh": the rival guesses and the unsure stop's ‖
-    were drawn inline. They are marked ON_DEMAND (page.css hides them until the switch above the lanes is ticked):
+    """The lane reads as text, not "… is London Scotland Dublin‖ Edinburgh": the rival guesses and the unsure
+    stop's ‖ are not drawn inline. They are marked ON_DEMAND (page.css hides them until the switch above the lanes is ticked):
     left out, the lane reads as the prompt, the kept tokens in order and the rejected drafts (struck) where they
     were guessed, nothing else."""
     run, _ = rival_rounds()
@@ -701,7 +701,7 @@ def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
     assert "· not guaranteed here" in html
 
 
-# --- issue 26: a rival the target took, and Q1/Q2 in plain words --------------------------------------------
+# --- a rival the target took, and the inspector's questions in plain words --------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -787,7 +787,7 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     event = run.speculative.trace.rounds[0]
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (_, kept_title, _), (_, rejected_title, _), (own_class, own_title, _) = spans[:3]
-    # Issue 34: the kept draft's "(it was 81% sure)" named the drafter's figure after "the target's own top pick".
+    # Each figure names whose it is: a bare "(it was 81% sure)" after "the target's own top pick" read as the target's.
     assert kept_title.startswith("kept: ' f' was the target's own top pick here too (the target was 90% sure, the drafter 81%)")
     assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (the target was 62% sure); "
                                      "the drafter guessed ' <b>' (the drafter was 43% sure)")
@@ -863,8 +863,8 @@ def test_the_first_view_says_what_to_do_before_any_notation():
 
 
 def test_a_words_leading_space_sits_outside_its_coloured_box():
-    """Issue 34: where a line wrapped after the leading space of " Edinburgh", the space stayed on the first line
-    as an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
+    """Where a line wraps after the leading space of " Edinburgh", the space must not stay on the first line as
+    an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
     span = render.tokens.token_span(" Edinburgh", "accepted", "kept")
     assert span.startswith(' <span class="tok tok-accepted"') and ">Edinburgh</span>" in span
     assert re.sub(r"<[^>]+>", "", span) == " Edinburgh"  # the text itself is unchanged
@@ -874,6 +874,6 @@ def test_a_words_leading_space_sits_outside_its_coloured_box():
 
 
 def test_a_punctuation_rival_is_drawn_large_enough_to_see():
-    """Issue 34: a rival "." was a nearly invisible struck superscript."""
+    """A rival that is a symbol (".") gets a class of its own: as a struck superscript it was nearly invisible."""
     assert 'class="rival-symbol"' in render.tokens.rival_text(".")
     assert 'class="rival-symbol"' not in render.tokens.rival_text(" the")

@@ -158,7 +158,7 @@ def test_a_run_file_of_version_1_is_refused_with_what_to_do(tmp_path):
 
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
-    """Issue 31: a CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
+    """A CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
     from specviz.analysis.expectations import gpu_text_for
     from specviz.app.render.stats import setup_html, stats_dict
 

@@ -1,4 +1,4 @@
-"""One home for each setting (issue 27): the API's signature (as gradio documents it), the page's controls,
+"""One home for each setting: the API's signature (as gradio documents it), the page's controls,
 Request.parse and the CLI's `generate` all start from DecodeConfig's defaults. Read from each place, not
 from the declarations, and again with DecodeConfig's defaults moved, so a control or the API that grows
 its own literal fails here even while that literal happens to equal today's default."""

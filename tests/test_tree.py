@@ -381,7 +381,7 @@ class RivalsDrafter(Drafter):
 
 
 def test_rival_guesses_are_the_one_level_tree_the_trees_walk_judges():
-    """One mechanism (issue 32): an unsure first draft and its rivals are a tree of siblings, the drafter's
+    """One mechanism: an unsure first draft and its rivals are a tree of siblings, the drafter's
     own pick first; they are cut to the room a round has, and with no room left for one it is a plain chain."""
     ids = torch.zeros(1, 4, dtype=torch.long)  # (1, n)
     tree = draft_chain(RivalsDrafter(), ids, 3, room=8)

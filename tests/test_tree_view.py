@@ -1,4 +1,4 @@
-"""A tree round as the page shows it (issue 32 item 4), on real tree runs of the tiny-code pair (tree 8):
+"""A tree round as the page shows it, on real tree runs of the tiny-code pair (tree 8):
 the figure's layout (parents above children, the kept path marked, unexamined nodes grey), the mask it
 draws against the engine's own, each node's plain line, the inspector and the lane's mark."""
 

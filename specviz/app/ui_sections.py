@@ -76,8 +76,8 @@ class Page:
 
 def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     """Every chart of the run and its notes, in the page's order. `live_only` (a lane still running): only the
-    race and the rounds as they are decided; the others are left as they are until the lane ends, since each costs
-    ~50–120 ms of plotly once a run has 40 rounds, and drawing them all twice a second doubled a lane's time on screen."""
+    race and the rounds as they are decided; the others are left as they are until the lane ends, since each one's
+    plotly cost grows with the rounds drawn, and drawing them all twice a second would slow a lane on screen."""
     baseline = run.baseline.trace if run else Trace(lane="baseline")
     speculative = run.speculative.trace if run else Trace(lane="speculative")
     others = [run.lane(name).trace for name in run.lane_names if name not in ("baseline", "speculative")] if run else []
