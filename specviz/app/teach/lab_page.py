@@ -14,13 +14,12 @@ import plotly.graph_objects as go
 from specviz.app import render, zerogpu
 from specviz.app.lab import exactness
 from specviz.app.lab.exactness import SIGNIFICANCE, TOO_CLOSE, LabTally, verdict_of
-from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, label_of, separate_title_and_legend, with_hint
+from specviz.app.palette import COLORS, INK
+from specviz.app.plots import SECTION_HEIGHT, base_figure, label_of, separate_title_and_legend, with_hint
 from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.app.request import describe_error, whole_number
-from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note, until_stopped,
+from specviz.app.section_jobs import (
+    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.render.rule import WRONG_CHAIN, WRONG_RULE
@@ -203,11 +202,11 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
                            customdata=tally.counts[lane], hovertemplate="%{x}: %{y:.1%} (%{customdata} draws)<extra>" + name + "</extra>")
     figure.add_scatter(
         x=list(bin_labels), y=exact, mode="markers", name="exact, from the target's logits (± 2σ)", meta="exact",
-        marker={"symbol": "line-ew-open", "size": 30, "color": EXACT_COLOR, "line": {"width": 3, "color": EXACT_COLOR}},
+        marker={"symbol": "line-ew-open", "size": 30, "color": INK, "line": {"width": 3, "color": INK}},
         error_y={"type": "data", "array": spread, "visible": spread is not None, "color": "#777", "thickness": 1.5, "width": 6},
         hovertemplate="%{x}: exact %{y:.1%}<extra></extra>",
     )
-    figure.update_layout(barmode="group", height=TEACH_HEIGHT + 40, yaxis_tickformat=".0%",
+    figure.update_layout(barmode="group", height=SECTION_HEIGHT + 40, yaxis_tickformat=".0%",
                          xaxis={"type": "category", "tickangle": -30})
     separate_title_and_legend(figure)
     if not num_draws:

@@ -15,7 +15,7 @@ from specviz.app import plots, plots_round, render, step_lessons, zerogpu
 from specviz.app.lab import step_mode
 from specviz.app.page_files import page_file
 from specviz.app.request import Request, describe_error
-from specviz.app.teach.shared import load_prompt, parse_controls
+from specviz.app.section_jobs import load_prompt, parse_controls
 from specviz.app.wording import count
 from specviz.decoding.config import MAX_GAMMA, MAX_TREE
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent

@@ -18,16 +18,15 @@ from specviz.app.history import SweepRecord, run_history, sweep_key
 from specviz.app.lab import sweep
 from specviz.app.lab.sweep import SweepView
 from specviz.app.live import run_settings
-from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
+from specviz.app.palette import COLORS, INK
+from specviz.app.plots import SECTION_HEIGHT, base_figure, legend_below, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.render.tokens import escape_text
 from specviz.app.render.verdict import same_text, spread_for, verdict_html
 from specviz.app.settings import SETTING
 from specviz.app.request import Request, describe_error, whole_number
-from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note, until_stopped,
+from specviz.app.section_jobs import (
+    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.decoding.config import MAX_GAMMA
@@ -204,7 +203,7 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
                            marker={"symbol": "circle-open", "size": 20, "color": COLORS["accepted"],
                                    "line": {"width": 3}})
     top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
-    figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
+    figure.update_layout(height=SECTION_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
     legend_below(figure)  # four long names: above the plot on a phone they took a row each, over the title
     return figure
 
@@ -230,7 +229,7 @@ def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
     """One budget's measured medians with their min–max whiskers; the chain keeps the meta "measured"."""
     results = view.results_of(tree)
     index = view.trees.index(tree)
-    colour, symbol = (EXACT_COLOR, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
+    colour, symbol = (INK, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
     budget = (f"tree {tree}" if tree else "chain") + ": " if view.has_trees else ""
     figure.add_scatter(
         x=[r.gamma + nudge_of(view, tree) for r in results], y=[r.median_speedup for r in results], mode="markers",
