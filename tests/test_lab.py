@@ -17,11 +17,12 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz.app import render, step_lessons
+from specviz.app import render
+from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.teach import lab_page, sweep_page, theory_page
 
 from specviz.analysis import bench, theory
-from specviz.app.lab import exactness, explorer, step_mode, sweep
+from specviz.app.lab import exactness, explorer, sweep
 from specviz.analysis.bench import BenchResult
 from specviz.analysis.payoff import PREDICTION_ONLY, Payoff, Spread
 from specviz.decoding.config import DecodeConfig
@@ -179,7 +180,7 @@ def test_a_round_with_nothing_drafted_says_why():
         view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
     lane = view.speculative
     plain = next(event for event in lane.trace.rounds if event.gamma == 0)
-    html = step_lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3),
+    html = step_words.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3),
                                    greedy=False)
     assert "prompt lookup found no earlier occurrence" in html
     assert f"t{plain.next_id}" in html
@@ -194,7 +195,7 @@ def test_round_stages_name_the_rounds_tokens():
         view.add(event, decode)
     lane = view.speculative
     rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
-    html = step_lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3),
+    html = step_words.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3),
                                    greedy=False)
     for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
         assert f'data-stage="{stage}"' in html
@@ -210,11 +211,11 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
     for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
         view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
+    html = step_words.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
     assert html.count("then dropped: it comes after the end-of-text token") == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
-    assert "dropped" not in step_lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
+    assert "dropped" not in step_words.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
                                                   greedy=False)
 
 
@@ -428,7 +429,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
     view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
+    html = step_words.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
 
 
@@ -486,7 +487,7 @@ def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> lis
             view.add(event, decode_ids)
             if isinstance(event, RoundEvent):
                 lane = view.speculative
-                html = step_lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
+                html = step_words.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
                                                step.draft_room(event), greedy=config.temperature == 0)
                 shown.append((event, page_text(html)))
     step.close()
@@ -557,7 +558,7 @@ def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
     view = render.RunView("x", [1], gamma=4, settings={}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
         view.add(shown, decode)
-    html = step_lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room,
+    html = step_words.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room,
                                    greedy=False)
     assert "Only 2 of γ = 4: the heuristic γ schedule planned 2 for this round" in unescape(html)
 
@@ -587,7 +588,7 @@ def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
 @pytest.mark.parametrize("taken_index", [0, 1, None])
 def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     event, lane = rival_round(taken_index)
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5),
+    html = step_words.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5),
                                    greedy=True)
     assert 'data-stage="rivals"' in html
     text = page_text(html)
