@@ -354,7 +354,7 @@ def test_greedy_prompt_lookup_trees_write_the_target_alones_text(arch):
 def test_the_exactness_lab_and_step_mode_run_the_pages_tree():
     """Both teach a tree round now (the lab's wrong rule on a tree is typical acceptance, test_lab; step
     mode's stages, test_tree_view): a page set to a tree budget gives them trees."""
-    from specviz.app.lab.exactness import lab_config
+    from specviz.app.exactness_lab.draws import lab_config
     from specviz.app.step_mode.session import StepRun
 
     config = DecodeConfig(tree=8, gamma=3, max_new_tokens=12, stop_at_eos=False, drafter="model")
