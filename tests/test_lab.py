@@ -20,10 +20,11 @@ from scipy.stats import chi2
 from specviz.app import render
 from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.exactness_lab import draws as exactness, page as lab_page
-from specviz.app.teach import sweep_page, theory_page
+from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
+from specviz.app.teach import theory_page
 
 from specviz.analysis import bench, theory
-from specviz.app.lab import explorer, sweep
+from specviz.app.lab import explorer
 from specviz.analysis.bench import BenchResult
 from specviz.analysis.payoff import PREDICTION_ONLY, Payoff, Spread
 from specviz.decoding.config import DecodeConfig
