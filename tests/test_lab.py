@@ -1,5 +1,6 @@
-"""The teaching sections' logic (specviz.app.lab): the exactness lab's statistics, step mode, the
-theory explorer's curves and the γ sweep, on tiny random models (no downloads, seconds).
+"""The sections below the run (specviz.app.step_mode, exactness_lab, theory_explorer, gamma_sweep): the exactness
+lab's statistics, step mode, the theory explorer's curves and the γ sweep, on tiny random models (no downloads,
+seconds).
 
 The lab's test must be able to fail: the deliberately wrong rule (resample from p) is caught
 at the N used, on a draft that is over-confident where the target is not (a target whose
@@ -21,10 +22,9 @@ from specviz.app import render
 from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.exactness_lab import draws as exactness, page as lab_page
 from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
-from specviz.app.teach import theory_page
+from specviz.app.theory_explorer import page as theory_page, view as explorer
 
 from specviz.analysis import bench, theory
-from specviz.app.lab import explorer
 from specviz.analysis.bench import BenchResult
 from specviz.analysis.payoff import PREDICTION_ONLY, Payoff, Spread
 from specviz.decoding.config import DecodeConfig

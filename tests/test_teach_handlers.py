@@ -13,7 +13,7 @@ from specviz.analysis.payoff import Payoff
 from specviz.app import plots_round, ui
 from specviz.app.step_mode import page as step_page
 from specviz.app.exactness_lab import page as lab_page
-from specviz.app.teach import theory_page
+from specviz.app.theory_explorer import page as theory_page
 
 
 @pytest.fixture(scope="module")

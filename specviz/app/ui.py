@@ -36,7 +36,7 @@ from specviz.app.section_jobs import CONTROL_NAMES
 from specviz.app.exactness_lab.page import build_lab, wire_lab
 from specviz.app.step_mode.page import build_step_mode, wire_step_mode
 from specviz.app.gamma_sweep.page import build_sweep, wire_sweep
-from specviz.app.teach.theory_page import build_theory, wire_theory
+from specviz.app.theory_explorer.page import build_theory, wire_theory
 
 log = logging.getLogger("specviz.app.ui")
 

@@ -1,5 +1,6 @@
-"""The theory explorer: Leviathan et al.'s expected speedup against γ and where in the (c, α) plane speculation
-pays, at the sliders' values or the last run's measured ones (logic: specviz.app.lab.explorer)."""
+"""The theory explorer's page: Leviathan et al.'s expected speedup against γ and where in the (c, α) plane
+speculation pays, at the sliders' values or the last run's measured ones; its layout, handlers, wiring, figure
+and words (what the figure draws: `view`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import plotly.graph_objects as go
 
 from specviz.analysis.payoff import GammaAnswer, Payoff, judge_run
 from specviz.analysis.trace import Comparison, compare
-from specviz.app.lab import explorer
-from specviz.app.lab.explorer import TheoryView
+from specviz.app.theory_explorer.view import TheoryView, theory_view
 from specviz.app.palette import COLORS, INK
 from specviz.app.plots import SECTION_HEIGHT, base_figure
 from specviz.app.render.tokens import escape_text
@@ -45,7 +45,7 @@ def measured_of(run) -> tuple[Comparison | None, int | None]:
 def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     """The explorer's chart and note for the sliders' values, with the last run's point if there is one."""
     comparison, gamma = measured_of(run)
-    view = explorer.theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
+    view = theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                                 comparison.speedup if comparison else None)
     # the run's one verdict, as its stats give it, once both lanes are done
     verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
