@@ -19,6 +19,7 @@ import torch
 from scipy.stats import chi2
 
 from specviz.app import render
+from specviz.app.inspector import words as inspector_words
 from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.exactness_lab import draws as exactness, page as lab_page
 from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
@@ -444,8 +445,8 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
     view.add(RoundEvent("baseline", 0, 1, 0, (), 0, 1, "target", (1,), 0.0, 0.02, 0, 1), decode)
     view.add(cut, decode)
     lane_html = render.lanes_html(view)[1]
-    inspector = render.inspector_html(view, 0)
-    label = render.round_choices(view)[0][0]
+    inspector = inspector_words.inspector_html(view, 0)
+    label = inspector_words.round_choices(view)[0][0]
     explainer = render.explain_html(view)
     assert "accepted, then dropped: it comes after the end-of-text token" in lane_html
     assert "accepted, then dropped: it comes after the end-of-text token" in inspector

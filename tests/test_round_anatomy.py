@@ -142,7 +142,7 @@ def test_the_words_the_drawing_uses_are_said_under_it(runs, setup):
 
 
 def test_the_inspector_and_step_mode_draw_the_round(runs):
-    from specviz.app.inspector_page import inspector_values
+    from specviz.app.inspector.page import inspector_values
 
     view = runs["chain greedy"]
     event = drafted_rounds(view)[0]

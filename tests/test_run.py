@@ -8,6 +8,7 @@ import json
 import pytest
 
 from specviz.app import render
+from specviz.app.inspector import words as inspector_words
 from specviz.cli import main
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import decode_lanes
@@ -65,8 +66,8 @@ def test_a_replay_renders_the_same_lanes_as_the_live_run(tmp_path, drafter):
     assert render.lanes_html(replayed, names=LANES) == render.lanes_html(view, names=LANES)
     assert render.stats_html(replayed) == render.stats_html(view)
     assert render.explain_html(replayed) == render.explain_html(view)
-    chosen = render.default_round(view)
-    assert render.inspector_html(replayed, chosen) == render.inspector_html(view, chosen)
+    chosen = inspector_words.default_round(view)
+    assert inspector_words.inspector_html(replayed, chosen) == inspector_words.inspector_html(view, chosen)
     assert replayed.speculative.labels == view.speculative.labels
 
 

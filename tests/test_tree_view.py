@@ -110,7 +110,7 @@ def test_each_node_says_why_in_plain_words(runs):
 
 
 def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_rounds(runs):
-    from specviz.app.inspector_page import inspector_values
+    from specviz.app.inspector.page import inspector_values
 
     run = runs[0.0]
     event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.nodes))

@@ -30,7 +30,7 @@ from specviz.app.ui_handlers import (
     RUN_INPUTS, on_drafter_change, on_pair_change, pair_pick_js, on_queued, on_release, on_replay, on_run, on_stop,
 )
 from specviz.app.page_files import page_file
-from specviz.app.inspector_page import wire_inspector
+from specviz.app.inspector.page import wire_inspector
 from specviz.app.ui_sections import Page, build_page
 from specviz.app.section_jobs import CONTROL_NAMES
 from specviz.app.exactness_lab.page import build_lab, wire_lab
