@@ -1,6 +1,6 @@
 """A public server's `/generate` API, driven by gradio_client against real server subprocesses.
 
-Issue #10 ("safe to host in public"), seen from outside as a visitor sees it: a server started
+Safe to host in public, seen from outside as a visitor sees it: a server started
 as on a Hugging Face Space (SPACE_ID set) with only the hub's metadata call answered by a test
 double (tests/serve_with_fake_hub.py), and, for the pair cache, a server that may load local
 folders. Nothing downloads: HF_HUB_OFFLINE is set and the server's HF cache is an empty folder
@@ -161,7 +161,7 @@ def serve(home: Path, script: Path, overrides: dict[str, str]) -> Iterator[Serve
 
 @dataclass
 class Figures:
-    """What this module measured, printed at its end for the issue's closing note."""
+    """What this module measured, printed at its end as a report of what it saw."""
 
     values: dict[str, Any] = field(default_factory=dict)
     inputs_tried: list[str] = field(default_factory=list)

@@ -89,8 +89,8 @@ def test_the_default_pair_answers_in_english(page):
     assert speculative.get_attribute("data-tokens") == page.locator("#lane-baseline .lane").get_attribute("data-tokens")
     kept = speculative.locator(".tok-accepted, .tok-resample, .tok-bonus, .tok-target").all_inner_texts()
     assert "Edinburgh" in "".join(kept), kept
-    # Issue 34: a line wrapping after " Edinburgh"'s leading space left an empty coloured chip; the space sits
-    # before the box now, so no box of a word starts with one.
+    # A line wrapping after " Edinburgh"'s leading space must not leave an empty coloured chip: the space sits
+    # before the box, so no box of a word starts with one.
     boxed = page.locator("#lane-speculative .tok, #lane-baseline .tok").all_text_contents()
     assert not [text for text in boxed if text.startswith(" ") and text.strip()], boxed
     # Copying a lane copies its text: the speculative lane's struck drafts and rival guesses are left out
@@ -106,7 +106,7 @@ def test_the_default_pair_answers_in_english(page):
     assert exactness.get_attribute("data-bitwise") == "true" and "Exact here" in exactness.text_content()
     assert "exact by construction here" in page.locator('#stats .card-tile[data-figure="same-text"]').inner_text()
     assert page.locator("#stats .parted").count() == 0
-    # Easy and hard tokens (issue 26): a point per judged draft over acceptance by the target's confidence,
+    # Easy and hard tokens: a point per judged draft over acceptance by the target's confidence,
     # and under it one sentence in this run's own numbers.
     note = page.locator("#confidence-note .confidence-note")
     num_drafts = int(note.get_attribute("data-drafts"))
@@ -697,11 +697,11 @@ CHARTS_CLIPPED_JS = """
 
 @pytest.mark.parametrize("width", [400, 800, 1400])
 def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
-    """Issue 26: at 1400 px the pair's name ran under its arrow; at 800 px the legend's "rival guesses" was cut;
-    at 400 px the stats table, the inspector's min(1, p/q) column and the charts' titles (under their legends)
-    were. After a short sampled run (the inspector's widest table), no text in them is cut, nothing pushes the
-    page sideways, and every chart is drawn whole inside its box (issue 34: at 400 px a chart scrolling in its box
-    showed rounds 1–4 of 6, the theory explorer no c–α panel)."""
+    """Nothing is cut at any width: the pair's name beside its arrow (1400 px), the legend's "rival guesses"
+    (800 px), the stats table, the inspector's min(1, p/q) column and the charts' titles under their legends
+    (400 px). After a short sampled run (the inspector's widest table), no text in them is cut, nothing pushes the
+    page sideways, and every chart is drawn whole inside its box (a chart scrolling in its box at 400 px
+    would show some of its rounds, or the theory explorer without its c–α panel)."""
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.set_default_timeout(30_000)
     try:
@@ -776,8 +776,8 @@ ANY_LANGUAGE_PROMPT = "Reply only with three emoji and one Arabic word: 🎉 م�
 
 
 def test_emoji_and_arabic_read_as_characters_in_both_lanes_the_inspector_and_step_mode(page):
-    """Issue 34: a prompt of emoji and Arabic drew "�∅��∅��∅�" wherever a token held part of a character, and
-    the speculative lane became a wall of struck chips. Each token that holds only some of a character's bytes
+    """A prompt of emoji and Arabic must not draw "�∅��∅��∅�" wherever a token holds part of a character, nor
+    turn the speculative lane into a wall of struck chips. Each token that holds only some of a character's bytes
     is drawn ⋯ (explained on hover and in the legend), the token that completes it draws the whole character."""
     page.locator("#prompt textarea").fill(ANY_LANGUAGE_PROMPT)
     set_number(page, "max-new-tokens", 24)
@@ -808,7 +808,8 @@ def test_emoji_and_arabic_read_as_characters_in_both_lanes_the_inspector_and_ste
 
 
 def test_a_visitor_behind_another_run_is_told_their_run_is_queued(browser, app_url):
-    """Issue 34: a second visitor's page said "Ready: press Run." while gradio's queue line read "queue: 1/1"."""
+    """A second visitor's page says it waits in the queue, never "Ready: press Run." while gradio's queue line
+    reads "queue: 1/1"."""
     first, second = (browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in range(2))
     try:
         for visitor in (first, second):

@@ -138,7 +138,7 @@ def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():
 
 
 def test_the_rule_picks_the_tree_budget_as_it_picks_gamma():
-    """Issue 32: one rule over every (γ, tree budget) cell; a tie within the noise goes to the cheaper setup,
+    """One rule over every (γ, tree budget) cell; a tie within the noise goes to the cheaper setup,
     a chain before a tree, and a tree only where it beats the chains beyond the noise."""
     from dataclasses import replace
 

@@ -1,4 +1,4 @@
-"""Easy and hard tokens (issue 26): acceptance against the target's confidence, from the engine's events to
+"""Easy and hard tokens: acceptance against the target's confidence, from the engine's events to
 the chart and its sentence. Hand-made events (milliseconds), and one tiny-pair run checked against the
 target's own forward."""
 
@@ -12,8 +12,7 @@ import torch
 from specviz.analysis import confidence
 from specviz.analysis.trace import Trace
 from specviz.app import plots_confidence, render
-from specviz.app.teach import sweep_page
-from specviz.app.lab import sweep
+from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
 from specviz.app.ui_sections import chart_values
 from specviz.decoding.events import (
     FinishEvent, PrefillEvent, RoundEvent, RoundShape, TokenKind, TreeNode, event_from_dict, event_to_dict,

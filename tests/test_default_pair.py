@@ -309,7 +309,7 @@ def test_no_example_or_held_out_prompt_is_among_the_heads_own_requests():
 
 
 def test_the_draft_recipe_reads_the_heads_teacher_passes_in_the_heads_order(tmp_path):
-    """Item 4: the draft trains on the head recipe's teacher passes (the same signal), in the order
+    """The draft trains on the head recipe's teacher passes (the same signal), in the order
     the head trained on them, so the rows both hold out are the same; without them it says what to run."""
     import pytest
     import torch

@@ -148,7 +148,7 @@ def test_in_slots_the_measure_benches_slots_off_beside_them(tmp_path):
 
 
 def test_the_heads_gpu_recipe_travels_the_same_way_and_its_head_comes_back(tmp_path, luggage, tiny_target):
-    """`specviz.gpu train` (issue 33): the same set-up, then the head's recipe in a work folder outside $OUT that a
+    """`specviz.gpu train`: the same set-up, then the head's recipe in a work folder outside $OUT that a
     second call resumes; the head and what each phase did come back in $OUT."""
     gpu, env, store, work, out = stashed_first_part(tmp_path, luggage)
     recipe = ["--target", str(tiny_target), "--requests", "48", "--epochs", "1"]

@@ -96,7 +96,7 @@ def test_policy_defaults_follow_space_id_and_variables_override_them():
         allow_local_models=True, max_model_bytes=500_000_000, max_cached_pairs=3, max_new_tokens=256, max_prompt_tokens=2048,
         max_run_s=120, queue_size=16, max_sessions=500,
     )
-    # Issue 34: a host caps the prompt's tokens (a Space by default); elsewhere the models' context is the cap.
+    # A host caps the prompt's tokens (a Space by default); elsewhere the models' context is the cap.
     assert HostingPolicy.from_env({}).max_prompt_tokens == 0
     assert HostingPolicy.from_env({"SPECVIZ_MAX_PROMPT_TOKENS": "512"}).max_prompt_tokens == 512
     assert not HostingPolicy.from_env({"SPECVIZ_ALLOW_LOCAL_MODELS": "off"}).allow_local_models

@@ -1,5 +1,6 @@
-"""The teaching sections' logic (specviz.app.lab): the exactness lab's statistics, step mode, the
-theory explorer's curves and the γ sweep, on tiny random models (no downloads, seconds).
+"""The sections below the run (specviz.app.step_mode, exactness_lab, theory_explorer, gamma_sweep): the exactness
+lab's statistics, step mode, the theory explorer's curves and the γ sweep, on tiny random models (no downloads,
+seconds).
 
 The lab's test must be able to fail: the deliberately wrong rule (resample from p) is caught
 at the N used, on a draft that is over-confident where the target is not (a target whose
@@ -17,11 +18,14 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specviz.app import render, step_lessons
-from specviz.app.teach import lab_page, sweep_page, theory_page
+from specviz.app import render
+from specviz.app.inspector import words as inspector_words
+from specviz.app.step_mode import session as step_mode, words as step_words
+from specviz.app.exactness_lab import draws as exactness, page as lab_page
+from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
+from specviz.app.theory_explorer import page as theory_page, view as explorer
 
 from specviz.analysis import bench, theory
-from specviz.app.lab import exactness, explorer, step_mode, sweep
 from specviz.analysis.bench import BenchResult
 from specviz.analysis.payoff import PREDICTION_ONLY, Payoff, Spread
 from specviz.decoding.config import DecodeConfig
@@ -179,7 +183,7 @@ def test_a_round_with_nothing_drafted_says_why():
         view.add(event, lambda ids: "".join(f" t{token_id}" for token_id in ids))
     lane = view.speculative
     plain = next(event for event in lane.trace.rounds if event.gamma == 0)
-    html = step_lessons.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3),
+    html = step_words.round_html(plain, lane.round_texts[plain.round_index], lane.labels, 1, "prompt-lookup", room_of(3),
                                    greedy=False)
     assert "prompt lookup found no earlier occurrence" in html
     assert f"t{plain.next_id}" in html
@@ -194,7 +198,7 @@ def test_round_stages_name_the_rounds_tokens():
         view.add(event, decode)
     lane = view.speculative
     rejected = next(event for event in lane.trace.rounds if event.next_kind == "resample")
-    html = step_lessons.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3),
+    html = step_words.round_html(rejected, lane.round_texts[rejected.round_index], lane.labels, 1, "model", room_of(3),
                                    greedy=False)
     for stage in ("draft", "verify", "accept", "verdict", "correction", "rollback"):
         assert f'data-stage="{stage}"' in html
@@ -210,11 +214,11 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
     for event in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), cut):
         view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
+    html = step_words.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
     assert html.count("then dropped: it comes after the end-of-text token") == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
-    assert "dropped" not in step_lessons.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
+    assert "dropped" not in step_words.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
                                                   greedy=False)
 
 
@@ -276,7 +280,7 @@ def test_sweep_runs_the_bench_loop_with_progress():
 
 
 def test_a_sweep_with_a_tree_budget_times_a_chain_and_that_tree_at_every_gamma():
-    """Issue 32: the page's tree budget was dropped, so the sweep timed chains only and its pick ignored trees."""
+    """The sweep keeps the page's tree budget: dropped, the sweep would time chains only and its pick ignore trees."""
     pair = tiny_pair("gpt2")
     config = sweep.sweep_config(DecodeConfig(temperature=0.0, max_new_tokens=8, tree=4), (1, 2), repeats=1)
     assert config.trees == (0, 4)
@@ -374,7 +378,7 @@ def test_a_sweep_of_one_repeat_is_judged_with_the_band_one_run_has_here_as_the_s
     assert three.payoff.measured[0].spread is None  # repeats give their own spread: the band is for one run
 
 
-# --- issue 16: the sweep and the theory explorer give the one verdict ----------------------------------------
+# --- the sweep and the theory explorer give the one verdict ----------------------------------------
 
 
 def test_a_sweep_where_nothing_beats_the_target_recommends_none():
@@ -428,7 +432,7 @@ def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():
     view.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode)
     view.add(event, decode)
     lane = view.speculative
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
+    html = step_words.round_html(event, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
     assert "the target's favourite would be" in html and ">return<" in html and "#6" not in html
 
 
@@ -441,8 +445,8 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
     view.add(RoundEvent("baseline", 0, 1, 0, (), 0, 1, "target", (1,), 0.0, 0.02, 0, 1), decode)
     view.add(cut, decode)
     lane_html = render.lanes_html(view)[1]
-    inspector = render.inspector_html(view, 0)
-    label = render.round_choices(view)[0][0]
+    inspector = inspector_words.inspector_html(view, 0)
+    label = inspector_words.round_choices(view)[0][0]
     explainer = render.explain_html(view)
     assert "accepted, then dropped: it comes after the end-of-text token" in lane_html
     assert "accepted, then dropped: it comes after the end-of-text token" in inspector
@@ -471,7 +475,7 @@ def test_the_labs_example_says_what_it_changed():
     assert "top-k 10" in html and "N = 500" in html and "cleared" in html
 
 
-# --- issue 26: step mode's reasons and rival guesses ---------------------------------------------------------------
+# --- step mode's reasons and rival guesses ---------------------------------------------------------------
 
 
 def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> list[tuple[RoundEvent, str]]:
@@ -486,7 +490,7 @@ def step_stages(pair: ModelPair, prompt: list[int], config: DecodeConfig) -> lis
             view.add(event, decode_ids)
             if isinstance(event, RoundEvent):
                 lane = view.speculative
-                html = step_lessons.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
+                html = step_words.round_html(event, lane.round_texts[event.round_index], lane.labels, 1, config.drafter,
                                                step.draft_room(event), greedy=config.temperature == 0)
                 shown.append((event, page_text(html)))
     step.close()
@@ -503,8 +507,8 @@ def decode_ids(ids):
 
 
 def test_step_mode_says_the_confidence_stop_not_the_token_limit_when_drafting_stops_early():
-    """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the drafter's confidence
-    stop had ended the round. The reason is the real one, in the round's own numbers."""
+    """A round the drafter's confidence stop ended says so, not "Only 1 of γ = 3: the token limit is near." at
+    token 2 of 64. The reason is the real one, in the round's own numbers."""
     pair = tiny_pair("gpt2")  # random weights: the draft is never 90% sure
     config = DecodeConfig(gamma=3, temperature=1.0, max_new_tokens=12, seed=2, draft_confidence=0.9, rivals=0,
                           stop_at_eos=False)
@@ -557,7 +561,7 @@ def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
     view = render.RunView("x", [1], gamma=4, settings={}, lanes=("speculative",))
     for shown in (PrefillEvent("speculative", 1, 2, 0.012, 1, 1), event):
         view.add(shown, decode)
-    html = step_lessons.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room,
+    html = step_words.round_html(event, view.speculative.round_texts[0], view.speculative.labels, 5, "model", room,
                                    greedy=False)
     assert "Only 2 of γ = 4: the heuristic γ schedule planned 2 for this round" in unescape(html)
 
@@ -587,7 +591,7 @@ def rival_round(taken_index: int | None) -> tuple[RoundEvent, render.LaneView]:
 @pytest.mark.parametrize("taken_index", [0, 1, None])
 def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     event, lane = rival_round(taken_index)
-    html = step_lessons.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5),
+    html = step_words.round_html(event, lane.round_texts[0], lane.labels, 1, "head", room_of(3, threshold=0.5),
                                    greedy=True)
     assert 'data-stage="rivals"' in html
     text = page_text(html)
@@ -605,18 +609,18 @@ def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     assert outcome in rivals
 
 
-# --- issue 26: one answer to "which γ" -----------------------------------------------------------------------
+# --- one answer to "which γ" -----------------------------------------------------------------------
 
 
-def issue_26_sweep() -> list[BenchResult]:
-    """The sweep the issue quotes: γ 1–6 × 2 repeats, every median 1.20–1.27×, the best at the range's edge."""
+def flat_sweep() -> list[BenchResult]:
+    """A flat sweep: γ 1–6 × 2 repeats, every median 1.20–1.27×, the best at the range's edge."""
     cells = [(1, 1.20, 1.19, 1.21), (2, 1.24, 1.23, 1.25), (3, 1.25, 1.24, 1.26), (4, 1.23, 1.22, 1.24),
              (5, 1.26, 1.25, 1.27), (6, 1.27, 1.26, 1.27)]
     return [dataclasses.replace(bench_result(*cell), num_runs=2) for cell in cells]
 
 
 def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
-    view = sweep.sweep_view(issue_26_sweep())
+    view = sweep.sweep_view(flat_sweep())
     assert view.best_gamma == 6  # the highest median, 1.27×…
     assert view.tied_gammas == (2, 3, 4, 5, 6)  # …but γ 2–5 are within 5% of it; γ = 1's 1.20× is not
     assert view.recommended_gamma == 2 and view.payoff.at_range_edge is None
@@ -632,10 +636,10 @@ def test_medians_within_the_noise_are_a_tie_and_it_goes_to_the_smaller_gamma():
     assert "the formula predicts" in html and "a prediction, not a measurement" in html
     assert "recommended γ = 2" in sweep_page.gamma_sweep(view).layout.title.text
     # the bench's text and JSON give the same answer by the same rule
-    assert bench.payoff_of(issue_26_sweep(), 0.0).recommended_gamma == 2
-    table = bench.format_table(issue_26_sweep())
+    assert bench.payoff_of(flat_sweep(), 0.0).recommended_gamma == 2
+    table = bench.format_table(flat_sweep())
     assert "recommended γ = 2: " in table and "the formula predicts" in table and "recommended γ = 6" not in table
-    record = bench.recommendation_record(issue_26_sweep(), 0.0)
+    record = bench.recommendation_record(flat_sweep(), 0.0)
     assert record["gamma"] == 2 and record["best_median_gamma"] == 6 and record["tied_gammas"] == [2, 3, 4, 5, 6]
 
 
@@ -678,13 +682,13 @@ def test_the_runs_stats_table_gives_one_recommendation_with_the_formula_beside_i
     assert f"at this α̂ = {stats['acceptance_rate']:.2f}, c = " in table  # its own figures: a sweep's differ
 
 
-# --- issue 26: the lab's verdict against its threshold, and where it tests -------------------------------------------
+# --- the lab's verdict against its threshold, and where it tests -------------------------------------------
 
 
 def test_the_labs_verdict_states_its_threshold_and_agrees_with_the_whiskers():
-    """Issue 26: "Target alone: p-value = 0.03 — consistent with …" beside a bar outside its ±2σ whisker, with
-    the 0.01 threshold named only for the wrong rule. Each verdict now says it against the threshold, and a bar
-    outside its whisker is said to happen about 1 time in 20 by chance."""
+    """Each verdict is said against its threshold (a bare "Target alone: p-value = 0.03 — consistent with …"
+    beside a bar outside its ±2σ whisker, with the 0.01 threshold named only for the wrong rule, reads as a
+    contradiction), and a bar outside its whisker is said to happen about 1 time in 20 by chance."""
     html = unescape(lab_page.lab_status_html(500, 500, {"baseline": 0.03, "speculative": 2e-9}, 13, True, 60.0,
                                             outside={"baseline": 1, "speculative": 5}))
     assert ("Target alone: p-value = 0.03 ≥ 0.01: no evidence against the target's exact distribution, though 1 of "

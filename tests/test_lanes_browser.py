@@ -1,4 +1,4 @@
-"""Issue 59, in a real browser: the speculative lane reads as text (rival guesses, the unsure stop's ‖ and a tree's
+"""In a real browser: the speculative lane reads as text (rival guesses, the unsure stop's ‖ and a tree's
 branch count shown only on demand, by the switch above the lanes), and a lane's first words stay in reach (a box
 follows its newest tokens only while the visitor has not scrolled it up; on a phone a finished lane shows whole).
 

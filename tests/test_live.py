@@ -134,7 +134,7 @@ def test_a_run_past_the_hosts_time_cap_stops_with_a_message():
 
 
 def test_once_a_lane_finishes_the_next_lane_says_it_is_reading_the_prompt():
-    """Issue 34: during the speculative lane's prefill of a long prompt its box said "waiting"."""
+    """During the speculative lane's prefill of a long prompt its box says it reads the prompt, not "waiting"."""
     run = new_run(("baseline", "speculative"))
     events = lane_events("baseline", 1) + lane_events("speculative", 1)
     for progress in live.stream_events(run, events, decode):

@@ -12,10 +12,10 @@ import pytest
 from specviz.analysis import expectations, payoff
 from specviz.analysis.bench import BenchResult
 from specviz.app import render
-from specviz.app.lab import sweep
+from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
 from specviz.app.render.stats import comparison_of
 from specviz.app.render.verdict import verdict_html, which_gamma
-from specviz.app.teach import sweep_page, theory_page
+from specviz.app.theory_explorer import page as theory_page
 from tests.test_expectations import a_gpu_record, a_record, write_records
 from tests.test_render import timed_run, visible_text
 

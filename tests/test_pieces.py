@@ -1,4 +1,4 @@
-"""Text in any language: byte-level tokens joined into the characters they make (issue 34).
+"""Text in any language: byte-level tokens joined into the characters they make.
 
 The default pair's tokenizer (SmolLM2, byte-level BPE) and the tiny-code pair's (GPT-2 layout) split an
 emoji, an Arabic, CJK or accented letter they have no token for into tokens of its UTF-8 bytes; decoded
@@ -16,6 +16,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from specviz.app import render
+from specviz.app.inspector import words as inspector_words
 from specviz.app.render import pieces
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
 from specviz.models.convert import converted_dir
@@ -104,7 +105,7 @@ def test_a_speculative_round_joins_a_drafted_character_and_the_inspector_names_i
     assert texts.drafted[0] == "" and pieces.REPLACEMENT not in "".join(texts.drafted + texts.own)
     assert texts.own[0].endswith("🦀") and run.speculative.text.endswith("🦀")  # the correction makes the crab
     assert texts.drafted[-1].endswith("🦊") or pieces.REPLACEMENT not in texts.drafted[-1]  # the rejected guess
-    inspector = html_text.unescape(render.inspector_html(run, 0))
+    inspector = html_text.unescape(inspector_words.inspector_html(run, 0))
     assert pieces.REPLACEMENT not in re.sub(r"<[^>]+>", "", inspector) and "🦀" in inspector
     assert "spells it in UTF-8 bytes over 2–4 tokens" in inspector  # "(part of a character)" explained once
 

@@ -1,4 +1,4 @@
-"""plots.py figures on hand-made events (issue 9's chart defects): no models, milliseconds."""
+"""plots.py figures on hand-made events: no models, milliseconds."""
 
 from __future__ import annotations
 

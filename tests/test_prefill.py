@@ -1,5 +1,5 @@
-"""Long prompts (issue 34): a host's cap on prompt tokens, the measured prefill speed and the reading time
-a page says before a long prompt is read (a 6,000-word prompt ran 288 s with only "Generating…")."""
+"""Long prompts: a host's cap on prompt tokens, the measured prefill speed and the reading time a page says
+before a long prompt is read (minutes under a bare "Generating…" read as a hang)."""
 
 from __future__ import annotations
 

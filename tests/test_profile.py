@@ -47,7 +47,7 @@ def test_a_profile_splits_the_measured_forward_into_its_parts(arch):
 
 
 def test_a_profile_times_tree_verifies_per_budget():
-    """Issue 32: the verify's cost per tree budget, its rows under a tree mask (each reads its own path's keys)."""
+    """The verify's cost per tree budget, its rows under a tree mask (each reads its own path's keys)."""
     pair = tiny_pair("llama", vocab_size=4096)
     profiles = profile_target(pair, replace(SMALL, trees=(4, 8)))
     assert [(p.num_tokens, p.tree) for p in profiles] == [(1, 0), (4, 0), (5, 4), (9, 8)]

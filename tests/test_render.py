@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from specviz.app import palette, plots, render
+from specviz.app.inspector import words as inspector_words
 
 from specviz.analysis import payoff
 from specviz.decoding.events import FinishEvent, PositionDetail, PrefillEvent, RoundEvent
@@ -89,15 +90,15 @@ def test_stats_inspector_and_explainer():
     json.dumps(stats)  # the API returns it as JSON
     html = render.stats_html(run)
     assert 'class="speedup"' in html and "×" in html
-    assert render.default_round(run) == 0
-    inspector = render.inspector_html(run, 0)
+    assert inspector_words.default_round(run) == 0
+    inspector = inspector_words.inspector_html(run, 0)
     assert inspector.count("inspect-row") == 4  # three drafts + the resample
     assert "not examined" in inspector
     explainer = render.explain_html(run)
     assert "In round 1" in explainer and "In round 2" in explainer
-    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
+    assert [label for label, _ in inspector_words.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
     run.speculative.greedy = True  # at temperature 0 nothing is drawn: the correction is the target's own pick
-    assert [label for label, _ in render.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
+    assert [label for label, _ in inspector_words.round_choices(run)][0].startswith("round 1: 1/3 accepted, replacement")
 
 
 def test_figures_have_data():
@@ -123,7 +124,7 @@ def test_empty_traces_give_hint_figures():
         assert len(figure.data) == 0 and figure.layout.annotations
 
 
-# --- issue 9, "What a newcomer found": defects in rendering ------------------------------------
+# --- what a newcomer reads: hovers, plurals, whitespace and marks, an early end ------------------------------------
 
 
 def bonus_round(index: int, position: int, gamma: int = 1) -> RoundEvent:
@@ -167,7 +168,7 @@ def test_counts_of_one_are_singular():
     run = make_gamma1_run()
     _, speculative_html = render.lanes_html(run)
     assert "all 1 drafts" not in speculative_html and "bonus: the 1 draft accepted" in speculative_html
-    inspector = render.inspector_html(run, 0)
+    inspector = inspector_words.inspector_html(run, 0)
     assert "proposed 1 token;" in inspector and "checked it" in inspector and "(1 draft pass)" in inspector
     explainer = render.explain_html(run)
     assert "the 1 draft was accepted" in explainer and "1 token for one target pass" in explainer
@@ -234,7 +235,7 @@ def test_early_end_of_text_is_said_in_the_lane_and_the_stats():
     assert "done (token limit)" in render.stats_html(make_run())  # the other ending, said too
 
 
-# --- issue 9: claims the page checks rather than asserts -----------------------------------------
+# --- claims the page checks rather than asserts -----------------------------------------
 
 
 def greedy_pair_of_lanes(speculative_ids: list[int]) -> render.RunView:
@@ -333,9 +334,9 @@ def test_stopped_lanes_say_so():
     assert "generating" not in baseline_html + speculative_html
     assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
-    # Issue 34: the lane about to run first reads the prompt, which takes long for a long one: it says so.
+    # The lane about to run first reads the prompt, which takes long for a long one: it says so.
     assert "reading the prompt…" in render.lanes_html(run, active="speculative")[1]
-    # Issue 34: the stats' "why it stopped" row said "—" beside a lane saying "stopped".
+    # The stats' "why it stopped" row gives the reason beside a lane saying "stopped", never "—".
     stats = render.stats_html(run, stopped=True)
     row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
     assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
@@ -370,7 +371,7 @@ def test_the_resampled_token_always_has_its_bar_and_its_probabilities():
     run = render.RunView("x", [1], gamma=1, settings={"temperature": 1.0})
     run.add(PrefillEvent("speculative", 1, 2, 0.01, 1, 1), decode_any)
     run.add(event, decode_any)
-    row = render.inspector_html(run, 0).split('inspect-resample')[1]
+    row = inspector_words.inspector_html(run, 0).split('inspect-resample')[1]
     assert f"residual probability {float(residual[tail_id]):.3f}" in row
     assert row.count(">—<") == 2  # only min(1, p/q) and r stay empty
 
@@ -379,7 +380,7 @@ def decode_any(ids):
     return "".join(f"<{i}>" for i in ids)
 
 
-# --- issue 16: one verdict on whether speculation pays ----------------------------------------------------
+# --- one verdict on whether speculation pays ----------------------------------------------------
 
 
 def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.RunView:
@@ -495,9 +496,9 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     assert "(the drafter was 91% sure)" in html_text.unescape(lane)  # every draft's hover says how sure the draft was
     # greedy: the one-hot q(x) = 1 beside "34% sure" read as a contradiction, and r decides nothing: neither is shown
     assert "(the drafter was 34% sure)" in html_text.unescape(lane) and "q(x)" not in lane and "r = " not in lane
-    inspector = render.inspector_html(run, 0)
+    inspector = inspector_words.inspector_html(run, 0)
     assert "Drafting stopped after 2 tokens" in inspector and "34%" in inspector and "q(x)" not in inspector
-    assert "stopped" not in render.inspector_html(run, 1)
+    assert "stopped" not in inspector_words.inspector_html(run, 1)
 
 
 def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
@@ -587,7 +588,7 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     assert ("so the round took it: a token the chain alone would have lost" in lane
             and "none of them was the target's own choice" in lane)
     assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
-    inspector = html_text.unescape(render.inspector_html(run, 0))
+    inspector = html_text.unescape(inspector_words.inspector_html(run, 0))
     assert "Rival guesses: the drafter was unsure" in inspector
     # the one pass checked three guesses, not "1 token … it"
     assert ("the drafter proposed 1 token and 2 rival guesses for its first position; the target checked all 3 in one "
@@ -633,8 +634,8 @@ def lane_reading(lane_html: str) -> str:
 
 
 def test_a_lane_reads_as_its_text_and_its_struck_drafts_without_rival_guesses_or_stop_marks():
-    """Issue 59: the lane read "… is London Scotland Dublin‖ Edinburgh": the rival guesses and the unsure stop's ‖
-    were drawn inline. They are marked ON_DEMAND (page.css hides them until the switch above the lanes is ticked):
+    """The lane reads as text, not "… is London Scotland Dublin‖ Edinburgh": the rival guesses and the unsure
+    stop's ‖ are not drawn inline. They are marked ON_DEMAND (page.css hides them until the switch above the lanes is ticked):
     left out, the lane reads as the prompt, the kept tokens in order and the rejected drafts (struck) where they
     were guessed, nothing else."""
     run, _ = rival_rounds()
@@ -701,7 +702,7 @@ def test_the_exactness_this_machine_gives_comes_before_any_speed_figure():
     assert "· not guaranteed here" in html
 
 
-# --- issue 26: a rival the target took, and Q1/Q2 in plain words --------------------------------------------
+# --- a rival the target took, and the inspector's questions in plain words --------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -756,7 +757,7 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     assert markers or len(event.guesses) == 2  # drawn, unless the taken rival and the first pick were all
     assert all(first_text not in shown.split(" ") for shown in markers)
     # the inspector says it first, in words, and lists the first pick before the rival it lost to
-    inspector = html_text.unescape(render.inspector_html(run, event.round_index))
+    inspector = html_text.unescape(inspector_words.inspector_html(run, event.round_index))
     assert f"Why was '{first_text}' thrown away? The target's own top pick here was '{texts.drafted[0]}'" in inspector
     assert inspector.index("rejected: the drafter's first pick") < inspector.index("taken: the target's own pick")
     # what the lane keeps is still the round's emitted tokens, the taken rival first; only the first pick is struck
@@ -787,7 +788,7 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     event = run.speculative.trace.rounds[0]
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (_, kept_title, _), (_, rejected_title, _), (own_class, own_title, _) = spans[:3]
-    # Issue 34: the kept draft's "(it was 81% sure)" named the drafter's figure after "the target's own top pick".
+    # Each figure names whose it is: a bare "(it was 81% sure)" after "the target's own top pick" read as the target's.
     assert kept_title.startswith("kept: ' f' was the target's own top pick here too (the target was 90% sure, the drafter 81%)")
     assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (the target was 62% sure); "
                                      "the drafter guessed ' <b>' (the drafter was 43% sure)")
@@ -795,8 +796,8 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     assert "tok-resample" in own_class and own_title.startswith("the target's own pick, in place of the rejected ' <b>'")
     for title in (kept_title, rejected_title, own_title):  # nothing that decides nothing at temperature 0
         assert "q(x)" not in title and "r = " not in title and "min(1, p/q)" not in title and "1.000" not in title
-    inspector = html_text.unescape(render.inspector_html(run, 0))
-    words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
+    inspector = html_text.unescape(inspector_words.inspector_html(run, 0))
+    words = html_text.unescape(visible_text(inspector_words.inspector_html(run, 0)))
     assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (the target was 62% sure)")
     assert "Where did ' x' come from? It is the target's own pick" in words
     assert "r ~ U(0, 1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
@@ -814,11 +815,11 @@ def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it
                                      "so rejected\n")
     assert "q(x) = 0.500 · p(x) = 0.205 · min(1, p/q) = 0.410 · r = 0.770" in rejected_title  # kept, after the line
     assert own_title.startswith("resampled from the residual norm(max(0, p − q)), in place of the rejected ' <b>'")
-    words = html_text.unescape(visible_text(render.inspector_html(run, 0)))
+    words = html_text.unescape(visible_text(inspector_words.inspector_html(run, 0)))
     assert words.strip().startswith("Why was ' <b>' rejected? Accepted with probability min(1, p/q) = 0.41; the coin "
                                     "r = 0.77 was above it, so rejected.")
     assert "Where did ' x' come from? It is resampled from the residual norm(max(0, p − q))" in words
-    assert "r ~ U(0, 1)" in html_text.unescape(render.inspector_html(run, 0))
+    assert "r ~ U(0, 1)" in html_text.unescape(inspector_words.inspector_html(run, 0))
 
 
 def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_the_cards_figures():
@@ -863,8 +864,8 @@ def test_the_first_view_says_what_to_do_before_any_notation():
 
 
 def test_a_words_leading_space_sits_outside_its_coloured_box():
-    """Issue 34: where a line wrapped after the leading space of " Edinburgh", the space stayed on the first line
-    as an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
+    """Where a line wraps after the leading space of " Edinburgh", the space must not stay on the first line as
+    an empty coloured chip. The space is drawn before the box, so a wrap there leaves plain space."""
     span = render.tokens.token_span(" Edinburgh", "accepted", "kept")
     assert span.startswith(' <span class="tok tok-accepted"') and ">Edinburgh</span>" in span
     assert re.sub(r"<[^>]+>", "", span) == " Edinburgh"  # the text itself is unchanged
@@ -874,6 +875,6 @@ def test_a_words_leading_space_sits_outside_its_coloured_box():
 
 
 def test_a_punctuation_rival_is_drawn_large_enough_to_see():
-    """Issue 34: a rival "." was a nearly invisible struck superscript."""
+    """A rival that is a symbol (".") gets a class of its own: as a struck superscript it was nearly invisible."""
     assert 'class="rival-symbol"' in render.tokens.rival_text(".")
     assert 'class="rival-symbol"' not in render.tokens.rival_text(" the")

@@ -142,7 +142,7 @@ def test_the_words_the_drawing_uses_are_said_under_it(runs, setup):
 
 
 def test_the_inspector_and_step_mode_draw_the_round(runs):
-    from specviz.app.inspector_page import inspector_values
+    from specviz.app.inspector.page import inspector_values
 
     view = runs["chain greedy"]
     event = drafted_rounds(view)[0]
@@ -156,7 +156,7 @@ def test_the_inspector_and_step_mode_draw_the_round(runs):
 def test_step_modes_captions_say_what_the_drawing_draws(runs, setup):
     """Step mode gives each stage of a chain round in one line (its paragraph a click away): the rows of the
     verify, each draft's verdict and the rows dropped are the drawing's own figures."""
-    from specviz.app.step_lessons import chain_captions, stages_html
+    from specviz.app.step_mode.words import chain_captions, stages_html
 
     view = runs[setup]
     lane = view.speculative

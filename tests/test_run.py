@@ -8,6 +8,7 @@ import json
 import pytest
 
 from specviz.app import render
+from specviz.app.inspector import words as inspector_words
 from specviz.cli import main
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import decode_lanes
@@ -65,8 +66,8 @@ def test_a_replay_renders_the_same_lanes_as_the_live_run(tmp_path, drafter):
     assert render.lanes_html(replayed, names=LANES) == render.lanes_html(view, names=LANES)
     assert render.stats_html(replayed) == render.stats_html(view)
     assert render.explain_html(replayed) == render.explain_html(view)
-    chosen = render.default_round(view)
-    assert render.inspector_html(replayed, chosen) == render.inspector_html(view, chosen)
+    chosen = inspector_words.default_round(view)
+    assert inspector_words.inspector_html(replayed, chosen) == inspector_words.inspector_html(view, chosen)
     assert replayed.speculative.labels == view.speculative.labels
 
 
@@ -158,7 +159,7 @@ def test_a_run_file_of_version_1_is_refused_with_what_to_do(tmp_path):
 
 
 def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
-    """Issue 31: a CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
+    """A CPU-only page shows what a GPU run looks like; its setup line names the GPU before any figure."""
     from specviz.analysis.expectations import gpu_text_for
     from specviz.app.render.stats import setup_html, stats_dict
 

@@ -1,4 +1,4 @@
-"""The noise in plain sight (issue 34, defect 7 and item 6): the page keeps its runs, the verdict's band is
+"""The noise in plain sight: the page keeps its runs, the verdict's band is
 measured (the bench's record or the page's own repeats), never assumed, and unequal texts get no verdict."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ NO_SPREAD = "has not been measured"
 
 
 def test_lanes_of_different_texts_get_no_verdict_even_beside_a_measured_spread(monkeypatch):
-    # the issue's case: T = 1, lanes of different lengths, a speedup a single-run band would call a gain
+    # T = 1, lanes of different lengths, a speedup a single-run band would call a gain
     monkeypatch.setattr("specviz.app.render.verdict.spread_here", lambda *args: payoff.Spread(0.9, 1.1, "the bench"))
     run = make_run()  # T = 1: 6 tokens alone, 7 speculative
     stats = render.stats_dict(run)

@@ -1,4 +1,4 @@
-"""One home for each setting (issue 27): the API's signature (as gradio documents it), the page's controls,
+"""One home for each setting: the API's signature (as gradio documents it), the page's controls,
 Request.parse and the CLI's `generate` all start from DecodeConfig's defaults. Read from each place, not
 from the declarations, and again with DecodeConfig's defaults moved, so a control or the API that grows
 its own literal fails here even while that literal happens to equal today's default."""
@@ -79,8 +79,7 @@ def test_a_literal_anywhere_would_show_when_the_engines_defaults_move():
 def test_every_setting_is_declared_once_and_derived_everywhere():
     import inspect
 
-    from specviz.app import settings, ui, ui_handlers
-    from specviz.app.teach import shared
+    from specviz.app import section_jobs, settings, ui, ui_handlers
     from specviz.app.request import Request
     from specviz.decoding.config import DecodeConfig
 
@@ -89,7 +88,7 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
     assert list(inspect.signature(ui.generate).parameters) == names  # the API, in the declarations' order
     assert ui_handlers.RUN_INPUTS == (*names, "pace")
     assert set(ui.SLIDER_NAMES) == {setting.name for setting in settings.SETTINGS if setting.kind == "slider"}
-    assert set(shared.CONTROL_NAMES) == set(names) - {"reference"}
+    assert set(section_jobs.CONTROL_NAMES) == set(names) - {"reference"}
     recorded = Request.parse("hi", "tiny-code").settings
     assert list(recorded) == [setting.name for setting in settings.SETTINGS if setting.recorded]
     config_fields = {field.name for field in fields(DecodeConfig)}

@@ -1,4 +1,4 @@
-"""A soak that would catch a memory leak (issue 34, defect 8 and item 7).
+"""A soak that would catch a memory leak.
 
 A server started as on a Space (tests/serve_with_fake_hub.py, SPACE_ID set) answers many `/generate`
 runs, one after another: new visitors (fresh clients and new sessions) and one kept session in turn,
@@ -34,7 +34,7 @@ from tests.test_api_server import CHAT_PROMPT, CODE_PROMPT, LAUNCHER, Server, se
 # (default) with sessions capped, and +1.90% (tiny) with gradio's own cap (one new session ~0.25 MiB).
 SOAK_GROWTH = 0.01
 WINDOW = 10  # samples in each median: one run's RSS jitters by a few MiB
-TINY_WARMUP, TINY_RUNS = 40, 160  # the issue's "runs 40–160"
+TINY_WARMUP, TINY_RUNS = 40, 160  # flat from run 40 to run 160
 DEFAULT_WARMUP, DEFAULT_RUNS = 10, 30
 # Sampled runs cycle through a few seeds. Every new sequence shape fills native kernel caches (oneDNN's
 # primitives, glibc's arenas) that are bounded but slow to fill: in one process, 120 sampled runs with a new
@@ -61,7 +61,7 @@ def growth_after_warmup(rss: list[float], warmup: int, window: int = WINDOW) -> 
 
 
 def test_the_leak_check_tells_a_plateau_from_a_leak():
-    """The check has teeth: the issue's measured shape (a rise in the first runs, then flat, with jitter)
+    """The check has teeth: a healthy server's shape (a rise in the first runs, then flat, with jitter)
     passes; the same with a slow leak of 0.25 MiB a run fails."""
     plateau = [1053 + min(run, 20) * 2.0 + (3 if run % 7 == 0 else 0) for run in range(160)]
     leaking = [value + 0.25 * run for run, value in enumerate(plateau)]

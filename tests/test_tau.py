@@ -1,4 +1,4 @@
-"""τ, tokens per target pass, beside α̂ (issue 34, item 5): one count, read the same way by the page's
+"""τ, tokens per target pass, beside α̂: one count, read the same way by the page's
 table, its gap sentence, the explainer, the bench and the sweep (hand-made events, milliseconds)."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
     example_note = page.locator("#lab-status").inner_text()  # it says what it changed on the page
     assert "The example set the page's controls" in example_note and "pair 'tiny-code'" in example_note
     assert "exactness lab's example (below) set these controls: pair 'tiny-code'" in page.locator("#status").inner_text()
-    # The button's promise, a setting where the wrong rule is caught, includes ticking the wrong rule (issue 34).
+    # The button's promise, a setting where the wrong rule is caught, includes ticking the wrong rule.
     page.wait_for_function("document.querySelector('#lab-wrong input[type=checkbox]').checked", timeout=15_000)
     set_number(page, "lab-n", 300)
     page.click("#lab-run")
@@ -193,8 +193,8 @@ def test_theory_chart_redraws_when_a_slider_moves(page):
 
 
 def test_the_theory_explorer_opened_after_a_run_draws_its_sliders_values(page):
-    """Issue 34: run with the explorer closed, then open it: the sliders read the run's α̂, c and v but the chart
-    and note said "Predicted at α = …, c = 0.10, v = 1.50 (the sliders)", the start values."""
+    """Run with the explorer closed, then open it: the sliders read the run's α̂, c and v, and so must the chart
+    and note, not "Predicted at α = …, c = 0.10, v = 1.50 (the sliders)", the start values."""
     choose_tiny_code(page, temperature=0.0, max_new_tokens=16)
     page.click("#run")
     page.wait_for_selector("#status .status-done", timeout=JOB_TIMEOUT_MS)
@@ -243,7 +243,7 @@ def test_sweep_plots_one_point_per_gamma(page):
     set_number(page, "sweep-to", 5)
     set_number(page, "sweep-repeats", 1)
     open_section(page, "drafting-options")
-    set_number(page, "tree", 4)  # the page drafts a tree: the sweep times it beside a chain (issue 32)
+    set_number(page, "tree", 4)  # the page drafts a tree: the sweep times it beside a chain
     page.click("#sweep-run")
     page.wait_for_selector('#sweep-status .sweep-status[data-done="true"]', timeout=JOB_TIMEOUT_MS)
     traces = chart_traces(page, "chart-sweep")
@@ -257,7 +257,7 @@ def test_sweep_plots_one_point_per_gamma(page):
     recommended = page.locator("#sweep-recommended").get_attribute("data-gamma")
     if recommended == "none":  # slower at the best median, or faster there but with a spread that reaches below 1×
         status = page.locator("#sweep-status").inner_text()
-        # one repeat per γ has no spread of its own, and none is assumed (issue 34): "none beyond the noise yet"
+        # one repeat per γ has no spread of its own, and none is assumed: "none beyond the noise yet"
         assert any(words in status for words in ("Recommended γ: none: the target alone is faster here",
                                                  "Recommended γ: none beyond the noise: γ = ",
                                                  "Recommended γ: none beyond the noise yet: one run at γ = ")), status
@@ -266,7 +266,7 @@ def test_sweep_plots_one_point_per_gamma(page):
     else:
         assert int(recommended) in (2, 3, 4, 5)
         assert f"recommended γ = {recommended}" in page.locator("#chart-sweep").inner_text()
-    # Easy and hard tokens over the sweep's runs (issue 26): every judged draft of every run a point, and the sentence.
+    # Easy and hard tokens over the sweep's runs: every judged draft of every run a point, and the sentence.
     note = page.locator("#sweep-confidence-note .confidence-note")
     num_drafts = int(note.get_attribute("data-drafts"))
     assert num_drafts > 0 and page.locator("#chart-sweep-confidence .scatterlayer .point").count() == num_drafts

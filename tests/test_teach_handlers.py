@@ -11,7 +11,9 @@ import pytest
 
 from specviz.analysis.payoff import Payoff
 from specviz.app import plots_round, ui
-from specviz.app.teach import lab_page, step_page, theory_page
+from specviz.app.step_mode import page as step_page
+from specviz.app.exactness_lab import page as lab_page
+from specviz.app.theory_explorer import page as theory_page
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def test_the_lab_example_sets_its_controls_and_clears_the_chart(demo):
     by_id = {component.elem_id: value for component, value in zip(example_fn.outputs, values)}
     assert by_id["pair"] == "tiny-code" and by_id["prompt"] == lab_page.LAB_EXAMPLE["prompt"]
     assert by_id["lab-n"] == lab_page.LAB_EXAMPLE_DRAWS
-    assert by_id["lab-wrong"] is True  # issue 34: "a setting where the wrong rule is caught" ticks the wrong rule
+    assert by_id["lab-wrong"] is True  # "a setting where the wrong rule is caught" ticks the wrong rule
     assert "The example set the page&#x27;s controls" in by_id["lab-status"]  # HTML-escaped
     assert "press Run the lab" in str(by_id["chart-exactness"].layout.annotations[0].text)
     # said beside the controls too: a visitor back at the top finds them changed, and why
@@ -89,8 +91,8 @@ def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
     """CI saw the note keep c = 0.10 after c was set to 0.9: with a listener per slider, α's reply (sent first)
     could land after c's and overwrite it. "always_last" only holds back the same listener's next call, so the
     three sliders must share one listener for their redraws to stay in order. It listens to a visitor's own moves
-    (input): a run's values are drawn with the sliders they set, by one handler (issue 34: change events fired in a
-    closed accordion redrew with v still at 1.50)."""
+    (input): a run's values are drawn with the sliders they set, by one handler (change events fired in a
+    closed accordion would redraw with v still at its start value)."""
     writers = [fn for fn in demo.fns.values() if any(getattr(out, "elem_id", None) == "theory-note" for out in fn.outputs)]
     by_slider = [fn for fn in writers if fn.fn is theory_page.theory_values]
     assert len(by_slider) == 1, [fn.name for fn in writers]
@@ -104,8 +106,8 @@ def test_one_listener_redraws_the_theory_explorer_for_all_three_sliders(demo):
 
 
 def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
-    """Issue 34: the sliders read α 0.78, c 0.04, v 0.97 while the note said "c = 0.10, v = 1.50". The note is
-    drawn from the very values the sliders are set to."""
+    """The note is drawn from the very values the sliders are set to (α 0.78, c 0.04, v 0.97), never the sliders'
+    start values ("c = 0.10, v = 1.50")."""
     comparison = SimpleNamespace(acceptance_rate=0.781, cost_ratio=0.043, verify_cost=0.97, speedup=1.2,
                                  predicted_speedup=2.1, predicted_with_verify=1.9)
     monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
@@ -127,7 +129,7 @@ def test_the_explorer_after_a_run_predicts_the_best_gamma_the_runs_statistics_pr
 
 
 def test_the_sweep_times_the_pages_tree_budget_beside_a_chain(demo):
-    """Issue 32: the sweep ignored the page's tree budget. Through the page's own handler, with tree 4 set."""
+    """The sweep reads the page's tree budget. Through the page's own handler, with tree 4 set."""
     sweep_fn = handler(demo, "on_sweep_run")
     settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False,
                 "temperature": 0.0, "max-new-tokens": 8, "tree": 4, "sweep-from": 1, "sweep-to": 2, "sweep-repeats": 1}
@@ -164,8 +166,8 @@ def test_the_sweep_says_when_no_round_reached_the_larger_gammas(demo):
 
 
 def test_step_mode_gives_the_confidence_stop_as_the_reason_a_round_drafted_fewer(demo):
-    """Issue 26: "Only 1 of γ = 3: the token limit is near." at token 2 of 64, where the confidence stop had
-    ended the round. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""
+    """A round the confidence stop ended says so, not "Only 1 of γ = 3: the token limit is near." at token 2 of
+    64. Through the page's own handlers, with the page's "draft only while sure" at 0.9."""
     start_fn, next_fn = handler(demo, "on_step_start"), handler(demo, "on_step_next")
     settings = {"prompt": "def fibonacci(n):\n", "pair": "tiny-code", "drafter": "model", "chat": False, "gamma": 3,
                 "temperature": 1.0, "max-new-tokens": 64, "draft-confidence": 0.9, "rivals": 0}

@@ -1,4 +1,4 @@
-"""Where the time went, drawn (issue 34, item 4): every forward of every lane as a block on one clock, read
+"""Where the time went, drawn: every forward of every lane as a block on one clock, read
 from the events' own timings, with kept and thrown-away work coloured; live and on replay."""
 
 from __future__ import annotations

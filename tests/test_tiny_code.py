@@ -41,7 +41,7 @@ def test_the_tiny_code_preset_ships_in_assets():
 def test_assets_stay_small():
     """The working tree travels to a lent GPU machine with every run there, 64 MiB a transfer in
     all: the repo's files must leave half of that for what a run carries beside them (the default
-    target's GGUF in parts, wheels), so they stay within 32 MiB (issue 31)."""
+    target's GGUF in parts, wheels), so they stay within 32 MiB."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
     if listed.returncode == 0:
         files = [REPO / name for name in listed.stdout.splitlines()]

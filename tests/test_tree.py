@@ -354,8 +354,8 @@ def test_greedy_prompt_lookup_trees_write_the_target_alones_text(arch):
 def test_the_exactness_lab_and_step_mode_run_the_pages_tree():
     """Both teach a tree round now (the lab's wrong rule on a tree is typical acceptance, test_lab; step
     mode's stages, test_tree_view): a page set to a tree budget gives them trees."""
-    from specviz.app.lab.exactness import lab_config
-    from specviz.app.lab.step_mode import StepRun
+    from specviz.app.exactness_lab.draws import lab_config
+    from specviz.app.step_mode.session import StepRun
 
     config = DecodeConfig(tree=8, gamma=3, max_new_tokens=12, stop_at_eos=False, drafter="model")
     assert lab_config(config, seed=1).tree == 8
@@ -381,7 +381,7 @@ class RivalsDrafter(Drafter):
 
 
 def test_rival_guesses_are_the_one_level_tree_the_trees_walk_judges():
-    """One mechanism (issue 32): an unsure first draft and its rivals are a tree of siblings, the drafter's
+    """One mechanism: an unsure first draft and its rivals are a tree of siblings, the drafter's
     own pick first; they are cut to the room a round has, and with no room left for one it is a plain chain."""
     ids = torch.zeros(1, 4, dtype=torch.long)  # (1, n)
     tree = draft_chain(RivalsDrafter(), ids, 3, room=8)

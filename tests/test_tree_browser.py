@@ -1,4 +1,4 @@
-"""A tree round on the page (issue 32 item 4), in a real browser: the page's tree setting at 8 on the
+"""A tree round on the page, in a real browser: the page's tree setting at 8 on the
 tiny-code pair, greedy; the lane marks the rounds that checked a tree, a round opened in the inspector
 draws the tree and its mask, and a rejected node's hover says why (the target's own pick there); step mode
 tells a tree round in its stages beside the same figure."""

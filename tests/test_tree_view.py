@@ -1,4 +1,4 @@
-"""A tree round as the page shows it (issue 32 item 4), on real tree runs of the tiny-code pair (tree 8):
+"""A tree round as the page shows it, on real tree runs of the tiny-code pair (tree 8):
 the figure's layout (parents above children, the kept path marked, unexamined nodes grey), the mask it
 draws against the engine's own, each node's plain line, the inspector and the lane's mark."""
 
@@ -110,7 +110,7 @@ def test_each_node_says_why_in_plain_words(runs):
 
 
 def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_rounds(runs):
-    from specviz.app.inspector_page import inspector_values
+    from specviz.app.inspector.page import inspector_values
 
     run = runs[0.0]
     event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.nodes))
@@ -152,8 +152,8 @@ def test_how_it_works_tells_one_tree_round_in_the_inspectors_words(runs, tempera
 def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
     """Step mode runs the page's tree: a round's stages grow, verify under the mask, walk (each tried node with
     the inspector's own why), the kept path, the target's own token, the caches; its chart is the tree."""
-    from specviz.app import step_lessons
-    from specviz.app.lab.step_mode import StepRun
+    from specviz.app.step_mode import words as step_words
+    from specviz.app.step_mode.session import StepRun
 
     pair = load_pair("tiny-code")
     prompt = load_prompts(PRESETS["tiny-code"].prompts_file)[0]
@@ -169,7 +169,7 @@ def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
     step.close()
     event = next(event for event in view.speculative.trace.rounds if any(n.verdict == "rejected" for n in event.nodes))
     texts = view.speculative.round_texts[event.round_index]
-    stages = step_lessons.round_html(event, texts, view.speculative.labels, 0, "model", None, greedy=False)
+    stages = step_words.round_html(event, texts, view.speculative.labels, 0, "model", None, greedy=False)
     names = re.findall(r'data-stage="(\w+)"', stages)
     assert names == ["draft", "verify", "accept", "verdict", "correction", "rollback"], names
     assert "tree mask" in stages and "Walk down the tree" in stages
@@ -181,7 +181,7 @@ def test_step_mode_tells_a_tree_round_in_stages_with_each_nodes_why():
 def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_says_so():
     """The engine leaves the target's own token out of the tree where an accepted end-of-text ended the text:
     the words, the table, the figure and step mode's stages say the text ended, never name a missing token."""
-    from specviz.app import step_lessons
+    from specviz.app.step_mode import words as step_words
     from specviz.decoding.events import RoundEvent, TreeNode
 
     tree = (TreeNode(7, -1, 1, 0.6, "accepted", 0.9, 0.9, 0.1), TreeNode(8, -1, 1, 0.2, "unexamined"),
@@ -192,7 +192,7 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3
     figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
     assert figure.layout.title.text.endswith("the text ended there")
-    stages = step_lessons.tree_stages(event, texts, greedy=False)
+    stages = step_words.tree_stages(event, texts, greedy=False)
     assert [stage[0] for stage in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
     from specviz.app.plots_round import target_cells
     from specviz.app.render.lanes import RoundTexts

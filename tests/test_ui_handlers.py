@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +16,6 @@ from specviz.app.request import Request
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
 
-OLD_RUN = Path(__file__).parent / "data" / "old-run--before-rivals.json.gz"  # saved before rival guesses
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
 
 
@@ -93,7 +91,7 @@ def test_after_stop_what_was_generated_stays_inspectable():
     assert by_id["State"] is not None and by_id["State"].speculative.trace.rounds
     assert "In this run" in by_id["explainer"]
     assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
-    why = re.search(r"why it stopped</td>(.*?)</tr>", by_id["stats"]).group(1)  # issue 34: it said "—"
+    why = re.search(r"why it stopped</td>(.*?)</tr>", by_id["stats"]).group(1)  # a reason, never "—"
     assert "stopped" in why and "—" not in why, why
 
 
@@ -115,26 +113,16 @@ def test_a_replay_puts_the_runs_settings_into_the_controls():
 
 @pytest.mark.parametrize("name", replay_page.recorded_runs())  # version-1 files are refused (tests/test_run.py)
 def test_run_repeats_a_replayed_run_live(name):
-    """Issue 26: after a replay, Run must ask for the run that was replayed: every setting the file recorded,
-    and, for a file recorded before "draft only while sure", rival guesses and the γ schedule existed
-    (tests/data keeps one), those features off, as it ran. Leaving them at today's defaults (0.5, 2) made
-    Run draft differently."""
-    saved = replay_page.load_replay(None, OLD_RUN) if name == OLD_RUN.name else replay_page.load_replay(name, None)
+    """After a replay, Run must ask for the run that was replayed: every setting the file recorded, the
+    drafting features (rival guesses, "draft only while sure", the γ schedule) as they ran, not today's defaults."""
+    saved = replay_page.load_replay(name, None)
     page_defaults = {setting.name: setting.default for setting in settings.SETTINGS}
     request = Request.parse(**{**page_defaults, **replay_page.replayed_controls(saved)})
     expected = {**saved.settings, "pair": preset_name(saved.settings["pair"])}
     assert {key: request.settings[key] for key in expected if key in request.settings} == {
         key: value for key, value in expected.items() if key in request.settings}
-    speculative = [event for event in saved.events() if event.lane == "speculative" and hasattr(event, "guesses")]
-    if name == OLD_RUN.name:
-        assert "rivals" not in saved.settings and "draft_confidence" not in saved.settings
-        assert speculative and not any(event.guesses for event in speculative) and request.config.rivals == 0
-        assert not any(event.stopped_unsure for event in speculative)  # so it drafted with the confidence stop off
-        assert request.config.draft_confidence == 0.0 and request.config.gamma_schedule == "constant"
-        assert request.config.tree == 0  # recorded before trees: a chain
-    else:  # the shipped runs record today's settings, so Run repeats them as they are
-        assert (request.config.rivals, request.config.draft_confidence, request.config.gamma_schedule) == (
-            saved.settings["rivals"], saved.settings["draft_confidence"], saved.settings["gamma_schedule"])
+    assert (request.config.rivals, request.config.draft_confidence, request.config.gamma_schedule) == (
+        saved.settings["rivals"], saved.settings["draft_confidence"], saved.settings["gamma_schedule"])
 
 
 def test_a_replay_says_its_settings_are_in_the_controls():
@@ -160,8 +148,8 @@ def test_a_slider_that_pulled_a_typed_value_into_range_says_so(name, typed, boun
 
 
 def test_a_refused_input_clears_the_last_runs_results():
-    """Issue 26: seed −5 gave a clear message, but the lanes kept the last run's temperature-2 text while the
-    controls said temperature 0. A refused input now leaves nothing of a run the controls no longer describe."""
+    """A refused input (seed −5) gives a clear message and leaves nothing of a run the controls no longer
+    describe: lanes still showing the last run's temperature-2 text beside controls at temperature 0 would mislead."""
     from specviz.app import render
 
     demo = ui.build_app(preload=False)

@@ -21,7 +21,7 @@ from spaces.utils import SimpleQueue
 from spaces.zero.gradio import error as zerogpu_error
 
 from specviz.app import ui, zerogpu
-from specviz.app.teach import step_page
+from specviz.app.step_mode import page as step_page
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("

@@ -11,9 +11,9 @@ far it has got (Headway: its lane, tokens, the time left), for the status line.
 Drawing is not free, and it must not land inside the engine's clocks. A redraw makes the
 server build HTML and JSON (in gradio's event loop, beside the engine's thread) and the
 browser lay it out (on the same machine for a local user); left to run beside the next
-forward, both took the CPU and its memory bandwidth from the lane being timed: redrawing every
-0.05 s made the page's speedups swing far from the CLI's on the same prompt, while every 0.25 s
-and a pause of REDRAW_SETTLE_S after each redraw kept them near it.
+forward, both take the CPU and its memory bandwidth from the lane being timed: redrawing often makes
+the page's speedups swing far from the CLI's on the same prompt, while redrawing seldom, with a pause
+of REDRAW_SETTLE_S after each redraw, keeps them near it.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ REDRAW_SETTLE_S = 0.05
 PLOT_REFRESH_S = 0.5  # redraw the charts at most this often while a lane runs
 # Drawing a live run (the server's HTML and charts, the settle after each redraw) may take at most this share of
 # its wall time: a redraw that is due waits while the drawing so far is above it. Without it, redrawing all charts
-# every PLOT_REFRESH_S (~0.4 s of plotly each time, once a run has 40 rounds) doubled how long the lanes took on
-# screen, so the race one watched was slower than the speedup the page reported.
+# every PLOT_REFRESH_S (plotly's cost grows with the rounds drawn) can take as long as the lanes themselves, so the
+# race one watched was slower than the speedup the page reported.
 DRAW_SHARE = 0.1
 # Seconds the page waits after showing each round of a drafting lane: real time, or slow
 # enough for the eye to follow each decision. Timings reported are the engine's, unchanged.

@@ -17,6 +17,7 @@ COLORS = {
     "target": "#0072B2",  # p
     "residual": "#E69F00",  # norm(max(0, p - q))
 }
+INK = "#222222"  # the exact distribution and the measured points on the sections' charts: ink, so the lanes keep theirs
 
 # How each kind of token looks on the page: Okabe-Ito colours as a tinted background and a solid underline,
 # plus strike-through for drafts the target did not keep, so colour is never the only cue.

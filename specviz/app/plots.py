@@ -19,6 +19,7 @@ from specviz.analysis.trace import Trace, speedup
 from specviz.app.wording import every
 
 HEIGHT = 280
+SECTION_HEIGHT = 340  # the exactness lab's, the γ sweep's and the theory explorer's figures: more to read
 MARGIN_TOP = 45
 BAR_WIDTH = 0.8  # in rounds: fixed, else overlaid traces each size their bars by their own x spacing
 # The run's four charts: a long title ("Tokens vs time — speculative is 1.23× …") gets its own band; one legend

@@ -110,7 +110,7 @@ class Request:
 def loading_message(request: Request) -> str:
     message = f"Loading the {request.settings['pair']} pair…"
     if request.pair_name == DEFAULT_PRESET and not convert.is_converted(convert.converted_dir()):
-        message += " (first start: converting SmolLM2-135M-Instruct from the installed wheel, about 30 s, once)"
+        message += " (first start: converting SmolLM2-135M-Instruct from the installed wheel, once)"
     return message
 
 

@@ -1,7 +1,8 @@
 """The Gradio app: the page's sections (specviz.app.ui_sections), wired to their handlers
-(specviz.app.ui_handlers), then the teaching sections (specviz.app.teach), and the `/generate` API.
+(specviz.app.ui_handlers), then the sections below the run, a package each (step mode, the exactness lab, the
+theory explorer, the γ sweep: `build_sections`), and the `/generate` API.
 
-Only these, the `*_page` sections and `teach` import gradio (tests/test_layers.py). One model job runs
+Only the page's modules import gradio (tests/test_layers.py names them). One model job runs
 at a time (the queue shows each visitor their position); Stop cancels a run; every bad input
 becomes a message in the page, never a traceback. Speed figures come from the engine's own
 clocks (via the trace), so the time spent here re-rendering never counts against any lane.
@@ -21,7 +22,6 @@ import gradio as gr
 import torch
 
 from specviz.app import render, settings, zerogpu
-from specviz.app.teach.build import build_sections
 from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
@@ -30,8 +30,13 @@ from specviz.app.ui_handlers import (
     RUN_INPUTS, on_drafter_change, on_pair_change, pair_pick_js, on_queued, on_release, on_replay, on_run, on_stop,
 )
 from specviz.app.page_files import page_file
-from specviz.app.inspector_page import wire_inspector
+from specviz.app.inspector.page import wire_inspector
 from specviz.app.ui_sections import Page, build_page
+from specviz.app.section_jobs import CONTROL_NAMES
+from specviz.app.exactness_lab.page import build_lab, wire_lab
+from specviz.app.step_mode.page import build_step_mode, wire_step_mode
+from specviz.app.gamma_sweep.page import build_sweep, wire_sweep
+from specviz.app.theory_explorer.page import build_theory, wire_theory
 
 log = logging.getLogger("specviz.app.ui")
 
@@ -85,6 +90,21 @@ def build_app(preload: bool = True) -> gr.Blocks:
         gr.api(zerogpu.on_gpu(generate, (), None, api_tokens), api_name="generate", concurrency_id=MODEL_JOBS)
     # A full queue answers new visitors with gradio's own "queue is full" error at once.
     return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
+
+
+def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
+                   concurrency_id: str = "model") -> None:
+    """Add the four sections below the run to the Blocks being built and wire them to the main page's controls,
+    so every section works on the settings the visitor already chose; each section's layout, handlers and words
+    are its own package's. `status` is the main page's status line and `stats` the last run's statistics (a γ
+    sweep of its setup gives them their recommended γ); model jobs go through the page's model queue,
+    `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
+    names = [name for name in CONTROL_NAMES if name in controls]
+    inputs = [controls[name] for name in names]
+    wire_step_mode(build_step_mode(names), inputs, concurrency_id)
+    wire_lab(build_lab(names, controls), inputs, status, concurrency_id)
+    wire_theory(build_theory(), run_state)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id)
 
 
 def wire_run(page: Page) -> None:

@@ -26,7 +26,8 @@ from specviz.analysis.run import Run, check_speed, replay
 from specviz.app.history import repeats_of, run_history
 from specviz.app.render.verdict import spread_of
 from specviz.app.runs_page import runs_values
-from specviz.app.inspector_page import inspector_values
+from specviz.app.inspector.page import inspector_values
+from specviz.app.inspector.words import default_round, round_choices
 from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
 from specviz.app.ui_sections import Page, chart_values
 from specviz.app.lanes_page import done_summary, lane_values, running_summary
@@ -43,7 +44,7 @@ RUN_INPUTS = (*NAMES, "pace")  # on_run's values, in its order: every setting, t
 
 
 def stopped_message(run: render.RunView | None) -> str:
-    if run is None or not render.round_choices(run):
+    if run is None or not round_choices(run):
         return "Stopped: the lanes show how far they got."
     return "Stopped: the lanes show how far they got; pick a round or click a drafted token to inspect it."
 
@@ -65,10 +66,10 @@ def session_of(request: gr.Request | None) -> str | None:
 def inspect_values(page: Page, run: render.RunView) -> dict:
     """What makes a run inspectable: the round picker, the inspector on its default round, the
     explainer, and the run in the session (token clicks and the theory explorer read it)."""
-    chosen = render.default_round(run)
+    chosen = default_round(run)
     return {
         page.run_state: run,
-        page.inspector.round_picker: gr.Dropdown(choices=render.round_choices(run), value=chosen),
+        page.inspector.round_picker: gr.Dropdown(choices=round_choices(run), value=chosen),
         **dict(zip(page.inspector.outputs, inspector_values(run, chosen))),
         page.explainer: render.explain_html(run),
     }

@@ -2,7 +2,7 @@
 built and returns them; `Page` gathers the ones the handlers (specviz.app.ui_handlers) read or write.
 
 Layout only: no handler is defined or wired here (specviz.app.ui wires them). The step inspector is a module of
-its own (specviz.app.inspector_page): its layout, handlers and wiring together.
+its own (specviz.app.inspector): its layout, handlers and wiring together.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from specviz.models.slots import call_rows
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
 from specviz.app.render.drafters_about import drafters_about_html
 from specviz.app.render.verdict import speedup_is_quoted
-from specviz.app.inspector_page import Inspector, build_inspector
+from specviz.app.inspector.page import Inspector, build_inspector
 from specviz.app.lanes_page import build_lanes
 from specviz.app.replay_page import Replay, build_replay
 from specviz.app.settings import SETTING, Setting
@@ -76,8 +76,8 @@ class Page:
 
 def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
     """Every chart of the run and its notes, in the page's order. `live_only` (a lane still running): only the
-    race and the rounds as they are decided; the others are left as they are until the lane ends, since each costs
-    ~50–120 ms of plotly once a run has 40 rounds, and drawing them all twice a second doubled a lane's time on screen."""
+    race and the rounds as they are decided; the others are left as they are until the lane ends, since each one's
+    plotly cost grows with the rounds drawn, and drawing them all twice a second would slow a lane on screen."""
     baseline = run.baseline.trace if run else Trace(lane="baseline")
     speculative = run.speculative.trace if run else Trace(lane="speculative")
     others = [run.lane(name).trace for name in run.lane_names if name not in ("baseline", "speculative")] if run else []

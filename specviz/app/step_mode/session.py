@@ -1,4 +1,4 @@
-"""Step mode: speculative decoding held between presses (`StepRun`); each press runs one real
+"""Step mode's run: speculative decoding held between presses (`StepRun`); each press runs one real
 round of the engine's own generator."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The step inspector: one round up close, opened from the round picker or by a click on a drafted token in a
-lane. Its words (specviz.app.render.inspector), the deciding position's distributions or a tree round's tree,
+"""The step inspector's page: one round up close, opened from the round picker or by a click on a drafted token
+in a lane; its layout, handlers and wiring. Its words (`words`), the deciding position's distributions or a tree round's tree,
 the round drawn on its time axis, and the way back to the token clicked (static/back_to_token.js)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import gradio as gr
 
 from specviz.analysis.trace import Trace
 from specviz.app import plots, plots_round, render
+from specviz.app.inspector.words import find_round, inspector_html
 from specviz.app.page_files import page_file
 from specviz.catalogue import lane_info
 
@@ -39,14 +40,14 @@ class Inspector:
 def inspector_values(run: render.RunView | None, round_index) -> tuple[str, object, object]:
     """The inspector's words, its chart (the deciding position's distributions, or a tree round's tree) and
     the round drawn."""
-    event = render.find_round(run, round_index) if run else None
+    event = find_round(run, round_index) if run else None
     if event is None:
-        return (render.inspector_html(None, None),
+        return (inspector_html(None, None),
                 plots.with_hint(plots.base_figure("Step inspector", "token", "probability"), "pick a round"),
                 plots_round.round_anatomy(Trace(), None))
     lane = run.speculative
     texts = lane.round_texts.get(event.round_index)
-    return (render.inspector_html(run, round_index), plots_round.deciding_chart(event, texts, lane.labels, lane.greedy),
+    return (inspector_html(run, round_index), plots_round.deciding_chart(event, texts, lane.labels, lane.greedy),
             plots_round.round_anatomy(lane.trace, event, texts, lane.greedy))
 
 
@@ -73,6 +74,6 @@ def wire_inspector(inspector: Inspector, run_state: gr.State, lanes: dict[str, g
 
 def on_lane_click(run, event: gr.EventData):
     round_index = int(getattr(event, "round", 0) or 0) - 1  # data-round counts from 1
-    if run is None or render.find_round(run, round_index) is None:
+    if run is None or find_round(run, round_index) is None:
         return gr.Dropdown(), *inspector_values(run, None)
     return gr.Dropdown(value=round_index), *inspector_values(run, round_index)

@@ -1,5 +1,7 @@
-"""What the teaching sections share: the main page's controls they read, the host's time limit, Stop, the
-progress line, and their figures' height and ink."""
+"""What the sections that run the models on their own share (step mode, the exactness lab, the γ sweep): the main
+page's controls they read, as one Request, and the prompt they load; for the long jobs (the lab, the sweep) the
+host's time limit, Stop, how often they redraw and their progress line. One home, so the sections stop and time
+out alike."""
 
 from __future__ import annotations
 
@@ -21,8 +23,6 @@ from specviz.models.pairs import ModelPair
 # which no section runs.
 CONTROL_NAMES = tuple(name for name in NAMES if name != "reference")
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
-TEACH_HEIGHT = 340
-EXACT_COLOR = "#222222"  # the exact distribution: ink, so both lanes' colours stay theirs
 
 Item = TypeVar("Item")
 

@@ -1,5 +1,5 @@
-"""The exactness lab: many short draws of both lanes against the target's exact distribution, with the wrong
-rule it must catch (logic: specviz.app.lab.exactness); its layout, handlers, wiring, histogram and words."""
+"""The exactness lab's page: many short draws of both lanes against the target's exact distribution, with the
+wrong rule it must catch (the draws and their test: `draws`); its layout, handlers, wiring, histogram and words."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from specviz.app import render, zerogpu
-from specviz.app.lab import exactness
-from specviz.app.lab.exactness import SIGNIFICANCE, TOO_CLOSE, LabTally, verdict_of
-from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, label_of, separate_title_and_legend, with_hint
+from specviz.app.exactness_lab import draws
+from specviz.app.exactness_lab.draws import SIGNIFICANCE, TOO_CLOSE, LabTally, verdict_of
+from specviz.app.palette import COLORS, INK
+from specviz.app.plots import SECTION_HEIGHT, base_figure, label_of, separate_title_and_legend, with_hint
 from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.app.request import describe_error, whole_number
-from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note, until_stopped,
+from specviz.app.section_jobs import (
+    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.render.rule import WRONG_CHAIN, WRONG_RULE
@@ -67,7 +66,7 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
             "tree, Medusa's typical acceptance: keep the first guess the target finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
         )
         with gr.Row():
-            num_draws = gr.Slider(exactness.MIN_DRAWS, exactness.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
+            num_draws = gr.Slider(draws.MIN_DRAWS, draws.MAX_DRAWS, value=LAB_EXAMPLE_DRAWS, step=50,
                                   label="N: draws per lane", elem_id="lab-n")
             wrong_rule = gr.Checkbox(value=False, label=f"WRONG rule: {WRONG_CHAIN} at a rejection (with a draft "
                                      "tree: Medusa's typical acceptance)", elem_id="lab-wrong")
@@ -85,18 +84,18 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
 # --- handlers -----------------------------------------------------------------------------------------------------
 
 
-def bin_labels(bins: exactness.Bins, pair: ModelPair) -> list[str]:
+def bin_labels(bins: draws.Bins, pair: ModelPair) -> list[str]:
     """"'a' · 'b'" per outcome."""
     texts = {token_id: pair.decode([token_id]) for outcome in bins.outcomes for token_id in outcome}
     labels = [f"{label_of(first, texts)} · {label_of(second, texts)}" for first, second in bins.outcomes]
     return labels + (["other"] if bins.has_other else [])
 
 
-def lab_values(tally: exactness.LabTally, labels: list[str], wrong_rule: bool, started: float, start: str,
+def lab_values(tally: draws.LabTally, labels: list[str], wrong_rule: bool, started: float, start: str,
                settings: str, note: str = "") -> tuple:
     done = tally.num_draws("speculative")
-    p_values = {lane: tally.p_value(lane) for lane in exactness.LANES} if done else {}
-    outside = {lane: tally.bars_outside(lane) for lane in exactness.LANES}
+    p_values = {lane: tally.p_value(lane) for lane in draws.LANES} if done else {}
+    outside = {lane: tally.bars_outside(lane) for lane in draws.LANES}
     waiting_for = tally.bins.draws_needed if tally.too_few("speculative") else 0  # the lanes draw in turn
     status = lab_status_html(done, tally.num_planned, p_values, tally.bins.num_bins, wrong_rule,
                              time.perf_counter() - started, note, outside, start, tally.wrong_words, waiting_for,
@@ -110,16 +109,16 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
     wrong = bool(wrong_value)
     try:
         request = parse_controls(section.names, values)
-        planned = whole_number(num_draws_value, "N (draws per lane)", exactness.MIN_DRAWS, exactness.MAX_DRAWS)
+        planned = whole_number(num_draws_value, "N (draws per lane)", draws.MIN_DRAWS, draws.MAX_DRAWS)
         config = request.config
-        exactness.check_lab(config, planned)
+        draws.check_lab(config, planned)
         settings = lab_settings_text(request.settings["pair"], config.temperature, config.top_k, config.top_p,
                                      config.gamma, drafter_info(config.drafter).label, config.tree)
         yield render.status_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
         pair, prompt_ids = load_prompt(request)
         yield render.status_html("Computing the target's exact distribution…"), gr.skip()
         labels, start, last_drawn, tally = None, "", 0.0, None
-        tallies = exactness.run_lab(pair, prompt_ids, config, planned, wrong)
+        tallies = draws.run_lab(pair, prompt_ids, config, planned, wrong)
         for tally in until_stopped(tallies, pair, session, "lab", started):
             if labels is None:
                 labels, lab_start = bin_labels(tally.bins, pair), tally.start
@@ -159,7 +158,7 @@ def lab_tokens(section: LabSection):
     """The most tokens a lab may generate (ZeroGPU's budget): each draw is a round in each of its two lanes."""
     def tokens_of(visitor, num_draws_value, wrong_value, *values) -> int:
         gamma = zerogpu.count(dict(zip(section.names, values)).get("gamma"), 1)
-        return 2 * zerogpu.count(num_draws_value, exactness.MAX_DRAWS) * (1 + gamma)
+        return 2 * zerogpu.count(num_draws_value, draws.MAX_DRAWS) * (1 + gamma)
     return tokens_of
 
 
@@ -203,11 +202,11 @@ def exactness_histogram(tally: LabTally, bin_labels: Sequence[str], wrong_rule: 
                            customdata=tally.counts[lane], hovertemplate="%{x}: %{y:.1%} (%{customdata} draws)<extra>" + name + "</extra>")
     figure.add_scatter(
         x=list(bin_labels), y=exact, mode="markers", name="exact, from the target's logits (± 2σ)", meta="exact",
-        marker={"symbol": "line-ew-open", "size": 30, "color": EXACT_COLOR, "line": {"width": 3, "color": EXACT_COLOR}},
+        marker={"symbol": "line-ew-open", "size": 30, "color": INK, "line": {"width": 3, "color": INK}},
         error_y={"type": "data", "array": spread, "visible": spread is not None, "color": "#777", "thickness": 1.5, "width": 6},
         hovertemplate="%{x}: exact %{y:.1%}<extra></extra>",
     )
-    figure.update_layout(barmode="group", height=TEACH_HEIGHT + 40, yaxis_tickformat=".0%",
+    figure.update_layout(barmode="group", height=SECTION_HEIGHT + 40, yaxis_tickformat=".0%",
                          xaxis={"type": "category", "tickangle": -30})
     separate_title_and_legend(figure)
     if not num_draws:

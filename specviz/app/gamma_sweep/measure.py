@@ -1,4 +1,4 @@
-"""The γ sweep: the bench's loop (specviz.analysis.bench) for one prompt, yielding after every timed run so a
+"""The γ sweep's measurement: the bench's loop (specviz.analysis.bench) for one prompt, yielding after every timed run so a
 page can draw progress and stop it (`sweep_gammas`), then what the page draws (`sweep_view`). Where the page
 drafts a tree, every γ is timed as a chain and as that tree, and the one rule (specviz.analysis.payoff) picks
 between them as it picks γ.

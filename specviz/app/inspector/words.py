@@ -1,4 +1,4 @@
-"""The step inspector: one round up close. First, in plain words, why the deciding draft was kept or
+"""The step inspector's words: one round up close. First, in plain words, why the deciding draft was kept or
 thrown away and where the target's own token came from; then a row per draft (at temperature 0 how
 sure the drafter was and the target's own pick; above it q, p, min(1, p/q) and r)."""
 

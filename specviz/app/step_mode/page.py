@@ -1,6 +1,6 @@
-"""Step mode: one real round of the engine at a time, shown in stages (its words are specviz.app.step_lessons,
-its run specviz.app.lab.step_mode). With "guess first" the visitor says how many drafts survive before the
-verify is shown."""
+"""Step mode's page: one real round of the engine at a time, shown in stages; its layout, handlers and wiring
+(its words are `words`, its run `session`). With "guess first" the visitor says how many drafts survive before
+the verify is shown."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Sequence
 import gradio as gr
 
 from specviz.analysis.trace import Trace
-from specviz.app import plots, plots_round, render, step_lessons, zerogpu
-from specviz.app.lab import step_mode
+from specviz.app import plots, plots_round, render, zerogpu
 from specviz.app.page_files import page_file
 from specviz.app.request import Request, describe_error
-from specviz.app.teach.shared import load_prompt, parse_controls
+from specviz.app.section_jobs import load_prompt, parse_controls
+from specviz.app.step_mode import words
+from specviz.app.step_mode.session import StepRun
 from specviz.app.wording import count
 from specviz.decoding.config import MAX_GAMMA, MAX_TREE
 from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
@@ -70,13 +71,13 @@ def build_step_mode(names: list[str]) -> StepSection:
             next_button = gr.Button("Next round", elem_id="step-next", interactive=False, scale=0)
             guess_first = gr.Checkbox(False, label="guess first: how many drafts will the target keep?",
                                       elem_id="step-guess-first", scale=1)
-        status = gr.HTML(step_lessons.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
+        status = gr.HTML(words.step_status_html("Press Start.", 0, False, 0), elem_id="step-status",
                          elem_classes=["specviz-status"])
         guess = gr.Radio([], label="your guess: drafts the target keeps", visible=False, elem_id="step-guess")
         lane = gr.HTML("", elem_id="step-lane", js_on_load=page_file("follow_lane.js"))
         round_chart = gr.Plot(plots_round.round_anatomy(Trace(), None), show_label=False, elem_id="chart-step-round")
         with gr.Row(equal_height=False, elem_id="step-row"):
-            stages = gr.HTML(step_lessons.step_intro_html(), elem_id="step-stages", css_template=page_file("step_stage.css"),
+            stages = gr.HTML(words.step_intro_html(), elem_id="step-stages", css_template=page_file("step_stage.css"),
                              js_on_load=page_file("step_keys.js"))
             chart = gr.Plot(empty_step_chart(), show_label=False, elem_id="chart-step")
     return StepSection(names, state, start_button, next_button, status, lane, stages, chart, round_chart,
@@ -87,7 +88,7 @@ def build_step_mode(names: list[str]) -> StepSection:
 
 @dataclass
 class StepSession:
-    """One visitor's step run: the engine's generator (in step_mode.StepRun) and the view of its text.
+    """One visitor's step run: the engine's generator (in StepRun) and the view of its text.
 
     On a ZeroGPU Space each press runs in a forked worker and the session crosses by pickle, but the models and
     the engine's generator do not pickle: the session crosses without them (the run keeps its trace, the view its
@@ -96,7 +97,7 @@ class StepSession:
 
     request: Request
     pair: ModelPair
-    run: step_mode.StepRun
+    run: StepRun
     view: render.RunView
     pending: Sequence | None = None  # a round's events, run and fed, not shown until the visitor has guessed
 
@@ -131,7 +132,7 @@ def start_step(request: Request) -> StepSession:
     pair, prompt_ids = load_prompt(request)
     view = render.RunView(request.prompt_text, prompt_ids, request.config.gamma, request.settings,
                           chat=pair.uses_chat(request.chat), lanes=("speculative",))
-    session = StepSession(request, pair, step_mode.StepRun(pair, prompt_ids, request.config), view)
+    session = StepSession(request, pair, StepRun(pair, prompt_ids, request.config), view)
     session.feed(session.run.start())
     return session
 
@@ -148,22 +149,22 @@ def step_values(session: StepSession, events: Sequence, said: str = "") -> tuple
         texts = session.lane.round_texts[event.round_index]
         drawn = plots_round.round_anatomy(trace, event, texts, session.lane.greedy)
         before = trace.num_tokens - len(event.emitted_ids)
-        stages = step_lessons.round_html(event, texts, session.lane.labels, before, config.drafter,
+        stages = words.round_html(event, texts, session.lane.labels, before, config.drafter,
                                          session.run.draft_room(event), greedy=session.lane.greedy)
         chart = (plots_round.deciding_chart(event, texts, session.lane.labels, session.lane.greedy) if event.gamma
                  else empty_step_chart())
         message = f"Round {round_number} done: {count(len(event.emitted_ids), 'token')} committed, {trace.num_tokens} so far."
     elif any(isinstance(event, PrefillEvent) for event in events):
-        stages = step_lessons.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
+        stages = words.prefill_html(session.lane.first_text, len(session.view.prompt_ids), config.drafter)
         drawn = plots_round.round_anatomy(trace, None)  # a new run: no round drawn yet
         message = "Prefill done: press Next round."
     else:
         message = "Nothing left to do: press Start for a new run."
     finish = next((event for event in events if isinstance(event, FinishEvent)), None)
     if finish is not None:
-        stages += step_lessons.finish_html(trace, finish, config.max_new_tokens)
+        stages += words.finish_html(trace, finish, config.max_new_tokens)
         message = f"Done after {count(round_number, 'round')}: {count(trace.num_tokens, 'new token')}. Press Start to run again."
-    status = step_lessons.step_status_html(f"{said} {message}".strip(), round_number, session.run.done,
+    status = words.step_status_html(f"{said} {message}".strip(), round_number, session.run.done,
                                            trace.num_tokens, "done" if session.run.done else "info")
     lane = session.lane.html("Speculative decoding, one round at a time",
                              render.stop_text(trace, config.max_new_tokens) or "press Next round",
@@ -177,12 +178,12 @@ def guess_values(session: StepSession, event: RoundEvent) -> tuple:
     was, the verify drawn as one block still to be read, and the numbers to pick from."""
     lane = session.lane
     texts = lane.round_texts[event.round_index]
-    stages = step_lessons.guess_html(event, texts, session.request.config.drafter, session.run.draft_room(event),
+    stages = words.guess_html(event, texts, session.request.config.drafter, session.run.draft_room(event),
                                      lane.greedy)
     drawn = plots_round.round_anatomy(lane.trace, event, texts, lane.greedy, reveal=False)
-    status = step_lessons.step_status_html(f"Round {event.round_index + 1} drafted: how many drafts will the target "
+    status = words.step_status_html(f"Round {event.round_index + 1} drafted: how many drafts will the target "
                                            "keep? Pick your guess.", event.round_index, False, lane.trace.num_tokens)
-    choices = [str(number) for number in range(step_lessons.max_kept(event) + 1)]
+    choices = [str(number) for number in range(words.max_kept(event) + 1)]
     return (status, gr.skip(), stages, gr.skip(), drawn, gr.Radio(choices, value=None, visible=True),
             gr.Button(interactive=False))
 
@@ -190,7 +191,7 @@ def guess_values(session: StepSession, event: RoundEvent) -> tuple:
 def step_error(session: StepSession | None, error: BaseException) -> tuple:
     """StepSection.outputs' values for a failure: the message, and Next round usable while the run goes on."""
     message = describe_error(error)
-    return (session, step_lessons.step_status_html(message, 0, False, 0, "error"), *[gr.skip()] * 5,
+    return (session, words.step_status_html(message, 0, False, 0, "error"), *[gr.skip()] * 5,
             gr.Button(interactive=session is not None and not session.run.done))
 
 
@@ -226,7 +227,7 @@ def on_step_guess(session: StepSession | None, guess: str | None) -> tuple:
         return (session, *[gr.skip()] * 5, gr.Radio(visible=False), gr.skip())
     events, session.pending = session.pending, None
     event = next(event for event in reversed(events) if isinstance(event, RoundEvent))
-    return (session, *step_values(session, events, step_lessons.guess_said(str(guess), event)))
+    return (session, *step_values(session, events, words.guess_said(str(guess), event)))
 
 
 # --- wiring -------------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The γ sweep: the page's setup timed at every γ of a range, with its one recommended γ, its chart over the
-theory's curves and easy and hard tokens over its runs (logic: specviz.app.lab.sweep)."""
+"""The γ sweep's page: the page's setup timed at every γ of a range, with its one recommended γ, its chart over
+the theory's curves and easy and hard tokens over its runs; its layout, handlers and wiring (the timed runs and
+what the chart draws: `measure`)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,18 @@ from specviz.analysis.confidence import JudgedDraft
 from specviz.analysis.payoff import TIE_RULE, GammaAnswer, sweep_answer
 from specviz.app import plots_confidence, render, zerogpu
 from specviz.app.history import SweepRecord, run_history, sweep_key
-from specviz.app.lab import sweep
-from specviz.app.lab.sweep import SweepView
+from specviz.app.gamma_sweep import measure
+from specviz.app.gamma_sweep.measure import SweepView
 from specviz.app.live import run_settings
-from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure, legend_below, two_line_title, with_hint
+from specviz.app.palette import COLORS, INK
+from specviz.app.plots import SECTION_HEIGHT, base_figure, legend_below, two_line_title, with_hint
 from specviz.app.plots_confidence import acceptance_by_confidence
 from specviz.app.render.tokens import escape_text
 from specviz.app.render.verdict import same_text, spread_for, verdict_html
 from specviz.app.settings import SETTING
 from specviz.app.request import Request, describe_error, whole_number
-from specviz.app.teach.shared import (
-    EXACT_COLOR, REDRAW_S, TEACH_HEIGHT, load_prompt, over_time, parse_controls, progress_html, record_stopped,
-    time_limit_note, until_stopped,
+from specviz.app.section_jobs import (
+    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.decoding.config import MAX_GAMMA
@@ -73,12 +73,12 @@ def build_sweep(names: list[str]) -> SweepSection:
         with gr.Row():
             smallest = gr.Slider(1, MAX_GAMMA, value=1, step=1, label="smallest γ", elem_id="sweep-from")
             largest = gr.Slider(1, MAX_GAMMA, value=6, step=1, label="largest γ", elem_id="sweep-to")
-            repeats = gr.Slider(1, sweep.MAX_SWEEP_REPEATS, value=2, step=1, label="repeats", elem_id="sweep-repeats")
+            repeats = gr.Slider(1, measure.MAX_SWEEP_REPEATS, value=2, step=1, label="repeats", elem_id="sweep-repeats")
         with gr.Row():
             run_button = gr.Button("Run sweep", variant="primary", elem_id="sweep-run", scale=0)
             stop_button = gr.Button("Stop", variant="stop", elem_id="sweep-stop", scale=0)
         status = gr.HTML(render.status_html("Press Run sweep."), elem_id="sweep-status", elem_classes=["specviz-status"])
-        chart = gr.Plot(gamma_sweep(sweep.sweep_view([])), show_label=False, elem_id="chart-sweep")
+        chart = gr.Plot(gamma_sweep(measure.sweep_view([])), show_label=False, elem_id="chart-sweep")
         confidence_chart = gr.Plot(sweep_confidence([], {}), show_label=False, elem_id="chart-sweep-confidence")
         confidence_note = gr.HTML("", elem_id="sweep-confidence-note")
     return SweepSection(names, smallest, largest, repeats, run_button, stop_button, status, chart, confidence_chart,
@@ -96,20 +96,20 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
     session = session_of(visitor)
     try:
         request = parse_controls(section.names, values)
-        gammas = sweep.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
+        gammas = measure.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
-        config = sweep.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
+        config = measure.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
         yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         spread = spread_for(run_settings(request, pair))  # a cell of one repeat is judged as one run is, here
         last_drawn = 0.0
-        progresses = sweep.sweep_gammas(pair, prompt_ids, config)
+        progresses = measure.sweep_gammas(pair, prompt_ids, config)
         for progress in until_stopped(progresses, pair, session, "sweep", started):
             finished = progress.num_done == progress.num_total
             late = over_time(started)
             if finished or late or time.perf_counter() - last_drawn >= REDRAW_S:
-                view = sweep.sweep_view(progress.results(temperature), spread=spread,
+                view = measure.sweep_view(progress.results(temperature), spread=spread,
                                         most_drafted=progress.most_drafted())
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
@@ -127,7 +127,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         yield render.status_html(describe_error(error), "error"), *[gr.skip()] * 4
 
 
-def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: sweep.SweepView,
+def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: measure.SweepView,
                run: render.RunView | None):
     """Keep a finished sweep's verdict for the session; the last run's statistics redrawn where it swept that run's
     setup and the run has a verdict to restate."""
@@ -204,7 +204,7 @@ def gamma_sweep(view: SweepView, max_gamma: int | None = None) -> go.Figure:
                            marker={"symbol": "circle-open", "size": 20, "color": COLORS["accepted"],
                                    "line": {"width": 3}})
     top = max([1.2, *(r.max_speedup for r in results), *view.theory_speedups[: len(gammas)]]) * 1.15
-    figure.update_layout(height=TEACH_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
+    figure.update_layout(height=SECTION_HEIGHT, xaxis={"dtick": 1, "range": [0.5, last_gamma + 0.5]}, yaxis={"range": [0, top]})
     legend_below(figure)  # four long names: above the plot on a phone they took a row each, over the title
     return figure
 
@@ -230,7 +230,7 @@ def add_measured(figure: go.Figure, view: SweepView, tree: int) -> None:
     """One budget's measured medians with their min–max whiskers; the chain keeps the meta "measured"."""
     results = view.results_of(tree)
     index = view.trees.index(tree)
-    colour, symbol = (EXACT_COLOR, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
+    colour, symbol = (INK, "circle") if tree == 0 else TREE_STYLES[(index - 1) % len(TREE_STYLES)]
     budget = (f"tree {tree}" if tree else "chain") + ": " if view.has_trees else ""
     figure.add_scatter(
         x=[r.gamma + nudge_of(view, tree) for r in results], y=[r.median_speedup for r in results], mode="markers",

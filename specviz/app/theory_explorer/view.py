@@ -1,4 +1,4 @@
-"""The theory explorer: Leviathan's expected speedup against γ, with v = 1 and with a measured verify
+"""What the theory explorer draws: Leviathan's expected speedup against γ, with v = 1 and with a measured verify
 cost, and where in the (c, α) plane speculation pays (`theory_view`)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The theory explorer: Leviathan et al.'s expected speedup against γ and where in the (c, α) plane speculation
-pays, at the sliders' values or the last run's measured ones (logic: specviz.app.lab.explorer)."""
+"""The theory explorer's page: Leviathan et al.'s expected speedup against γ and where in the (c, α) plane
+speculation pays, at the sliders' values or the last run's measured ones; its layout, handlers, wiring, figure
+and words (what the figure draws: `view`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,11 @@ import plotly.graph_objects as go
 
 from specviz.analysis.payoff import GammaAnswer, Payoff, judge_run
 from specviz.analysis.trace import Comparison, compare
-from specviz.app.lab import explorer
-from specviz.app.lab.explorer import TheoryView
-from specviz.app.palette import COLORS
-from specviz.app.plots import base_figure
+from specviz.app.theory_explorer.view import TheoryView, theory_view
+from specviz.app.palette import COLORS, INK
+from specviz.app.plots import SECTION_HEIGHT, base_figure
 from specviz.app.render.tokens import escape_text
 from specviz.app.render.verdict import no_verdict_text, run_payoff, verdict_html, which_gamma, which_gamma_html
-from specviz.app.teach.shared import EXACT_COLOR, TEACH_HEIGHT
 
 THEORY_START = {"alpha": 0.7, "cost_ratio": 0.1, "verify_cost": 1.5}  # the explorer's sliders before any run
 THEORY_LEGEND_PX = 80  # the theory explorer's legend, under its panels: up to three rows
@@ -46,7 +45,7 @@ def measured_of(run) -> tuple[Comparison | None, int | None]:
 def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     """The explorer's chart and note for the sliders' values, with the last run's point if there is one."""
     comparison, gamma = measured_of(run)
-    view = explorer.theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
+    view = theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                                 comparison.speedup if comparison else None)
     # the run's one verdict, as its stats give it, once both lanes are done
     verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
@@ -146,14 +145,14 @@ def theory_explorer(view: TheoryView) -> go.Figure:
     if view.measured_gamma is not None and view.measured_speedup is not None:
         figure.add_scatter(x=[view.measured_gamma], y=[view.measured_speedup], mode="markers", meta="measured",
                            name=f"last run: {view.measured_speedup:.2f}× at γ = {view.measured_gamma}",
-                           marker={"symbol": "diamond", "size": 12, "color": EXACT_COLOR},
+                           marker={"symbol": "diamond", "size": 12, "color": INK},
                            hovertemplate="measured: %{y:.2f}× at γ = %{x}<extra></extra>")
     figure.add_annotation(text="slower than the target alone", x=gammas[-1], y=0.04, xref="x", yref="y",
                           xanchor="right", yanchor="bottom", showarrow=False, font={"color": COLORS["rejected"], "size": 11})
     add_pays_plane(figure, view)
     # the legend (five entries) under both panels: above them, on a phone it would wrap over the title
     figure.update_layout(
-        height=TEACH_HEIGHT + THEORY_LEGEND_PX,
+        height=SECTION_HEIGHT + THEORY_LEGEND_PX,
         xaxis={"domain": [0, 0.6], "dtick": 1 if len(gammas) <= 16 else 2, "range": [0.5, gammas[-1] + 0.5]},
         yaxis={"range": [0, top]},
         legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0.0, "xanchor": "left", "x": 0.0},
@@ -177,7 +176,7 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
                        line={"color": COLORS["resample"], "dash": "dash", "width": 2}, xaxis="x2", yaxis="y2",
                        hovertemplate="c = %{x:.2f}: a gain predicted when α > %{y:.2f}<extra></extra>", meta="pays-boundary")
     figure.add_scatter(x=[view.cost_ratio], y=[view.alpha], mode="markers", name="(c, α) now", xaxis="x2", yaxis="y2",
-                       marker={"size": 11, "color": EXACT_COLOR, "symbol": "circle"}, showlegend=False,
+                       marker={"size": 11, "color": INK, "symbol": "circle"}, showlegend=False,
                        hovertemplate="c = %{x:.2f}, α = %{y:.2f}<extra></extra>")
     figure.update_layout(
         xaxis2={"domain": [0.7, 1.0], "anchor": "y2", "range": [0, view.max_cost], "title": {"text": "c (draft step / target step)"}},

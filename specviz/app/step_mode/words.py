@@ -26,7 +26,7 @@ from specviz.app.render.tree_round import (
 from specviz.app.wording import as_sentence, count, every
 
 if TYPE_CHECKING:  # annotations only: the words stay free of torch and the models
-    from specviz.app.lab.step_mode import DraftRoom
+    from specviz.app.step_mode.session import DraftRoom
 
 STAGE_DELAY_S = 0.5  # between the stages of a round appearing, so the eye can follow them in order
 
@@ -68,7 +68,7 @@ def prefill_html(first_text: str, num_prompt_tokens: int, drafter: str) -> str:
 def round_html(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], num_new_before: int,
                drafter: str, room: DraftRoom, *, greedy: bool) -> str:
     """One round in stages: draft, verify, (rival guesses,) accept test, verdict, correction or bonus,
-    rollback. `room` (step_mode.StepRun.draft_room) says what bounded the drafting. `greedy` (temperature 0):
+    rollback. `room` (session.StepRun.draft_room) says what bounded the drafting. `greedy` (temperature 0):
     the stages give the rule that decides there, the target's own top pick, and leave out the coin r and the
     one-hot p and q, as the lane's hover and the inspector do."""
     heading = f"Round {event.round_index + 1}"
