@@ -17,6 +17,7 @@ import pytest
 from specviz.analysis.confidence import CONFIDENCE_EDGES
 from specviz.analysis.run import Run, recorded_runs
 from specviz.app.plots_round import ROW_WORDS
+from specviz.app.render import rule
 from specviz.app.runs_page import prompt_label
 
 RUN_TIMEOUT_MS = 180_000
@@ -167,7 +168,8 @@ def test_run_stream_inspect_and_recover(page):
     assert colour(page, rejected, "backgroundColor") == "rgb(248, 220, 203)"
     assert "line-through" in colour(page, rejected, "textDecorationLine")
     assert colour(page, resampled, "backgroundColor") == "rgb(246, 217, 160)"
-    assert re.search(r"q\(x\) = .* p\(x\) = .* min\(1, p/q\) = .* r = ", page.locator(rejected).first.get_attribute("title"))
+    assert re.search(rf"q\(x\) = .* p\(x\) = .* {re.escape(rule.KEEP_CHANCE)} = .* r = ",
+                     page.locator(rejected).first.get_attribute("title"))
     assert page.locator("#legend .tok-bonus").count() == 1
 
     # Charts drawn with data.
@@ -729,7 +731,7 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         for selector in ("#legend, #legend *", "#stats, #stats *", "#inspector, #inspector *"):
             assert page.evaluate(CUT_TEXT_JS, selector) == [], (width, selector)
         assert page.locator("#legend").inner_text().count("rival guesses") == 1
-        assert "min(1, p/q)" in page.locator("#inspector .inspector-table").inner_text()
+        assert rule.KEEP_CHANCE in page.locator("#inspector .inspector-table").inner_text()
         assert page.evaluate(CHART_TITLES_JS) == [], width
         assert page.evaluate(CHARTS_CLIPPED_JS) == [], width
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), width

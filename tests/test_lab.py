@@ -19,6 +19,8 @@ import torch
 from scipy.stats import chi2
 
 from specviz.app import render
+from specviz.app.render import rule
+from specviz.app.wording import as_sentence
 from specviz.app.inspector import words as inspector_words
 from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.exactness_lab import draws as exactness, page as lab_page
@@ -450,7 +452,7 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
     explainer = render.explain_html(view)
     assert "accepted, then dropped: it comes after the end-of-text token" in lane_html
     assert "accepted, then dropped: it comes after the end-of-text token" in inspector
-    assert "not examined (after the rejection)" not in lane_html + inspector
+    assert rule.VERDICT_TEXT["unexamined"] not in lane_html + inspector
     assert label == "round 1: 2/3 kept, the text ended at the end-of-text token"
     assert "the text ended at the end-of-text token: 2 tokens for one target pass, and no bonus" in explainer
 
@@ -541,15 +543,15 @@ def test_step_mode_at_temperature_0_gives_the_targets_pick_and_no_coin():
     event, text = rejected[0]
     bad = event.drafted[event.num_accepted]
     accept = text.split("Accept or reject, left to right.")[1].split("· Verdict")[0]
-    assert "no coin is drawn" in accept and "r = " not in accept and "min(1" not in accept
-    assert f" t{bad.token_id}: the target's pick here is  t{event.next_id} → rejected" in accept
-    correction = text.split("· The target's own pick.")[1]  # its one-line caption, then its paragraph
-    assert f"At the rejected position the target wrote its own top pick  t{event.next_id}." in correction
+    assert as_sentence(rule.GREEDY_RULE) in accept and "r = " not in accept and "min(1" not in accept
+    assert f" t{bad.token_id}: {rule.pick_test(False, f' t{event.next_id}')} → rejected" in accept
+    correction = text.split(f"· {rule.OWN_PICK.capitalize()}.")[1]  # its one-line caption, then its paragraph
+    assert rule.replacement_story(f" t{event.next_id}", greedy=True) in correction
     assert "gave the target's own top pick at" in text and f"{bad.target_confidence:.0%} sure" in text
     assert "p( " not in text  # p is one-hot at T = 0: it says nothing the pick does not
     # Above temperature 0 the coin decides, and step mode shows it.
     sampled = step_stages(pair, [5, 6, 7], dataclasses.replace(config, temperature=1.0))
-    assert any("Draw r ~ U(0, 1)" in words and "r = " in words for event, words in sampled if event.gamma)
+    assert any(rule.COIN_TEST in words and "r = " in words for event, words in sampled if event.gamma)
 
 
 def test_a_round_planned_short_by_the_heuristic_schedule_says_so():
@@ -601,7 +603,7 @@ def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     assert " <b> (q = 1, 41% sure). At temperature 0 q is 1 for any top guess: the percentage is how sure" in draft_stage
     rivals = text.split("3 · Rival guesses.")[1].split("4 · ")[0]
     assert "also offered its 2nd and 3rd guesses for that same position: (x (27%) and  & ${y} (12%)" in rivals
-    assert "in the same target forward" in rivals and "target's own top pick" in rivals
+    assert "in the same target forward" in rivals and rule.GREEDY_KEEP.capitalize() in rivals
     outcome = {0: "Here it was the drafter's first pick  <b>: the round goes on with it, and the rivals (x and  & ${y} "
                   "are dropped",
                1: "Here it was (x, the drafter's 2nd guess: the round goes on with it as its one draft",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from specviz.app import plots
+from specviz.app.render import rule
 from specviz.decoding.events import FinishEvent, PrefillEvent
 from specviz.analysis.trace import Trace
 from tests.test_render import bonus_round, make_gamma1_run, make_run, rejection_round
@@ -92,13 +93,15 @@ def test_the_decision_chart_names_the_targets_own_pick_at_temperature_0():
                           details=(PositionDetail(((3, 1.0),), ((7, 1.0),), ((7, 1.0),)),))
     labels = {3: " Scotland", 7: " Edinburgh"}
     # too long for one line of a phone's chart: broken before the arrow, and the figure keeps room for two lines
+    pick, resampled = rule.correction_word(greedy=True), rule.correction_word(greedy=False)
+    assert pick == rule.OWN_PICK  # at temperature 0 the chart names the target's own pick, as the words beside it do
     assert plots.decision_title(rejected, labels, greedy=True) == (
-        "Round 1, draft 1: ' Scotland' rejected<br>→ the target's own pick ' Edinburgh'")
+        f"Round 1, draft 1: ' Scotland' rejected<br>→ {pick} ' Edinburgh'")
     assert plots.decision_title(dataclasses.replace(rejected, round_index=0), {3: "a", 7: "b"}) == (
-        "Round 1, draft 1: 'a' rejected → resampled 'b'")
-    assert "→ resampled ' Edinburgh'" in plots.decision_title(rejected, labels)
+        f"Round 1, draft 1: 'a' rejected → {resampled} 'b'")
+    assert f"→ {resampled} ' Edinburgh'" in plots.decision_title(rejected, labels)
     two_lines = plots.decision_distributions(rejected, labels, greedy=True)
-    assert two_lines.layout.title.text.endswith("the target's own pick ' Edinburgh'")
+    assert two_lines.layout.title.text.endswith(f"{pick} ' Edinburgh'")
     one_line = plots.decision_distributions(rejected, {3: "a", 7: "b"})
     assert two_lines.layout.margin.t == one_line.layout.margin.t + 2 * plots.TITLE_LINE_PX
     # a run that recorded how sure each model was (temperature 1) draws that, named so, and no residual

@@ -13,6 +13,8 @@ import pytest
 
 from specviz.app import palette, plots, render
 from specviz.app.inspector import words as inspector_words
+from specviz.app.render import rule
+from specviz.app.wording import as_sentence
 
 from specviz.analysis import payoff
 from specviz.decoding.events import FinishEvent, PositionDetail, PrefillEvent, RoundEvent
@@ -72,7 +74,7 @@ def test_lanes_colour_every_kind_and_escape_text():
     assert "&amp;" in speculative_html and "${" not in speculative_html and "&#36;&#123;y&#125;" in speculative_html
     assert "↵" in speculative_html  # newlines drawn
     assert 'data-done="true"' in speculative_html
-    assert "q(x) = 0.500 · p(x) = 0.100 · min(1, p/q) = 0.200 · r = 0.900 → rejected" in speculative_html
+    assert f"q(x) = 0.500 · p(x) = 0.100 · {rule.KEEP_CHANCE} = 0.200 · r = 0.900 → rejected" in speculative_html
 
 
 def test_lane_text_joins_emitted_tokens_only():
@@ -167,7 +169,7 @@ def test_unexamined_draft_tooltip_says_its_r_was_unused():
 def test_counts_of_one_are_singular():
     run = make_gamma1_run()
     _, speculative_html = render.lanes_html(run)
-    assert "all 1 drafts" not in speculative_html and "bonus: the 1 draft accepted" in speculative_html
+    assert "all 1 drafts" not in speculative_html and rule.bonus_reason("the 1 draft", False) in speculative_html
     inspector = inspector_words.inspector_html(run, 0)
     assert "proposed 1 token;" in inspector and "checked it" in inspector and "(1 draft pass)" in inspector
     explainer = render.explain_html(run)
@@ -501,6 +503,26 @@ def test_a_round_the_confidence_stop_ended_is_marked_and_explained():
     assert "stopped" not in inspector_words.inspector_html(run, 1)
 
 
+def test_the_rules_words_leave_room_for_drawn_tokens():
+    """render.rule's sentences put the caller's tokens in as given, and step mode and How it works pass tokens
+    drawn as HTML: the words around them must hold no <, > or & (coin_test's "r < …" aside, escaped whole by its
+    one caller), else a rewording there would break the page's HTML."""
+    import inspect
+    from itertools import product
+
+    samples = {"str": ["X"], "str | None": ["X", None], "int": [2], "bool": [True, False]}
+    checked = 0
+    for name, function in vars(rule).items():
+        if not inspect.isfunction(function) or function.__module__ != rule.__name__ or name == "coin_test":
+            continue
+        parameters = inspect.signature(function).parameters.values()
+        for values in product(*(samples[parameter.annotation] for parameter in parameters)):
+            said = function(**{parameter.name: value for parameter, value in zip(parameters, values)})
+            assert not set("<>&") & set(said), (name, said)
+            checked += 1
+    assert checked > 20
+
+
 def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
     """At temperature > 0 q is the draft's tempered softmax, not one-hot, and r decides: the hover gives the
     coin in a plain line first, then the rule's numbers."""
@@ -508,7 +530,7 @@ def test_a_sampled_draft_says_its_coin_first_then_q_p_and_r():
     event = RoundEvent("speculative", 0, 1, 1, chain(sampled, then=(4, "resample")), 0, 4, "resample", (4,), 0.001, 0.01,
                        1, 1)
     reason = render.tokens.draft_reason(event, 0, False, " <b>", " x")
-    assert reason == "accepted with probability min(1, p/q) = 0.49; the coin r = 0.60 was above it, so rejected"
+    assert reason == rule.coin_reason("0.49", "0.60", accepted=False)
     title = render.tokens.drafted_title(0, 1, event.drafted[0], "rejected", reason)
     assert title.index("the coin r = 0.60") < title.index("q(x) = 0.410") < title.index("r = 0.600")
 
@@ -744,12 +766,14 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (pick_class, pick_title, pick_shown), (taken_class, taken_title, taken_shown) = spans[:2]
     # the drafter's own first pick is the round's first draft, struck through as rejected by the target's own pick
-    assert "tok-rejected" in pick_class and pick_title.startswith("rejected: the target's own top pick here was")
-    assert f"the drafter guessed '{first_text}' first (the drafter was {first_pick.draft_confidence:.0%} sure)" in pick_title
+    taken = event.taken_guess
+    assert "tok-rejected" in pick_class and pick_title.startswith(rule.rival_rejected_reason(
+        f"'{texts.guesses[taken]}'", render.tokens.target_sure_text(event.guesses[taken]), taken + 1, f"'{first_text}'",
+        f" (the drafter was {first_pick.draft_confidence:.0%} sure)"))
     assert "draft 1/1, the drafter's first pick" in pick_title
     # the rival the target took follows it, kept, and says so, with the drafter's own probability for it
     assert "tok-accepted" in taken_class and "tok-rival-taken" in taken_class
-    assert taken_title.startswith(f"rival guess {event.taken_guess + 1} — the target's own pick, taken")
+    assert taken_title.startswith(f"rival guess {event.taken_guess + 1} — {rule.OWN_PICK}, taken")
     assert f"{event.drafted[0].draft_confidence:.0%}" in taken_title and "q(x)" not in taken_title
     assert "draft 1/1 ·" not in taken_title
     # the small struck rivals after it are the guesses left over, never the first pick again
@@ -758,8 +782,10 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     assert all(first_text not in shown.split(" ") for shown in markers)
     # the inspector says it first, in words, and lists the first pick before the rival it lost to
     inspector = html_text.unescape(inspector_words.inspector_html(run, event.round_index))
-    assert f"Why was '{first_text}' thrown away? The target's own top pick here was '{texts.drafted[0]}'" in inspector
-    assert inspector.index("rejected: the drafter's first pick") < inspector.index("taken: the target's own pick")
+    why = rule.rival_kept_sentence(f"'{texts.drafted[0]}'", render.tokens.target_sure_text(event.drafted[0]), taken + 1,
+                                   f"'{first_text}'", render.tokens.sure_text(first_pick))
+    assert f"Why was '{first_text}' thrown away? {why}" in inspector
+    assert inspector.index(rule.RIVAL_VERDICT_TEXT["rejected"]) < inspector.index(rule.RIVAL_VERDICT_TEXT["taken"])
     # what the lane keeps is still the round's emitted tokens, the taken rival first; only the first pick is struck
     kept = [cls for cls, _, _ in spans if re.search(r"tok-(accepted|resample|bonus)\b", cls)]
     assert len(kept) == len(event.emitted_ids) and "tok-rival-taken" in kept[0]
@@ -789,21 +815,26 @@ def test_at_temperature_0_a_rejection_is_answered_in_plain_words_without_q_or_r(
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     (_, kept_title, _), (_, rejected_title, _), (own_class, own_title, _) = spans[:3]
     # Each figure names whose it is: a bare "(it was 81% sure)" after "the target's own top pick" read as the target's.
-    assert kept_title.startswith("kept: ' f' was the target's own top pick here too (the target was 90% sure, the drafter 81%)")
-    assert rejected_title.startswith("rejected: the target's own top pick here was ' x' (the target was 62% sure); "
-                                     "the drafter guessed ' <b>' (the drafter was 43% sure)")
+    target_sure, draft_sure = " (the target was 62% sure)", " (the drafter was 43% sure)"
+    assert kept_title.startswith(rule.kept_reason("' f'", " (the target was 90% sure, the drafter 81%)"))
+    assert rejected_title.startswith(rule.rejected_reason("' x'", "' <b>'", target_sure, draft_sure))
     assert "(it was" not in kept_title + rejected_title
-    assert "tok-resample" in own_class and own_title.startswith("the target's own pick, in place of the rejected ' <b>'")
+    assert "tok-resample" in own_class and own_title.startswith(rule.replacement_reason(True, "' <b>'"))
     for title in (kept_title, rejected_title, own_title):  # nothing that decides nothing at temperature 0
-        assert "q(x)" not in title and "r = " not in title and "min(1, p/q)" not in title and "1.000" not in title
+        assert "q(x)" not in title and "r = " not in title and rule.KEEP_CHANCE not in title and "1.000" not in title
     inspector = html_text.unescape(inspector_words.inspector_html(run, 0))
     words = html_text.unescape(visible_text(inspector_words.inspector_html(run, 0)))
-    assert words.strip().startswith("Why was ' <b>' rejected? Rejected: the target's own top pick here was ' x' (the target was 62% sure)")
-    assert "Where did ' x' come from? It is the target's own pick" in words
-    assert "r ~ U(0, 1)" not in inspector and "min(1, p/q)" not in inspector and "0.768" not in inspector
-    assert "43%" in words and "the target's own pick here" in words
-    explained = html_text.unescape(visible_text(render.explain_html(run)))  # How it works tells it the same way
-    assert "its own top pick was" in explained and "(the target was 62% sure)" in explained and "r = 0.768" not in explained
+    said = as_sentence(rule.rejected_reason("' x'", "' <b>'", target_sure, draft_sure))
+    assert words.strip().startswith(f"Why was ' <b>' rejected? {said}")
+    where = rule.replacement_reason(True, "' <b>'")
+    assert f"Where did ' x' come from? It is {where}." in words
+    assert rule.COIN not in inspector and rule.KEEP_CHANCE not in inspector and "0.768" not in inspector
+    assert "43%" in words and f"{rule.OWN_PICK} here" in words
+    explained = render.explain_html(run)  # How it works tells it the same way
+    inline, escape = render.tokens.inline_token, render.tokens.escape_text
+    assert rule.rejection_story(1, inline(" <b>", "rejected"), inline(" x", "resample"), True,
+                                target_sure=escape(target_sure), draft_sure=escape(draft_sure)) in explained
+    assert "r = 0.768" not in html_text.unescape(visible_text(explained))
 
 
 def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it_was_replaced_from():
@@ -811,15 +842,15 @@ def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it
     event = run.speculative.trace.rounds[0]
     spans = round_spans(render.lanes_html(run, names=("speculative",))[0], event)
     rejected_title, own_title = spans[1][1], spans[2][1]
-    assert rejected_title.startswith("accepted with probability min(1, p/q) = 0.41; the coin r = 0.77 was above it, "
-                                     "so rejected\n")
-    assert "q(x) = 0.500 · p(x) = 0.205 · min(1, p/q) = 0.410 · r = 0.770" in rejected_title  # kept, after the line
-    assert own_title.startswith("resampled from the residual norm(max(0, p − q)), in place of the rejected ' <b>'")
+    assert rejected_title.startswith(rule.coin_reason("0.41", "0.77", accepted=False) + "\n")
+    assert f"q(x) = 0.500 · p(x) = 0.205 · {rule.KEEP_CHANCE} = 0.410 · r = 0.770" in rejected_title  # kept, after the line
+    assert own_title.startswith(rule.replacement_reason(False, "' <b>'"))
     words = html_text.unescape(visible_text(inspector_words.inspector_html(run, 0)))
-    assert words.strip().startswith("Why was ' <b>' rejected? Accepted with probability min(1, p/q) = 0.41; the coin "
-                                    "r = 0.77 was above it, so rejected.")
-    assert "Where did ' x' come from? It is resampled from the residual norm(max(0, p − q))" in words
-    assert "r ~ U(0, 1)" in html_text.unescape(inspector_words.inspector_html(run, 0))
+    said = as_sentence(rule.coin_reason("0.41", "0.77", accepted=False))
+    assert words.strip().startswith(f"Why was ' <b>' rejected? {said}")
+    where = rule.replacement_reason(False, "' <b>'")
+    assert f"Where did ' x' come from? It is {where}." in words
+    assert rule.COIN in html_text.unescape(inspector_words.inspector_html(run, 0))
 
 
 def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_the_cards_figures():
@@ -859,7 +890,7 @@ def test_the_first_view_says_what_to_do_before_any_notation():
     baseline, speculative = (html_text.unescape(html) for html in render.lanes_html(None))
     assert "press Run" not in baseline + speculative
     assert "The target alone will write here, one token per forward pass" in baseline
-    assert "Speculative decoding will write here" in speculative and "green: the target agreed" in speculative
+    assert "Speculative decoding will write here" in speculative and rule.PLAIN_KEY["accepted"] in speculative
     assert "tok-rejected" in speculative and "click a coloured token" in speculative
 
 

@@ -5,11 +5,14 @@ tells a tree round in its stages beside the same figure."""
 
 from __future__ import annotations
 
+from specviz.app.render import rule
 from tests.test_app_browser import choose, run_and_wait, set_number
 from tests.test_teach_browser import KEPT, choose_tiny_code, open_section
 
 OPEN_ROUND_MS = 30_000  # the session-wide server may still be finishing an earlier test's queued work
 REJECTED = "rejected (struck)"  # plots_tree.KIND_NAMES["rejected"]: the rejected nodes' trace
+# The rule's words for a guess rejected at temperature 0, up to the quote that opens the target's own pick.
+REJECTED_SAYS = rule.tree_rejected_reason(True, pick="'").split(";")[0]
 
 
 def open_round(page, round_element) -> str:
@@ -51,7 +54,7 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
 
     # The words: a row per node, the rejected one naming the target's own pick, the unexamined ones why not.
     rejected_row = page.locator("#inspector .tree-row.inspect-rejected").first.inner_text()
-    assert "rejected: the target's own pick here is '" in rejected_row, rejected_row
+    assert REJECTED_SAYS in rejected_row, rejected_row
     unexamined = page.locator("#inspector .tree-row.inspect-unexamined")
     assert unexamined.count() and "not examined: " in unexamined.first.inner_text()
 
@@ -69,7 +72,7 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     chart.locator(".scatterlayer .trace").nth(scatter_index).locator(".point").first.hover(force=True)
     page.wait_for_selector("#chart-inspector .hoverlayer .hovertext", timeout=OPEN_ROUND_MS)
     hover = chart.locator(".hoverlayer").text_content()  # SVG: its text, each line a tspan
-    assert "rejected: the target's own pick here is '" in hover, hover
+    assert REJECTED_SAYS in hover, hover
     # Click it: its row in the table below is marked, and its line is written above the table.
     assert "Click a node" in page.locator("#inspector .tree-picked").inner_text()
     chart.locator(".scatterlayer .trace").nth(scatter_index).locator(".point").first.click(force=True)
@@ -77,7 +80,7 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     picked = page.locator("#inspector tr.tree-row-picked")
     assert picked.count() == 1 and "inspect-rejected" in picked.get_attribute("class")
     said = page.locator("#inspector .tree-picked").inner_text()
-    assert "rejected: the target's own pick here is '" in said and "(node " in said, said
+    assert REJECTED_SAYS in said and "(node " in said, said
 
 
 def test_step_mode_tells_tree_rounds_and_writes_a_normal_tree_runs_text(page):

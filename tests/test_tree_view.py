@@ -13,7 +13,9 @@ from specviz.analysis.bench import load_prompts
 from specviz.app import plots_tree, render
 import specviz.app.render.tree_round  # noqa: F401  (render.tree_round in the tests below)
 from specviz.app.palette import COLORS
-from specviz.app.render.tree_round import figure_words, node_lines, num_branches
+from specviz.app.render import rule
+from specviz.app.render.tokens import escape_text, prob, quoted
+from specviz.app.render.tree_round import after_text, figure_words, node_lines, num_branches, tried_before
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.decoding.forward import tree_layout
@@ -95,18 +97,29 @@ def test_each_node_says_why_in_plain_words(runs):
             lines = node_lines(event, texts, greedy=temperature == 0)
             for i, node in enumerate(event.nodes):
                 why = lines[i].split("\n")[-1]
+                tried = ", ".join(quoted(texts[j]) for j in tried_before(event.nodes, i))
                 if node.verdict == "rejected" and temperature == 0:
-                    pick = next(j for j, other in enumerate(event.nodes) if other.parent == node.parent
-                                and other.verdict in ("accepted", "resample", "bonus"))
-                    assert why.startswith(f"rejected: the target's own pick here is '{texts[pick]}'"), why
+                    assert why == greedy_rejected_line(event, i, texts), why
                 elif node.verdict == "rejected":
-                    assert re.search(r"p′\(x\) = \S+ .*the coin r = [\d.]+ was above it", why), why
+                    assert why == rule.tree_rejected_reason(False, chance=prob(node.accept_prob), p=prob(node.target_prob),
+                                                            r=f"{node.r:.3f}", earlier=tried), why
+                    assert rule.coin_text(f"{node.r:.3f}", accepted=False) in why  # the coin, named
                 elif node.verdict == "unexamined":
                     assert why.startswith("not examined: "), why
                 elif node.verdict == "resample":
-                    assert ("the target's own pick" if temperature == 0 else "resampled") in why, why
+                    assert why == rule.tree_own_reason(False, after_text(event.nodes, i, texts), tried or "none",
+                                                       greedy=temperature == 0), why
                 seen.add((temperature, node.verdict))
     assert {(0.0, "rejected"), (0.0, "unexamined"), (1.0, "rejected"), (1.0, "resample")} <= seen, seen
+
+
+def greedy_rejected_line(event, index: int, texts) -> str:
+    """What the rule says of a guess rejected at temperature 0: the target's own pick there, which the walk took."""
+    node = event.nodes[index]
+    pick = next(j for j, other in enumerate(event.nodes) if other.parent == node.parent
+                and other.verdict in ("accepted", "resample", "bonus"))
+    return rule.tree_rejected_reason(True, pick=quoted(texts[pick]), guess=quoted(texts[index]),
+                                     share=f"{node.draft_prob:.0%}")
 
 
 def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_rounds(runs):
@@ -116,11 +129,13 @@ def test_the_inspector_draws_the_tree_and_its_mask_and_the_lane_marks_tree_round
     event = next(event for event in tree_rounds(run) if any(node.verdict == "rejected" for node in event.nodes))
     html, figure, _ = inspector_values(run, event.round_index)
     assert "tree-table" in html and html.count('class="inspect-row tree-row') == len(event.nodes)
-    assert "the target&#x27;s own pick here is" in html
+    texts = run.speculative.round_texts[event.round_index].nodes
+    said = [greedy_rejected_line(event, i, texts) for i, node in enumerate(event.nodes) if node.verdict == "rejected"]
+    assert all(escape_text(line) in html for line in said)
     by_name = {trace.name: trace for trace in figure.data if trace.name}
     rejected = by_name[plots_tree.KIND_NAMES["rejected"]]
-    assert all("the target&#x27;s own pick here is" in text or "the target's own pick here is" in text
-               for text in rejected.hovertext)
+    assert sorted(text.split("<br>")[-1] for text in rejected.hovertext) == sorted(plots_tree.plotly_text(line)
+                                                                                   for line in said)
     assert all(text.startswith("<s>") for text in rejected.text)  # struck
     heatmap = next(trace for trace in figure.data if trace.type == "heatmap")
     assert len(heatmap.z) == len(event.nodes) - 1 and len(heatmap.z[0]) == len(event.nodes)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from specviz.catalogue import lane_info
 from specviz.decoding.events import RoundEvent
 from specviz.app.palette import COLORS
-from specviz.app.render.rule import OWN_PICK
+from specviz.app.render.rule import bonus_word, correction_word
 from specviz.analysis.trace import Trace, speedup
 from specviz.app.wording import every
 
@@ -246,12 +246,10 @@ def decision_title(event: RoundEvent, labels: Mapping[int, str], greedy: bool = 
                               "the target's own token was not kept")
     if event.next_kind == "resample" and position < len(event.drafted):
         token = event.drafted[position]
-        how = OWN_PICK if greedy else "resampled"
         return two_line_title(f"Round {event.round_index + 1}, draft {position + 1}: {label_of(token.token_id, labels)} rejected",
-                              f"→ {how} {label_of(event.next_id, labels)}")
-    source = OWN_PICK if greedy else "from p"
+                              f"→ {correction_word(greedy)} {label_of(event.next_id, labels)}")
     return two_line_title(f"Round {event.round_index + 1}: {every(event.gamma, 'draft')} accepted",
-                          f"→ bonus {label_of(event.next_id, labels)}, {source}")
+                          f"→ bonus {label_of(event.next_id, labels)}, {bonus_word(greedy)}")
 
 
 def ordered_union(groups: Sequence[Sequence[tuple[int, float]]]) -> list[int]:

@@ -18,7 +18,7 @@ from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, decision_distributions, quoted, with_hint
 from specviz.app.plots_tree import tree_figure
 from specviz.app.render.lanes import RoundTexts
-from specviz.app.render.rule import OWN_PICK
+from specviz.app.render.rule import correction_word
 from specviz.app.render.tree_round import figure_words
 from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent, TokenKind
@@ -76,7 +76,7 @@ def text_at(texts: list[str], index: int) -> str:
 def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
     """A chain's γ + 1 rows (with a rival round's guesses after the first): each judges the draft at its place,
     the last gives the bonus where every draft was kept."""
-    correction = OWN_PICK if greedy else "resampled"
+    correction = correction_word(greedy)
     if event.gamma == 0:  # nothing drafted: one plain step
         own = text_at(texts.own, 0)
         return [Cell(own, "target", f"nothing drafted: one plain target step, which wrote {own}")]

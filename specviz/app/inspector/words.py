@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
-from specviz.app.render.rule import COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, TARGET_PICK, bonus_source
+from specviz.app.render.rule import (
+    COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT, TARGET_PICK, all_kept_sentence,
+    rival_kept_sentence,
+)
 from specviz.app.render.tokens import (
     END_OF_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
     prob, quoted, r_text, rejected_index, rivals_text, stopped_unsure_text, sure_text, target_sure_text, timing_text,
@@ -76,13 +79,13 @@ def draft_rows(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[str]:
             f"<td {LEFT}>{token_span(pick_text, 'rejected', first_pick_title(event, texts.guesses), keep_breaks=False)}</td>"
             f"<td {CELL}>{confidence_cell(event.guesses[0])}</td>"
             f"<td {LEFT}>{token_span(taken_text, 'accepted', TARGET_PICK, keep_breaks=False)}</td>"
-            f"<td {LEFT}>rejected: the drafter's first pick, not the target's</td></tr>"
+            f"<td {LEFT}>{RIVAL_VERDICT_TEXT['rejected']}</td></tr>"
         )
     for i, token in enumerate(event.drafted):
         verdict = event.verdict(i)
         text = texts.drafted[i] if i < len(texts.drafted) else ""
         if i == 0 and event.took_rival:
-            number, verdict_text = f"rival {event.taken_guess + 1}", f"taken: {OWN_PICK}"
+            number, verdict_text = f"rival {event.taken_guess + 1}", RIVAL_VERDICT_TEXT["taken"]
         else:
             number, verdict_text = str(i + 1), draft_verdict_text(event, i, greedy)
         if greedy:
@@ -105,7 +108,7 @@ def pick_cell(event: RoundEvent, index: int, texts: RoundTexts) -> str:
 
 
 def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: str | None) -> str:
-    """The target's own token of the round: where it came from (Q2), with its q and p where recorded."""
+    """The target's own token of the round: where it came from, with its q and p where recorded."""
     kind = event.own_kind
     how = own_reason(event, greedy, rejected_text)
     if greedy:
@@ -121,22 +124,19 @@ def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: s
 
 
 def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
-    """Q1 and Q2 for the round's deciding position in plain words, before any table."""
+    """The round's deciding position in plain words, before any table: why its draft was kept or thrown away, and
+    where the target's own token came from."""
     rejected = rejected_index(event)
     if event.took_rival:
         pick, pick_text, taken_text = event.guesses[0], texts.guesses[0], texts.drafted[0]
-        return (f"Why was {quoted(pick_text)} thrown away? {TARGET_PICK.capitalize()} was {quoted(taken_text)}"
-                f"{target_sure_text(event.drafted[0])}, not the drafter's first pick {quoted(pick_text)}{sure_text(pick)}; "
-                f"{quoted(taken_text)} was the drafter's rival guess {event.taken_guess + 1}, checked in "
-                "the same target pass, so the round kept it.")
+        why = rival_kept_sentence(quoted(taken_text), target_sure_text(event.drafted[0]), event.taken_guess + 1,
+                                  quoted(pick_text), sure_text(pick))
+        return f"Why was {quoted(pick_text)} thrown away? {why}"
     if rejected is None:
         if ended_at_end_of_text(event):
             return f"The target kept {event.num_kept_drafts} of the drafts and {END_OF_TEXT}."
-        one = event.gamma == 1
-        kept = (f"matched the target's own top pick, so {'it was' if one else 'all were'} kept" if greedy
-                else f"{'was' if one else 'were'} accepted (each coin r fell below its {KEEP_CHANCE})")
-        return (f"{every(event.gamma, 'draft').capitalize()} {kept}; the same target pass then gave one more token, "
-                f"{quoted(texts.next_text)}, {bonus_source(greedy)}, for free.")
+        return all_kept_sentence(every(event.gamma, "draft").capitalize(), event.gamma == 1, quoted(texts.next_text),
+                                 greedy)
     text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""
     why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
     where = own_reason(event, greedy, text)

@@ -6,9 +6,7 @@ from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
 from specviz.app.render.verdict import no_verdict_text, run_payoff, which_gamma, which_gamma_html
-from specviz.app.render.rule import (
-    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_KEEP, RESIDUAL, RULE_TEXT, WHY_EXACT, chance_text,
-)
+from specviz.app.render.rule import GREEDY_KEEP, RULE_TEXT, WHY_EXACT, bonus_story, rejection_story
 from specviz.app.render.stats import comparison_of
 from specviz.app.render.tokens import (
     END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
@@ -55,15 +53,13 @@ def explain_rejection(lane: LaneView, event: RoundEvent) -> str:
     texts = lane.round_texts[event.round_index]
     proposed = " ".join(inline_token(text, event.verdict(i)) for i, text in enumerate(texts.drafted))
     bad, rejected = event.drafted[event.num_accepted], inline_token(texts.drafted[event.num_accepted], "rejected")
+    own = inline_token(texts.next_text, "resample")
     if lane.greedy:
-        why = (f"The target kept {event.num_accepted}; at {rejected} its own top pick was "
-               f"{inline_token(texts.next_text, 'resample')}{escape_text(target_sure_text(bad))}, while the drafter "
-               f"had guessed otherwise{escape_text(sure_text(bad))}. {GREEDY_CORRECTION.capitalize()}")
+        why = rejection_story(event.num_accepted, rejected, own, True, target_sure=escape_text(target_sure_text(bad)),
+                              draft_sure=escape_text(sure_text(bad)))
     else:
-        chance = chance_text(prob(bad.accept_prob), f"{bad.r:.3f}", False)
-        why = (f"The target accepted {event.num_accepted}; at {rejected} it gave p = {prob(bad.target_prob)} against "
-               f"the draft's q = {prob(bad.draft_prob)}, so it was {escape_text(chance)}. The target then resampled "
-               f"{inline_token(texts.next_text, 'resample')} from the residual {escape_text(RESIDUAL)}")
+        why = rejection_story(event.num_accepted, rejected, own, False, p=prob(bad.target_prob), q=prob(bad.draft_prob),
+                              chance=prob(bad.accept_prob), r=f"{bad.r:.3f}")
     return (f"In round {event.round_index + 1} the drafter proposed {proposed}. {why}: "
             f"{count(event.num_accepted + 1, 'token')} for one target pass.")
 
@@ -98,11 +94,8 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
         return (f"In round {event.round_index + 1} the target kept {kept} and {END_OF_TEXT}: "
                 f"{count(len(event.emitted_ids), 'token')} for one target pass, and no bonus.")
     proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
-    return (
-        f"In round {event.round_index + 1} {every(event.gamma, 'draft')} {'was' if event.gamma == 1 else 'were'} "
-        f"accepted ({proposed}), so {FREE_TOKEN}, the bonus {inline_token(texts.next_text, 'bonus')}: "
-        f"{count(len(event.emitted_ids), 'token')} for one target pass."
-    )
+    story = bonus_story(every(event.gamma, "draft"), event.gamma == 1, proposed, inline_token(texts.next_text, "bonus"))
+    return f"In round {event.round_index + 1} {story}: {count(len(event.emitted_ids), 'token')} for one target pass."
 
 
 def explain_speed(run: RunView, comparison: Comparison) -> str:

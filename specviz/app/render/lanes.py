@@ -17,6 +17,7 @@ from specviz.app.render.tokens import (
     own_reason, rejected_index, rivals_marker, stop_marker, taken_rival_title, token_span, visible_text,
 )
 from specviz.app.render.pieces import Piece, byte_note, label_text, token_piece
+from specviz.app.render.rule import PLAIN_KEY
 from specviz.app.render.tree_round import node_texts, tree_mark
 from specviz.analysis.run import Run
 from specviz.analysis.payoff import Payoff
@@ -345,13 +346,9 @@ EMPTY_LANE_WORDS = {
                    "is coloured by what happened to it:",
     "reference": "transformers' own generate() will write here, on the same models, when you switch it on.",
 }
-# Each sample chip carries the legend's name for its kind (render.tokens.LEGEND_ITEMS): one name per kind.
-EMPTY_SPECULATIVE_KEY = (
-    ("accepted", "green: the target agreed with the drafter's guess"),
-    ("rejected", "struck through: the target disagreed, so the guess was thrown away"),
-    ("resample", "orange: the target's own token, written in the rejected guess's place"),
-    ("bonus", "blue: a free extra token when every guess was kept"),
-)
+# Each sample chip carries the legend's name for its kind (render.tokens.LEGEND_ITEMS): one name per kind; the
+# words beside it are the rule's (render.rule.PLAIN_KEY).
+EMPTY_SPECULATIVE_KEY = tuple(PLAIN_KEY.items())
 CLICK_WORDS = "After a run, click a coloured token to see why it was kept or thrown away."
 
 

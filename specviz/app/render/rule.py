@@ -1,7 +1,12 @@
-"""The acceptance rule in words: one home for every place that explains it (the lanes' hovers and legend, the
-inspector, How it works, a tree round's lines, the stats, step mode, the charts' titles, the exactness lab),
-so no two of them tell it differently.
-Plain text: the caller escapes it.
+"""The acceptance rule in words: one home for every sentence that says why a draft was kept or thrown away,
+where the target's own token came from and when a bonus comes (the lanes' hovers, legend and first view, the
+inspector, How it works, a tree round's lines, the stats, step mode, the charts' titles, the exactness lab), so no
+two of them tell it differently and rewording the rule is this one file.
+
+Plain text: the caller escapes it. A function's token arguments (`draft`, `pick`, `own` …) are put in as given, so
+a caller may pass them quoted ('x') or as HTML (a drawn token); the words around them hold no <, > or &, so an HTML
+caller need not escape them (tests/test_render.py checks that), coin_test's "r < …" aside, which its caller escapes
+whole.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ WRONG_TREE = "Medusa's typical acceptance on the tree"
 WRONG_RULE = f"{WRONG_CHAIN} instead of {RESIDUAL}"
 # A tree's children are tried in order (SpecInfer's rule): p′ starts as p and loses each rejected guess.
 TREE_RULE = "a guess x is kept with probability p′(x); each rejection sets p′(x) to 0 and renormalises p′"
+TREE_WALK = ("From the top, try each node's children in the drafter's order; the first one kept becomes the node "
+             "and the walk goes on below it.")
 RULE_TEXT = (
     f"Each guess x is kept with probability min(1, p(x)/q(x)), where q is the draft's probability and p the "
     f"target's: the page draws {COIN} and keeps x if r < {KEEP_CHANCE}. At the first rejection the target replaces "
@@ -46,12 +53,35 @@ GREEDY_VERDICT_TEXT = {
     "rejected": "rejected: not the target's own pick",
     "unexamined": VERDICT_TEXT["unexamined"],
 }
-# Q5, "why is the output still the target's?", in the one line a learner needs.
+# A greedy round whose first position had rival guesses: the drafter's first pick, and the rival the target took.
+RIVAL_VERDICT_TEXT = {
+    "rejected": "rejected: the drafter's first pick, not the target's",
+    "taken": f"taken: {OWN_PICK}",
+}
+# The legend's hover for each kind of token the rule decides.
+LEGEND_HELP = {
+    "accepted": f"the target agreed (r < {KEEP_CHANCE})",
+    "rejected": f"struck through: r ≥ {KEEP_CHANCE}, thrown away",
+    "unexamined": "drafted after a rejection, never checked",
+    "resample": f"the target's own token in a rejected draft's place: its top pick at temperature 0, else resampled "
+                f"from {RESIDUAL}",
+    "bonus": f"every draft of the round accepted: {FREE_TOKEN}",
+}
+# The rule without notation, for the page's first view (each beside a sample token drawn in its colour).
+PLAIN_KEY = {
+    "accepted": "green: the target agreed with the drafter's guess",
+    "rejected": "struck through: the target disagreed, so the guess was thrown away",
+    "resample": "orange: the target's own token, written in the rejected guess's place",
+    "bonus": "blue: a free extra token when every guess was kept",
+}
+# "Why is the output still the target's?", in the one line a learner needs.
 WHY_EXACT = (
     "Why the text is still the target's: a draft x is kept with probability q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)), "
     f"and a rejection's correction is drawn from {RESIDUAL}, which holds exactly the rest, p(x) − min(p(x), q(x)); "
     "the two add back to exactly p(x)."
 )
+NOT_EXAMINED = "not examined: a draft before it was rejected, so the target never checked it"
+NEVER_EXAMINED = "never examined, it came after a rejection"
 
 
 def coin_text(r: str, accepted: bool) -> str:
@@ -67,3 +97,167 @@ def chance_text(chance: str, r: str, accepted: bool) -> str:
 def bonus_source(greedy: bool) -> str:
     """Where the bonus token comes from."""
     return "its own top pick" if greedy else "sampled from p"
+
+
+def correction_word(greedy: bool) -> str:
+    """How the target chose its token in a rejected draft's place, in a chart's few words."""
+    return OWN_PICK if greedy else "resampled"
+
+
+def bonus_word(greedy: bool) -> str:
+    """Where the bonus token comes from, in a chart's few words."""
+    return OWN_PICK if greedy else "from p"
+
+
+# --- a chain's draft: why it was kept or thrown away (its hover, the inspector, step mode's test) ---------------
+
+
+def coin_reason(chance: str, r: str, accepted: bool) -> str:
+    """Above temperature 0, in one plain line: the chance to keep the draft, where the coin fell, the verdict."""
+    return f"{chance_text(chance, r, accepted)}, so {'accepted' if accepted else 'rejected'}"
+
+
+def kept_reason(draft: str, sure: str = "") -> str:
+    """At temperature 0, a kept draft: it was the target's own top pick too (`sure`: how sure each model was)."""
+    return f"kept: {draft} was {TARGET_PICK} too{sure}"
+
+
+def rejected_reason(pick: str | None, draft: str, pick_sure: str = "", draft_sure: str = "") -> str:
+    """At temperature 0, a rejected draft: the target's own top pick (None: not known) against the drafter's guess."""
+    return f"rejected: {TARGET_PICK} was {pick or 'another token'}{pick_sure}; the drafter guessed {draft}{draft_sure}"
+
+
+def rival_rejected_reason(taken: str, taken_sure: str, number: int, first: str, first_sure: str) -> str:
+    """At temperature 0, the drafter's first pick where the target took its rival guess `number` instead."""
+    return (f"rejected: {TARGET_PICK} was {taken}{taken_sure}, the drafter's rival guess {number}; "
+            f"the drafter guessed {first} first{first_sure}")
+
+
+def rival_kept_sentence(taken: str, taken_sure: str, number: int, first: str, first_sure: str) -> str:
+    """The same, as the inspector's answer: why the round kept the rival."""
+    return (f"{TARGET_PICK.capitalize()} was {taken}{taken_sure}, not the drafter's first pick {first}{first_sure}; "
+            f"{taken} was the drafter's rival guess {number}, checked in the same target pass, so the round kept it.")
+
+
+def coin_test(r: str, p: str, q: str, chance: str, accepted: bool) -> str:
+    """Step mode's test of one draft above temperature 0, in numbers."""
+    return f"r = {r} {'<' if accepted else '≥'} min(1, {p} / {q}) = {chance}"
+
+
+def pick_test(accepted: bool, pick: str | None) -> str:
+    """Step mode's test of one draft at temperature 0: the target's own pick (None: not known)."""
+    if accepted:
+        return f"{OWN_PICK} too"
+    return f"the target's pick here is {pick}" if pick is not None else "not the target's pick"
+
+
+def cut_sentence(num_accepted: int, gamma: int, accepted: str, rejected: str) -> str:
+    """A chain round that ended in a rejection: everything after the first rejected draft goes."""
+    if num_accepted == 0:
+        return f"None accepted: the first draft {rejected} was rejected, and everything after it goes."
+    return (f"{num_accepted} of {gamma} accepted ({accepted}); the draft went wrong at {rejected}, "
+            f"and everything after it goes.")
+
+
+# --- the target's own token: where the replacement or the bonus came from ------------------------------------------
+
+
+def bonus_reason(drafts: str, greedy: bool) -> str:
+    """A chain round whose `drafts` ("all 3 drafts") were all accepted: its bonus token."""
+    return f"bonus: {drafts} accepted, so {FREE_TOKEN}: {bonus_source(greedy)} after the last draft"
+
+
+def replacement_reason(greedy: bool, rejected: str | None = None) -> str:
+    """Where the target's own token in a rejected draft's place (`rejected`, where known) came from."""
+    instead = f", in place of the rejected {rejected}" if rejected is not None else ""
+    if greedy:
+        return f"{OWN_PICK}{instead}: {GREEDY_CORRECTION}"
+    return (f"resampled from the residual {RESIDUAL}{instead}: what the target wanted here beyond what the draft "
+            f"offered, renormalised, {STAYS_EXACT}")
+
+
+def all_kept_sentence(drafts: str, one: bool, bonus: str, greedy: bool) -> str:
+    """The inspector's answer for a round that kept every draft ("All 3 drafts", capitalised) and its bonus."""
+    kept = (f"matched the target's own top pick, so {'it was' if one else 'all were'} kept" if greedy
+            else f"{'was' if one else 'were'} accepted (each coin r fell below its {KEEP_CHANCE})")
+    return f"{drafts} {kept}; the same target pass then gave one more token, {bonus}, {bonus_source(greedy)}, for free."
+
+
+def rejection_story(num_kept: int, rejected: str, own: str, greedy: bool, *, target_sure: str = "",
+                    draft_sure: str = "", p: str = "", q: str = "", chance: str = "", r: str = "") -> str:
+    """How it works on a round that ended in a rejection (`rejected` the draft, `own` the target's token): at
+    temperature 0 the target's own pick; above it p, q, the chance to keep the draft and the coin, then the resample."""
+    if greedy:
+        return (f"The target kept {num_kept}; at {rejected} its own top pick was {own}{target_sure}, while the drafter "
+                f"had guessed otherwise{draft_sure}. {GREEDY_CORRECTION.capitalize()}")
+    return (f"The target accepted {num_kept}; at {rejected} it gave p = {p} against the draft's q = {q}, so it was "
+            f"{chance_text(chance, r, False)}. The target then resampled {own} from the residual {RESIDUAL}")
+
+
+def bonus_story(drafts: str, one: bool, proposed: str, bonus: str) -> str:
+    """How it works on a round whose `drafts` ("all 3 drafts") were all accepted."""
+    return f"{drafts} {'was' if one else 'were'} accepted ({proposed}), so {FREE_TOKEN}, the bonus {bonus}"
+
+
+def replacement_story(own: str, greedy: bool, share: str | None = None) -> str:
+    """Step mode's correction after a rejection; above temperature 0 `share` is the token's residual probability
+    (None: outside the residual's top tokens drawn in the chart)."""
+    if greedy:
+        return (f"At the rejected position the target wrote its own top pick {own}. "
+                f"{GREEDY_RESIDUAL[:1].upper()}{GREEDY_RESIDUAL[1:]}, {STAYS_EXACT}.")
+    said = (f"; it had {share} of the residual's mass" if share is not None
+            else "; it was outside the residual's top tokens drawn in the chart")
+    return (f"At the rejected position the target drew {own} from {RESIDUAL}: {RESIDUAL_MEANING} "
+            f"(chart){said}. That subtraction is what keeps the output exactly the target's.")
+
+
+def bonus_step(own: str, greedy: bool, p: str | None = None) -> str:
+    """Step mode's bonus after every draft survived (`p`: the target's probability of it, where recorded)."""
+    if greedy:
+        return f"Every draft survived, so {FREE_TOKEN}: the target's own top pick there, {own}, is the bonus token."
+    return f"Every draft survived, so {FREE_TOKEN}: the target drew the bonus token {own} from p there{f' (p = {p})' if p else ''}."
+
+
+# --- a tree round's nodes (the tree's hover, the inspector's table, step mode's walk) -------------------------------
+
+
+def tree_kept_reason(token: str, greedy: bool, chance: str = "", r: str = "") -> str:
+    """A guess on the kept path: the target's own pick at temperature 0, else p′(x) and the coin."""
+    if greedy:
+        return f"kept: {token} is {OWN_PICK} here too"
+    return f"accepted: tried with p′(x) = {chance}; {coin_text(r, True)}"
+
+
+def tree_rejected_reason(greedy: bool, *, pick: str = "", guess: str = "", share: str = "", chance: str = "",
+                         p: str = "", r: str = "", earlier: str = "") -> str:
+    """A guess tried and rejected: at temperature 0 the target's own pick there (`pick`, or "another token") against
+    the drafter's `guess` it gave `share`; above it p′(x), p(x) with the `earlier` rejected siblings, and the coin."""
+    if greedy:
+        return f"rejected: {OWN_PICK} here is {pick}; the drafter guessed {guess} (it gave it {share})"
+    renorm = f", p′ being p with {earlier} (rejected before it) set to 0 and renormalised" if earlier else ""
+    return f"rejected: tried with p′(x) = {chance} (p(x) = {p}{renorm}); {coin_text(r, False)}"
+
+
+def tree_unexamined_reason(branch: str, branch_rejected: bool, taken: str, is_branch: bool) -> str:
+    """A guess the walk never tried: `branch` (the guess itself, `is_branch`, or the ancestor hanging off the kept
+    path) was rejected, or `taken`, a sibling tried before it, was kept instead."""
+    if branch_rejected:
+        return (f"not examined: {branch} above it was rejected, so the walk never came down this branch (the "
+                "target's pass computed it with the rest, and it was dropped)")
+    if is_branch:
+        return (f"not examined: the target took {taken}, tried before it at this step, and the walk went on "
+                f"below {taken}; this guess was never tried and was dropped")
+    return (f"not examined: {branch} above it was never tried (the target took {taken} before it), so the walk never "
+            "came down this branch; it was dropped")
+
+
+def tree_own_reason(bonus: bool, where: str, guesses: str, greedy: bool) -> str:
+    """Where a tree round's own token (`where`: "right after the text", "after 'x'") came from; `guesses`: the
+    rejected guesses tried there."""
+    if bonus:
+        return (f"bonus {where}: the kept path ends at a leaf, every guess on it accepted, so {FREE_TOKEN}: "
+                f"{bonus_source(greedy)}")
+    if greedy:
+        return f"{OWN_PICK} {where}: none of the guesses there ({guesses}) was its pick, and {GREEDY_CORRECTION}"
+    return (f"resampled {where} from p′: the target's p there with each rejected guess ({guesses}) set to 0 and "
+            f"renormalised, {STAYS_EXACT}")

@@ -11,8 +11,8 @@ import re
 from specviz.app.palette import TOKEN_STYLES
 from specviz.app.render.pieces import PART_LABEL
 from specviz.app.render.rule import (
-    FREE_TOKEN, GREEDY_CORRECTION, GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RESIDUAL, STAYS_EXACT,
-    TARGET_PICK, VERDICT_TEXT, bonus_source, chance_text,
+    GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, LEGEND_HELP, NOT_EXAMINED, OWN_PICK, REPLACEMENT, VERDICT_TEXT,
+    bonus_reason, coin_reason, kept_reason, rejected_reason, replacement_reason, rival_rejected_reason,
 )
 from specviz.app.wording import count, every
 
@@ -33,12 +33,11 @@ STOP_MARK = "‖"  # after the drafts of a round the confidence stop ended; in e
 # (page.css: the switch MARKS_SWITCH above the lanes); a copy of a lane leaves them out either way.
 ON_DEMAND = "on-demand"
 LEGEND_ITEMS = (
-    ("accepted", "accepted draft", f"the target agreed (r < {KEEP_CHANCE})"),
-    ("rejected", "rejected draft", f"struck through: r ≥ {KEEP_CHANCE}, thrown away"),
-    ("unexamined", "not examined", "drafted after a rejection, never checked"),
-    ("resample", REPLACEMENT, f"the target's own token in a rejected draft's place: its top pick at temperature 0, "
-                              f"else resampled from {RESIDUAL}"),
-    ("bonus", "bonus", f"every draft of the round accepted: {FREE_TOKEN}"),
+    ("accepted", "accepted draft", LEGEND_HELP["accepted"]),
+    ("rejected", "rejected draft", LEGEND_HELP["rejected"]),
+    ("unexamined", "not examined", LEGEND_HELP["unexamined"]),
+    ("resample", REPLACEMENT, LEGEND_HELP["resample"]),
+    ("bonus", "bonus", LEGEND_HELP["bonus"]),
     ("target", "target token", "the target's own sample (baseline lane, first token)"),
 )
 # The switch above the page's lanes that shows the ON_DEMAND marks (LEGEND_MARKS explains each).
@@ -208,19 +207,20 @@ def two_numbers(a: float, b: float) -> tuple[str, str]:
 
 
 def draft_reason(event, index: int, greedy: bool, draft_text: str, target_pick_text: str | None) -> str:
-    """Q1, "why was this draft kept or thrown away", in one plain line: above temperature 0 the chance to keep
-    it and where the coin fell; at 0 whether it was the target's own top pick (`target_pick_text`, where known)."""
+    """Why this draft was kept or thrown away, in one plain line (the rule's words, render.rule's): above
+    temperature 0 the chance to keep it and where the coin fell; at 0 whether it was the target's own top pick
+    (`target_pick_text`, where known)."""
     token = event.drafted[index]
     verdict = event.verdict(index)
     if verdict == "unexamined":
-        return DROPPED_TEXT if token.accepted else "not examined: a draft before it was rejected, so the target never checked it"
+        return DROPPED_TEXT if token.accepted else NOT_EXAMINED
     if not greedy:
-        return f"{chance_text(*two_numbers(token.accept_prob, token.r), token.accepted)}, so {verdict}"
+        return coin_reason(*two_numbers(token.accept_prob, token.r), token.accepted)
     if verdict == "accepted":
-        return f"kept: {quoted(draft_text)} was {TARGET_PICK} too{both_sure_text(token)}"
-    pick = quoted(target_pick_text) if target_pick_text is not None else "another token"
-    pick += target_sure_text(token) if target_pick_text is not None else ""
-    return f"rejected: {TARGET_PICK} was {pick}; the drafter guessed {quoted(draft_text)}{sure_text(token)}"
+        return kept_reason(quoted(draft_text), both_sure_text(token))
+    if target_pick_text is None:
+        return rejected_reason(None, quoted(draft_text), draft_sure=sure_text(token))
+    return rejected_reason(quoted(target_pick_text), quoted(draft_text), target_sure_text(token), sure_text(token))
 
 
 def drafted_title(index: int, gamma: int, token, verdict: str, reason: str = "", greedy: bool = False) -> str:
@@ -248,15 +248,10 @@ def stopped_unsure_text(event) -> str:
 
 
 def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
-    """Q2, "where did the replacement come from", for the target's own token of a drafting round."""
+    """Where the target's own token of a drafting round came from: the replacement of a rejected draft, or the bonus."""
     if event.next_kind != "resample":
-        return (f"bonus: {every(event.gamma, 'draft')} accepted, so {FREE_TOKEN}: {bonus_source(greedy)} after the "
-                "last draft")
-    instead = f", in place of the rejected {quoted(rejected_text)}" if rejected_text is not None else ""
-    if greedy:
-        return f"{OWN_PICK}{instead}: {GREEDY_CORRECTION}"
-    return (f"resampled from the residual {RESIDUAL}{instead}: what the target wanted here beyond what the draft "
-            f"offered, renormalised, {STAYS_EXACT}")
+        return bonus_reason(every(event.gamma, "draft"), greedy)
+    return replacement_reason(greedy, quoted(rejected_text) if rejected_text is not None else None)
 
 
 # --- rival guesses: greedy rounds whose unsure first draft had company at its position ------------------
@@ -265,10 +260,9 @@ def own_reason(event, greedy: bool, rejected_text: str | None = None) -> str:
 def first_pick_title(event, guess_texts: list[str]) -> str:
     """The hover of the drafter's own first pick where the target took one of its rivals instead."""
     taken = event.taken_guess
-    return (f"rejected: {TARGET_PICK} was {quoted(guess_texts[taken])}"
-            f"{target_sure_text(event.guesses[taken])}, the drafter's rival guess {taken + 1}; "
-            f"the drafter guessed {quoted(guess_texts[0])} first{sure_text(event.guesses[0])}\n"
-            f"draft 1/{event.gamma}, the drafter's first pick · {GREEDY_RULE}")
+    why = rival_rejected_reason(quoted(guess_texts[taken]), target_sure_text(event.guesses[taken]), taken + 1,
+                                quoted(guess_texts[0]), sure_text(event.guesses[0]))
+    return f"{why}\ndraft 1/{event.gamma}, the drafter's first pick · {GREEDY_RULE}"
 
 
 def taken_rival_title(event, guess_texts: list[str]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from specviz.app.render.rule import FREE_TOKEN, GREEDY_CORRECTION, OWN_PICK, STAYS_EXACT, bonus_source, coin_text
+from specviz.app.render.rule import tree_kept_reason, tree_own_reason, tree_rejected_reason, tree_unexamined_reason
 from specviz.app.render.tokens import ON_DEMAND, escape_text, prob, quoted, timing_text, token_span
 from specviz.app.wording import as_sentence, count
 from specviz.decoding.events import RoundEvent, TreeNode
@@ -91,14 +91,11 @@ def rejected_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str], g
     node = nodes[index]
     if greedy:
         pick = taken_child(nodes, node.parent)
-        pick_text = quoted(texts[pick]) if pick is not None else "another token"
-        return (f"rejected: {OWN_PICK} here is {pick_text}; the drafter guessed {quoted(texts[index])} "
-                f"(it gave it {node.draft_prob:.0%})")
-    earlier = tried_before(nodes, index)
-    renorm = (f", p′ being p with {', '.join(quoted(texts[i]) for i in earlier)} (rejected before it) set to 0 and "
-              "renormalised" if earlier else "")
-    return (f"rejected: tried with p′(x) = {prob(node.accept_prob)} (p(x) = {prob(node.target_prob)}{renorm}); "
-            f"{coin_text(f'{node.r:.3f}', False)}")
+        return tree_rejected_reason(True, pick=quoted(texts[pick]) if pick is not None else "another token",
+                                    guess=quoted(texts[index]), share=f"{node.draft_prob:.0%}")
+    earlier = ", ".join(quoted(texts[i]) for i in tried_before(nodes, index))
+    return tree_rejected_reason(False, chance=prob(node.accept_prob), p=prob(node.target_prob), r=f"{node.r:.3f}",
+                                earlier=earlier)
 
 
 def unexamined_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str]) -> str:
@@ -107,32 +104,17 @@ def unexamined_line(nodes: Sequence[TreeNode], index: int, texts: Sequence[str])
     branch = index
     while nodes[branch].parent != ROOT and nodes[nodes[branch].parent].verdict != "accepted":
         branch = nodes[branch].parent
-    if nodes[branch].verdict == "rejected":
-        return (f"not examined: {quoted(texts[branch])} above it was rejected, so the walk never came down this "
-                "branch (the target's pass computed it with the rest, and it was dropped)")
     taken = taken_child(nodes, nodes[branch].parent)
     taken_text = quoted(texts[taken]) if taken is not None else "an earlier guess"
-    if branch == index:
-        return (f"not examined: the target took {taken_text}, tried before it at this step, and the walk went on "
-                f"below {taken_text}; this guess was never tried and was dropped")
-    return (f"not examined: {quoted(texts[branch])} above it was never tried (the target took {taken_text} "
-            "before it), so the walk never came down this branch; it was dropped")
+    return tree_unexamined_reason(quoted(texts[branch]), nodes[branch].verdict == "rejected", taken_text, branch == index)
 
 
 def own_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
     """Where the target's own token (the tree's last entry) came from."""
     nodes = event.nodes
     node = nodes[index]
-    where = after_text(nodes, index, texts)
-    if node.verdict == "bonus":
-        return (f"bonus {where}: the kept path ends at a leaf, every guess on it accepted, so {FREE_TOKEN}: "
-                f"{bonus_source(greedy)}")
     guesses = ", ".join(quoted(texts[i]) for i in tried_before(nodes, index)) or "none"
-    if greedy:
-        return (f"{OWN_PICK} {where}: none of the guesses there ({guesses}) was its pick, and "
-                f"{GREEDY_CORRECTION}")
-    return (f"resampled {where} from p′: the target's p there with each rejected guess ({guesses}) set to 0 and "
-            f"renormalised, {STAYS_EXACT}")
+    return tree_own_reason(node.verdict == "bonus", after_text(nodes, index, texts), guesses, greedy)
 
 
 def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool) -> str:
@@ -143,8 +125,8 @@ def node_line(event: RoundEvent, index: int, texts: Sequence[str], greedy: bool)
         return f"{quoted(texts[index])}\n{own_line(event, index, texts, greedy)}"
     head = f"{quoted(texts[index])} · depth {node.depth}, {after_text(nodes, index, texts)} · the drafter gave it {node.draft_prob:.0%}"
     if node.verdict == "accepted":
-        why = (f"kept: {quoted(texts[index])} is {OWN_PICK} here too" if greedy else
-               f"accepted: tried with p′(x) = {prob(node.accept_prob)}; {coin_text(f'{node.r:.3f}', True)}")
+        why = (tree_kept_reason(quoted(texts[index]), True) if greedy else
+               tree_kept_reason(quoted(texts[index]), False, prob(node.accept_prob), f"{node.r:.3f}"))
     elif node.verdict == "rejected":
         why = rejected_line(nodes, index, texts, greedy)
     else:
@@ -185,7 +167,8 @@ def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
 
 
 def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
-    """Q1 and Q2 for the round's deciding node, before the table."""
+    """The round's deciding node in plain words, before the table: why the first guess tried there was rejected,
+    and where the target's own token came from."""
     own = own_index(event)
     if own is None:
         return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."

@@ -16,8 +16,8 @@ from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
 from specviz.app.render.rule import (
-    COIN_TEST, FREE_TOKEN, GREEDY_KEEP, GREEDY_RESIDUAL, GREEDY_RULE, OWN_PICK, RESIDUAL, RESIDUAL_MEANING, STAYS_EXACT,
-    TREE_RULE, bonus_source,
+    COIN_TEST, GREEDY_KEEP, GREEDY_RULE, NEVER_EXAMINED, OWN_PICK, TREE_RULE, TREE_WALK, bonus_source, bonus_step,
+    coin_test, cut_sentence, pick_test, replacement_story,
 )
 from specviz.app.render.tokens import escape_text, inline_token, prob, status_html, visible_text
 from specviz.app.render.tree_round import (
@@ -174,7 +174,7 @@ def accept_list(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     for index, (text, token) in enumerate(zip(texts.drafted, event.drafted)):
         verdict = event.verdict(index)
         if not token.decided:
-            lines.append(f"{inline_token(text, 'unexamined')}: never examined, it came after a rejection")
+            lines.append(f"{inline_token(text, 'unexamined')}: {NEVER_EXAMINED}")
             continue
         outcome = f"<b>{'accepted' if token.accepted else 'rejected'}</b>"
         if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
@@ -189,12 +189,10 @@ def accept_test(event: RoundEvent, index: int, texts: RoundTexts, greedy: bool) 
     """What decided one examined draft: the target's own pick (temperature 0), or the coin against min(1, p/q)."""
     token = event.drafted[index]
     if greedy:
-        if token.accepted:
-            return f"{OWN_PICK} too"
-        pick = target_pick_text(event, index, texts)
-        return f"the target's pick here is {plain_token(pick)}" if pick is not None else "not the target's pick"
-    sign = "&lt;" if token.accepted else "≥"
-    return f"r = {token.r:.3f} {sign} min(1, {prob(token.target_prob)} / {prob(token.draft_prob)}) = {prob(token.accept_prob)}"
+        pick = None if token.accepted else target_pick_text(event, index, texts)
+        return pick_test(token.accepted, plain_token(pick) if pick is not None else None)
+    return escape_text(coin_test(f"{token.r:.3f}", prob(token.target_prob), prob(token.draft_prob),
+                                 prob(token.accept_prob), token.accepted))
 
 
 def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
@@ -208,11 +206,8 @@ def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
                 f"after it {verb} dropped.")
     if event.num_accepted == event.gamma:
         return f"{every(event.gamma, 'draft').capitalize()} accepted: {listing(accepted)}."
-    rejected = inline_token(texts.drafted[event.num_accepted], "rejected")
-    if event.num_accepted == 0:
-        return f"None accepted: the first draft {rejected} was rejected, and everything after it goes."
-    return (f"{event.num_accepted} of {event.gamma} accepted ({listing(accepted)}); the draft went wrong at {rejected}, "
-            f"and everything after it goes.")
+    return cut_sentence(event.num_accepted, event.gamma, listing(accepted),
+                        inline_token(texts.drafted[event.num_accepted], "rejected"))
 
 
 def correction_title(event: RoundEvent, greedy: bool) -> str:
@@ -229,20 +224,13 @@ def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[in
     # A token whose piece of the text is empty (half of a multi-byte character) would draw as ∅: show it alone.
     own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
     detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
-    if event.next_kind == "resample":
-        if greedy:
-            return (f"At the rejected position the target wrote its own top pick {own}. "
-                    f"{escape_text(as_sentence(f'{GREEDY_RESIDUAL}, {STAYS_EXACT}'))}")
-        residual = dict(detail.residual_top) if detail else {}
-        share = (f"; it had {prob(residual[event.next_id])} of the residual's mass" if event.next_id in residual
-                 else "; it was outside the residual's top tokens drawn in the chart")
-        return (f"At the rejected position the target drew {own} from {escape_text(RESIDUAL)}: {RESIDUAL_MEANING} "
-                f"(chart){share}. That subtraction is what keeps the output exactly the target's.")
     if greedy:
-        return f"Every draft survived, so {FREE_TOKEN}: the target's own top pick there, {own}, is the bonus token."
+        return replacement_story(own, True) if event.next_kind == "resample" else bonus_step(own, True)
+    if event.next_kind == "resample":
+        residual = dict(detail.residual_top) if detail else {}
+        return replacement_story(own, False, prob(residual[event.next_id]) if event.next_id in residual else None)
     target = dict(detail.target_top) if detail else {}
-    share = f" (p = {prob(target[event.next_id])})" if event.next_id in target else ""
-    return f"Every draft survived, so {FREE_TOKEN}: the target drew the bonus token {own} from p there{share}."
+    return bonus_step(own, False, prob(target[event.next_id]) if event.next_id in target else None)
 
 
 def rollback_sentence(event: RoundEvent, texts: RoundTexts, num_new_before: int, drafter: str) -> str:
@@ -437,8 +425,7 @@ def walk_list(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     items = "".join(f"<li>{inline_token(texts[i], event.nodes[i].verdict)}: "
                     f"{escape_text(lines[i].split(chr(10), 1)[1])}</li>" for i in tried_nodes(event))
     rule = as_sentence(GREEDY_KEEP if greedy else TREE_RULE)
-    return (f"From the top, try each node's children in the drafter's order; the first one kept becomes the node "
-            f"and the walk goes on below it. {rule}<ul style='margin:4px 0 0 0'>{items}</ul>")
+    return f"{TREE_WALK} {rule}<ul style='margin:4px 0 0 0'>{items}</ul>"
 
 
 def kept_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
