@@ -54,7 +54,7 @@ class DrafterInfo:
     # "About the drafters": its path from what it reads to its guess, steps left to right, each one or more
     # (words, whose) boxes joined by "+" ("target": the target's own parts, "own": the drafter's weights,
     # "plain": neither), and its paragraph there; both may name the shipped figures ({draft_params},
-    # {head_width}, …: specviz.app.render.drafters_about.DrafterFigures).
+    # {head_width}, …: specviz.app.drafters_about.words.DrafterFigures).
     diagram: tuple[tuple[tuple[str, str], ...], ...] = ()
     about: str = ""
 

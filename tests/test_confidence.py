@@ -13,7 +13,7 @@ from specviz.analysis import confidence
 from specviz.analysis.trace import Trace
 from specviz.app import plots_confidence, render
 from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
-from specviz.app.ui_sections import chart_values
+from specviz.app.charts.page import chart_values
 from specviz.decoding.events import (
     FinishEvent, PrefillEvent, RoundEvent, RoundShape, TokenKind, TreeNode, event_from_dict, event_to_dict,
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 import specviz.catalogue
-from specviz.app.render import drafters_about
+from specviz.app.drafters_about import words as drafters_about
 from specviz.catalogue import DRAFTER_NAMES, DrafterInfo
 from specviz.cli.terminal import drafter_description
 from specviz.decoding.config import DecodeConfig

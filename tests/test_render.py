@@ -856,7 +856,7 @@ def test_above_temperature_0_a_rejection_says_its_coin_first_and_the_leftover_it
 def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_the_cards_figures():
     from pathlib import Path
 
-    from specviz.app.render import drafters_about
+    from specviz.app.drafters_about import words as drafters_about
     from specviz.models.presets import EMBEDDED_DRAFT_DIR, EMBEDDED_HEAD_DIR
 
     figures = drafters_about.read_drafter_figures()

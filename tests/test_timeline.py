@@ -9,7 +9,8 @@ import pytest
 
 from specviz.analysis.run import recorded_runs
 from specviz.analysis.trace import lane_blocks, time_split, time_went_text
-from specviz.app import plots_timeline, ui
+from specviz.app import ui
+from specviz.app.charts import timeline
 from tests.test_render import make_run
 from tests.test_ui_handlers import page_handler
 
@@ -38,9 +39,9 @@ def test_blocks_follow_the_engine_and_colour_each_draft_by_its_fate():
 
 def test_the_chart_draws_both_lanes_on_one_axis_with_thin_draft_blocks():
     run = make_run()
-    figure = plots_timeline.timeline([run.baseline.trace, run.speculative.trace])
+    figure = timeline.timeline([run.baseline.trace, run.speculative.trace])
     bars = {bar.name: bar for bar in figure.data}
-    assert set(bars) == {name for name, _, _ in plots_timeline.STYLES.values()}  # every kind occurs in this run
+    assert set(bars) == {name for name, _, _ in timeline.STYLES.values()}  # every kind occurs in this run
     draft, verify = bars["draft: thrown away"], bars["verify: one rejected"]
     assert draft.width < verify.width and list(verify.x) == [0.025]
     ends = [max(b + x for bar in figure.data for b, x, y in zip(bar.base, bar.x, bar.y) if abs(y - row) < 0.5)

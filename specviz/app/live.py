@@ -80,7 +80,7 @@ class Progress:
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
     quiet: bool = False  # nothing to draw: only a point where the consumer may stop (Stop, a cancelled call)
-    # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (ui_sections.chart_values)
+    # With redraw_plots: a lane just finished, so every chart is due; else only the live ones (charts.page.chart_values)
     lane_finished: bool = False
     headway: Headway | None = None  # a live run under way: how far it has got (a replay: None, its status is its own)
 

@@ -29,7 +29,8 @@ from specviz.app.runs_page import runs_values
 from specviz.app.inspector.page import inspector_values
 from specviz.app.inspector.words import default_round, round_choices
 from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
-from specviz.app.ui_sections import Page, chart_values
+from specviz.app.charts.page import chart_values
+from specviz.app.ui_sections import Page
 from specviz.app.lanes_page import done_summary, lane_values, running_summary
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last

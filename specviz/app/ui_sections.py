@@ -1,8 +1,8 @@
 """The main page's sections, each a small builder that adds its components to the Blocks being
 built and returns them; `Page` gathers the ones the handlers (specviz.app.ui_handlers) read or write.
 
-Layout only: no handler is defined or wired here (specviz.app.ui wires them). The step inspector is a module of
-its own (specviz.app.inspector): its layout, handlers and wiring together.
+Layout only: no handler is defined or wired here (specviz.app.ui wires them). The sections that are packages of
+their own keep their layout there (specviz.app.charts, drafters_about, inspector); this module places them.
 """
 
 from __future__ import annotations
@@ -13,20 +13,18 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from specviz.app import plots, plots_confidence, plots_timeline, render, runs_page
-from specviz.analysis.confidence import judged_drafts
+from specviz.app import render, runs_page
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.app.live import PACES
 from specviz.models.precision import cpu_has_native_bf16, default_precision
 from specviz.models.slots import call_rows
 from specviz.models.presets import DEFAULT_PRESET, default_drafter_for
-from specviz.app.render.drafters_about import drafters_about_html
-from specviz.app.render.verdict import speedup_is_quoted
+from specviz.app.charts.page import build_charts
+from specviz.app.drafters_about.page import build_drafters_about
 from specviz.app.inspector.page import Inspector, build_inspector
 from specviz.app.lanes_page import build_lanes
 from specviz.app.replay_page import Replay, build_replay
 from specviz.app.settings import SETTING, Setting
-from specviz.analysis.trace import Trace
 
 log = logging.getLogger("specviz.app.ui")
 
@@ -72,30 +70,6 @@ class Page:
 
 
 # --- what the sections show ------------------------------------------------------------------------
-
-
-def chart_values(run: render.RunView | None, live_only: bool = False) -> list:
-    """Every chart of the run and its notes, in the page's order. `live_only` (a lane still running): only the
-    race and the rounds as they are decided; the others are left as they are until the lane ends, since each one's
-    plotly cost grows with the rounds drawn, and drawing them all twice a second would slow a lane on screen."""
-    baseline = run.baseline.trace if run else Trace(lane="baseline")
-    speculative = run.speculative.trace if run else Trace(lane="speculative")
-    others = [run.lane(name).trace for name in run.lane_names if name not in ("baseline", "speculative")] if run else []
-    gamma = run.gamma if run else 4
-    drafts = () if live_only else judged_drafts(speculative)  # read by two of the charts drawn at a lane's end
-    charts = [  # (drawn live, how)
-        (True, lambda: plots.tokens_vs_time(baseline, speculative, *others,
-                                             quote_speedup=run is None or speedup_is_quoted(run))),
-        (True, lambda: plots.accepted_per_round(speculative, gamma)),
-        (False, lambda: plots.cumulative_acceptance(speculative)),
-        (False, lambda: plots.per_position_acceptance(speculative)),
-        (False, lambda: plots_confidence.run_chart(speculative, plots_confidence.drafted_labels(run.speculative) if run else {},
-                                                   drafts)),
-        (False, lambda: plots_confidence.confidence_note_html(drafts)),
-        (False, lambda: plots_timeline.timeline([baseline, speculative, *others])),
-        (False, lambda: plots_timeline.timeline_note_html(run)),
-    ]
-    return [draw() if live or not live_only else gr.skip() for live, draw in charts]
 
 
 def example_prompts() -> list[Prompt]:
@@ -222,21 +196,6 @@ def build_sampling() -> dict[str, gr.Component]:
     return controls
 
 
-def build_charts() -> list[gr.Component]:
-    """The run's four charts, two to a row, then easy and hard tokens across the page with its sentence, then
-    where the time went (every forward on one clock) with its sentence."""
-    initial = iter(chart_values(None))
-    charts = []
-    for row in (("chart-time", "chart-accepted"), ("chart-alpha", "chart-position")):
-        with gr.Row(elem_classes=["specviz-stack"]):
-            charts += [gr.Plot(next(initial), show_label=False, elem_id=elem_id) for elem_id in row]
-    charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-confidence"))
-    charts.append(gr.HTML(next(initial), elem_id="confidence-note"))
-    charts.append(gr.Plot(next(initial), show_label=False, elem_id="chart-timeline"))
-    charts.append(gr.HTML(next(initial), elem_id="timeline-note"))
-    return charts
-
-
 def build_page() -> Page:
     """The main page, top to bottom, inside the Blocks being built (the teaching sections follow it)."""
     run_state = gr.State(None)
@@ -257,8 +216,6 @@ def build_page() -> Page:
     # Closed by default: the result card and the lanes carry the lesson; the explainer is one click away.
     with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
         explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
-    with gr.Accordion("About the drafters: what each one reads, how big it is, why the head guesses better",
-                      open=False, elem_id="drafters-about-section"):
-        gr.HTML(drafters_about_html(), elem_id="drafters-about")
+    build_drafters_about()
     return Page(controls, custom_row, run_button, stop_button, status, lanes, stats, charts, run_state, replay,
                 inspector, explainer, runs_so_far)
