@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from specviz.analysis import payoff
 from specviz.app import history, render, runs_page, ui
 from specviz.app.runs_page import runs_table_html
+from specviz.app.theory_explorer import page as theory_page
 from tests.test_render import make_run, timed_run, visible_text
 from tests.test_ui_handlers import page_handler
 
@@ -115,6 +116,14 @@ def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma(
     again = run(settings["prompt"])[0]
     for stats in (swept[-1], again["stats"]):  # at once, and in the next run of the setup
         assert answer.text() in unescape(stats), stats
-    assert answer.text() in unescape(again["explainer"])  # "How it works" agrees
+    for explainer in (swept[-3], again["explainer"]):  # "How it works" agrees, at once and in the next run
+        assert answer.text() in unescape(explainer), explainer
+    # the run goes back with the sweep's answer as a new object, so the state changes and the theory explorer,
+    # which redraws on that change, gives the same γ
+    swept_run = swept[-2]
+    assert isinstance(swept_run, render.RunView) and swept_run is not last_run and swept_run.sweep is not None
+    assert last_run.sweep is None
+    *_, explorer_note = theory_page.on_measured_run(swept_run)
+    assert answer.text() in unescape(explorer_note), explorer_note
     other = run("def mul(a, b):\n")[0]
     assert payoff.NOTHING_WHERE in unescape(other["stats"]) and payoff.SWEEP_WHERE not in unescape(other["stats"])

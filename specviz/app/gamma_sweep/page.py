@@ -4,6 +4,8 @@ what the chart draws: `measure`)."""
 
 from __future__ import annotations
 
+import copy
+
 import time
 from dataclasses import dataclass
 from types import MethodType
@@ -87,6 +89,8 @@ def build_sweep(names: list[str]) -> SweepSection:
 
 # --- handlers -----------------------------------------------------------------------------------------------------
 
+AFTER_STATUS = 6  # the sweep's outputs after its status: its chart, confidence chart and note, then keep_sweep's three
+
 
 def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
                  run: render.RunView | None, *values) -> Iterator[tuple]:
@@ -99,7 +103,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         gammas = measure.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
         config = measure.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
-        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * 4
+        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * AFTER_STATUS
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         spread = spread_for(run_settings(request, pair))  # a cell of one repeat is judged as one run is, here
@@ -113,32 +117,36 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                                         most_drafted=progress.most_drafted())
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
-                stats = keep_sweep(session, request, pair, view, run) if finished else gr.skip()
+                restated = keep_sweep(session, request, pair, view, run) if finished else (gr.skip(),) * 3
                 yield (sweep_status_html(progress.num_done, progress.num_total,
                                          time.perf_counter() - started, view, note),
                        gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
-                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"), stats)
+                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"), *restated)
                 last_drawn = time.perf_counter()
             if late:
                 return
     except RunStopped:  # Stop: the job ends there, the stopped line stays
         return
     except Exception as error:  # noqa: BLE001 — every failure becomes a message in the page
-        yield render.status_html(describe_error(error), "error"), *[gr.skip()] * 4
+        yield render.status_html(describe_error(error), "error"), *[gr.skip()] * AFTER_STATUS
 
 
 def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: measure.SweepView,
-               run: render.RunView | None):
-    """Keep a finished sweep's verdict for the session; the last run's statistics redrawn where it swept that run's
-    setup and the run has a verdict to restate."""
+               run: render.RunView | None) -> tuple:
+    """Keep a finished sweep's verdict for the session; where it swept the last run's setup and the run has a
+    verdict to restate, every section that gives "which γ" redrawn with the sweep's: How it works, the run (whose
+    change redraws the theory explorer's note) and the run's statistics, in the order of the sweep's last outputs.
+    The run goes back as an output, not changed in place: on a ZeroGPU Space this runs in another process."""
     if view.payoff is None:
-        return gr.skip()
+        return (gr.skip(),) * 3
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
     run_history.add_sweep(session, SweepRecord(setup, view.payoff))
     if run is None or sweep_key(run.prompt_text, run.settings) != setup or not run.done or not same_text(run):
-        return gr.skip()
-    run.sweep = view.payoff
-    return render.stats_html(run)
+        return (gr.skip(),) * 3
+    # a new object, not the old one changed: gradio tells a state's change by the object's identity
+    swept = copy.copy(run)
+    swept.sweep = view.payoff
+    return render.explain_html(swept), swept, render.stats_html(swept)
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
@@ -160,12 +168,13 @@ def sweep_tokens(section: SweepSection):
     return tokens_of
 
 
-def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str) -> None:
-    """Run streams the sweep into its chart, then restates the last run's statistics where it swept that setup."""
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, explainer: gr.HTML, stats: gr.HTML,
+               concurrency_id: str) -> None:
+    """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup."""
+    outputs = [*section.outputs, explainer, run_state, stats]  # keep_sweep's three last
     sweep_event = section.run_button.click(
-        zerogpu.on_gpu(MethodType(on_sweep_run, section), [*section.outputs, stats], section.status,
-                       sweep_tokens(section)),
-        [section.smallest, section.largest, section.repeats, run_state, *inputs], [*section.outputs, stats],
+        zerogpu.on_gpu(MethodType(on_sweep_run, section), outputs, section.status, sweep_tokens(section)),
+        [section.smallest, section.largest, section.repeats, run_state, *inputs], outputs,
         api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden",
     )
     section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,
