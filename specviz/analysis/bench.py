@@ -27,6 +27,7 @@ from specviz.decoding.config import DecodeConfig
 from specviz.decoding.drafters import draft_head_variant
 from specviz.decoding.engine import autoregressive_decode, clock, longest_text, speculative_decode, warm_up
 from specviz.decoding.events import Event
+from specviz.models import compact
 from specviz.models.invariance import plain_copy
 from specviz.models.pairs import ModelPair
 from specviz.models.presets import ASSETS_DIR
@@ -304,7 +305,7 @@ def plain_target(pair: ModelPair):
     A target stored in specviz's compact format (the tiny pair's), which transformers cannot load, is copied with
     every specviz forward taken off instead (invariance.plain_copy)."""
     parameter = next(pair.target.parameters())
-    if not Path(str(pair.target.name_or_path), "config.json").is_file() and "/" not in str(pair.target.name_or_path):
+    if compact.is_compact(pair.target.name_or_path):
         return plain_copy(pair.target)
     model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=parameter.dtype)
     return model.to(parameter.device).eval()

@@ -219,13 +219,18 @@ def profile_rounds(pair: ModelPair, prompts: list[Prompt], config: HostConfig) -
         c=summarise(config.gamma, 0.0, traces).c)
 
 
+def round_line(profile: HostProfile) -> str:
+    """A round's wall time, the part in model forwards and the rest (the host's), in one line."""
+    share = profile.host_s / profile.wall_s if profile.wall_s else 0.0
+    return (f"a round: {profile.wall_s * 1e3:.2f} ms, in model forwards {profile.model_s * 1e3:.2f} ms, "
+            f"outside them (host) {profile.host_s * 1e3:.2f} ms ({share:.0%})")
+
+
 def format_host_profile(profile: HostProfile, heading: str, sites: int = 6) -> str:
     """A table: a round's wall, model and host time, each stage's, the host reads and where they come from."""
-    share = profile.host_s / profile.wall_s if profile.wall_s else 0.0
     lines = [heading,
              f"{profile.num_rounds} rounds, {profile.tokens_per_round:.2f} tokens a round, c = {profile.c:.3f}",
-             f"  a round: {profile.wall_s * 1e3:.2f} ms, in model forwards {profile.model_s * 1e3:.2f} ms, "
-             f"outside them (host) {profile.host_s * 1e3:.2f} ms ({share:.0%})",
+             f"  {round_line(profile)}",
              f"  {'stage':<18} {'ms a round':>10} {'host ms':>8}"]
     lines += [f"  {stage:<18} {wall * 1e3:>10.2f} {host * 1e3:>8.3f}" for stage, (wall, host) in profile.stage_s.items()]
     lines.append(f"  host reads a round: {profile.reads:.2f} (each a wait for the device on a GPU)")

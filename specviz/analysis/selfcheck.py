@@ -27,7 +27,7 @@ import transformers
 
 from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, load_prompts, run_against_hf
 from specviz.analysis.expectations import describe_machine
-from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds
+from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds, round_line
 from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
                                                 check_exactness, profile_one_run, profile_pair)
 from specviz.catalogue import DRAFTER_CATALOGUE
@@ -207,7 +207,7 @@ class SelfCheck:
         host_text = format_host_profile(host, f"{pair.name}, {host.drafter}, γ {host.gamma}, greedy, on {pair.device} "
                                               f"in {pair.precision}, {HOST_PROMPTS} {self.bench_set[0]} prompts")
         self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n")
-        self.out.say(host_text.splitlines()[2].strip() + f"; {host.reads:.1f} host reads a round; c {host.c:.3f}")
+        self.out.say(f"{round_line(host)}; {host.reads:.1f} host reads a round; c {host.c:.3f}")
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:

@@ -5,7 +5,6 @@ what the chart draws: `measure`)."""
 from __future__ import annotations
 
 import copy
-
 import time
 from dataclasses import dataclass
 from types import MethodType
