@@ -835,3 +835,26 @@ def test_a_visitor_behind_another_run_is_told_their_run_is_queued(browser, app_u
     finally:
         first.close()
         second.close()
+
+
+# What a new user reads after their first run: the page's visible words (closed sections and collapsed details
+# not counted), the lanes' own text included. A budget, so that a sentence added anywhere has to earn its place.
+FIRST_RUN_WORDS = 1_150
+
+
+def test_the_first_example_leaves_a_page_a_learner_can_read(browser, app_url):
+    """The first example prompt, run with the default pair and settings at 1400 × 900: the page shows at most
+    FIRST_RUN_WORDS words, counted as the browser renders them (innerText: what is on screen or a scroll away)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(app_url)
+        page.wait_for_selector("#run")
+        page.locator("#examples .gallery-item, #examples button.gallery").first.click()
+        page.wait_for_function("document.querySelector('#prompt textarea').value.trim().length > 0")
+        run_and_wait(page)
+        page.wait_for_function("document.querySelector('#inspector').innerText.includes('Round 1')")
+        words = page.evaluate("document.body.innerText").split()
+        assert len(words) <= FIRST_RUN_WORDS, f"{len(words)} words: {' '.join(words)}"
+    finally:
+        page.close()

@@ -342,16 +342,16 @@ def time_split(trace: Trace) -> TimeSplit:
 
 
 def split_text(label: str, split: TimeSplit, drafts: bool) -> str:
-    """"speculative decoding 1.10 s: prefills 0.23 s + 9 verifies of 71 ms (0.64 s) + …"."""
+    """"speculative decoding 1.10 s: prefills 0.23 s + 9 verifies of 71 ms + …"."""
     target_word = "verifies" if drafts else "steps"
     each_ms = 1000 * split.target_s / split.num_target if split.num_target else 0.0
     text = (f"{label} {split.total_s:.2f} s: {'prefills' if drafts else 'prefill'} {split.prefill_s:.2f} s + "
-            f"{split.num_target} {target_word} of {each_ms:.0f} ms ({split.target_s:.2f} s)")
+            f"{split.num_target} {target_word} of {each_ms:.0f} ms")
     if drafts and split.draft_s > 0:
         draft_ms = 1000 * split.draft_s / split.num_draft if split.num_draft else 0.0
         if split.num_draft:
-            text += (f" + {split.num_draft} draft forwards of {draft_ms:.1f} ms ({split.draft_s:.2f} s, "
-                     f"{split.thrown_draft_s:.2f} s of it on drafts the target threw away)")
+            text += (f" + {split.num_draft} draft forwards of {draft_ms:.1f} ms "
+                     f"({split.thrown_draft_s:.2f} s of them thrown away)")
         else:  # prompt lookup: drafting is a search, no forward
             text += f" + drafting without a model ({split.draft_s:.3f} s)"
     return text
@@ -362,5 +362,4 @@ def time_went_text(lanes: list[tuple[str, Trace, bool]]) -> str:
     parts = [split_text(label, time_split(trace), drafts) for label, trace, drafts in lanes if trace.prefill]
     if not parts:
         return ""
-    return ("Where the time went (seconds of model work, each lane's own clock): " + "; ".join(parts) +
-            ". A verify checks γ drafts in one target forward, so it costs more than one step but replaces several.")
+    return "Where the time went (model work, each lane's own clock): " + "; ".join(parts) + "."

@@ -42,14 +42,11 @@ X_TITLE = "seconds, on the timeline's clock"  # short: the rows' names take the 
 UNUSED = "unused"
 ONE_PASS_TEXT = "1 target forward: all rows at once"
 CUT_TEXT = "cut"
-ROW_WORDS = ("A row: one position the target scores. This one forward scores all its rows together, reading the "
-             "target's weights once for them all.")
-DROPPED_WORDS = ("The caches drop a row: each row stored its token's keys and values in the target's cache (and "
-                 "the drafter's); those past the cut hold drafts the text did not keep, so both caches delete them "
-                 "and the next round goes on from the kept text.")
+ROW_WORDS = "A row: one position the target scores; this one forward scores all its rows together."
+DROPPED_WORDS = ("The caches drop a row: rows past the cut hold drafts the text did not keep, so both models' "
+                 "caches delete their keys and values.")
 GUESS_WORDS = "? your guess first: how many drafts will these rows keep?"  # step mode, before the verdicts
-UNUSED_WORDS = ("An unused row: scored in the same pass, but for a position the text never reached this round "
-                "(past the cut, or after the text ended).")
+UNUSED_WORDS = "An unused row: scored, but for a position the text never reached this round."
 
 
 @dataclass(frozen=True)

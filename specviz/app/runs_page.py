@@ -1,7 +1,7 @@
 """The page's runs so far (specviz.app.history), one section: how much one run's speedup varies here.
 
-A table, newest first, under the sentence that answers the question (this page's repeats of the last run's setup,
-and what the bench measured for one run on this machine), and the same runs as dots: the last run's setup in
+A table, newest first, under the sentence that answers the question (this page's repeats of the last run's setup;
+what the bench measured for one run here is the verdict's band, said once, in the card), and the same runs as dots: the last run's setup in
 colour and every other run in grey, so repeats stand out as a column of dots; a hollow dot is a run whose lanes
 wrote different texts (no like-for-like speed); a band behind the repeats spans their min–max. Built from the
 runs' records only; the run's handler fills it (`runs_values`) when a run ends.
@@ -14,7 +14,7 @@ from typing import Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
-from specviz.analysis.payoff import MIN_REPEATS, Spread
+from specviz.analysis.payoff import MIN_REPEATS
 from specviz.app.palette import COLORS
 from specviz.app.plots import PAGE_LEGEND_ROWS, base_figure, with_hint
 from specviz.app.render.tokens import escape_text
@@ -28,9 +28,9 @@ EMPTY_TEXT = ("Each run you make on this page is listed here with its speedup, s
 OTHER_COLOUR = "#9a9a9a"
 
 
-def runs_values(runs: list, spread=None) -> list:
+def runs_values(runs: list) -> list:
     """The runs-so-far table (with how far one run moves here) and its dot chart."""
-    return [runs_table_html(runs, spread), runs_chart(runs)]
+    return [runs_table_html(runs), runs_chart(runs)]
 
 
 def build_runs_so_far() -> list[gr.Component]:
@@ -52,31 +52,26 @@ def prompt_label(text: str, max_chars: int = 32) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-def spread_text(runs: Sequence, spread: Spread | None) -> str:
-    """How far one run's speedup moves here, in the page's own repeats and the bench's record."""
+def spread_text(runs: Sequence) -> str:
+    """How far one run's speedup moves here, in the page's own repeats."""
     if not runs:
         return ""
     last = runs[-1]
     repeats = [run.speedup for run in runs if run.setup == last.setup and run.same_text]
     if not last.same_text:
-        own = (f"Run {last.number}'s lanes wrote different texts ({last.tokens_text} tokens), so its speed is not "
-               "like for like and it counts as no repeat (temperature 0 compares the same text).")
-    elif len(repeats) >= 2:
+        return (f"Run {last.number}'s lanes wrote different texts ({last.tokens_text} tokens), so its speed is not "
+                "like for like and it counts as no repeat (temperature 0 compares the same text).")
+    if len(repeats) >= 2:
         ordered = sorted(repeats)
         judged = ("their own spread is now the verdict's band" if len(repeats) >= MIN_REPEATS
                   else f"from {MIN_REPEATS} on, their own spread is the verdict's band")
-        own = (f"Your {count(len(repeats), 'run')} of this setup (same prompt and settings) measured "
-               f"{ordered[0]:.2f}–{ordered[-1]:.2f}× with the same tokens: one run's speedup moved by "
-               f"{ordered[-1] / ordered[0] - 1:.0%} from its lowest to its highest here; {judged}.")
-    else:
-        own = "Press Run again with the same prompt and settings to see how far one run's speedup moves here."
-    bench = (f" The bench measured one run from {spread.low_ratio:.0%} to {spread.high_ratio:.0%} of the median "
-             f"({escape_text(spread.source)}), prompts' own differences included." if spread is not None else
-             " No bench record matches this machine and setup, so only your repeats measure the spread here.")
-    return f"{own}{bench}"
+        return (f"Your {count(len(repeats), 'run')} of this setup (same prompt and settings) measured "
+                f"{ordered[0]:.2f}–{ordered[-1]:.2f}× with the same tokens: one run's speedup moved by "
+                f"{ordered[-1] / ordered[0] - 1:.0%} from its lowest to its highest here; {judged}.")
+    return "Press Run again with the same prompt and settings to see how far one run's speedup moves here."
 
 
-def runs_table_html(runs: Sequence, spread: Spread | None = None) -> str:
+def runs_table_html(runs: Sequence) -> str:
     """The table, newest first, and the sentence above it; the first view says what will appear."""
     if not runs:
         return f'<div class="runs-so-far" data-runs="0" style="color:#777">{EMPTY_TEXT}</div>'
@@ -92,7 +87,7 @@ def runs_table_html(runs: Sequence, spread: Spread | None = None) -> str:
         rows.append(f"<tr{repeat} data-speedup=\"{run.speedup:.4f}\">" +
                     "".join(f"<td {CELL}>{value}</td>" for value in cells) + "</tr>")
     return (f'<div class="runs-so-far" data-runs="{len(runs)}">'
-            f'<p class="runs-spread" style="margin:2px 0 6px">{spread_text(runs, spread)}</p>'
+            f'<p class="runs-spread" style="margin:2px 0 6px">{spread_text(runs)}</p>'
             f'<table class="runs-table" style="border-collapse:collapse;font-size:13px"><tr>{head}</tr>'
             f'{"".join(rows)}</table></div>')
 

@@ -24,7 +24,6 @@ from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, l
 from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, replay
 from specviz.app.history import repeats_of, run_history
-from specviz.app.render.verdict import spread_of
 from specviz.app.runs_page import runs_values
 from specviz.app.inspector.page import inspector_values
 from specviz.app.inspector.words import default_round, round_choices
@@ -83,7 +82,7 @@ def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
     if record is not None:
         run.repeats = repeats_of(runs, record)
     run.sweep = run_history.sweep_of(session, run)
-    return dict(zip(page.runs_so_far, runs_values(runs, spread_of(run))))
+    return dict(zip(page.runs_so_far, runs_values(runs)))
 
 
 def page_values(page: Page, progress: Progress, session: str | None = None, live: bool = True) -> dict:
