@@ -20,7 +20,7 @@ from scipy.stats import chi2
 
 from specviz.app import render
 from specviz.app.render import rule
-from specviz.app.wording import as_sentence
+from specviz.app.wording import as_sentence, count
 from specviz.app.inspector import words as inspector_words
 from specviz.app.step_mode import session as step_mode, words as step_words
 from specviz.app.exactness_lab import draws as exactness, page as lab_page
@@ -217,8 +217,8 @@ def test_drafts_after_an_accepted_end_of_text_are_said_to_be_dropped():
         view.add(event, decode)
     lane = view.speculative
     html = step_words.round_html(cut, lane.round_texts[0], lane.labels, 1, "model", room_of(3), greedy=False)
-    assert "the text ends at the end-of-text token: the 1 draft after it is dropped" in html
-    assert html.count("then dropped: it comes after the end-of-text token") == 1
+    assert rule.dropped_sentence("All 3 drafts", "1 draft", one=True) in html
+    assert html.count(rule.DROPPED_TEXT) == 1
     assert "Nothing to crop" not in html and "drops 1 position" in html
     assert "dropped" not in step_words.round_html(full, lane.round_texts[0], lane.labels, 1, "model", room_of(3),
                                                   greedy=False)
@@ -450,11 +450,13 @@ def test_a_round_cut_by_an_accepted_end_of_text_is_worded_one_way_everywhere():
     inspector = inspector_words.inspector_html(view, 0)
     label = inspector_words.round_choices(view)[0][0]
     explainer = render.explain_html(view)
-    assert "accepted, then dropped: it comes after the end-of-text token" in lane_html
-    assert "accepted, then dropped: it comes after the end-of-text token" in inspector
+    assert rule.DROPPED_TEXT in lane_html and rule.DROPPED_TEXT in inspector
     assert rule.VERDICT_TEXT["unexamined"] not in lane_html + inspector
-    assert label == "round 1: 2/3 kept, the text ended at the end-of-text token"
-    assert "the text ended at the end-of-text token: 2 tokens for one target pass, and no bonus" in explainer
+    assert label == f"round 1: 2/3 kept, {rule.END_OF_TEXT}"
+    drafted = view.speculative.round_texts[0].drafted
+    kept = " ".join(render.tokens.inline_token(text, "accepted") for text in drafted[:2])
+    assert rule.ended_story(kept, "2 tokens") in explainer
+    assert render.tokens.escape_text(rule.ended_sentence("2 of the drafts")) in inspector
 
 
 def test_the_labs_status_says_p_value_and_how_long_is_left():
@@ -547,7 +549,10 @@ def test_step_mode_at_temperature_0_gives_the_targets_pick_and_no_coin():
     assert f" t{bad.token_id}: {rule.pick_test(False, f' t{event.next_id}')} → rejected" in accept
     correction = text.split(f"· {rule.OWN_PICK.capitalize()}.")[1]  # its one-line caption, then its paragraph
     assert rule.replacement_story(f" t{event.next_id}", greedy=True) in correction
-    assert "gave the target's own top pick at" in text and f"{bad.target_confidence:.0%} sure" in text
+    # the verify names the target's own top pick where the round shows it: at each kept draft and at the rejection
+    picks = [f"at draft {i + 1}  t{token.token_id if i < event.num_accepted else event.next_id}, "
+             f"{token.target_confidence:.0%} sure" for i, token in enumerate(event.drafted[: event.num_accepted + 1])]
+    assert rule.verify_story(count(event.gamma, "draft"), "", event.gamma + 1, True, step_words.listing(picks)) in text
     assert "p( " not in text  # p is one-hot at T = 0: it says nothing the pick does not
     # Above temperature 0 the coin decides, and step mode shows it.
     sampled = step_stages(pair, [5, 6, 7], dataclasses.replace(config, temperature=1.0))
@@ -602,12 +607,10 @@ def test_step_mode_explains_rival_guesses_and_what_became_of_them(taken_index):
     draft_stage = text.split("2 · Verify")[0]
     assert " <b> (q = 1, 41% sure). At temperature 0 q is 1 for any top guess: the percentage is how sure" in draft_stage
     rivals = text.split("3 · Rival guesses.")[1].split("4 · ")[0]
-    assert "also offered its 2nd and 3rd guesses for that same position: (x (27%) and  & ${y} (12%)" in rivals
-    assert "in the same target forward" in rivals and rule.GREEDY_KEEP.capitalize() in rivals
-    outcome = {0: "Here it was the drafter's first pick  <b>: the round goes on with it, and the rivals (x and  & ${y} "
-                  "are dropped",
-               1: "Here it was (x, the drafter's 2nd guess: the round goes on with it as its one draft",
-               None: "Here none of the 3 was: the first pick  <b> goes to the test below and is rejected"}[taken_index]
+    assert rule.rivals_offered_story(" <b>", "41%", "2nd and 3rd", "(x (27%) and  & ${y} (12%)") in rivals
+    outcome = {0: rule.rivals_taken_story(0, 3, " <b>", dropped="(x and  & ${y}"),
+               1: rule.rivals_taken_story(1, 3, " <b>", "(x", "2nd", " <b> and  & ${y}"),
+               None: rule.rivals_taken_story(None, 3, " <b>")}[taken_index]
     assert outcome in rivals
 
 

@@ -173,7 +173,10 @@ def test_counts_of_one_are_singular():
     inspector = inspector_words.inspector_html(run, 0)
     assert "proposed 1 token;" in inspector and "checked it" in inspector and "(1 draft pass)" in inspector
     explainer = render.explain_html(run)
-    assert "the 1 draft was accepted" in explainer and "1 token for one target pass" in explainer
+    texts = run.speculative.round_texts[0]
+    story = rule.bonus_story("the 1 draft", True, render.tokens.inline_token(texts.drafted[0], "accepted"),
+                             render.tokens.inline_token(texts.next_text, "bonus"))
+    assert f"{story}: 2 tokens for one target pass" in explainer and "1 token for one target pass" in explainer
     assert "1 tokens" not in explainer + inspector + speculative_html
     lone = render.LaneView("baseline", [1], "x")
     lone.add(PrefillEvent("baseline", 1, 2, 0.01, 1, 0), decode)
@@ -510,13 +513,16 @@ def test_the_rules_words_leave_room_for_drawn_tokens():
     import inspect
     from itertools import product
 
-    samples = {"str": ["X"], "str | None": ["X", None], "int": [2], "bool": [True, False]}
+    samples = {"str": ["X"], "str | None": ["X", None], "int": [2], "int | None": [0, 2, None], "bool": [True, False],
+               "bool | None": [True, False, None]}
+    verdicts = ["accepted", "rejected", "unexamined"]
     checked = 0
     for name, function in vars(rule).items():
         if not inspect.isfunction(function) or function.__module__ != rule.__name__ or name == "coin_test":
             continue
         parameters = inspect.signature(function).parameters.values()
-        for values in product(*(samples[parameter.annotation] for parameter in parameters)):
+        for values in product(*(verdicts if parameter.name == "verdict" else samples[parameter.annotation]
+                                for parameter in parameters)):
             said = function(**{parameter.name: value for parameter, value in zip(parameters, values)})
             assert not set("<>&") & set(said), (name, said)
             checked += 1
@@ -607,17 +613,21 @@ def test_rival_guesses_are_shown_beside_the_first_draft_and_the_round_says_which
     assert event_from_dict(json.loads(json.dumps(event_to_dict(took_a_rival)))) == took_a_rival  # saved runs keep them
     lane = html_text.unescape(render.lanes_html(run, names=("speculative",))[0])
     assert lane.count('class="rivals on-demand"') == 2  # drawn, for the page to show on demand
-    assert ("so the round took it: a token the chain alone would have lost" in lane
-            and "none of them was the target's own choice" in lane)
-    assert "41%" in lane and "27%" in lane and "12%" in lane  # each guess with how sure the draft was
+    # each guess with how sure the drafter was; the first round took the rival "(x", the second none of them
+    listed = "' <b>' (41%), '(x' (27%), ' & ${y}' (12%)"
+    took, none = (rule.rivals_reason(listed, 3, "' <b>'", 1, "'(x'"), rule.rivals_reason(listed, 3, "' <b>'", None))
+    assert took in lane and none in lane
     inspector = html_text.unescape(inspector_words.inspector_html(run, 0))
-    assert "Rival guesses: the drafter was unsure" in inspector
+    assert f"{took[:1].upper()}{took[1:]}" in inspector
     # the one pass checked three guesses, not "1 token … it"
     assert ("the drafter proposed 1 token and 2 rival guesses for its first position; the target checked all 3 in one "
             "forward pass and kept 1") in " ".join(visible_text(inspector).split())
     assert "rival guesses" in render.tokens.legend_html()
-    explained = html_text.unescape(render.explain_html(run))  # How it works cites the round a rival won
-    assert "In round 1 the drafter was unsure of its first guess" in explained and "where its first guess alone" in explained
+    inline = render.tokens.inline_token
+    offered = f"{inline('(x', 'accepted')} and {inline(' & ${y}', 'rejected')}"
+    story = rule.rival_story(inline(" <b>", "rejected"), "41%", offered, inline("(x", "accepted"),
+                             inline(run.speculative.round_texts[0].next_text, "bonus"), "2 tokens")
+    assert f"In round 1 {story}" in render.explain_html(run)  # How it works cites the round a rival won
     assert run.speculative.trace.acceptance_rate == 0.5  # a position with rivals counts once, as α does
 
 
@@ -773,8 +783,9 @@ def test_a_rival_the_target_took_is_drawn_after_the_drafters_first_pick_which_is
     assert "draft 1/1, the drafter's first pick" in pick_title
     # the rival the target took follows it, kept, and says so, with the drafter's own probability for it
     assert "tok-accepted" in taken_class and "tok-rival-taken" in taken_class
-    assert taken_title.startswith(f"rival guess {event.taken_guess + 1} — {rule.OWN_PICK}, taken")
-    assert f"{event.drafted[0].draft_confidence:.0%}" in taken_title and "q(x)" not in taken_title
+    share = f"{event.drafted[0].draft_confidence:.0%}"
+    assert taken_title.startswith(rule.rival_taken_reason(taken + 1, f"'{texts.drafted[0]}'", share, f"'{first_text}'"))
+    assert "q(x)" not in taken_title
     assert "draft 1/1 ·" not in taken_title
     # the small struck rivals after it are the guesses left over, never the first pick again
     markers = [shown for cls, _, shown in spans if "rivals" in cls.split()]

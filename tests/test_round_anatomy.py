@@ -12,6 +12,7 @@ from specviz.analysis.bench import load_prompts
 from specviz.analysis.trace import lane_blocks
 from specviz.app import plots_round, render
 from specviz.app.plots_round import cut_index, target_cells
+from specviz.app.render import rule
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.models.loading import load_pair
@@ -53,7 +54,8 @@ def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_f
     lane = view.speculative
     seen_cut = seen_bonus = False
     for event in drafted_rounds(view):
-        cells = target_cells(event, lane.round_texts[event.round_index], lane.greedy)
+        texts = lane.round_texts[event.round_index]
+        cells = target_cells(event, texts, lane.greedy)
         rows = len(event.nodes) if event.is_tree else event.gamma + len(event.guesses[1:]) + 1
         assert len(cells) == rows == event.num_verify_rows  # the committed token's row, one per drafted token or node
         kept = [cell for cell in cells if cell.kind == "accepted"]
@@ -64,9 +66,14 @@ def test_the_verify_is_split_into_the_rows_it_computed_and_the_cut_follows_the_f
         elif event.next_kind == "resample":
             assert cut is not None and cells[cut].kind == "rejected" and not event.drafted[event.num_accepted].accepted
             assert all(cell.kind != "accepted" for cell in cells[cut + 1:])  # nothing after the cut is kept
+            # its hover, the rule's: the rejected draft, and the target's own token the same row gives
+            rejected, own = plots_round.text_at(texts.drafted, event.num_accepted), plots_round.text_at(texts.own, 0)
+            assert cells[cut].hover == rule.draft_row_reason(event.num_accepted + 1, rejected, "rejected", lane.greedy,
+                                                             own)
             seen_cut = True
         else:
             assert cut is None and cells[-1].kind == "bonus"
+            assert cells[-1].hover == rule.last_row_reason(plots_round.text_at(texts.own, len(texts.own) - 1))
             seen_bonus = True
         assert event.num_dropped_rows == rows - 1 - event.num_kept_drafts
     if not event.is_tree:

@@ -5,6 +5,8 @@ tells a tree round in its stages beside the same figure."""
 
 from __future__ import annotations
 
+import os
+
 from specviz.app.render import rule
 from tests.test_app_browser import choose, run_and_wait, set_number
 from tests.test_teach_browser import KEPT, choose_tiny_code, open_section
@@ -13,6 +15,9 @@ OPEN_ROUND_MS = 30_000  # the session-wide server may still be finishing an earl
 REJECTED = "rejected (struck)"  # plots_tree.KIND_NAMES["rejected"]: the rejected nodes' trace
 # The rule's words for a guess rejected at temperature 0, up to the quote that opens the target's own pick.
 REJECTED_SAYS = rule.tree_rejected_reason(True, pick="'").split(";")[0]
+# The rule's words for a guess the walk never tried: its three reasons open alike.
+UNEXAMINED_SAYS = os.path.commonprefix([rule.tree_unexamined_reason("X", rejected, "Y", is_branch)
+                                        for rejected in (True, False) for is_branch in (True, False)])
 
 
 def open_round(page, round_element) -> str:
@@ -56,7 +61,7 @@ def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     rejected_row = page.locator("#inspector .tree-row.inspect-rejected").first.inner_text()
     assert REJECTED_SAYS in rejected_row, rejected_row
     unexamined = page.locator("#inspector .tree-row.inspect-unexamined")
-    assert unexamined.count() and "not examined: " in unexamined.first.inner_text()
+    assert unexamined.count() and UNEXAMINED_SAYS in unexamined.first.inner_text()
 
     # The figure: this round's tree and, beside it, the mask as a heatmap.
     chart = page.locator("#chart-inspector")

@@ -4,6 +4,7 @@ draws against the engine's own, each node's plain line, the inspector and the la
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -16,6 +17,7 @@ from specviz.app.palette import COLORS
 from specviz.app.render import rule
 from specviz.app.render.tokens import escape_text, prob, quoted
 from specviz.app.render.tree_round import after_text, figure_words, node_lines, num_branches, tried_before
+from specviz.app.wording import as_sentence
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import speculative_decode
 from specviz.decoding.forward import tree_layout
@@ -89,6 +91,9 @@ def test_the_drawn_mask_is_the_mask_the_target_saw(runs):
 def test_each_node_says_why_in_plain_words(runs):
     """T = 0: a rejected node names the target's own pick there; T > 0: p′(x) and the coin r; an unexamined
     node says why the walk never came; the target's own token says where it came from."""
+    # a node the walk never tried: the three reasons it can have, all opening alike
+    unexamined = os.path.commonprefix([rule.tree_unexamined_reason("X", rejected, "Y", is_branch)
+                                       for rejected in (True, False) for is_branch in (True, False)])
     seen = set()
     for temperature, run in runs.items():
         for event in tree_rounds(run):
@@ -105,7 +110,7 @@ def test_each_node_says_why_in_plain_words(runs):
                                                             r=f"{node.r:.3f}", earlier=tried), why
                     assert rule.coin_text(f"{node.r:.3f}", accepted=False) in why  # the coin, named
                 elif node.verdict == "unexamined":
-                    assert why.startswith("not examined: "), why
+                    assert why.startswith(unexamined) and len(unexamined) > 10, why
                 elif node.verdict == "resample":
                     assert why == rule.tree_own_reason(False, after_text(event.nodes, i, texts), tried or "none",
                                                        greedy=temperature == 0), why
@@ -159,7 +164,13 @@ def test_how_it_works_tells_one_tree_round_in_the_inspectors_words(runs, tempera
     run = runs[temperature]
     html = render.explain_html(run)
     widest = max((e for e in tree_rounds(run) if num_branches(e) > 1), key=num_branches)
-    assert f"Round {widest.round_index + 1}: the drafter proposed a tree of" in html
+    texts = run.speculative.round_texts[widest.round_index].nodes
+    drafted = render.tree_round.drafted_nodes(widest)
+    summary = rule.tree_summary_sentence(widest.round_index + 1, f"{len(drafted)} guesses", num_branches(widest),
+                                         render.tree_round.tree_depth(widest),
+                                         sum(widest.nodes[i].verdict == "accepted" for i in drafted),
+                                         render.tree_round.kept_text(widest, texts))
+    assert escape_text(summary) in html
     assert "in one forward pass" in html and "Open that round in the inspector" in html
     assert ("Where did" in html) or ("the text ended there" in html) or ("end of text" in html)
 
@@ -204,11 +215,12 @@ def test_a_tree_round_an_accepted_end_of_text_cut_short_has_no_target_token_and_
     event = RoundEvent("speculative", 2, 5, 2, tree, 1, 0, "resample", (7,), 0.01, 0.02, 2, 1, shape="tree")
     texts = ["<eos>", " a", " b"]
     html = render.tree_round.tree_inspector_html(event, texts, greedy=False)
-    assert "the text ended at an accepted end-of-text token" in html and html.count("tree-row") == 3
+    assert escape_text(rule.ended_sentence("'<eos>'")) in html and html.count("tree-row") == 3
     figure = plots_tree.tree_figure(event, **figure_words(event, texts, False))
     assert figure.layout.title.text.endswith("the text ended there")
     stages = step_words.tree_stages(event, texts, greedy=False)
-    assert [stage[0] for stage in stages][-2:] == ["correction", "rollback"] and "ended" in stages[-2][2]
+    assert [stage[0] for stage in stages][-2:] == ["correction", "rollback"]
+    assert stages[-2][2] == as_sentence(rule.END_OF_TEXT_WORDS)
     from specviz.app.plots_round import target_cells
     from specviz.app.render.lanes import RoundTexts
 

@@ -18,7 +18,10 @@ from specviz.app.palette import COLORS
 from specviz.app.plots import base_figure, decision_distributions, quoted, with_hint
 from specviz.app.plots_tree import tree_figure
 from specviz.app.render.lanes import RoundTexts
-from specviz.app.render.rule import correction_word
+from specviz.app.render.rule import (
+    TREE_UNUSED_ROW, draft_forward_reason, draft_row_reason, last_row_reason, plain_row_reason, rival_row_reason,
+    tree_own_row_reason, tree_row_reason,
+)
 from specviz.app.render.tree_round import figure_words
 from specviz.app.wording import count
 from specviz.decoding.events import RoundEvent, TokenKind
@@ -73,33 +76,23 @@ def text_at(texts: list[str], index: int) -> str:
 def chain_cells(event: RoundEvent, texts: RoundTexts, greedy: bool) -> list[Cell]:
     """A chain's γ + 1 rows (with a rival round's guesses after the first): each judges the draft at its place,
     the last gives the bonus where every draft was kept."""
-    correction = correction_word(greedy)
     if event.gamma == 0:  # nothing drafted: one plain step
         own = text_at(texts.own, 0)
-        return [Cell(own, "target", f"nothing drafted: one plain target step, which wrote {own}")]
+        return [Cell(own, "target", plain_row_reason(own))]
     cells = []
-    for index, token in enumerate(event.drafted):
-        name, verdict = text_at(texts.drafted, index), event.verdict(index)
-        where = f"the row that judges draft {index + 1}, {name}"
-        if verdict == "accepted":
-            cells.append(Cell(f"✓ {name}", "accepted", f"{where}: kept"))
-        elif verdict == "rejected":
-            fix = text_at(texts.own, 0)
-            cells.append(Cell(f"✗ {name} → {fix}", "rejected",
-                              f"{where}: rejected; the same row gives {correction} {fix}. The cut falls here."))
-        else:
-            cells.append(Cell(name, "unexamined", f"{where}: after the cut, never judged; its row is dropped"))
+    for index in range(len(event.drafted)):
+        name, verdict, fix = text_at(texts.drafted, index), event.verdict(index), text_at(texts.own, 0)
+        shown = {"accepted": f"✓ {name}", "rejected": f"✗ {name} → {fix}"}.get(verdict, name)
+        cells.append(Cell(shown, verdict, draft_row_reason(index + 1, name, verdict, greedy, fix)))
         if index == 0:
             for rival_index in (i for i in range(len(event.guesses)) if i != event.shown_guess):
                 rival_name = text_at(texts.guesses, rival_index)
-                cells.append(Cell(f"rival {rival_name}", "unexamined",
-                                  f"a rival guess for draft 1, {rival_name}, checked in the same pass and not taken; "
-                                  "its row is dropped"))
+                cells.append(Cell(f"rival {rival_name}", "unexamined", rival_row_reason(rival_name)))
     if event.next_kind == "bonus" and len(event.emitted_ids) > event.num_kept_drafts:
         bonus = text_at(texts.own, len(texts.own) - 1)
-        cells.append(Cell(f"+ {bonus}", "bonus", f"the last row: every draft kept, so it gives a bonus token, {bonus}"))
+        cells.append(Cell(f"+ {bonus}", "bonus", last_row_reason(bonus)))
     else:
-        cells.append(Cell(UNUSED, "unexamined", "the last row: past the cut, unused"))
+        cells.append(Cell(UNUSED, "unexamined", last_row_reason(None)))
     return cells
 
 
@@ -110,14 +103,12 @@ def tree_cells(event: RoundEvent, texts: RoundTexts) -> list[Cell]:
         name = text_at(texts.nodes, index)
         if node.verdict in ("resample", "bonus"):
             cells.append(Cell(f"+ {name}" if node.verdict == "bonus" else f"→ {name}", node.verdict,
-                              f"the target's own token, {name}: the row under the last kept node gives it"))
+                              tree_own_row_reason(name)))
             continue
-        what = {"accepted": "on the kept path", "rejected": "tried and rejected",
-                "unexamined": "never tried: its row is dropped"}[node.verdict]
         mark = {"accepted": "✓ ", "rejected": "✗ "}.get(node.verdict, "")
-        cells.append(Cell(f"{mark}{name}", node.verdict, f"node {name} at depth {node.depth}: {what}"))
+        cells.append(Cell(f"{mark}{name}", node.verdict, tree_row_reason(name, node.depth, node.verdict)))
     if len(cells) < event.num_verify_rows:  # an accepted end-of-text: the row below it went unused
-        cells.append(Cell(UNUSED, "unexamined", "the row below the last kept node: unused, the text had ended"))
+        cells.append(Cell(UNUSED, "unexamined", TREE_UNUSED_ROW))
     return cells
 
 
@@ -153,10 +144,9 @@ def round_anatomy(trace: Trace, event: RoundEvent | None, texts: RoundTexts | No
     drafts, verify = [block for block in blocks if block.is_draft], blocks[-1]
     for block, text in zip(drafts, draft_texts(event, texts)):
         kept = block.kind == "draft-kept"
-        fate = f": its token {'kept' if kept else 'thrown away'}" if reveal else ""
         add_block(figure, block.start_s, block.duration_s, DRAFT_ROW, DRAFT_HEIGHT, text,
                   COLORS["accepted" if kept else "rejected"] if reveal else COLORS["draft"],
-                  f"a draft forward, {block.duration_s * 1000:.1f} ms{fate}")
+                  draft_forward_reason(f"{block.duration_s * 1000:.1f}", kept if reveal else None))
     cells = target_cells(event, texts, greedy) if reveal else unread_cells(event)
     for index, cell in enumerate(cells):
         add_block(figure, verify.start_s, verify.duration_s, row_y(index), TARGET_HEIGHT, "",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.rule import (
-    COIN, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT, TARGET_PICK, all_kept_sentence,
-    rival_kept_sentence,
+    COIN, END_OF_TEXT, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT, TARGET_PICK,
+    all_kept_sentence, ended_sentence, rival_kept_sentence,
 )
 from specviz.app.render.tokens import (
-    END_OF_TEXT, draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
+    draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
     prob, quoted, r_text, rejected_index, rivals_text, stopped_unsure_text, sure_text, target_sure_text, timing_text,
     token_span,
 )
@@ -134,7 +134,7 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
         return f"Why was {quoted(pick_text)} thrown away? {why}"
     if rejected is None:
         if ended_at_end_of_text(event):
-            return f"The target kept {event.num_kept_drafts} of the drafts and {END_OF_TEXT}."
+            return ended_sentence(f"{event.num_kept_drafts} of the drafts")
         return all_kept_sentence(every(event.gamma, "draft").capitalize(), event.gamma == 1, quoted(texts.next_text),
                                  greedy)
     text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""

@@ -6,10 +6,13 @@ from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
 from specviz.app.render.verdict import no_verdict_text, run_payoff, which_gamma, which_gamma_html
-from specviz.app.render.rule import GREEDY_KEEP, RULE_TEXT, WHY_EXACT, bonus_story, rejection_story
+from specviz.app.render.rule import (
+    GREEDY_KEEP, RULE_EXACT, RULE_TEXT, SAME_DISTRIBUTION, WHY_EXACT, bonus_story, ended_story, rejection_story,
+    rival_story,
+)
 from specviz.app.render.stats import comparison_of
 from specviz.app.render.tokens import (
-    END_OF_TEXT, ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
+    ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
 )
 from specviz.analysis.trace import Comparison
 from specviz.app.wording import count, every
@@ -17,8 +20,7 @@ from specviz.app.wording import count, every
 INTRO = (
     "<p><b>Speculative decoding</b> (Leviathan et al. 2023; Chen et al. 2023) lets a small <i>draft</i> model "
     "guess γ tokens one by one, then runs the big <i>target</i> model <b>once</b> over all of them. "
-    f"{escape_text(RULE_TEXT)} This rule makes the output distributed <i>exactly</i> as if the target had "
-    "generated alone, only with fewer slow target passes.</p>"
+    f"{escape_text(RULE_TEXT)} {escape_text(RULE_EXACT)}</p>"
     f'<p class="why-exact">{escape_text(WHY_EXACT)}</p>'
 )
 
@@ -68,14 +70,11 @@ def explain_rival(lane: LaneView, event: RoundEvent) -> str:
     """One sentence on a round where a rival guess, not the drafter's first pick, was the target's choice."""
     texts = lane.round_texts[event.round_index]
     others = [inline_token(text, "rejected") for i, text in enumerate(texts.guesses) if i not in (0, event.taken_guess)]
-    return (
-        f"In round {event.round_index + 1} the drafter was unsure of its first guess "
-        f"{inline_token(texts.guesses[0], 'rejected')} ({event.guesses[0].draft_confidence:.0%}), so it "
-        f"also offered {' and '.join([inline_token(texts.drafted[0], 'accepted'), *others])} for the same position, "
-        f"all checked in the same target pass. The target's own choice was {inline_token(texts.drafted[0], 'accepted')}, "
-        f"so the round kept it and the bonus {inline_token(texts.next_text, 'bonus')}: "
-        f"{count(len(event.emitted_ids), 'token')} for one target pass, where its first guess alone would have given 1."
-    )
+    taken = inline_token(texts.drafted[0], "accepted")
+    story = rival_story(inline_token(texts.guesses[0], "rejected"), f"{event.guesses[0].draft_confidence:.0%}",
+                        " and ".join([taken, *others]), taken, inline_token(texts.next_text, "bonus"),
+                        count(len(event.emitted_ids), "token"))
+    return f"In round {event.round_index + 1} {story}"
 
 
 def explain_tree(lane: LaneView, event: RoundEvent) -> str:
@@ -91,8 +90,7 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
     texts = lane.round_texts[event.round_index]
     if ended_at_end_of_text(event):
         kept = " ".join(inline_token(text, "accepted") for text in texts.drafted[: event.num_kept_drafts])
-        return (f"In round {event.round_index + 1} the target kept {kept} and {END_OF_TEXT}: "
-                f"{count(len(event.emitted_ids), 'token')} for one target pass, and no bonus.")
+        return f"In round {event.round_index + 1} {ended_story(kept, count(len(event.emitted_ids), 'token'))}."
     proposed = " ".join(inline_token(text, "accepted") for text in texts.drafted)
     story = bonus_story(every(event.gamma, "draft"), event.gamma == 1, proposed, inline_token(texts.next_text, "bonus"))
     return f"In round {event.round_index + 1} {story}: {count(len(event.emitted_ids), 'token')} for one target pass."
@@ -126,6 +124,5 @@ def explain_sameness(run: RunView) -> str:
                 "print the same tokens, and the figures above say whether they did, checked token by token.")
     return (
         f"At temperature {run.settings.get('temperature')} each lane draws its own random sample, so their texts differ. "
-        "The rule above makes each speculative token follow the target's own distribution exactly: the same "
-        "distribution, not the same sample. The exactness lab draws hundreds of samples from both to show it."
+        f"{SAME_DISTRIBUTION} The exactness lab draws hundreds of samples from both to show it."
     )

@@ -1,7 +1,7 @@
 """The acceptance rule in words: one home for every sentence that says why a draft was kept or thrown away,
 where the target's own token came from and when a bonus comes (the lanes' hovers, legend and first view, the
-inspector, How it works, a tree round's lines, the stats, step mode, the charts' titles, the exactness lab), so no
-two of them tell it differently and rewording the rule is this one file.
+inspector, How it works, a tree round's lines, a round's drawing, the stats, step mode, the charts' titles, the
+exactness lab), so no two of them tell it differently and rewording the rule is this one file.
 
 Plain text: the caller escapes it. A function's token arguments (`draft`, `pick`, `own` …) are put in as given, so
 a caller may pass them quoted ('x') or as HTML (a drawn token); the words around them hold no <, > or &, so an HTML
@@ -80,8 +80,17 @@ WHY_EXACT = (
     f"and a rejection's correction is drawn from {RESIDUAL}, which holds exactly the rest, p(x) − min(p(x), q(x)); "
     "the two add back to exactly p(x)."
 )
+RULE_EXACT = ("This rule makes the output distributed exactly as if the target had generated alone, only with fewer "
+              "slow target passes.")
+SAME_DISTRIBUTION = ("The rule above makes each speculative token follow the target's own distribution exactly: the "
+                     "same distribution, not the same sample.")
 NOT_EXAMINED = "not examined: a draft before it was rejected, so the target never checked it"
 NEVER_EXAMINED = "never examined, it came after a rejection"
+# A round an accepted end-of-text token ended (RoundEvent.num_kept_drafts decides which drafts it leaves in the text):
+# the drafts after it are dropped, and the target's own token is not kept.
+END_OF_TEXT = "the text ended at the end-of-text token"
+END_OF_TEXT_WORDS = "the text ended at an accepted end-of-text token, so the target's own token was not kept"
+DROPPED_TEXT = "accepted, then dropped: it comes after the end-of-text token"
 
 
 def coin_text(r: str, accepted: bool) -> str:
@@ -151,12 +160,48 @@ def pick_test(accepted: bool, pick: str | None) -> str:
     return f"the target's pick here is {pick}" if pick is not None else "not the target's pick"
 
 
+def all_accepted_sentence(drafts: str, accepted: str) -> str:
+    """A chain round that kept every draft (`drafts`: "All 3 drafts", capitalised)."""
+    return f"{drafts} accepted: {accepted}."
+
+
 def cut_sentence(num_accepted: int, gamma: int, accepted: str, rejected: str) -> str:
     """A chain round that ended in a rejection: everything after the first rejected draft goes."""
     if num_accepted == 0:
         return f"None accepted: the first draft {rejected} was rejected, and everything after it goes."
     return (f"{num_accepted} of {gamma} accepted ({accepted}); the draft went wrong at {rejected}, "
             f"and everything after it goes.")
+
+
+def verify_story(drafts: str, aside: str, num_positions: int, greedy: bool, listed: str) -> str:
+    """Step mode's verify: one target forward over the `drafts` ("3 drafts"; `aside`: its rival guesses, where any)
+    and what it gave at each position: at temperature 0 the target's own top pick (`listed`: the picks it shows, if
+    any), above it p (`listed`: p of each draft)."""
+    forward = f"One target forward over the last committed token and the {drafts}{aside} gave "
+    if greedy:  # p is one-hot there: the target's own top pick is all it says
+        return (f"{forward}the target's own top pick at {num_positions} positions at once: at temperature 0 that pick "
+                f"is all that counts" + (f" ({listed})." if listed else "."))
+    return f"{forward}p at {num_positions} positions at once: {listed}."
+
+
+# --- a round an accepted end-of-text token ended ----------------------------------------------------------------
+
+
+def ended_sentence(kept: str) -> str:
+    """The inspector's answer for such a round (`kept`: "2 of the drafts", or the kept guesses)."""
+    return f"The target kept {kept}, and {END_OF_TEXT_WORDS}."
+
+
+def ended_story(kept: str, tokens: str) -> str:
+    """How it works on such a round (`tokens`: what its one pass gave, "2 tokens")."""
+    return f"the target kept {kept} and {END_OF_TEXT}: {tokens} for one target pass, and no bonus"
+
+
+def dropped_sentence(accepted: str, dropped: str, one: bool) -> str:
+    """Step mode's verdict on such a round: `accepted` ("2 of 3", "All 3 drafts"), then the `dropped` drafts after
+    the end-of-text token ("1 draft", `one`)."""
+    return (f"{accepted} accepted, but the text ends at the end-of-text token: the {dropped} after it "
+            f"{'is' if one else 'are'} dropped.")
 
 
 # --- the target's own token: where the replacement or the bonus came from ------------------------------------------
@@ -261,3 +306,130 @@ def tree_own_reason(bonus: bool, where: str, guesses: str, greedy: bool) -> str:
         return f"{OWN_PICK} {where}: none of the guesses there ({guesses}) was its pick, and {GREEDY_CORRECTION}"
     return (f"resampled {where} from p′: the target's p there with each rejected guess ({guesses}) set to 0 and "
             f"renormalised, {STAYS_EXACT}")
+
+
+def tree_verdict_sentence(kept: str, num_rejected: int, num_unexamined: int) -> str:
+    """Step mode's verdict on a tree round: the kept path (`kept`, "" where no guess was kept) and the other guesses."""
+    path = f"The kept path: {kept}" if kept else "No guess was kept"
+    return (f"{path}. Of the other guesses, {num_rejected} tried and rejected, {num_unexamined} never examined "
+            "(grey: a guess above them failed, or a sibling was kept first); a chain would have checked one branch "
+            "only.")
+
+
+def tree_summary_sentence(round_number: int, guesses: str, num_branches: int, depth: int, num_kept: int,
+                          kept: str) -> str:
+    """The inspector's and How it works' summary of a tree round: what it proposed (`guesses`: "8 guesses"), what the
+    one pass checked, and the path the walk kept."""
+    return (f"Round {round_number}: the drafter proposed a tree of {guesses} on {num_branches} branches, up to {depth} "
+            "deep; the target checked every one in one forward pass (the mask beside it: each guess sees the text, the "
+            "guesses above it and itself, never another branch) and walked down from the top, trying each node's "
+            f"children in order: it kept {num_kept} ({kept}).")
+
+
+# --- rival guesses: a greedy round's unsure first draft, with the drafter's next guesses for its position ------------
+
+
+def rivals_reason(listed: str, num_guesses: int, first: str, taken_index: int | None, taken: str = "") -> str:
+    """Why a round's first position shows more than one guess (`listed`: each with how sure the drafter was), and
+    which the target took: `taken_index` 0 the drafter's first pick `first`, another its rival `taken`, None none."""
+    if taken_index is None:
+        outcome = "none of them was the target's own choice, so the target wrote its token itself"
+    elif taken_index == 0:
+        outcome = f"the target agreed with the draft's first pick {first}; the others were dropped"
+    else:
+        outcome = (f"the target's own choice was {taken}, not the draft's first pick {first}, so the round took it: a "
+                   "token the chain alone would have lost")
+    return (f"rival guesses: the drafter was unsure of its first guess here, so it offered {num_guesses} at once, "
+            f"{listed}; the target judged them all in its one verify (each at this position, seeing the text and "
+            f"itself, never the others): {outcome}")
+
+
+def rival_taken_reason(number: int, taken: str, share: str, first: str) -> str:
+    """The rival the target took, in its hover: the drafter's guess `number`, which it gave `share`."""
+    return (f"rival guess {number} — {OWN_PICK}, taken: the drafter gave {taken} {share}, less than its first pick "
+            f"{first}, and offered it beside that pick because it was unsure")
+
+
+def rivals_offered_story(first: str, first_share: str, ordinals: str, offered: str) -> str:
+    """Step mode: what rival guesses are (`ordinals`: "2nd and 3rd"; `offered`: each with how sure the drafter was),
+    and the rule that picks among them."""
+    return (f"Unsure of its first token {first} ({first_share} sure), the drafter also offered its {ordinals} guesses "
+            f"for that same position: {offered}. They rode along in the same target forward, each placed at that "
+            "position (the target reads the text and that one guess, never the other guesses), so judging them took "
+            f"no extra pass. {GREEDY_KEEP.capitalize()}, so the target takes whichever guess is.")
+
+
+def rivals_taken_story(taken_index: int | None, num_guesses: int, first: str, taken: str = "", ordinal: str = "",
+                       dropped: str = "") -> str:
+    """Step mode: which guess the target took (`taken_index` as rivals_reason's; `ordinal`: its place, "2nd") and
+    what became of the others (`dropped`)."""
+    if taken_index is None:
+        return (f"Here none of the {num_guesses} was: the first pick {first} goes to the test below and is rejected, "
+                "the rivals are dropped, and the target writes its own token.")
+    if taken_index == 0:
+        return (f"Here it was the drafter's first pick {first}: the round goes on with it, and the rivals {dropped} "
+                "are dropped.")
+    return (f"Here it was {taken}, the drafter's {ordinal} guess: the round goes on with it as its one draft, and "
+            f"{dropped} are dropped. Without rivals, the first pick {first} would have been rejected and this token "
+            "written by the target alone, one token for the pass instead of two.")
+
+
+def rival_story(first: str, first_share: str, offered: str, taken: str, bonus: str, tokens: str) -> str:
+    """How it works on a round where a rival guess, not the drafter's first pick `first`, was the target's choice
+    (`offered`: the taken rival and the others; `tokens`: what the pass gave, "2 tokens")."""
+    return (f"the drafter was unsure of its first guess {first} ({first_share}), so it also offered {offered} for the "
+            f"same position, all checked in the same target pass. The target's own choice was {taken}, so the round "
+            f"kept it and the bonus {bonus}: {tokens} for one target pass, where its first guess alone would have "
+            "given 1.")
+
+
+# --- a round's drawing (specviz.app.plots_round): what each row of its one target forward said ----------------------
+
+
+def draft_forward_reason(ms: str, kept: bool | None) -> str:
+    """A draft forward's block: how long it took and whether its token was kept (None: not said yet)."""
+    fate = "" if kept is None else f": its token {'kept' if kept else 'thrown away'}"
+    return f"a draft forward, {ms} ms{fate}"
+
+
+def draft_row_reason(number: int, draft: str, verdict: str, greedy: bool, own: str = "") -> str:
+    """The row that judged a chain's draft `number`: kept, rejected (the same row gives the target's own token
+    `own`), or past the cut."""
+    where = f"the row that judges draft {number}, {draft}"
+    if verdict == "accepted":
+        return f"{where}: kept"
+    if verdict == "rejected":
+        return f"{where}: rejected; the same row gives {correction_word(greedy)} {own}. The cut falls here."
+    return f"{where}: after the cut, never judged; its row is dropped"
+
+
+def rival_row_reason(rival: str) -> str:
+    """The row of a rival guess the target did not take."""
+    return f"a rival guess for draft 1, {rival}, checked in the same pass and not taken; its row is dropped"
+
+
+def last_row_reason(bonus: str | None) -> str:
+    """A chain's last row: the `bonus` token where every draft was kept (None: it was not)."""
+    if bonus is None:
+        return "the last row: past the cut, unused"
+    return f"the last row: every draft kept, so it gives a bonus token, {bonus}"
+
+
+def plain_row_reason(own: str) -> str:
+    """A round that drafted nothing: its one row."""
+    return f"nothing drafted: one plain target step, which wrote {own}"
+
+
+def tree_row_reason(node: str, depth: int, verdict: str) -> str:
+    """The row of a tree's drafted node."""
+    what = {"accepted": "on the kept path", "rejected": "tried and rejected",
+            "unexamined": "never tried: its row is dropped"}[verdict]
+    return f"node {node} at depth {depth}: {what}"
+
+
+def tree_own_row_reason(own: str) -> str:
+    """The row that gives a tree round's own token."""
+    return f"the target's own token, {own}: the row under the last kept node gives it"
+
+
+TREE_UNUSED_ROW = "the row below the last kept node: unused, the text had ended"

@@ -11,8 +11,9 @@ import re
 from specviz.app.palette import TOKEN_STYLES
 from specviz.app.render.pieces import PART_LABEL
 from specviz.app.render.rule import (
-    GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, LEGEND_HELP, NOT_EXAMINED, OWN_PICK, REPLACEMENT, VERDICT_TEXT,
+    DROPPED_TEXT, GREEDY_RULE, GREEDY_VERDICT_TEXT, KEEP_CHANCE, LEGEND_HELP, NOT_EXAMINED, REPLACEMENT, VERDICT_TEXT,
     bonus_reason, coin_reason, kept_reason, rejected_reason, replacement_reason, rival_rejected_reason,
+    rival_taken_reason, rivals_reason,
 )
 from specviz.app.wording import count, every
 
@@ -269,10 +270,9 @@ def taken_rival_title(event, guess_texts: list[str]) -> str:
     """The hover of the rival the target took: its place among the guesses, its own probability, and
     what rival guesses are."""
     taken = event.taken_guess
-    return (f"rival guess {taken + 1} — {OWN_PICK}, taken: the drafter gave "
-            f"{quoted(guess_texts[taken])} {event.guesses[taken].draft_confidence:.0%}, less than its first pick "
-            f"{quoted(guess_texts[0])}, and offered it beside that pick because it was unsure\n"
-            f"{rivals_text(event, guess_texts, sentence=True)}")
+    why = rival_taken_reason(taken + 1, quoted(guess_texts[taken]), f"{event.guesses[taken].draft_confidence:.0%}",
+                             quoted(guess_texts[0]))
+    return f"{why}\n{rivals_text(event, guess_texts, sentence=True)}"
 
 
 def rivals_text(event, guess_texts: list[str], sentence: bool = False) -> str:
@@ -280,16 +280,9 @@ def rivals_text(event, guess_texts: list[str], sentence: bool = False) -> str:
     (`sentence`: starting with a capital, to follow another sentence)."""
     listed = ", ".join(f"{quoted(text)} ({token.draft_confidence:.0%})" for text, token in zip(guess_texts, event.guesses))
     taken = event.taken_guess
-    if taken is None:
-        outcome = "none of them was the target's own choice, so the target wrote its token itself"
-    elif taken == 0:
-        outcome = f"the target agreed with the draft's first pick {quoted(guess_texts[0])}; the others were dropped"
-    else:
-        outcome = (f"the target's own choice was {quoted(guess_texts[taken])}, not the draft's first pick "
-                   f"{quoted(guess_texts[0])}, so the round took it: a token the chain alone would have lost")
-    return (f"{'R' if sentence else 'r'}ival guesses: the drafter was unsure of its first guess here, so it offered "
-            f"{len(guess_texts)} at once, {listed}; the target judged them all in its one verify (each at this position, "
-            f"seeing the text and itself, never the others): {outcome}")
+    why = rivals_reason(listed, len(guess_texts), quoted(guess_texts[0]), taken,
+                        quoted(guess_texts[taken]) if taken is not None else "")
+    return f"{why[:1].upper()}{why[1:]}" if sentence else why
 
 
 def rival_text(text: str) -> str:
@@ -317,12 +310,6 @@ def stop_marker(event) -> str:
         return ""
     return (f'<span class="unsure-stop {ON_DEMAND}" title="{escape_text(stopped_unsure_text(event))}" '
             f'style="color:#888;font-weight:bold">{STOP_MARK}</span>')
-
-
-# One wording for a round that an accepted end-of-text token cut short, in the lane, the inspector, its
-# round list and the explainer (RoundEvent.num_kept_drafts decides which drafts it leaves in the text).
-END_OF_TEXT = "the text ended at the end-of-text token"
-DROPPED_TEXT = "accepted, then dropped: it comes after the end-of-text token"
 
 
 def ended_at_end_of_text(event) -> bool:

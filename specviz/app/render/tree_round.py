@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from specviz.app.render.rule import tree_kept_reason, tree_own_reason, tree_rejected_reason, tree_unexamined_reason
+from specviz.app.render.rule import (
+    ended_sentence, tree_kept_reason, tree_own_reason, tree_rejected_reason, tree_summary_sentence,
+    tree_unexamined_reason,
+)
 from specviz.app.render.tokens import ON_DEMAND, escape_text, prob, quoted, timing_text, token_span
 from specviz.app.wording import as_sentence, count
 from specviz.decoding.events import RoundEvent, TreeNode
@@ -35,9 +38,6 @@ def node_texts(event: RoundEvent, committed_ids: list[int], piece: Piece) -> lis
     nodes = event.nodes
     return [piece(committed_ids + [nodes[a].token_id for a in ancestors(nodes, i)], node.token_id)
             for i, node in enumerate(nodes)]
-
-
-END_OF_TEXT_WORDS = "the text ended at an accepted end-of-text token, so the target's own token was not kept"
 
 
 def own_index(event: RoundEvent) -> int | None:
@@ -159,11 +159,9 @@ def tree_title(event: RoundEvent, texts: Sequence[str]) -> str:
 def summary_text(event: RoundEvent, texts: Sequence[str]) -> str:
     drafted = drafted_nodes(event)
     num_kept = sum(event.nodes[i].verdict == "accepted" for i in drafted)
-    return (f"Round {event.round_index + 1}: the drafter proposed a tree of {count(len(drafted), 'guess', 'guesses')} "
-            f"on {num_branches(event)} branches, up to {tree_depth(event)} deep; the target checked every one in one forward pass "
-            f"(the mask beside it: each guess sees the text, the guesses above it and itself, never another branch) and "
-            f"walked down from the top, trying each node's children in order: it kept {num_kept} "
-            f"({kept_text(event, texts)}). {timing_text(event)}.")
+    summary = tree_summary_sentence(event.round_index + 1, count(len(drafted), "guess", "guesses"), num_branches(event),
+                                    tree_depth(event), num_kept, kept_text(event, texts))
+    return f"{summary} {timing_text(event)}."
 
 
 def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
@@ -171,7 +169,7 @@ def answer_text(event: RoundEvent, texts: Sequence[str], greedy: bool) -> str:
     and where the target's own token came from."""
     own = own_index(event)
     if own is None:
-        return f"The target kept {kept_text(event, texts)}, and {END_OF_TEXT_WORDS}."
+        return ended_sentence(kept_text(event, texts))
     failed = tried_before(event.nodes, own)
     where = f"Where did {quoted(texts[own])} come from? It is {own_line(event, own, texts, greedy)}."
     if not failed:

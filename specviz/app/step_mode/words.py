@@ -16,12 +16,13 @@ from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
 from specviz.app.render.rule import (
-    COIN_TEST, GREEDY_KEEP, GREEDY_RULE, NEVER_EXAMINED, OWN_PICK, TREE_RULE, TREE_WALK, bonus_source, bonus_step,
-    coin_test, cut_sentence, pick_test, replacement_story,
+    COIN_TEST, DROPPED_TEXT, END_OF_TEXT_WORDS, GREEDY_KEEP, GREEDY_RULE, NEVER_EXAMINED, OWN_PICK, TREE_RULE,
+    TREE_WALK, all_accepted_sentence, bonus_source, bonus_step, coin_test, cut_sentence, dropped_sentence, pick_test,
+    replacement_story, rivals_offered_story, rivals_taken_story, tree_verdict_sentence, verify_story,
 )
 from specviz.app.render.tokens import escape_text, inline_token, prob, status_html, visible_text
 from specviz.app.render.tree_round import (
-    END_OF_TEXT_WORDS, drafted_nodes, node_lines, num_branches, own_index, own_line, tree_depth,
+    drafted_nodes, node_lines, num_branches, own_index, own_line, tree_depth,
 )
 from specviz.app.wording import as_sentence, count, every
 
@@ -146,7 +147,7 @@ def chain_captions(event: RoundEvent, texts: RoundTexts) -> dict[str, str]:
 def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, str], greedy: bool) -> str:
     rivals = (f" (and the {count(len(event.guesses) - 1, 'rival guess', 'rival guesses')}, stage 3)" if event.guesses
               else "")
-    forward = f"One target forward over the last committed token and the {count(event.gamma, 'draft')}{rivals} gave "
+    drafts = count(event.gamma, "draft")
     if greedy:  # p is one-hot there: the target's own top pick is all it says
         # Its pick after the last draft is the bonus token where every draft was kept (stage 6 names it), and
         # a pick after a rejected draft means nothing: so it is not named here.
@@ -156,10 +157,9 @@ def verify_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[int, s
             if pick is not None:
                 sure = "" if token.target_confidence is None else f", {token.target_confidence:.0%} sure"
                 picks.append(f"at draft {index + 1} {plain_token(pick)}{sure}")
-        return (f"{forward}the target's own top pick at {event.gamma + 1} positions at once: at temperature 0 that "
-                f"pick is all that counts" + (f" ({listing(picks)})." if picks else "."))
+        return verify_story(drafts, rivals, event.gamma + 1, True, listing(picks))
     probs = [f"p({plain_token(text)}) = {prob(token.target_prob)}" for text, token in zip(texts.drafted, event.drafted)]
-    sentence = f"{forward}p at {event.gamma + 1} positions at once: {listing(probs)}."
+    sentence = verify_story(drafts, rivals, event.gamma + 1, False, listing(probs))
     if event.details and len(event.details) > event.gamma and event.details[event.gamma].target_top:
         token_id, top_prob = event.details[event.gamma].target_top[0]
         sentence += (f" After the last draft the target's favourite would be {plain_token(labels.get(token_id, ''))} "
@@ -178,7 +178,7 @@ def accept_list(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
             continue
         outcome = f"<b>{'accepted' if token.accepted else 'rejected'}</b>"
         if token.accepted and verdict == "unexamined":  # the rule kept it, but an earlier draft ended the text
-            outcome += ", then dropped: it comes after the end-of-text token"
+            outcome = f"<b>{DROPPED_TEXT}</b>"
         lines.append(f"{inline_token(text, verdict)}: {accept_test(event, index, texts, greedy)} → {outcome}")
     items = "".join(f"<li>{line}</li>" for line in lines)
     rule = as_sentence(GREEDY_RULE) if greedy else f"{escape_text(COIN_TEST)}:"
@@ -201,11 +201,9 @@ def verdict_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     if dropped:  # an accepted end-of-text ends the text inside the round
         how_many = (every(event.gamma, "draft").capitalize() if event.num_accepted == event.gamma
                     else f"{event.num_accepted} of {event.gamma}")
-        verb = "is" if dropped == 1 else "are"
-        return (f"{how_many} accepted, but the text ends at the end-of-text token: the {count(dropped, 'draft')} "
-                f"after it {verb} dropped.")
+        return dropped_sentence(how_many, count(dropped, "draft"), dropped == 1)
     if event.num_accepted == event.gamma:
-        return f"{every(event.gamma, 'draft').capitalize()} accepted: {listing(accepted)}."
+        return all_accepted_sentence(every(event.gamma, "draft").capitalize(), listing(accepted))
     return cut_sentence(event.num_accepted, event.gamma, listing(accepted),
                         inline_token(texts.drafted[event.num_accepted], "rejected"))
 
@@ -220,7 +218,7 @@ def correction_sentence(event: RoundEvent, texts: RoundTexts, labels: Mapping[in
     """Where the target's own token came from: at temperature 0 its top pick, rejection or bonus alike;
     above it the residual or p."""
     if not texts.own:
-        return "The end-of-text token ended the run inside this round, so the target's own token was not kept."
+        return as_sentence(END_OF_TEXT_WORDS)
     # A token whose piece of the text is empty (half of a multi-byte character) would draw as ∅: show it alone.
     own = inline_token(texts.next_text or labels.get(event.next_id, ""), event.own_kind)
     detail = event.details[event.num_accepted] if event.details and event.num_accepted < len(event.details) else None
@@ -367,23 +365,12 @@ def rivals_sentence(event: RoundEvent, texts: RoundTexts) -> str:
     taken = event.taken_guess
     ordinals = listing([ordinal(i + 2) for i in range(len(others))])
     offered = listing([f"{plain_token(text)} ({token.draft_confidence:.0%})" for text, token in others])
-    sentence = (f"Unsure of its first token {plain_token(first_text)} ({first.draft_confidence:.0%} sure), the drafter "
-                f"also offered its {ordinals} guesses for that same position: {offered}. They rode along in the same "
-                f"target forward, each placed at that position (the target reads the text and that one guess, never "
-                f"the other guesses), so judging them took no extra pass. {GREEDY_KEEP.capitalize()}, so the target takes "
-                f"whichever guess is. ")
-    if taken is None:
-        return sentence + (f"Here none of the {len(guesses)} was: the first pick {inline_token(first_text, 'rejected')} "
-                           f"goes to the test below and is rejected, the rivals are dropped, and the target writes its "
-                           f"own token.")
-    taken_text = texts.guesses[taken]
-    if taken == 0:
-        return sentence + (f"Here it was the drafter's first pick {inline_token(taken_text, 'accepted')}: the round goes "
-                           f"on with it, and the rivals {dropped_guesses(texts, taken)} are dropped.")
-    return sentence + (f"Here it was {inline_token(taken_text, 'accepted')}, the drafter's {ordinal(taken + 1)} guess: the "
-                       f"round goes on with it as its one draft, and {dropped_guesses(texts, taken)} are dropped. Without rivals, the first pick "
-                       f"{inline_token(first_text, 'rejected')} would have been rejected and this token written by the "
-                       f"target alone, one token for the pass instead of two.")
+    offered_story = rivals_offered_story(plain_token(first_text), f"{first.draft_confidence:.0%}", ordinals, offered)
+    first_html = inline_token(first_text, "accepted" if taken == 0 else "rejected")
+    outcome = (rivals_taken_story(None, len(guesses), first_html) if taken is None else
+               rivals_taken_story(taken, len(guesses), first_html, inline_token(texts.guesses[taken], "accepted"),
+                                  ordinal(taken + 1), dropped_guesses(texts, taken)))
+    return f"{offered_story} {outcome}"
 
 
 # --- a tree round ------------------------------------------------------------------------------------------------
@@ -433,9 +420,7 @@ def kept_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
     kept = kept_tokens(event, texts)
     unexamined = sum(event.nodes[i].verdict == "unexamined" for i in drafted)
     rejected = sum(event.nodes[i].verdict == "rejected" for i in drafted)
-    path = f"The kept path: {listing(kept)}" if kept else "No guess was kept"
-    return (f"{path}. Of the other guesses, {rejected} tried and rejected, {unexamined} never examined (grey: a "
-            "guess above them failed, or a sibling was kept first); a chain would have checked one branch only.")
+    return tree_verdict_sentence(listing(kept), rejected, unexamined)
 
 
 def settle_sentence(event: RoundEvent, texts: Sequence[str]) -> str:
