@@ -297,7 +297,7 @@ def test_sampled_lanes_say_same_distribution_not_same_sample():
 def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
     """The card says "No verdict" there, so nothing else may call its tokens/s ratio a speedup: not the card's
     speed tile, the status line, the race chart's title or the arithmetic."""
-    from specviz.app.lanes_page import done_summary
+    from specviz.app.run_section.words import done_summary
     from specviz.app.render.stats import arithmetic_html, comparison_of
     from specviz.app.render.verdict import speedup_is_quoted
 
@@ -693,7 +693,7 @@ def test_a_parting_is_marked_in_both_lanes_and_named_in_the_status_line_without_
     """Greedy lanes that parted at token 3: that very token is marked in the target alone's lane and in the
     speculative lane (where it is a drafted token the round kept), nowhere else; the status line names the
     parting and gives no speedup. Lanes that agree are marked nowhere and get their speedup."""
-    from specviz.app.lanes_page import done_summary
+    from specviz.app.run_section.words import done_summary
     from specviz.app.render.stats import arithmetic_html, comparison_of
     from specviz.app.render.verdict import speedup_is_quoted
 
@@ -879,7 +879,7 @@ def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_th
 
 
 def test_the_first_view_says_what_to_do_before_any_notation():
-    from specviz.app.ui_sections import header_markdown
+    from specviz.app.run_section.words import header_markdown
 
     header = header_markdown()
     for notation in ("q(", "p(", "min(1", "p/q", " r ", "γ", "left lane", "right lane"):

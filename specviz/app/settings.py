@@ -1,7 +1,7 @@
 """Every setting of a run, declared once: its name, its control on the page, its default, its range, its
 words, its CLI flag, whether a replay restores it and how a raw value is checked.
 
-Everything else is derived from SETTINGS: the page's controls (ui_sections.control), the inputs the Run
+Everything else is derived from SETTINGS: the page's controls (run_section.page.control), the inputs the Run
 button reads (ui.RUN_INPUTS), the `/generate` API's signature (API_SIGNATURE), Request.parse and
 Request.settings, the replay (replayed_values), the teaching sections' inputs and the CLI's arguments
 (specviz.cli.arguments). Defaults are read from DecodeConfig, never written twice, so the page, the API,
