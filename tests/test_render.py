@@ -878,15 +878,32 @@ def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_th
     assert bare.target_params is None and "about 135 M parameters" in drafters_about.drafters_about_html(bare)
 
 
+def test_an_example_button_shows_the_start_of_its_prompt_cut_at_a_word():
+    from specviz.app.run_section.words import EXAMPLE_CHARS, example_label, example_prompts
+
+    for prompt in example_prompts():
+        label = example_label(prompt)
+        assert label.startswith("completion: ") == (prompt.chat is False)  # chat off, said on the button
+        shown = label.removeprefix("completion: ")
+        whole = " ".join(prompt.text.split())
+        kept = shown.removesuffix("…")
+        assert whole.startswith(kept) and len(kept) <= EXAMPLE_CHARS
+        assert shown == whole or (shown.endswith("…") and whole[len(kept)] in " :,."), (shown, whole)
+
+
 def test_the_first_view_says_what_to_do_before_any_notation():
-    from specviz.app.run_section.words import header_markdown
+    """The intro says what the two lanes are and that the text is the target's own, in a few words and no notation;
+    what to do is said where it is done: the status line under Run, the empty lanes, the switch above them."""
+    from specviz.app.run_section.words import MARKS_SWITCH_INFO, READY_TEXT, header_markdown
 
     header = header_markdown()
     for notation in ("q(", "p(", "min(1", "p/q", " r ", "γ", "left lane", "right lane"):
         assert notation not in header, notation
-    assert "pick an example prompt" in header and "press **Run**" in header
-    assert "Click a coloured token to see why it was kept or thrown away" in header
     assert "**Target only**" in header and "**Speculative decoding**" in header  # the lanes by name: they stack when narrow
+    assert "exactly the target's" in header
+    intro = header.split("\n", 1)[1]
+    assert len(intro.split()) <= 60, intro  # one short paragraph: the legend says what the colours mean
+    assert "press Run" in READY_TEXT and "click" in MARKS_SWITCH_INFO  # after a run the lanes' own hint is gone
     baseline, speculative = (html_text.unescape(html) for html in render.lanes_html(None))
     assert "press Run" not in baseline + speculative
     assert "The target alone will write here, one token per forward pass" in baseline

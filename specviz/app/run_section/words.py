@@ -25,17 +25,14 @@ TITLE = "specviz — speculative decoding, live"
 
 
 def header_markdown() -> str:
-    """The first view: what this is and what to do, in words before any notation (the lanes stack on a
-    narrow screen, so they are named, never "left" and "right")."""
+    """The first view: what the two lanes are, in words before any notation (the lanes stack on a narrow screen,
+    so they are named, never "left" and "right"). What the colours mean is the legend's; what to do, the status
+    line's ("press Run") and the empty lanes' ("click a coloured token")."""
     return (
         f"# {TITLE}\n"
-        "A language model writes one token per pass through its network. **Speculative decoding** lets a small, "
-        "cheap **drafter** guess the next few tokens and the big **target** model check all the guesses in one "
-        "pass: the output is still exactly the target's, made in fewer of its slow passes.\n\n"
-        "**Try it:** pick an example prompt below (or type your own) and press **Run**. Then watch the two lanes: "
-        "**Target only** writes the plain way, one token per pass; **Speculative decoding** writes the same text "
-        "with every guess coloured by what happened to it. Click a coloured token to see why it was kept or thrown "
-        "away. *About the drafters* and *How it works*, further down, explain the rest."
+        "Two lanes answer one prompt. **Target only**: the big **target** model alone, one token per pass. "
+        "**Speculative decoding**: a small **drafter** guesses a few tokens and the target checks them all in one "
+        "pass; the text is still exactly the target's own, in fewer passes."
     )
 
 
@@ -46,7 +43,8 @@ FALLBACK_PROMPTS = [
     Prompt("Alice and Bob were walking through the park when", False),
     Prompt("def fibonacci(n):\n", False),
 ]
-EXAMPLES_LABEL = "Example prompts (click one)"
+EXAMPLES_LABEL = "Example prompts"
+EXAMPLE_CHARS = 32  # a button's words at most, about 5: the click fills the whole prompt
 
 
 def example_prompts() -> list[Prompt]:
@@ -58,11 +56,13 @@ def example_prompts() -> list[Prompt]:
         return FALLBACK_PROMPTS
 
 
-def example_label(prompt: Prompt, max_chars: int = 90) -> str:
-    """An example's button: its prompt on one line, shortened, marked where it is a plain completion (chat off)."""
+def example_label(prompt: Prompt, max_chars: int = EXAMPLE_CHARS) -> str:
+    """An example's button: the start of its prompt on one line, cut at a word within `max_chars`, marked where it
+    is a plain completion (chat off)."""
     text = " ".join(prompt.text.split())
     if len(text) > max_chars:
-        text = text[: max_chars - 1].rstrip() + "…"
+        cut = text[:max_chars]
+        text = (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip(" :,.") + "…"
     return text if prompt.chat is not False else f"completion: {text}"  # first, since gradio cuts long labels
 
 
@@ -70,10 +70,9 @@ def example_label(prompt: Prompt, max_chars: int = 90) -> str:
 
 READY_TEXT = "Ready: press Run."
 # The pace is the page's alone (not a run setting): its choices are live.PACES.
-PACE_LABEL = "pace of the speculative lane on screen (timings are unchanged)"
+PACE_LABEL = "on-screen pace (timings unchanged)"
 # Under the switch above the lanes (its label, MARKS_SWITCH, is the legend's too: its hovers name it).
-MARKS_SWITCH_INFO = ("off, the speculative lane reads as text: the kept tokens, and the rejected drafts struck "
-                     "through; a click on a token still opens its round")
+MARKS_SWITCH_INFO = "off: the lane reads as plain text; click any token to open its round"
 
 
 def precision_info() -> str:
