@@ -195,7 +195,7 @@ def test_each_pair_names_its_own_default_drafter(tmp_path, monkeypatch):
     assert Request.parse("Hi", "embedded", **settings).config.drafter == "head"
     assert Request.parse("Hi", "tiny-code", **settings).config.drafter == "model"
     assert Request.parse("Hi", "embedded", drafter="prompt-lookup", **settings).config.drafter == "prompt-lookup"
-    from specviz.app.ui_handlers import pair_pick_js  # the page: picking a pair brings its drafter, in the browser
+    from specviz.app.run_section.page import pair_pick_js  # the page: picking a pair brings its drafter, in the browser
 
     assert pair_pick_js(["tiny-code", "smollm2-135m"]) == '(pair) => ({"tiny-code": "model", "smollm2-135m": "head"})[pair] ?? "model"'
     unshipped = dataclasses.replace(presets.PRESETS["smollm2-135m"], head_dir=tmp_path)  # no weights in it

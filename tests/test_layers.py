@@ -11,8 +11,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specviz"
 # gpu: the GPU run's luggage, standard library only (it runs before the carried wheels are installed).
 FLOORS = {"catalogue": 0, "gpu": 0, "models": 1, "decoding": 2, "analysis": 3, "training": 3, "app": 4, "cli": 5, "__main__": 5}
 GRADIO_MODULES = {"app/ui.py", "app/zerogpu.py", "app/ui_sections.py", "app/ui_handlers.py", "app/section_jobs.py",
-                  "app/lanes_page.py", "app/runs_page.py", "app/replay_page.py",
-                  *(f"app/{section}/page.py" for section in ("inspector", "step_mode", "exactness_lab", "theory_explorer",
+                  "app/runs_page.py", "app/replay_page.py",
+                  *(f"app/{section}/page.py" for section in ("run_section", "inspector", "step_mode", "exactness_lab", "theory_explorer",
                                                              "gamma_sweep", "charts", "drafters_about"))}
 
 

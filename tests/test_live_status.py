@@ -1,4 +1,4 @@
-"""The status line while a live run goes on (live.headway_of, lanes_page.running_summary), from a stream of
+"""The status line while a live run goes on (live.headway_of, run_section.words.running_summary), from a stream of
 hand-made events on a clock the test sets: which lane runs, its tokens of those asked, and the time the run has
 left once it is measured; a replay keeps its own status, and a lane not redrawn still says how far it got."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.app import live, render
-from specviz.app.lanes_page import RUNNING_TEXT, TIME_LEFT_TEXT, TIME_UNKNOWN_TEXT, running_summary
+from specviz.app.run_section.words import RUNNING_TEXT, TIME_LEFT_TEXT, TIME_UNKNOWN_TEXT, running_summary
 from specviz.app.wording import duration_text
 from specviz.catalogue import lane_info
 from tests.test_live import lane_events

@@ -300,7 +300,7 @@ def test_sampled_lanes_say_same_distribution_not_same_sample():
 def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
     """The card says "No verdict" there, so nothing else may call its tokens/s ratio a speedup: not the card's
     speed tile, the status line, the race chart's title or the arithmetic."""
-    from specviz.app.lanes_page import done_summary
+    from specviz.app.run_section.words import done_summary
     from specviz.app.render.stats import arithmetic_html, comparison_of
     from specviz.app.render.verdict import speedup_is_quoted
 
@@ -703,7 +703,7 @@ def test_a_parting_is_marked_in_both_lanes_and_named_in_the_status_line_without_
     """Greedy lanes that parted at token 3: that very token is marked in the target alone's lane and in the
     speculative lane (where it is a drafted token the round kept), nowhere else; the status line names the
     parting and gives no speedup. Lanes that agree are marked nowhere and get their speedup."""
-    from specviz.app.lanes_page import done_summary
+    from specviz.app.run_section.words import done_summary
     from specviz.app.render.stats import arithmetic_html, comparison_of
     from specviz.app.render.verdict import speedup_is_quoted
 
@@ -889,15 +889,32 @@ def test_about_the_drafters_shows_sizes_computed_from_the_shipped_configs_and_th
     assert bare.target_params is None and "about 135 M parameters" in drafters_about.drafters_about_html(bare)
 
 
+def test_an_example_button_shows_the_start_of_its_prompt_cut_at_a_word():
+    from specviz.app.run_section.words import EXAMPLE_CHARS, example_label, example_prompts
+
+    for prompt in example_prompts():
+        label = example_label(prompt)
+        assert label.startswith("completion: ") == (prompt.chat is False)  # chat off, said on the button
+        shown = label.removeprefix("completion: ")
+        whole = " ".join(prompt.text.split())
+        kept = shown.removesuffix("…")
+        assert whole.startswith(kept) and len(kept) <= EXAMPLE_CHARS
+        assert shown == whole or (shown.endswith("…") and whole[len(kept)] in " :,."), (shown, whole)
+
+
 def test_the_first_view_says_what_to_do_before_any_notation():
-    from specviz.app.ui_sections import header_markdown
+    """The intro says what the two lanes are and that the text is the target's own, in a few words and no notation;
+    what to do is said where it is done: the status line under Run, the empty lanes, the switch above them."""
+    from specviz.app.run_section.words import MARKS_SWITCH_INFO, READY_TEXT, header_markdown
 
     header = header_markdown()
     for notation in ("q(", "p(", "min(1", "p/q", " r ", "γ", "left lane", "right lane"):
         assert notation not in header, notation
-    assert "pick an example prompt" in header and "press **Run**" in header
-    assert "Click a coloured token to see why it was kept or thrown away" in header
     assert "**Target only**" in header and "**Speculative decoding**" in header  # the lanes by name: they stack when narrow
+    assert "exactly the target's" in header
+    intro = header.split("\n", 1)[1]
+    assert len(intro.split()) <= 60, intro  # one short paragraph: the legend says what the colours mean
+    assert "press Run" in READY_TEXT and "click" in MARKS_SWITCH_INFO  # after a run the lanes' own hint is gone
     baseline, speculative = (html_text.unescape(html) for html in render.lanes_html(None))
     assert "press Run" not in baseline + speculative
     assert "The target alone will write here, one token per forward pass" in baseline

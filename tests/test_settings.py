@@ -80,6 +80,7 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
     import inspect
 
     from specviz.app import section_jobs, settings, ui, ui_handlers
+    from specviz.app.run_section import page as run_section
     from specviz.app.request import Request
     from specviz.decoding.config import DecodeConfig
 
@@ -87,7 +88,7 @@ def test_every_setting_is_declared_once_and_derived_everywhere():
     assert len(names) == len(set(names))
     assert list(inspect.signature(ui.generate).parameters) == names  # the API, in the declarations' order
     assert ui_handlers.RUN_INPUTS == (*names, "pace")
-    assert set(ui.SLIDER_NAMES) == {setting.name for setting in settings.SETTINGS if setting.kind == "slider"}
+    assert set(run_section.SLIDER_NAMES) == {setting.name for setting in settings.SETTINGS if setting.kind == "slider"}
     assert set(section_jobs.CONTROL_NAMES) == set(names) - {"reference"}
     recorded = Request.parse("hi", "tiny-code").settings
     assert list(recorded) == [setting.name for setting in settings.SETTINGS if setting.recorded]

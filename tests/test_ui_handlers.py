@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.app import live, replay_page, settings, ui, ui_handlers
-from specviz.app.request import Request
+from specviz.app import live, replay_page, settings, ui
+from specviz.app.request import Request, clamped_note
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
 
@@ -144,7 +144,7 @@ def test_a_replay_says_its_settings_are_in_the_controls():
     ("γ", None, (1, 16), None),
 ])
 def test_a_slider_that_pulled_a_typed_value_into_range_says_so(name, typed, bounds, expected):
-    assert ui_handlers.clamped_note(name, typed, *bounds) == expected
+    assert clamped_note(name, typed, *bounds) == expected
 
 
 def test_a_refused_input_clears_the_last_runs_results():

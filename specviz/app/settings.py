@@ -1,7 +1,7 @@
 """Every setting of a run, declared once: its name, its control on the page, its default, its range, its
 words, its CLI flag, whether a replay restores it and how a raw value is checked.
 
-Everything else is derived from SETTINGS: the page's controls (ui_sections.control), the inputs the Run
+Everything else is derived from SETTINGS: the page's controls (run_section.page.control), the inputs the Run
 button reads (ui.RUN_INPUTS), the `/generate` API's signature (API_SIGNATURE), Request.parse and
 Request.settings, the replay (replayed_values), the teaching sections' inputs and the CLI's arguments
 (specviz.cli.arguments). Defaults are read from DecodeConfig, never written twice, so the page, the API,
@@ -112,8 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
             words="γ (tokens drafted per round)", minimum=1, maximum=MAX_GAMMA, step=1, bench="list",
             replayed=True, help=f"tokens drafted per round (γ; default: the engine's, {ENGINE.gamma})"),
     Setting("temperature", "slider", "real", ENGINE.temperature, label="temperature (0 = greedy)",
-            info="0: both lanes write the same text, so the speed compares like for like; above 0 each lane "
-                 "draws its own sample", short="temperature", minimum=0, maximum=2, step=0.05, bench="list",
+            info="0: both lanes write the same text; above 0 each samples its own", short="temperature", minimum=0, maximum=2, step=0.05, bench="list",
             replayed=True, help="0 = greedy"),
     Setting("top_k", "slider", "whole", ENGINE.top_k, label="top-k (0 = off)", short="top-k", minimum=0,
             maximum=200, step=1, replayed=True, help="0 = off"),
@@ -130,8 +129,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("draft_id", "text", "text", "", label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped",
             cli=False, recorded=False),
     Setting("chat", "checkbox", "bool", True,
-            label="chat: wrap the prompt in the pair's chat template (instruct models answer questions; off = plain "
-                  "text completion)", help="wrap prompts in the pair's chat template (default: yes when the pair has one)"),
+            label="chat: the model answers the prompt (off: it continues the text)", help="wrap prompts in the pair's chat template (default: yes when the pair has one)"),
     # "" (or None): the pair's own drafter (presets.default_drafter_for), so no drafter default is written here.
     Setting("drafter", "radio", "choice", "", label="drafter: who proposes the γ tokens", choices=DRAFTER_CHOICES,
             replayed=True, help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE)
@@ -140,7 +138,7 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=1, maximum=MAX_NGRAM, step=1, replayed=True, drafters=drafters_reading("ngram"),
             help=f"prompt lookup: longest n-gram to match (1–{MAX_NGRAM})"),
     Setting("reference", "checkbox", "bool", False,
-            label="also run transformers' generate() on the same pair (reference lane)", bench="no", replayed=True,
+            label="reference lane: transformers' own generate()", bench="no", replayed=True,
             help="add a lane running transformers' own generate() on the same pair and settings"),
     # "": the device's default (precision.default_precision); the CLI's --dtype sets it with the pair.
     Setting("precision", "radio", "choice", "", label="precision", choices=PRECISION_CHOICES, cli=False, replayed=True),

@@ -1,5 +1,5 @@
 """The Gradio app: the page's sections (specviz.app.ui_sections), wired to their handlers
-(specviz.app.ui_handlers), then the sections below the run, a package each (step mode, the exactness lab, the
+(specviz.app.ui_handlers; the run section's controls by specviz.app.run_section.page), then the sections below the run, a package each (step mode, the exactness lab, the
 theory explorer, the γ sweep: `build_sections`), and the `/generate` API.
 
 Only the page's modules import gradio (tests/test_layers.py names them). One model job runs
@@ -26,12 +26,12 @@ from specviz.app.live import stream_run
 from specviz.models.loading import load_pair
 from specviz.models.presets import DEFAULT_PRESET
 from specviz.app.request import POLICY, Request, describe_error
-from specviz.app.ui_handlers import (
-    RUN_INPUTS, on_drafter_change, on_pair_change, pair_pick_js, on_queued, on_release, on_replay, on_run, on_stop,
-)
+from specviz.app.ui_handlers import RUN_INPUTS, on_queued, on_replay, on_run, on_stop
 from specviz.app.page_files import page_file
 from specviz.app.inspector.page import wire_inspector
 from specviz.app.ui_sections import Page, build_page
+from specviz.app.run_section.page import QUIET, wire_controls
+from specviz.app.run_section.words import TITLE
 from specviz.app.section_jobs import CONTROL_NAMES
 from specviz.app.exactness_lab.page import build_lab, wire_lab
 from specviz.app.step_mode.page import build_step_mode, wire_step_mode
@@ -42,8 +42,6 @@ log = logging.getLogger("specviz.app.ui")
 
 MODEL_JOBS = "model"  # concurrency group shared by every handler that runs the models
 REPLAY_JOBS = "replay"  # replays need no model: they never wait behind a run
-SLIDER_NAMES = {setting.name: settings.short_name(setting) for setting in settings.SLIDERS}  # for clamp notes
-QUIET = {"api_visibility": "private", "queue": False, "show_progress": "hidden"}  # instant page-only updates
 # A phone's chart is laid out this wide, then scaled down to its box whole (static/fit_charts.js). Squeezed to the box
 # itself, titles ran past the edge and legends over the titles; laid out at 560 px, a 400 px screen drew text at
 # ~7 px. At 440 px in a ~388 px box, tick labels show at ~10.5 px and titles at ~12 px.
@@ -80,7 +78,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
         preload_default_pair()  # ZeroGPU's rule: the models go to `cuda` at module level, app.py's import
     elif preload:
         threading.Thread(target=preload_default_pair, daemon=True).start()
-    with gr.Blocks(title="specviz — speculative decoding, live", delete_cache=(3600, 3600)) as demo:
+    with gr.Blocks(title=TITLE, delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
         build_sections(page.controls, page.run_state, page.status, page.explainer, page.stats,
@@ -127,19 +125,6 @@ def wire_run(page: Page) -> None:
     )
     page.stop_button.click(MethodType(on_stop, page), None, page.stop_outputs, cancels=[run_event, replay_event],
                            queue=False, api_visibility="private")
-
-
-def wire_controls(page: Page) -> None:
-    """Controls that change other controls: the custom pair's ids, the n-gram slider, clamped values."""
-    controls = page.controls
-    for name, label in SLIDER_NAMES.items():
-        slider = controls[name]
-        slider.release(on_release(label, slider), None, [page.status], **QUIET)
-    controls["pair"].change(on_pair_change, [controls["pair"]], [page.custom_row], **QUIET)
-    # Only a visitor's own pick of a pair brings its drafter (input, not change): a replay sets both itself.
-    pair_values = [value for _, value in settings.PAIR_CHOICES]
-    controls["pair"].input(None, [controls["pair"]], [controls["drafter"]], js=pair_pick_js(pair_values), **QUIET)
-    controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
 
 
 def run_tokens(request, *values) -> int:

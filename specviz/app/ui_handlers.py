@@ -1,4 +1,5 @@
-"""The main page's handlers: thin adapters from a run's snapshots to the page's component values.
+"""The main page's handlers (a run, a replay, Stop): thin adapters from a run's snapshots to the page's component
+values. The controls that change other controls are the run section's own (specviz.app.run_section.page).
 
 Each handler is a plain function of the `Page` (specviz.app.ui_sections) and the values gradio
 passes; specviz.app.ui binds it to the page it wires, so a test can call it with a built page and
@@ -8,7 +9,6 @@ plain values. Every bad input becomes a message in the page, never a traceback.
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections import OrderedDict
 from typing import Iterable, Iterator
@@ -16,11 +16,9 @@ from typing import Iterable, Iterator
 import gradio as gr
 
 from specviz.app import render
-from specviz.catalogue import drafter_info
 from specviz.app.live import Progress, pace_seconds, record_stop, stop_presses, stopped_by, stream_events, stream_run
-from specviz.models.presets import default_drafter_for
 from specviz.app.settings import NAMES
-from specviz.app.request import CUSTOM, Request, clamped_note, describe_error, loading_message
+from specviz.app.request import Request, describe_error, loading_message
 from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, replay
 from specviz.app.history import repeats_of, run_history
@@ -30,7 +28,8 @@ from specviz.app.inspector.words import default_round, round_choices
 from specviz.app.replay_page import REPLAY_SPEEDS, load_replay, replay_pace_words, replayed_controls, save_for_download
 from specviz.app.charts.page import chart_values
 from specviz.app.ui_sections import Page
-from specviz.app.lanes_page import done_summary, lane_values, running_summary
+from specviz.app.run_section.page import lane_values
+from specviz.app.run_section.words import done_summary, running_summary
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 # session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
@@ -259,28 +258,3 @@ def on_stop(page: Page, request: gr.Request):
     if run is None:
         return {page.status: render.status_html(stopped_message(run), "info", run=0)}
     return stopped_page(page, run)
-
-
-def on_pair_change(pair):
-    return gr.Row(visible=pair == CUSTOM)
-
-
-def pair_pick_js(pairs: Iterable[str]) -> str:
-    """A pair picked on the page brings its own drafter (the default pair's head, else the draft model).
-
-    It runs in the browser, not as a server round trip: an answer that came back after the visitor had
-    already clicked another drafter put the pair's own back over their pick."""
-    own = {pair: default_drafter_for(pair) for pair in pairs}
-    return f"(pair) => ({json.dumps(own)})[pair] ?? {json.dumps(default_drafter_for(CUSTOM))}"
-
-
-def on_drafter_change(drafter_value):
-    return gr.Slider(visible="ngram" in drafter_info(drafter_value).settings)
-
-
-def on_release(name: str, slider: gr.Slider):
-    """A slider's release: say so when its box pulled a typed value into range (γ = 100 → 16)."""
-    def note_clamp(event: gr.EventData):
-        note = clamped_note(name, getattr(event, "_data", None), slider.minimum, slider.maximum)
-        return render.status_html(note, "info", run=0) if note else gr.skip()
-    return note_clamp

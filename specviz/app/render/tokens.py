@@ -43,8 +43,6 @@ LEGEND_ITEMS = (
 )
 # The switch above the page's lanes that shows the ON_DEMAND marks (LEGEND_MARKS explains each).
 MARKS_SWITCH = "Show rival guesses, stop marks (‖) and branch counts in the lane"
-MARKS_SWITCH_INFO = ("off, the speculative lane reads as text: the kept tokens, and the rejected drafts struck "
-                     "through; a click on a token still opens its round")
 ON_DEMAND_NOTE = f"; in the lanes while \"{MARKS_SWITCH}\" is ticked"
 # The legend's marks that are not token kinds: (the item's attributes, the mark, its name, its hover).
 LEGEND_MARKS = (

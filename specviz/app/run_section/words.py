@@ -1,0 +1,123 @@
+"""What the run section says, without gradio: the intro, the example prompts and their buttons, the words of
+the controls that are the page's alone (the pace, the rival-guesses switch, the precision's hint) and the status
+line (how far a live run has got, the summary of a finished one). The run settings' labels and hints are their
+declarations' (specviz.app.settings); the legend's are the tokens' (specviz.app.render.tokens).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from specviz.analysis.bench import Prompt, load_prompts
+from specviz.app import render
+from specviz.app.live import Headway
+from specviz.app.render.verdict import speedup_is_quoted
+from specviz.app.wording import count, duration_text
+from specviz.catalogue import lane_info
+from specviz.models.precision import cpu_has_native_bf16, default_precision
+from specviz.models.slots import call_rows
+
+log = logging.getLogger("specviz.app.ui")
+
+TITLE = "specviz — speculative decoding, live"
+
+
+def header_markdown() -> str:
+    """The first view: what the two lanes are, in words before any notation (the lanes stack on a narrow screen,
+    so they are named, never "left" and "right"). What the colours mean is the legend's; what to do, the status
+    line's ("press Run") and the empty lanes' ("click a coloured token")."""
+    return (
+        f"# {TITLE}\n"
+        "Two lanes answer one prompt. **Target only**: the big **target** model alone, one token per pass. "
+        "**Speculative decoding**: a small **drafter** guesses a few tokens and the target checks them all in one "
+        "pass; the text is still exactly the target's own, in fewer passes."
+    )
+
+
+# --- the example prompts ----------------------------------------------------------------------------------------
+
+FALLBACK_PROMPTS = [
+    Prompt("What is the capital of Scotland?", True),
+    Prompt("Alice and Bob were walking through the park when", False),
+    Prompt("def fibonacci(n):\n", False),
+]
+EXAMPLES_LABEL = "Example prompts"
+EXAMPLE_CHARS = 32  # a button's words at most, about 5: the click fills the whole prompt
+
+
+def example_prompts() -> list[Prompt]:
+    """The example prompts in assets/prompts.json, or a few built-ins if that file is unreadable."""
+    try:
+        return load_prompts()
+    except (OSError, ValueError) as error:
+        log.warning("could not read example prompts: %s", error)
+        return FALLBACK_PROMPTS
+
+
+def example_label(prompt: Prompt, max_chars: int = EXAMPLE_CHARS) -> str:
+    """An example's button: the start of its prompt on one line, cut at a word within `max_chars`, marked where it
+    is a plain completion (chat off)."""
+    text = " ".join(prompt.text.split())
+    if len(text) > max_chars:
+        cut = text[:max_chars]
+        text = (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip(" :,.") + "…"
+    return text if prompt.chat is not False else f"completion: {text}"  # first, since gradio cuts long labels
+
+
+# --- the controls that are the page's alone --------------------------------------------------------------------
+
+READY_TEXT = "Ready: press Run."
+# The pace is the page's alone (not a run setting): its choices are live.PACES.
+PACE_LABEL = "on-screen pace (timings unchanged)"
+# Under the switch above the lanes (its label, MARKS_SWITCH, is the legend's too: its hovers name it).
+MARKS_SWITCH_INFO = "off: the lane reads as plain text; click any token to open its round"
+
+
+def precision_info() -> str:
+    """What the default is here and why, in the words of the bench (README)."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        hardware = "a CUDA GPU"
+    else:
+        hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
+    return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision, on any CPU "
+            f"or GPU, specviz computes every token the target checks in one fixed shape ({call_rows(device)} rows a "
+            "call, each over its own keys), so checking several tokens at once rounds exactly like checking one and at temperature 0 the "
+            "lanes write the same text by construction; the stats say so for each model, and say where a model's "
+            "attention keeps it out. Without native bf16, bfloat16 is slow")
+
+
+# --- the status line -------------------------------------------------------------------------------------------
+
+# While a live run goes on (a long run said only "Generating…" for minutes): which lane, how far, and how long the
+# run has left once that is measured.
+RUNNING_TEXT = "Lane {number} of {lanes}, {title}: {done} of {asked} tokens"
+TIME_LEFT_TEXT = "about {time} left in all"
+TIME_UNKNOWN_TEXT = "the time left is said once its first tokens are timed"
+
+
+def running_summary(headway: Headway) -> str:
+    """The status line during a live run: the lane running, its tokens written of those asked, the time left."""
+    info = lane_info(headway.lane)
+    said = RUNNING_TEXT.format(number=headway.lane_number, lanes=headway.num_lanes, title=info.title,
+                               done=headway.num_tokens, asked=headway.max_new_tokens or "?")
+    left = (TIME_UNKNOWN_TEXT if headway.seconds_left is None else
+            TIME_LEFT_TEXT.format(time=duration_text(headway.seconds_left)))
+    return f"{said}; {left}."
+
+
+def done_summary(run: render.RunView) -> str:
+    """The status line at a run's end: each lane's tokens, then the speedup; greedy lanes that parted get no
+    speedup (it would compare different texts), the parting named instead."""
+    parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
+    summary = "Done: " + ", ".join(parts)
+    parting = run.greedy_parting()
+    if parting is not None:
+        return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
+                "so no speedup is given: see why below the lanes.")
+    speedup = render.stats_dict(run).get("speedup")
+    if speedup is not None and speedup_is_quoted(run):
+        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
+    return summary + "."
