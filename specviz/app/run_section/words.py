@@ -13,7 +13,6 @@ import torch
 from specviz.analysis.bench import Prompt, load_prompts
 from specviz.app import render
 from specviz.app.live import Headway
-from specviz.app.render.verdict import speedup_is_quoted
 from specviz.app.wording import count, duration_text
 from specviz.catalogue import lane_info
 from specviz.models.precision import cpu_has_native_bf16, default_precision
@@ -109,15 +108,12 @@ def running_summary(headway: Headway) -> str:
 
 
 def done_summary(run: render.RunView) -> str:
-    """The status line at a run's end: each lane's tokens, then the speedup; greedy lanes that parted get no
-    speedup (it would compare different texts), the parting named instead."""
+    """The status line at a run's end: each lane's tokens; greedy lanes that parted, the parting named. No speedup:
+    the card under the lanes says it once, with its band (or why it gives none)."""
     parts = [f"{lane_info(name).label} {count(run.lane(name).trace.num_tokens, 'token')}" for name in run.lane_names]
     summary = "Done: " + ", ".join(parts)
     parting = run.greedy_parting()
     if parting is not None:
         return (f"{summary}; the two lanes wrote different texts from token {parting + 1} (marked ▾ in both lanes), "
                 "so no speedup is given: see why below the lanes.")
-    speedup = render.stats_dict(run).get("speedup")
-    if speedup is not None and speedup_is_quoted(run):
-        summary += f"; speculative decoding ran at {speedup:.2f}× the target alone's speed (one run: a noisy sample)"
     return summary + "."
