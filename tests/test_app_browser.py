@@ -476,6 +476,7 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         page.locator("#prompt textarea").fill("def add(a, b):\n")
         set_number(page, "max-new-tokens", 8)
         run_and_wait(page)
+        page.locator("#runs-so-far-section > button").first.click()  # closed at first
         table = page.locator("#runs-so-far .runs-table")
         table.wait_for()
         box, section = table.bounding_box(), page.locator("#runs-so-far").bounding_box()
@@ -524,7 +525,9 @@ def test_a_400px_phone_shows_the_runs_whole_and_every_chart_label(browser, app_u
         set_number(page, "max-new-tokens", 24)
         run_and_wait(page)
         run_and_wait(page)  # two runs: a prompt under each
+        page.locator("#runs-so-far-section > button").first.click()  # closed at first
         table = page.locator("#runs-so-far .runs-table")
+        table.wait_for()
         fit = table.evaluate("e => ({right: e.getBoundingClientRect().right, wide: e.scrollWidth > e.clientWidth})")
         assert fit["right"] <= 400 and not fit["wide"], fit
         prompts = page.evaluate("() => [...document.querySelectorAll('#runs-so-far .runs-table td:last-child')].map(e => "

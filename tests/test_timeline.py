@@ -67,5 +67,5 @@ def test_the_timeline_is_drawn_on_replay_too():
     final = {getattr(component, "elem_id", None): value for component, value in updates[-1].items()}
     kinds = {bar.name for bar in final["chart-timeline"].data}
     assert "verify: one rejected" in kinds or "verify: all kept" in kinds
-    assert "Where the time went" in final["timeline-note"]
+    assert "each lane on its own clock" in final["timeline-note"]
     assert "runs-so-far" not in final  # a replay repeats a recorded clock: it is not one of the page's runs

@@ -362,4 +362,4 @@ def time_went_text(lanes: list[tuple[str, Trace, bool]]) -> str:
     parts = [split_text(label, time_split(trace), drafts) for label, trace, drafts in lanes if trace.prefill]
     if not parts:
         return ""
-    return "Where the time went (model work, each lane's own clock): " + "; ".join(parts) + "."
+    return "Model work, each lane on its own clock: " + "; ".join(parts) + "."

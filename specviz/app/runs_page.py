@@ -34,7 +34,9 @@ def runs_values(runs: list) -> list:
 
 
 def build_runs_so_far() -> list[gr.Component]:
-    with gr.Accordion("Runs on this page so far: how much one run's speedup varies", open=True,
+    # Closed at first: after one run, the card's band already says how far one run moves here (one answer); the
+    # section is where a learner who repeats a run compares their own repeats.
+    with gr.Accordion("Runs on this page so far: how much one run's speedup varies", open=False,
                       elem_id="runs-so-far-section"):
         table, chart = runs_values([])
         return [gr.HTML(table, elem_id="runs-so-far"), gr.Plot(chart, show_label=False, elem_id="chart-runs")]

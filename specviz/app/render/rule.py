@@ -53,6 +53,11 @@ GREEDY_VERDICT_TEXT = {
     "rejected": "rejected: not the target's own pick",
     "unexamined": VERDICT_TEXT["unexamined"],
 }
+# The inspector's table, the greedy round's own token: short, since the answer above it says why in full.
+GREEDY_OWN_VERDICT_TEXT = {
+    "resample": f"{REPLACEMENT}: {OWN_PICK}",
+    "bonus": f"bonus: {FREE_TOKEN}",
+}
 # A greedy round whose first position had rival guesses: the drafter's first pick, and the rival the target took.
 RIVAL_VERDICT_TEXT = {
     "rejected": "rejected: the drafter's first pick, not the target's",
