@@ -15,10 +15,11 @@ import re
 from html import unescape
 
 import pytest
+import gradio as gr
 import torch
 from scipy.stats import chi2
 
-from specviz.app import render
+from specviz.app import render, ui
 from specviz.app.render import rule
 from specviz.app.wording import as_sentence, count
 from specviz.app.inspector import words as inspector_words
@@ -54,8 +55,8 @@ def overconfident_pair() -> ModelPair:
     return ModelPair.from_models(target, draft)
 
 
-def final_tally(pair: ModelPair, wrong_rule: bool) -> exactness.LabTally:
-    config = DecodeConfig(gamma=2, temperature=1.0, seed=0)
+def final_tally(pair: ModelPair, wrong_rule: bool, top_p: float = 1.0) -> exactness.LabTally:
+    config = DecodeConfig(gamma=2, temperature=1.0, top_p=top_p, seed=0)
     for tally in exactness.run_lab(pair, LAB_PROMPT, config, LAB_DRAWS, wrong_rule):
         pass
     return tally
@@ -90,6 +91,19 @@ def test_real_rule_passes_and_wrong_rule_is_caught(overconfident_pair):
     assert real.p_value("speculative") > 0.01
     assert wrong.p_value("baseline") == real.p_value("baseline")  # same seeds, and the target alone has no rule
     assert wrong.p_value("speculative") < 0.01
+
+
+@pytest.mark.timeout(60)
+def test_at_temperature_1_with_top_p_the_lab_finds_the_targets_own_distribution(overconfident_pair):
+    """The lab's answer to "still exact at T = 1 with top-p?" (rule.SETTINGS_EXACT, its intro): top-p cuts both
+    models' distributions before the rule, and the speculative draws follow the target's cut distribution."""
+    real = final_tally(overconfident_pair, wrong_rule=False, top_p=0.8)
+    wrong = final_tally(overconfident_pair, wrong_rule=True, top_p=0.8)
+    assert real.p_value("baseline") > 0.01 and real.p_value("speculative") > 0.01
+    assert wrong.p_value("speculative") < 0.01  # the lab can still tell: a wrong rule is caught at these settings
+    page = ui.build_app(preload=False)
+    lab_words = [block.value for block in page.blocks.values() if isinstance(block, gr.Markdown)]
+    assert any(rule.SETTINGS_EXACT in words for words in lab_words)
 
 
 def test_exact_distribution_sums_to_one(overconfident_pair):

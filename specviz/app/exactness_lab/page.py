@@ -22,7 +22,7 @@ from specviz.app.section_jobs import (
     REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
-from specviz.app.render.rule import WRONG_CHAIN, WRONG_RULE
+from specviz.app.render.rule import SETTINGS_EXACT, WRONG_CHAIN, WRONG_RULE
 from specviz.app.wording import p_equals
 from specviz.catalogue import DEFAULT_DRAFTER, drafter_info, lane_info
 from specviz.models.interrupt import RunStopped
@@ -61,7 +61,7 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
         gr.Markdown(
             "Draws N short runs from the target alone and N from speculative decoding, with the prompt and sampling "
             "settings above, and compares the first two new tokens of each lane with the target's exact "
-            "distribution, computed from its logits. Token 1 is the target's own sample in both lanes; token 2 is "
+            f"distribution, computed from its logits. {SETTINGS_EXACT} Token 1 is the target's own sample in both lanes; token 2 is "
             f"the first token a speculative round decides. Switch on the **wrong rule** ({WRONG_RULE}; with a draft "
             "tree, Medusa's typical acceptance: keep the first guess the target finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
         )

@@ -89,6 +89,10 @@ RULE_EXACT = ("This rule makes the output distributed exactly as if the target h
               "slow target passes.")
 SAME_DISTRIBUTION = ("The rule above makes each speculative token follow the target's own distribution exactly: the "
                      "same distribution, not the same sample.")
+# "Still exact at temperature 1 with top-p (or top-k)?": where the answer lives, the exactness lab, which draws
+# with the page's settings; tests/test_distribution checks it statistically with the same warpers.
+SETTINGS_EXACT = ("Temperature, top-k and top-p reshape both models' distributions before the rule compares them, so "
+                  "speculative decoding samples exactly what the target alone samples with the same settings.")
 NOT_EXAMINED = "not examined: a draft before it was rejected, so the target never checked it"
 NEVER_EXAMINED = "never examined, it came after a rejection"
 # A round an accepted end-of-text token ended (RoundEvent.num_kept_drafts decides which drafts it leaves in the text):
