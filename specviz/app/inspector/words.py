@@ -176,9 +176,9 @@ def inspector_html(run: RunView | None, round_index) -> str:
         f'<div class="inspector"><p class="inspect-answer" style="margin:2px 0 6px;font-weight:600">'
         f"{escape_text(answer_line(event, texts, greedy))}</p>"
         # the answer above is the round's one answer; its whole account is one click away (the page's words budget)
-        f'<details class="round-account"><summary style="cursor:pointer;color:#444">The round in full: '
-        f'drafts, timings, the rule</summary>'
-        f'<p style="margin:2px 0 6px">Round {event.round_index + 1}: the drafter proposed {checked} in one forward '
+        f'<details class="round-account"><summary style="cursor:pointer;color:#444">Round {event.round_index + 1}: '
+        f'in full (drafts, timings, the rule)</summary>'
+        f'<p style="margin:2px 0 6px">In round {event.round_index + 1} the drafter proposed {checked} in one forward '
         f"pass and kept {event.num_accepted}. {timing_text(event)}.{rule}"
         f"{' ' + as_sentence(stopped_unsure_text(event)) if event.stopped_unsure else ''}"
         f"{' ' + escape_text(rivals_text(event, texts.guesses, sentence=True)) + '.' if event.guesses and texts.guesses else ''}"
