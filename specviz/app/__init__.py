@@ -1,1 +1,2 @@
-"""The page: gradio (ui, ui_sections, ui_handlers, each section's page) over gradio-free rendering, plots and the lab."""
+"""The page: gradio (ui, ui_sections, ui_handlers, each section's page) over gradio-free rendering, plots and the
+lab."""

@@ -1,10 +1,10 @@
 """The page's runs so far (specviz.app.history), one section: how much one run's speedup varies here.
 
 A table, newest first, under the sentence that answers the question (this page's repeats of the last run's setup;
-what the bench measured for one run here is the verdict's band, said once, in the card), and the same runs as dots: the last run's setup in
-colour and every other run in grey, so repeats stand out as a column of dots; a hollow dot is a run whose lanes
-wrote different texts (no like-for-like speed); a band behind the repeats spans their min–max. Built from the
-runs' records only; the run's handler fills it (`runs_values`) when a run ends.
+what the bench measured for one run here is the verdict's band, said once, in the card), and the same runs as dots:
+the last run's setup in colour and every other run in grey, so repeats stand out as a column of dots; a hollow dot
+is a run whose lanes wrote different texts (no like-for-like speed); a band behind the repeats spans their min–max.
+Built from the runs' records only; the run's handler fills it (`runs_values`) when a run ends.
 """
 
 from __future__ import annotations

@@ -112,7 +112,8 @@ SETTINGS: tuple[Setting, ...] = (
             words="γ (tokens drafted per round)", minimum=1, maximum=MAX_GAMMA, step=1, bench="list",
             replayed=True, help=f"tokens drafted per round (γ; default: the engine's, {ENGINE.gamma})"),
     Setting("temperature", "slider", "real", ENGINE.temperature, label="temperature (0 = greedy)",
-            info="0: both lanes write the same text; above 0 each samples its own", short="temperature", minimum=0, maximum=2, step=0.05, bench="list",
+            info="0: both lanes write the same text; above 0 each samples its own", short="temperature", minimum=0,
+            maximum=2, step=0.05, bench="list",
             replayed=True, help="0 = greedy"),
     Setting("top_k", "slider", "whole", ENGINE.top_k, label="top-k (0 = off)", short="top-k", minimum=0,
             maximum=200, step=1, replayed=True, help="0 = off"),
@@ -129,7 +130,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("draft_id", "text", "text", "", label="Draft model id", placeholder="e.g. EleutherAI/pythia-160m-deduped",
             cli=False, recorded=False),
     Setting("chat", "checkbox", "bool", True,
-            label="chat: the model answers the prompt (off: it continues the text)", help="wrap prompts in the pair's chat template (default: yes when the pair has one)"),
+            label="chat: the model answers the prompt (off: it continues the text)",
+            help="wrap prompts in the pair's chat template (default: yes when the pair has one)"),
     # "" (or None): the pair's own drafter (presets.default_drafter_for), so no drafter default is written here.
     Setting("drafter", "radio", "choice", "", label="drafter: who proposes the γ tokens", choices=DRAFTER_CHOICES,
             replayed=True, help="; ".join(f"{info.name}: {info.description}" for info in DRAFTER_CATALOGUE)

@@ -1,6 +1,7 @@
 """The Gradio app: the page's sections (specviz.app.ui_sections), wired to their handlers
-(specviz.app.ui_handlers; the run section's controls by specviz.app.run_section.page), then the sections below the run, a package each (step mode, the exactness lab, the
-theory explorer, the γ sweep: `build_sections`), and the `/generate` API.
+(specviz.app.ui_handlers; the run section's controls by specviz.app.run_section.page), then the sections below
+the run, a package each (step mode, the exactness lab, the theory explorer, the γ sweep: `build_sections`), and
+the `/generate` API.
 
 Only the page's modules import gradio (tests/test_layers.py names them). One model job runs
 at a time (the queue shows each visitor their position); Stop cancels a run; every bad input
@@ -96,8 +97,8 @@ def build_sections(controls: dict[str, gr.Component], run_state: gr.State, statu
     """Add the four sections below the run to the Blocks being built and wire them to the main page's controls,
     so every section works on the settings the visitor already chose; each section's layout, handlers and words
     are its own package's. `status` is the main page's status line, `explainer` How it works and `stats` the last
-    run's statistics (a γ sweep of its setup gives both its recommended γ); model jobs go through the page's model queue,
-    `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
+    run's statistics (a γ sweep of its setup gives both its recommended γ); model jobs go through the page's model
+    queue, `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id)

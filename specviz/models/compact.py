@@ -115,6 +115,7 @@ def load_compact(folder: str | Path, dtype: torch.dtype) -> torch.nn.Module:
     model = model_class.from_pretrained(None, config=config, state_dict=state, dtype=dtype)
     if (folder / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(folder, local_files_only=True)
-    model.name_or_path = str(folder)  # where it came from, as from_pretrained records it (built from a config, it has none)
+    # where it came from, as from_pretrained records it (a model built from a config has none)
+    model.name_or_path = str(folder)
     return model.eval()
 

@@ -61,8 +61,8 @@ def build_lab(names: list[str], controls: dict[str, gr.Component]) -> LabSection
         gr.Markdown(
             "Draws N short runs from the target alone and N from speculative decoding, with the prompt and sampling "
             "settings above, and compares the first two new tokens of each lane with the target's exact "
-            f"distribution, computed from its logits. {SETTINGS_EXACT} Token 1 is the target's own sample in both lanes; token 2 is "
-            f"the first token a speculative round decides. Switch on the **wrong rule** ({WRONG_RULE}; with a draft "
+            f"distribution, computed from its logits. {SETTINGS_EXACT} Token 1 is the target's own sample in both "
+            f"lanes; token 2 is the first token a speculative round decides. Switch on the **wrong rule** ({WRONG_RULE}; with a draft "
             "tree, Medusa's typical acceptance: keep the first guess the target finds plausible, no coin) and watch the speculative histogram drift and its p-value collapse."
         )
         with gr.Row():

@@ -88,7 +88,13 @@ def build_sweep(names: list[str]) -> SweepSection:
 
 # --- handlers -----------------------------------------------------------------------------------------------------
 
-AFTER_STATUS = 6  # the sweep's outputs after its status: its chart, confidence chart and note, then keep_sweep's three
+RESTATED = 3  # keep_sweep's outputs: How it works, the run and its statistics
+AFTER_STATUS = 3 + RESTATED  # the sweep's outputs after its status: its chart, confidence chart and note, then those
+
+
+def not_restated() -> tuple:
+    """keep_sweep's outputs where the sweep restates nothing there."""
+    return (gr.skip(),) * RESTATED
 
 
 def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
@@ -116,7 +122,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                                         most_drafted=progress.most_drafted())
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
-                restated = keep_sweep(session, request, pair, view, run) if finished else (gr.skip(),) * 3
+                restated = keep_sweep(session, request, pair, view, run) if finished else not_restated()
                 yield (sweep_status_html(progress.num_done, progress.num_total,
                                          time.perf_counter() - started, view, note),
                        gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
@@ -137,11 +143,11 @@ def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: mea
     change redraws the theory explorer's note) and the run's statistics, in the order of the sweep's last outputs.
     The run goes back as an output, not changed in place: on a ZeroGPU Space this runs in another process."""
     if view.payoff is None:
-        return (gr.skip(),) * 3
+        return not_restated()
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
     run_history.add_sweep(session, SweepRecord(setup, view.payoff))
     if run is None or sweep_key(run.prompt_text, run.settings) != setup or not run.done or not same_text(run):
-        return (gr.skip(),) * 3
+        return not_restated()
     # a new object, not the old one changed: gradio tells a state's change by the object's identity
     swept = copy.copy(run)
     swept.sweep = view.payoff
@@ -170,7 +176,7 @@ def sweep_tokens(section: SweepSection):
 def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, explainer: gr.HTML, stats: gr.HTML,
                concurrency_id: str) -> None:
     """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup."""
-    outputs = [*section.outputs, explainer, run_state, stats]  # keep_sweep's three last
+    outputs = [*section.outputs, explainer, run_state, stats]  # keep_sweep's RESTATED last
     sweep_event = section.run_button.click(
         zerogpu.on_gpu(MethodType(on_sweep_run, section), outputs, section.status, sweep_tokens(section)),
         [section.smallest, section.largest, section.repeats, run_state, *inputs], outputs,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.rule import (
-    COIN, END_OF_TEXT, GREEDY_OWN_VERDICT_TEXT, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT, TARGET_PICK,
-    all_kept_sentence, ended_sentence, rival_kept_sentence,
+    COIN, END_OF_TEXT, GREEDY_OWN_VERDICT_TEXT, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT,
+    TARGET_PICK, all_kept_sentence, ended_sentence, rival_kept_sentence,
 )
 from specviz.app.render.tokens import (
     draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
@@ -121,7 +121,8 @@ def own_row(event: RoundEvent, texts: RoundTexts, greedy: bool, rejected_text: s
                         for value in (draft_prob, target_prob, None, None))  # min(1, p/q) and r: nothing drafted here
     verdict = GREEDY_OWN_VERDICT_TEXT.get(kind, how) if greedy else how  # greedy: the answer above says it whole
     return (f'<tr class="inspect-row inspect-{kind}"><td {LEFT}>+</td>'
-            f"<td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>{cells}<td {LEFT}>{escape_text(verdict)}</td></tr>")
+            f"<td {LEFT}>{token_span(texts.next_text, kind, how, keep_breaks=False)}</td>{cells}"
+            f"<td {LEFT}>{escape_text(verdict)}</td></tr>")
 
 
 def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:

@@ -209,5 +209,6 @@ def wire_controls(section: RunSection) -> None:
         slider.release(on_release(label, slider), None, [section.status], **QUIET)
     controls["pair"].change(on_pair_change, [controls["pair"]], [section.custom_row], **QUIET)
     # Only a visitor's own pick of a pair brings its drafter (input, not change): a replay sets both itself.
-    controls["pair"].input(None, [controls["pair"]], [controls["drafter"]], js=pair_pick_js(value for _, value in PAIR_CHOICES), **QUIET)
+    controls["pair"].input(None, [controls["pair"]], [controls["drafter"]],
+                           js=pair_pick_js(value for _, value in PAIR_CHOICES), **QUIET)
     controls["drafter"].change(on_drafter_change, [controls["drafter"]], [controls["ngram"]], **QUIET)
