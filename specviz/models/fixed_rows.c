@@ -84,3 +84,79 @@ void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
         }
     }
 }
+
+/* The same product with the weights read from a GGUF file's own blocks (specviz.models.gguf_rows says why):
+ * each block of 32 weights along a weight row is turned back into the very float32 values transformers' GGUF
+ * reader wrote (q4_1: d·q then + m, two roundings, as numpy computes them; q8_0: q·d, exact), then multiplied
+ * exactly as specviz_rows4 multiplies: the same two accumulators over the same k order, so each output is
+ * bitwise specviz_rows4's over the dequantised weights, in a fifth of the bytes read.
+ *
+ * Blocks as specviz.models.gguf_rows repacks them, per weight row, 32 weights each:
+ *   q4_1: float d, float m, 16 bytes (weight j < 16: byte j's low nibble; j ≥ 16: byte j − 16's high one): 24 bytes
+ *   q8_0: float d, 32 signed bytes: 36 bytes */
+#include <string.h>
+
+#define Q4_1_BYTES 24
+#define Q8_0_BYTES 36
+
+static inline float scale_at(const unsigned char *block, int offset) {
+    float value;
+    memcpy(&value, block + offset, sizeof value);
+    return value;
+}
+
+/* weights 8·part … 8·part + 7 of a q4_1 block, part 0 … 3 */
+static inline __m256 q4_1_weights(const unsigned char *block, int part) {
+    __m128i bytes = _mm_loadl_epi64((const __m128i *)(block + 8 + 8 * (part & 1)));
+    if (part >= 2) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(scale_at(block, 0)), q), _mm256_set1_ps(scale_at(block, 4)));
+}
+
+/* weights 8·part … 8·part + 7 of a q8_0 block */
+static inline __m256 q8_0_weights(const unsigned char *block, int part) {
+    __m128i bytes = _mm_loadl_epi64((const __m128i *)(block + 4 + 8 * part));
+    __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+    return _mm256_mul_ps(q, _mm256_set1_ps(scale_at(block, 0)));
+}
+
+#define ROWS4_OVER_BLOCKS(NAME, BYTES, WEIGHTS)                                                                 \
+    void NAME(const float *x, const unsigned char *blocks, float *y, long num_out, long num_in) {               \
+        long num_blocks = num_in / 32;                                                                         \
+        for (long n = 0; n < num_out; n++) {                                                                   \
+            const unsigned char *row = blocks + n * num_blocks * BYTES;                                        \
+            __m256 even[ROWS], odd[ROWS];                                                                      \
+            for (int m = 0; m < ROWS; m++) even[m] = odd[m] = _mm256_setzero_ps();                             \
+            for (long b = 0; b < num_blocks; b++) {                                                            \
+                const unsigned char *block = row + b * BYTES;                                                  \
+                for (int half = 0; half < 2; half++) { /* k = 32b + 16·half, as specviz_rows4 steps */        \
+                    long k = 32 * b + 16 * half;                                                               \
+                    __m256 w_even = WEIGHTS(block, 2 * half), w_odd = WEIGHTS(block, 2 * half + 1);            \
+                    for (int m = 0; m < ROWS; m++) {                                                           \
+                        even[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * num_in + k), w_even, even[m]);       \
+                        odd[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * num_in + k + 8), w_odd, odd[m]);      \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+            for (int m = 0; m < ROWS; m++) y[m * num_out + n] = sum_lanes(_mm256_add_ps(even[m], odd[m]));     \
+        }                                                                                                      \
+    }
+
+ROWS4_OVER_BLOCKS(specviz_rows4_q4_1, Q4_1_BYTES, q4_1_weights)
+ROWS4_OVER_BLOCKS(specviz_rows4_q8_0, Q8_0_BYTES, q8_0_weights)
+
+/* The weights the products above multiply by, written out (num_out, num_in): what the load compares bitwise
+ * with the float32 weights before a layer may read its blocks. */
+#define DEQUANTISE(NAME, BYTES, WEIGHTS)                                                                       \
+    void NAME(const unsigned char *blocks, float *out, long num_out, long num_in) {                            \
+        long num_blocks = num_in / 32;                                                                         \
+        for (long n = 0; n < num_out; n++)                                                                     \
+            for (long b = 0; b < num_blocks; b++)                                                              \
+                for (int part = 0; part < 4; part++)                                                           \
+                    _mm256_storeu_ps(out + n * num_in + 32 * b + 8 * part,                                     \
+                                     WEIGHTS(blocks + (n * num_blocks + b) * BYTES, part));                    \
+    }
+
+DEQUANTISE(specviz_dequantise_q4_1, Q4_1_BYTES, q4_1_weights)
+DEQUANTISE(specviz_dequantise_q8_0, Q8_0_BYTES, q8_0_weights)

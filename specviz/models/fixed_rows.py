@@ -119,6 +119,16 @@ def attention_kernel() -> Callable | None:
                                     ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_float])
 
 
+@functools.cache
+def block_kernels(kind: str) -> tuple[Callable, Callable] | None:
+    """fixed_rows.c's 4-row product over a GGUF kind's blocks ("Q4_1", "Q8_0") and its dequantiser, or None where
+    the kernels cannot be had here (specviz.models.gguf_rows)."""
+    suffix = kind.lower()
+    product = bound(f"specviz_rows4_{suffix}", [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)
+    dequantise = bound(f"specviz_dequantise_{suffix}", [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2)
+    return None if product is None or dequantise is None else (product, dequantise)
+
+
 def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.Tensor]):
     """A float32 linear layer's forward through the kernel for exactly ROWS contiguous rows, `fallback` for any
     other input; `fallback` itself where the kernel cannot serve this layer (the caller uses it only where a CPU
@@ -130,6 +140,11 @@ def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.
     bias = None if layer.bias is None else layer.bias.detach()
     num_out, num_in = weight.shape
     label = f"{PROFILE_LABEL} {num_out}×{num_in}"
+    # a layer whose GGUF blocks dequantise to its weight bitwise reads them instead (specviz.models.gguf_rows)
+    kind, blocks = getattr(layer, "specviz_blocks", (None, None))
+    if kind is not None:
+        kernel, weight = block_kernels(kind)[0], blocks
+        label += f" {kind.lower()}"
 
     def forward(inputs: torch.Tensor) -> torch.Tensor:
         if (inputs.shape != (ROWS, num_in) or inputs.dtype != torch.float32 or not inputs.is_contiguous()

@@ -11,7 +11,8 @@ is computed in one shape:
   call has that many; any other forward of at most MAX_ROWWISE rows runs in such blocks, zeros after the
   real ones; a prompt's own pass (more rows) runs as it is, and both lanes read it;
 - in float32 on a CPU, a call's 4 rows through one small C kernel that reads each weight once
-  (specviz.models.fixed_rows), else oneDNN with the weights packed once: MKL's F.linear costs about twice
+  (specviz.models.fixed_rows; the default target's weights read from its GGUF blocks, bitwise the same values:
+  specviz.models.gguf_rows), else oneDNN with the weights packed once: MKL's F.linear costs about twice
   as much at 4 rows as at one;
 - a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
   forward, where the lanes read the prompt in a pass of its own (its last row's logits alone) and the

@@ -17,7 +17,7 @@ import torch
 from huggingface_hub import constants, try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specviz.models import compact, convert, hosting
+from specviz.models import compact, convert, gguf_rows, hosting
 from specviz.models.draft_head import load_head
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.int8 import int8_available, quantize_linears
@@ -201,6 +201,8 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_
     if not shares_target_tokenizer(spec.draft_id):
         check_tokenizers(target_id, target_tokenizer, spec.draft_id, load_tokenizer(spec.draft_id))
     target_model = load_model(target_id, device, dtype, spread=True)
+    if dtype == torch.float32 and device.type == "cpu" and Path(target_id) == convert.converted_dir():
+        gguf_rows.attach_blocks(target_model, convert.converted_dir(), convert.source_gguf())  # the file's blocks
     draft_model = load_model(spec.draft_id, device, dtype)
     if shares_target_tokenizer(spec.draft_id) and draft_model.config.vocab_size != target_model.config.vocab_size:
         raise IncompatiblePairError(f"the draft folder {spec.draft_id!r} has no tokenizer of its own and its "
