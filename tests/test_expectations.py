@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis import expectations
-from specviz.analysis.expectations import (BENCH_DIR, expect, invocation, load_records, machine_kind, read_record,
+from specviz.analysis.expectations import (BENCH_DIR, FASTER_ALONE, expect, invocation, load_records, machine_kind, read_record,
                                            record_name, speed_table_cells, speed_table_row)
 from specviz.models.presets import DEFAULT_PRESET
 
@@ -118,6 +118,17 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
             "γ = 3 with the EAGLE-style head on held-out prompts") in text  # each figure named by its setting
     assert "1.25×" not in text and "1.29×" not in text  # another machine's, another thread count's
     assert expect("cpu-avx2", "float32", records).records[0].kind == "cpu-avx2"
+
+
+@pytest.mark.parametrize("alone, says_why", [(1.52, True), (1.02, False)])
+def test_the_line_against_plain_transformers_says_why_a_faster_target_alone_is_faster(tmp_path, alone, says_why):
+    report = a_record("cpu-avx2", "float32", prompt_set="held-out")
+    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=alone, median_ours_over_plain=2.1,
+                                 median_hf_speedup=0.76)]
+    line = expect("cpu-avx2", "float32", write_records(tmp_path, report)).against_plain_text()
+    assert f"specviz's target alone ran at {alone:.2f}× transformers' generate()" in line
+    assert "its speculative lane at 2.10× (γ = 3)" in line and "assisted generation with the draft model at 0.76×" in line
+    assert (FASTER_ALONE in line) is says_why
 
 
 def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_path):

@@ -87,6 +87,15 @@ def test_the_default_targets_float32_layers_read_blocks_only_where_they_match():
 
 
 @needs_kernel
+def test_the_switch_keeps_the_float32_weights(monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv(gguf_rows.SWITCH_ENV, "0")
+    model = AutoModelForCausalLM.from_pretrained(str(convert.converted_dir()), dtype=torch.float32)
+    assert gguf_rows.attach_blocks(model, convert.converted_dir(), convert.source_gguf()) == 0
+
+
+@needs_kernel
 def test_the_loaded_default_pair_reads_blocks_in_float32():
     from specviz.models.loading import load_pair
 

@@ -33,6 +33,7 @@ REPACKED_BYTES = {"Q4_1": 24, "Q8_0": 36}
 LAYER_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
                "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                "ffn_down": "mlp.down_proj"}
+SWITCH_ENV = "SPECVIZ_GGUF_BLOCKS"  # "0": the float32 weights serve (to compare)
 SAVED_NAME = "gguf-blocks.safetensors"  # beside the converted target: the blocks, repacked, in its row order
 EMBEDDING = "token_embd.weight"  # the embedding, also the output head of a target that ties them
 
@@ -136,7 +137,7 @@ def attach_blocks(model: torch.nn.Module, folder: Path, gguf_path: Path | None) 
     """Give each float32 linear layer of `model` (loaded from `folder`) whose file blocks dequantise to its weight
     bitwise those blocks (`layer.specviz_blocks`, read by specviz.models.fixed_rows); how many layers got them.
     A file that does not read, or a model it does not match, leaves every layer as it was."""
-    if block_kernels("Q4_1") is None:
+    if block_kernels("Q4_1") is None or os.environ.get(SWITCH_ENV, "").strip() == "0":
         return 0
     try:
         found = saved_blocks(folder, gguf_path, model.config)
