@@ -23,6 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from gguf import GGUFReader
+from safetensors import safe_open
+from safetensors.torch import save_file
+from transformers import AutoConfig
+from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
 from specviz.models.fixed_rows import block_kernels
 
@@ -52,8 +57,6 @@ def repack(kind: str, raw: np.ndarray) -> torch.Tensor:
 def row_order(name: str, rows: int, config) -> np.ndarray:
     """The file's row for each of the layer's rows: transformers' GGUF reader permutes the query and key rows
     of a Llama (its rotary layout); its own rule, applied to the row numbers, gives the order."""
-    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
-
     heads = {"num_attention_heads": config.num_attention_heads,
              "num_key_value_heads": getattr(config, "num_key_value_heads", config.num_attention_heads)}
     order = np.arange(rows, dtype=np.int64).reshape(rows, 1)
@@ -63,8 +66,6 @@ def row_order(name: str, rows: int, config) -> np.ndarray:
 def file_blocks(gguf_path: Path, config) -> dict[str, tuple[str, torch.Tensor]]:
     """Each linear layer's blocks in the file, by the layer's module name, in the layer's row order:
     name → (kind, (rows, blocks·REPACKED_BYTES) uint8)."""
-    from gguf import GGUFReader
-
     found = {}
     for tensor in GGUFReader(str(gguf_path)).tensors:
         kind = tensor.tensor_type.name
@@ -99,9 +100,6 @@ def matches(kind: str, blocks: torch.Tensor, weight: torch.Tensor) -> bool:
 def saved_blocks(folder: Path, gguf_path: Path | None, config) -> dict[str, tuple[str, torch.Tensor]]:
     """The file's blocks as file_blocks gives them, saved once beside the converted target (reading the GGUF's
     own header takes seconds: its tokenizer's 49 k strings); {} where there is neither a saved copy nor a file."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     saved = folder / SAVED_NAME
     if saved.is_file():
         with safe_open(str(saved), framework="pt") as reader:
@@ -123,8 +121,6 @@ def saved_blocks(folder: Path, gguf_path: Path | None, config) -> dict[str, tupl
 def blocks_status(folder: Path, gguf_path: Path | None) -> str:
     """The blocks saved beside the converted target `folder` (saved now if need be), or why there are none:
     what `specviz setup` says, so a first start does not pay for reading the GGUF."""
-    from transformers import AutoConfig
-
     if block_kernels("Q4_1") is None:
         return "not used here (no float32 kernel on this CPU)"
     found = saved_blocks(folder, gguf_path, AutoConfig.from_pretrained(str(folder)))
