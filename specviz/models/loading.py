@@ -201,8 +201,8 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_
     if not shares_target_tokenizer(spec.draft_id):
         check_tokenizers(target_id, target_tokenizer, spec.draft_id, load_tokenizer(spec.draft_id))
     target_model = load_model(target_id, device, dtype, spread=True)
-    if dtype == torch.float32 and device.type == "cpu" and Path(target_id) == convert.converted_dir():
-        gguf_rows.attach_blocks(target_model, convert.converted_dir(), convert.source_gguf())  # the file's blocks
+    if Path(target_id) == convert.converted_dir():  # float32 on a CPU: its layers may read the file's blocks
+        gguf_rows.attach_blocks(target_model, convert.converted_dir(), convert.source_gguf())
     draft_model = load_model(spec.draft_id, device, dtype)
     if shares_target_tokenizer(spec.draft_id) and draft_model.config.vocab_size != target_model.config.vocab_size:
         raise IncompatiblePairError(f"the draft folder {spec.draft_id!r} has no tokenizer of its own and its "
