@@ -70,17 +70,20 @@ def attention_call(rows: torch.Tensor, counts: list[int], width: int):
 
 
 @needs_kernel
-def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_the_width():
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_the_width(dtype, tolerance):
     torch.manual_seed(0)
-    keys, values = torch.randn(1, 3, 300, 64), torch.randn(1, 3, 300, 64)  # (1, kv, L, D): the cache
-    rows = torch.randn(4, 9, 64)  # (S, H, D)
+    keys, values = torch.randn(1, 3, 300, 64, dtype=dtype), torch.randn(1, 3, 300, 64, dtype=dtype)  # (1, kv, L, D)
+    rows = torch.randn(4, 9, 64, dtype=dtype)  # (S, H, D)
     query, order, visible = attention_call(rows, [70, 71, 72, 1], 128)
     with torch.inference_mode():
         out = fixed_rows.attend(query, keys, values, order, visible, 0.125)  # (1, S, H, D)
+        assert out.dtype is dtype
         for place in range(3):
-            reference = torch.softmax(0.125 * rows[place].view(3, 3, 64) @ keys[0, :, : 70 + place].transpose(1, 2), -1)
-            assert torch.allclose(out[0, place], (reference @ values[0, :, : 70 + place]).view(9, 64), atol=1e-5)
-            others = torch.randn(4, 9, 64) * 100
+            scores = 0.125 * rows[place].float().view(3, 3, 64) @ keys[0, :, : 70 + place].float().transpose(1, 2)
+            reference = torch.softmax(scores, -1) @ values[0, :, : 70 + place].float()  # (kv, G, D) in float32
+            assert torch.allclose(out[0, place].float(), reference.view(9, 64), atol=tolerance)
+            others = torch.randn(4, 9, 64, dtype=dtype) * 100
             others[3 - place] = rows[place]  # another place, other rows, fillers reading one key, another width
             counts = [1, 1, 1, 1]
             counts[3 - place] = 70 + place
@@ -93,7 +96,8 @@ def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_t
 def test_attention_leaves_autograd_and_other_precisions_to_torch(monkeypatch):
     query, order, visible = attention_call(torch.randn(4, 9, 64), [5, 5, 5, 5], 64)
     keys = torch.randn(1, 3, 80, 64)
-    assert fixed_rows.attend(query.bfloat16(), keys.bfloat16(), keys.bfloat16(), order, visible, 0.125) is None
+    assert fixed_rows.attend(query.half(), keys.half(), keys.half(), order, visible, 0.125) is None
+    assert fixed_rows.attend(query.bfloat16(), keys, keys, order, visible, 0.125) is None  # precisions mixed
     assert fixed_rows.attend(query.requires_grad_(), keys, keys, order, visible, 0.125) is None
     monkeypatch.setenv(fixed_rows.SWITCH_ENV, "0")
     assert fixed_rows.attend(query.detach(), keys, keys, order, visible, 0.125) is None

@@ -4,6 +4,8 @@ and a layer whose blocks do not match its weight keeps the float32 kernel."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 import torch
@@ -104,3 +106,28 @@ def test_the_loaded_default_pair_reads_blocks_in_float32():
     pair = load_pair("smollm2-135m", device="cpu", precision="float32")  # loaded once per process
     layers = [layer for layer in pair.target.modules() if isinstance(layer, torch.nn.Linear)]
     assert all(getattr(layer, "specviz_blocks", None) for layer in layers), "a float32 layer kept its weights"
+
+
+@needs_kernel
+@pytest.mark.skipif(not fixed_rows.wide_here(), reason="the 16-lane kernels need a CPU that torch runs with AVX-512")
+@pytest.mark.parametrize("kind", ["float32", "Q4_1", "Q8_0"])
+def test_the_16_lane_products_are_the_8_lane_ones_bitwise(kind):
+    """Where torch runs AVX-512 the products take fixed_rows.c's 16-lane variants (two weight rows a pass): each lane
+    does an 8-lane accumulator's very FMAs, so every output must equal the 8-lane kernel's bit for bit, for an odd
+    number of weight rows too (the last one alone)."""
+    torch.manual_seed(0)
+    num_out, num_in = 97, 1536
+    rows = torch.randn(4, num_in)  # (4, in)
+    if kind == "float32":
+        weight, names = torch.randn(num_out, num_in), ("specviz_rows4", "specviz_rows4_wide")
+    else:
+        weight = gguf_rows.repack(kind, random_file_blocks(kind, num_out, num_in, seed=2))  # (out, blocks' bytes)
+        names = (f"specviz_rows4_{kind.lower()}", f"specviz_rows4_{kind.lower()}_wide")
+    outs = []
+    for name in names:
+        product = fixed_rows.bound(name, [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)
+        out = torch.empty(4, num_out)  # (4, out)
+        product(rows.data_ptr(), weight.data_ptr(), out.data_ptr(), num_out, num_in)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    assert fixed_rows.rows_kernel() is fixed_rows.bound("specviz_rows4_wide", [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)

@@ -59,13 +59,17 @@ def test_bad_settings_are_refused_with_a_clear_message(settings, message):
 
 
 def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
-    """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps),
-    bfloat16 where AMX or AVX512-BF16 make it the fast path; the host's variable overrides both."""
+    """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps), bfloat16 where
+    AVX512-BF16 makes it the fast path, float32 again on AMX (specviz's float32 kernels decode faster there); the
+    host's variable overrides all."""
     monkeypatch.delenv(PRECISION_ENV, raising=False)
     monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: False)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
     monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(specviz.models.precision, "cpu_has_amx", lambda: False)
     assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.bfloat16)
+    monkeypatch.setattr(specviz.models.precision, "cpu_has_amx", lambda: True)
+    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
     assert choose_device_and_dtype("cpu", "float32")[1] == torch.float32  # asked for: always that
     monkeypatch.setenv(PRECISION_ENV, "float32")
     assert choose_device_and_dtype("cpu")[1] == torch.float32

@@ -30,6 +30,7 @@ from specviz.decoding.events import Event
 from specviz.models import compact
 from specviz.models.invariance import plain_copy
 from specviz.models.pairs import ModelPair
+from specviz.models.precision import PRECISIONS
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.expectations import record_metadata
 from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff, Spread
@@ -299,15 +300,16 @@ class HfResult:
     max_alone_over_plain: float = 0.0
 
 
-def plain_target(pair: ModelPair):
+def plain_target(pair: ModelPair, precision: str | None = None):
     """The pair's target as transformers loads it: `AutoModelForCausalLM.from_pretrained` on the same folder or
-    hub id, same precision and device, none of specviz's forwards or attention on it (what a user would time).
-    A target stored in specviz's compact format (the tiny pair's), which transformers cannot load, is copied with
-    every specviz forward taken off instead (invariance.plain_copy)."""
+    hub id, same device, same precision unless `precision` names another, none of specviz's forwards or attention
+    on it (what a user would time). A target stored in specviz's compact format (the tiny pair's), which
+    transformers cannot load, is copied with every specviz forward taken off instead (invariance.plain_copy)."""
     parameter = next(pair.target.parameters())
     if compact.is_compact(pair.target.name_or_path):
         return plain_copy(pair.target)
-    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=parameter.dtype)
+    dtype = PRECISIONS[precision] if precision else parameter.dtype
+    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=dtype)
     return model.to(parameter.device).eval()
 
 
@@ -329,18 +331,19 @@ def ours_rate(decode: Callable[..., Iterator[Event]], pair: ModelPair, ids: list
 
 
 def run_against_hf(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progress: bool = True,
-                   deadline: float | None = None) -> list[HfResult]:
+                   deadline: float | None = None, hf_dtype: str | None = None) -> list[HfResult]:
     """Ours vs what a user of transformers runs, prompt by prompt in one process: plain `generate()` and
     `generate(assistant_model=draft)` at every γ (constant schedule) and with HF's default schedule, on the target
     loaded plainly; with prompt lookup, `generate(prompt_lookup_num_tokens=γ)`. Ours (the target alone and the
     speculative lane at every γ) is re-run here, so every ratio compares calls made seconds apart. `deadline`
-    (time.monotonic()): no prompt is started after it, once one has run."""
+    (time.monotonic()): no prompt is started after it, once one has run. `hf_dtype`: transformers' target in that
+    precision (default ours)."""
     # transformers' default γ schedule exists for a draft model; prompt lookup always takes a γ.
     # A drafter transformers lacks (the head) is compared with its assisted generation on the draft model.
     with_default = drafter_info(config.engine.drafter).hf_equivalent != "prompt_lookup_num_tokens"
     if pair.draft is None and with_default:
         raise ValueError("--against-hf compares with transformers' assisted generation, which needs a draft model")
-    theirs = replace(pair, target=plain_target(pair), invariance=None)
+    theirs = replace(pair, target=plain_target(pair, hf_dtype), invariance=None)
     prompt_ids = encode_prompts(pair, prompts, config.chat)
     total = config.repeats * len(prompts) * len(config.temperatures) * (2 + with_default + 2 * len(config.gammas))
     bar = tqdm(total=total, desc="vs transformers", disable=not progress, unit="call")

@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"comma-separated tree budgets, e.g. 0,4,8 (0 = a chain): {SETTING['tree'].help}")
     bench.add_argument("--ignore-eos", action="store_true", help="time max-new-tokens every run, past end-of-sequence")
     bench.add_argument("--against-hf", action="store_true", help="also time transformers' generate(assistant_model=draft)")
+    bench.add_argument("--hf-dtype", choices=("float32", "bfloat16"), default=None,
+                       help="with --against-hf: transformers' side in this precision (default: the same as ours), e.g. "
+                            "bfloat16 to compare ours in float32 with what a user of a CPU with native bf16 may run")
     add_setting_arguments(bench, BENCH_SETTINGS, BENCH_DEFAULTS)
     add_engine_arguments(bench)
     bench.add_argument("--json", action="store_true")

@@ -38,19 +38,31 @@ void specviz_rows4(const float *x, const float *w, float *y, long num_out, long 
  * other rows, nor the call's width past count_s, nor the number of rows change any of it. */
 #include <math.h>
 
-static inline float dot_scaled(const float *q, const float *k, long head_dim) {
+/* 8 keys' or values' elements as float32, from a float32 cache or a bfloat16 one (bf16 → float32 is exact: the
+ * 16 bits become the top half of the float's) */
+static inline __m256 load_cached(const void *base, long index, int bf16) {
+    if (bf16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const unsigned short *)base + index))), 16));
+    return _mm256_loadu_ps((const float *)base + index);
+}
+
+static inline float dot_scaled(const float *q, const void *keys, long at, long head_dim, int bf16) {
     __m256 acc = _mm256_setzero_ps();
-    for (long d = 0; d < head_dim; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
+    for (long d = 0; d < head_dim; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load_cached(keys, at + d, bf16), acc);
     return sum_lanes(acc);
 }
 
-/* query (S, H, D) at the strides given (D contiguous); keys and values (kv, L, D) at the strides given; order
- * (S, W) and visible (S, W) contiguous; out (S, H, D) contiguous; scratch: W + D floats. D a multiple of 8. */
-void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
-                    const float *keys, const float *values, long kv_head_stride, long kv_pos_stride,
-                    const long *order, const unsigned char *visible, long width,
-                    float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads, long head_dim,
-                    float scaling) {
+/* query (S, H, D) float32 at the strides given (D contiguous); keys and values (kv, L, D), float32 or bfloat16
+ * (`bf16`), at the strides given (in elements); order (S, W) and visible (S, W) contiguous; out (S, H, D) float32
+ * contiguous; scratch: W + D floats. D a multiple of 8. A bfloat16 cache is read as the float32 values it holds,
+ * so both precisions run this one sequence of float32 operations. */
+static inline void attend_rows(const float *query, long q_row_stride, long q_head_stride,
+                               const void *keys, const void *values, long kv_head_stride, long kv_pos_stride,
+                               const long *order, const unsigned char *visible, long width,
+                               float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads,
+                               long head_dim, float scaling, int bf16) {
     float *scores = scratch, *q = scratch + width;
     long group = num_heads / num_kv_heads;
     for (long s = 0; s < num_rows; s++) {
@@ -59,12 +71,11 @@ void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
         const long *slots = order + s * width;
         for (long h = 0; h < num_heads; h++) {
             const float *query_row = query + s * q_row_stride + h * q_head_stride;
-            const float *head_keys = keys + (h / group) * kv_head_stride;
-            const float *head_values = values + (h / group) * kv_head_stride;
+            long head = (h / group) * kv_head_stride;
             for (long d = 0; d < head_dim; d++) q[d] = query_row[d] * scaling;
             float top = -INFINITY;
             for (long j = 0; j < count; j++) {
-                scores[j] = dot_scaled(q, head_keys + slots[j] * kv_pos_stride, head_dim);
+                scores[j] = dot_scaled(q, keys, head + slots[j] * kv_pos_stride, head_dim, bf16);
                 if (scores[j] > top) top = scores[j];
             }
             float total = 0.0f;
@@ -76,13 +87,31 @@ void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
             for (long d = 0; d < head_dim; d += 8) _mm256_storeu_ps(row_out + d, _mm256_setzero_ps());
             for (long j = 0; j < count; j++) {
                 __m256 weight = _mm256_set1_ps(scores[j] / total);
-                const float *value = head_values + slots[j] * kv_pos_stride;
+                long at = head + slots[j] * kv_pos_stride;
                 for (long d = 0; d < head_dim; d += 8)
-                    _mm256_storeu_ps(row_out + d, _mm256_fmadd_ps(weight, _mm256_loadu_ps(value + d),
+                    _mm256_storeu_ps(row_out + d, _mm256_fmadd_ps(weight, load_cached(values, at + d, bf16),
                                                                  _mm256_loadu_ps(row_out + d)));
             }
         }
     }
+}
+
+void specviz_attend(const float *query, long q_row_stride, long q_head_stride,
+                    const float *keys, const float *values, long kv_head_stride, long kv_pos_stride,
+                    const long *order, const unsigned char *visible, long width,
+                    float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads, long head_dim,
+                    float scaling) {
+    attend_rows(query, q_row_stride, q_head_stride, keys, values, kv_head_stride, kv_pos_stride, order, visible,
+                width, out, scratch, num_rows, num_heads, num_kv_heads, head_dim, scaling, 0);
+}
+
+void specviz_attend_bf16(const float *query, long q_row_stride, long q_head_stride,
+                         const unsigned short *keys, const unsigned short *values, long kv_head_stride,
+                         long kv_pos_stride, const long *order, const unsigned char *visible, long width,
+                         float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads, long head_dim,
+                         float scaling) {
+    attend_rows(query, q_row_stride, q_head_stride, keys, values, kv_head_stride, kv_pos_stride, order, visible,
+                width, out, scratch, num_rows, num_heads, num_kv_heads, head_dim, scaling, 1);
 }
 
 /* The same product with the weights read from a GGUF file's own blocks (specviz.models.gguf_rows says why):
@@ -160,3 +189,84 @@ ROWS4_OVER_BLOCKS(specviz_rows4_q8_0, Q8_0_BYTES, q8_0_weights)
 
 DEQUANTISE(specviz_dequantise_q4_1, Q4_1_BYTES, q4_1_weights)
 DEQUANTISE(specviz_dequantise_q8_0, Q8_0_BYTES, q8_0_weights)
+
+/* The same products with 16-lane registers, for CPUs with AVX-512 (specviz.models.fixed_rows picks them where torch
+ * runs AVX-512): bitwise the 8-lane kernels' results, by construction. The 8-lane kernels keep two accumulators per
+ * row, `even` for inputs k … k + 7 and `odd` for k + 8 … k + 15 of each step of 16; here one 16-lane accumulator
+ * holds both, lane i < 8 doing exactly even's lane i and lane 8 + i exactly odd's lane i (the same FMAs on the same
+ * values in the same k order), and the two halves are added lane by lane and summed by sum_lanes as there. Half
+ * the instructions: the block kernels were bound by their arithmetic on an Intel Xeon, not by reading. */
+#define WIDE __attribute__((target("avx512f")))
+
+static inline WIDE float sum_halves(__m512 acc) {
+    __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
+    return sum_lanes(_mm256_add_ps(_mm512_castps512_ps256(acc), high));
+}
+
+/* Two weight rows per pass (8 accumulators: one row's 4 wait on the FMA's latency), then any last one alone:
+ * each accumulator's sequence of FMAs is the same either way. */
+void WIDE specviz_rows4_wide(const float *x, const float *w, float *y, long num_out, long num_in) {
+    for (long n = 0; n < num_out; n += 2) {
+        int pair = n + 1 < num_out;
+        const float *first = w + n * num_in, *second = first + pair * num_in;
+        __m512 acc[2][ROWS];
+        for (int m = 0; m < ROWS; m++) acc[0][m] = acc[1][m] = _mm512_setzero_ps();
+        for (long k = 0; k < num_in; k += 16) {
+            __m512 w0 = _mm512_loadu_ps(first + k), w1 = _mm512_loadu_ps(second + k);
+            for (int m = 0; m < ROWS; m++) {
+                __m512 input = _mm512_loadu_ps(x + m * num_in + k);
+                acc[0][m] = _mm512_fmadd_ps(input, w0, acc[0][m]);
+                acc[1][m] = _mm512_fmadd_ps(input, w1, acc[1][m]);
+            }
+        }
+        for (int m = 0; m < ROWS; m++) {
+            y[m * num_out + n] = sum_halves(acc[0][m]);
+            if (pair) y[m * num_out + n + 1] = sum_halves(acc[1][m]);
+        }
+    }
+}
+
+/* weights 16·half … 16·half + 15 of a q4_1 block: q4_1_weights' parts 2·half and 2·half + 1 */
+static inline WIDE __m512 q4_1_weights16(const unsigned char *block, int half) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)(block + 8));
+    if (half) bytes = _mm_srli_epi16(bytes, 4);
+    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes));
+    return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(scale_at(block, 0)), q), _mm512_set1_ps(scale_at(block, 4)));
+}
+
+/* weights 16·half … 16·half + 15 of a q8_0 block */
+static inline WIDE __m512 q8_0_weights16(const unsigned char *block, int half) {
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(block + 4 + 16 * half))));
+    return _mm512_mul_ps(q, _mm512_set1_ps(scale_at(block, 0)));
+}
+
+#define WIDE_ROWS4_OVER_BLOCKS(NAME, BYTES, WEIGHTS)                                                            \
+    void WIDE NAME(const float *x, const unsigned char *blocks, float *y, long num_out, long num_in) {          \
+        long num_blocks = num_in / 32;                                                                         \
+        for (long n = 0; n < num_out; n += 2) { /* two weight rows per pass, as specviz_rows4_wide */          \
+            int pair = n + 1 < num_out;                                                                        \
+            const unsigned char *first = blocks + n * num_blocks * BYTES;                                      \
+            const unsigned char *second = first + pair * num_blocks * BYTES;                                   \
+            __m512 acc[2][ROWS];                                                                               \
+            for (int m = 0; m < ROWS; m++) acc[0][m] = acc[1][m] = _mm512_setzero_ps();                        \
+            for (long b = 0; b < num_blocks; b++) {                                                            \
+                for (int half = 0; half < 2; half++) {                                                         \
+                    long k = 32 * b + 16 * half;                                                               \
+                    __m512 w0 = WEIGHTS(first + b * BYTES, half), w1 = WEIGHTS(second + b * BYTES, half);      \
+                    for (int m = 0; m < ROWS; m++) {                                                           \
+                        __m512 input = _mm512_loadu_ps(x + m * num_in + k);                                    \
+                        acc[0][m] = _mm512_fmadd_ps(input, w0, acc[0][m]);                                     \
+                        acc[1][m] = _mm512_fmadd_ps(input, w1, acc[1][m]);                                     \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+            for (int m = 0; m < ROWS; m++) {                                                                   \
+                y[m * num_out + n] = sum_halves(acc[0][m]);                                                    \
+                if (pair) y[m * num_out + n + 1] = sum_halves(acc[1][m]);                                      \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+
+WIDE_ROWS4_OVER_BLOCKS(specviz_rows4_q4_1_wide, Q4_1_BYTES, q4_1_weights16)
+WIDE_ROWS4_OVER_BLOCKS(specviz_rows4_q8_0_wide, Q8_0_BYTES, q8_0_weights16)

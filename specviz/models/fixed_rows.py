@@ -9,7 +9,10 @@ once for all four: this kernel (fixed_rows.c) does that with two 8-lane accumula
 
 The call's attention (specviz.models.slots.attend_rows) is a few dozen small operators a layer in torch, several
 times a plain step's SDPA; the same C file computes it in one call a layer (`attend`): each row over its own
-visible keys, read where the cache holds them (no gathered copies), one fixed sequence of operations per output.
+visible keys, read where the cache holds them (no gathered copies), one fixed sequence of operations per output. It
+serves bfloat16 targets too (the cache's bf16 values read as the float32 they are, the result rounded once): there
+the products stay oneDNN's (4 rows cost about one in bf16), and the torch attention cost a slots step 0.15× more
+than a plain one on an Intel AMX Xeon.
 
 Exact by construction, twice over: every decoding call gives it exactly 4 rows (steps, verifies, rivals, trees,
 both lanes), and each output element is one fixed sequence of FMAs and adds over its own row and weight row,
@@ -18,8 +21,8 @@ other rows, their number, or the call's key width. It is compiled with the syste
 here) into the user cache the first time a float32 target loads on a CPU with AVX2 (well under a second).
 Without a compiler, on another CPU, at another row count (a prompt's own pass) or while torch runs more than one
 thread, a layer keeps oneDNN's packed kernel: a run never changes its thread count, so every decoding call of a
-run takes the same kernel. The attention kernel serves every float32 call on a CPU where it compiles, whatever
-the thread count (it runs on one). `SPECVIZ_FIXED_ROWS=0` keeps torch's operators everywhere (to compare).
+run takes the same kernel. The attention kernel serves every float32 and bfloat16 call on a CPU where it compiles,
+whatever the thread count (it runs on one). `SPECVIZ_FIXED_ROWS=0` keeps torch's operators everywhere (to compare).
 """
 
 from __future__ import annotations
@@ -105,16 +108,29 @@ def bound(name: str, argtypes: list) -> Callable | None:
     return function
 
 
+def wide_here() -> bool:
+    """Whether torch runs AVX-512 here (not held below it by ATEN_CPU_CAPABILITY): the products' 16-lane variants,
+    bitwise the 8-lane ones' results (fixed_rows.c says why) in half the instructions."""
+    return torch.backends.cpu.get_cpu_capability().upper().startswith("AVX512")
+
+
+def product_name(name: str) -> str:
+    """A 4-row product's kernel: its 16-lane variant where wide_here()."""
+    return f"{name}_wide" if wide_here() else name
+
+
 @functools.cache
 def rows_kernel() -> Callable | None:
     """fixed_rows.c's 4-row product, or None where the kernels cannot be had here."""
-    return bound("specviz_rows4", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long])
+    return bound(product_name("specviz_rows4"), [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)
 
 
 @functools.cache
-def attention_kernel() -> Callable | None:
-    """fixed_rows.c's attention for a call's rows, or None where the kernels cannot be had here."""
-    return bound("specviz_attend", [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p,
+def attention_kernel(cache_dtype: torch.dtype = torch.float32) -> Callable | None:
+    """fixed_rows.c's attention for a call's rows over a float32 or bfloat16 cache, or None where the kernels cannot
+    be had here."""
+    name = "specviz_attend_bf16" if cache_dtype is torch.bfloat16 else "specviz_attend"
+    return bound(name, [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
                                     ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_float])
 
@@ -124,7 +140,7 @@ def block_kernels(kind: str) -> tuple[Callable, Callable] | None:
     """fixed_rows.c's 4-row product over a GGUF kind's blocks ("Q4_1", "Q8_0") and its dequantiser, or None where
     the kernels cannot be had here (specviz.models.gguf_rows)."""
     suffix = kind.lower()
-    product = bound(f"specviz_rows4_{suffix}", [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)
+    product = bound(product_name(f"specviz_rows4_{suffix}"), [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2)
     dequantise = bound(f"specviz_dequantise_{suffix}", [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2)
     return None if product is None or dequantise is None else (product, dequantise)
 
@@ -166,24 +182,29 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: t
            scaling: float) -> torch.Tensor | None:
     """A call's attention through fixed_rows.c: query (1, H, S, D), key and value (1, kv, L, D), each row s over the
     keys order[s, :count] (S, W), count its visible ones (`visible` (S, 1, 1, W), a prefix) → (1, S, H, D). None
-    where the kernel cannot serve (not float32 on a CPU, a width D not a multiple of 8, autograd, the switch off).
+    where the kernel cannot serve (not float32 or bfloat16 on a CPU, a width D not a multiple of 8, autograd, the
+    switch off). In bfloat16 the kernel reads the cache's values as float32 (exact), computes as in float32 and the
+    result is rounded to bfloat16 once: no step of it depends on the other rows either.
     Called once a layer per call, so it keeps to a few tensor operations."""
-    kernel = attention_kernel() if kernel_wanted() else None
-    if (kernel is None or query.dtype is not torch.float32 or query.device.type != "cpu" or query.requires_grad
-            or query.shape[0] != 1 or query.shape[-1] % 8 or key.dtype is not torch.float32):
+    dtype = query.dtype
+    kernel = attention_kernel(dtype) if kernel_wanted() and dtype in (torch.float32, torch.bfloat16) else None
+    if (kernel is None or query.device.type != "cpu" or query.requires_grad or query.shape[0] != 1
+            or query.shape[-1] % 8 or key.dtype is not dtype or value.dtype is not dtype):
         return None
     _, num_heads, num_rows, head_dim = query.shape
+    if dtype is not torch.float32:
+        query = query.float()  # (1, H, S, D): 4 rows, a few kB
     if query.stride(-1) != 1:
         query = query.contiguous()
     if key.stride() != value.stride() or key.stride(-1) != 1:
         key, value = key.contiguous(), value.contiguous()
     width = order.shape[1]
     size = num_rows * num_heads * head_dim
-    out = query.new_empty(size + width + head_dim)  # the output, then the kernel's scratch
+    out = query.new_empty(size + width + head_dim)  # the output, then the kernel's scratch (float32)
     kernel(query.data_ptr(), query.stride(2), query.stride(1), key.data_ptr(), value.data_ptr(), key.stride(1),
            key.stride(2), order.contiguous().data_ptr(), visible.contiguous().data_ptr(), width, out.data_ptr(),
            out.data_ptr() + size * out.element_size(), num_rows, num_heads, key.shape[1], head_dim, scaling)
-    return out[:size].view(1, num_rows, num_heads, head_dim)
+    return out[:size].view(1, num_rows, num_heads, head_dim).to(dtype)
 
 
 def kernel_status() -> str:

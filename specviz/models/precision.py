@@ -12,8 +12,8 @@ from specviz.models.int8 import cpu_supports
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """The weights' precision a user can pick; in both a verify rounds exactly like a step (specviz.models.invariance).
 bfloat16: half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: on a
-CPU its linear layers run a kernel for 4 rows at one row's cost (specviz.models.fixed_rows), so a verify of up
-to 4 tokens costs about a step."""
+CPU its linear layers run a kernel for 4 rows at one row's cost (specviz.models.fixed_rows; the default target
+read from its GGUF blocks, a fifth of the bytes), so a verify of up to 4 tokens costs about a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
 """Only on CUDA (`--dtype float16`, the default on a card without bf16): a CPU computes it in software."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
@@ -49,14 +49,18 @@ def cuda_has_native_bf16() -> bool:
 
 
 def default_precision(device: torch.device) -> str:
-    """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA and on CPUs
-    with native bf16 (float16 on a GPU without it); else float32."""
+    """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA (float16 on a GPU
+    without native bf16) and on CPUs with AVX512-BF16 but no AMX in use; else float32. On an Intel Xeon with AMX
+    float32 is the faster path for decoding: its 4-row products run specviz's AVX-512 kernels (the default target
+    read from its own 4-bit blocks, specviz.models.gguf_rows), and there (2 cores, 2026-12-03) specviz's target
+    alone ran 1.37× plain transformers' generate() in float32 or in bfloat16 (14.1 tok/s either way), where in
+    bfloat16 (oneDNN's AMX kernels, 4 rows a call) it ran 0.90×."""
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
     if device.type == "cuda":
         return "bfloat16" if cuda_has_native_bf16() else "float16"
-    return "bfloat16" if cpu_has_native_bf16() else "float32"
+    return "bfloat16" if cpu_has_native_bf16() and not cpu_has_amx() else "float32"
 
 
 def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:

@@ -269,10 +269,10 @@ def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch
 def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
                 visible: torch.Tensor, scaling: float, sets: tuple = ()) -> torch.Tensor:
     """One call's attention: query (1, H, S, D), each row over the keys `order` (S, W) names in key and value
-    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). In float32 on a CPU, one C call computes each row
+    (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). In float32 or bfloat16 on a CPU, one C call computes each row
     over its own keys where the cache holds them (fixed_rows.attend); else, with the call's key `sets` (a CPU's
     calls carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own."""
-    out = attend(query, key, value, order, visible, scaling)  # float32 on a CPU: one C call (fixed_rows)
+    out = attend(query, key, value, order, visible, scaling)  # a CPU (float32, bfloat16): one C call (fixed_rows)
     if out is not None:
         return out
     if sets:

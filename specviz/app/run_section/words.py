@@ -15,7 +15,7 @@ from specviz.app import render
 from specviz.app.live import Headway
 from specviz.app.wording import count, duration_text
 from specviz.catalogue import lane_info
-from specviz.models.precision import cpu_has_native_bf16, default_precision
+from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, default_precision
 from specviz.models.slots import call_rows
 
 log = logging.getLogger("specviz.app.ui")
@@ -79,6 +79,9 @@ def precision_info() -> str:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         hardware = "a CUDA GPU"
+    elif cpu_has_amx():
+        hardware = ("a CPU with AMX, where specviz's float32 kernels (the default model read from its own 4-bit "
+                    "blocks) decode faster than bfloat16")
     else:
         hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
     return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision, on any CPU "
