@@ -131,6 +131,20 @@ def test_the_line_against_plain_transformers_says_why_a_faster_target_alone_is_f
     assert (FASTER_ALONE in line) is says_why
 
 
+def test_transformers_in_another_precision_is_named_on_the_page_and_in_the_table(tmp_path):
+    """`bench --hf-dtype bfloat16` on a float32 run: the figures compare with transformers in bfloat16, and say so."""
+    report = a_record("cpu-amx", "float32", prompt_set="held-out")
+    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=1.3, median_ours_over_plain=1.7,
+                                 median_hf_speedup=1.2)]
+    report["against_hf_precision"] = "bfloat16"
+    [record] = write_records(tmp_path, report)
+    assert "transformers' generate() in bfloat16" in expect("cpu-amx", "float32", [record]).against_plain_text()
+    assert "(transformers in bfloat16)" in speed_table_row(record)
+    report["against_hf_precision"] = "float32"  # the same as ours: nothing to say
+    [same] = write_records(tmp_path, report)
+    assert "bfloat16" not in expect("cpu-amx", "float32", [same]).against_plain_text()
+
+
 def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_path):
     records = write_records(tmp_path, a_record(median=1.39), a_record("cpu-avx2", "float32", median=1.25),
                             a_record(precision="float32", median=1.46))

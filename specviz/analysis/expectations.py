@@ -235,6 +235,7 @@ class BenchRecord:
     # greedy, end to end against transformers on the target loaded plainly (`bench --against-hf`), where measured:
     # (γ, our target alone / plain generate(), our speculative lane / plain generate(), its assisted / plain)
     against_plain: tuple[int, float, float, float] | None = None
+    against_precision: str | None = None  # transformers' side's precision there (`bench --hf-dtype`), where not ours
 
     @property
     def before_slots(self) -> bool:
@@ -275,6 +276,8 @@ def read_record(path: Path) -> BenchRecord:
             prompts_of=report["prompts"].get("of"),
             attention=(report.get("batch_invariant") or {}).get("attention"),
             against_plain=against_plain_of(report),
+            against_precision=report.get("against_hf_precision") if report.get("against_hf_precision")
+            != report["precision"] else None,
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
@@ -341,9 +344,10 @@ class Expectation:
         gamma, alone, ours, theirs = record.against_plain
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
         kernels = f" ({FASTER_ALONE})" if alone >= FASTER_ALONE_FROM else ""
+        theirs_in = f" in {record.against_precision}" if record.against_precision else ""
         return (f"Against plain transformers here (the bench on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}, "
                 f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
-                f"transformers' generate(){kernels}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
+                f"transformers' generate(){theirs_in}{kernels}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
                 f"transformers' own assisted generation with the draft model at {theirs:.2f}×.")
 
 
@@ -535,7 +539,8 @@ def against_plain_text(record: BenchRecord) -> str:
     if record.against_plain is None:
         return "—"
     gamma, alone, ours, theirs = record.against_plain
-    return f"alone {alone:.2f}×, speculative {ours:.2f}× (γ {gamma}); transformers' assisted {theirs:.2f}×"
+    theirs_in = f" (transformers in {record.against_precision})" if record.against_precision else ""
+    return f"alone {alone:.2f}×, speculative {ours:.2f}× (γ {gamma}); transformers' assisted {theirs:.2f}×{theirs_in}"
 
 
 def speed_table_row(record: BenchRecord) -> str:
