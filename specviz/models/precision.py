@@ -52,9 +52,9 @@ def default_precision(device: torch.device) -> str:
     """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA (float16 on a GPU
     without native bf16) and on CPUs with AVX512-BF16 but no AMX in use; else float32. On an Intel Xeon with AMX
     float32 is the faster path for decoding: its 4-row products run specviz's AVX-512 kernels (the default target
-    read from its own 4-bit blocks, specviz.models.gguf_rows), and there (2 cores, 2026-12-03) specviz's target
-    alone ran 1.37× plain transformers' generate() in float32 or in bfloat16 (14.1 tok/s either way), where in
-    bfloat16 (oneDNN's AMX kernels, 4 rows a call) it ran 0.90×."""
+    read from its own 4-bit blocks, specviz.models.gguf_rows): there (2 cores, 2026-12-03) specviz's target alone
+    ran 1.42× plain transformers' generate() in bfloat16 (assets/bench/cpu-amx--float32--held-out.json), where in
+    bfloat16 (oneDNN's AMX kernels, 4 rows a call) it ran 0.90×; plain transformers itself ran as fast in float32."""
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
