@@ -856,7 +856,8 @@ def test_the_first_example_leaves_a_page_a_learner_can_read(browser, app_url):
         page.locator("#examples .gallery-item, #examples button.gallery").first.click()
         page.wait_for_function("document.querySelector('#prompt textarea').value.trim().length > 0")
         run_and_wait(page)
-        page.wait_for_function("document.querySelector('#inspector').innerText.includes('Round 1')")
+        # the inspector opens the run's first round with a rejection (which one depends on the machine's arithmetic)
+        page.wait_for_function("/Round \\d+: in full/.test(document.querySelector('#inspector').innerText)")
         words = page.evaluate("document.body.innerText").split()
         assert len(words) <= FIRST_RUN_WORDS, f"{len(words)} words: {' '.join(words)}"
     finally:
