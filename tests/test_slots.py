@@ -17,7 +17,7 @@ import torch
 from specviz.analysis.bench import load_prompts
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
-from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
+from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode, warm_up
 from specviz.models import fixed_rows, slot_calls, slots
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair
@@ -245,3 +245,15 @@ def test_the_heads_drafts_do_not_depend_on_what_earlier_runs_left_in_its_pooled_
     fresh = drafts_of(Trace.from_events(speculative_decode(pair, first, config)))
     list(speculative_decode(pair, other, dataclasses.replace(config, max_new_tokens=40)))  # fills the same cache
     assert drafts_of(Trace.from_events(speculative_decode(pair, first, config))) == fresh
+
+
+def test_the_warm_up_makes_a_cpu_caches_buffers_so_no_lane_pays_for_them():
+    """Without graphs a cache makes its buffers (its whole capacity, zeroed) at its first write; the warm-up must do
+    that write, or the first run's first lane (the target alone) pays for it in its timed prompt pass."""
+    pair = slot_pair("llama")
+    slot_calls.POOL.free.pop(pair.target, None)
+    warm_up(pair, longest=40)
+    (cache,) = slot_calls.POOL.free[pair.target]  # the cache the lanes will take, given back after the warm-up
+    assert not cache.graphed and cache.length == 0
+    assert len(cache.layers) == pair.target.config.num_hidden_layers
+    assert all(layer.is_initialized and layer.keys.shape[2] >= cache.capacity for layer in cache.layers)
