@@ -107,14 +107,14 @@ def run_bench(args) -> int:
     prompts = load_prompts(args.prompts or resolve_pair(args.pair, args.target, args.draft).prompts_file)
     pair = prepare_pair(args)
     results = measure(pair, prompts, config, progress=not args.json)
-    hf_dtype = args.hf_dtype or pair.precision
-    hf_results = (run_against_hf(pair, prompts, config, progress=not args.json, hf_dtype=hf_dtype)
+    # None: transformers' side in ours, whatever it is (float16 on an older GPU too, which --hf-dtype does not offer)
+    hf_results = (run_against_hf(pair, prompts, config, progress=not args.json, hf_dtype=args.hf_dtype)
                   if args.against_hf else None)
     if args.json:
         report = results_to_json(pair, prompts, config, results)
         if hf_results is not None:
             report["against_hf"] = [asdict(r) for r in hf_results]
-            report["against_hf_precision"] = hf_dtype
+            report["against_hf_precision"] = args.hf_dtype or pair.precision
         print(json.dumps(report, indent=2))
     else:
         print(
