@@ -276,11 +276,15 @@ def read_record(path: Path) -> BenchRecord:
             prompts_of=report["prompts"].get("of"),
             attention=(report.get("batch_invariant") or {}).get("attention"),
             against_plain=against_plain_of(report),
-            against_precision=report.get("against_hf_precision") if report.get("against_hf_precision")
-            != report["precision"] else None,
+            against_precision=other_precision(report.get("against_hf_precision"), report["precision"]),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
+
+
+def other_precision(theirs: str | None, ours: str) -> str | None:
+    """transformers' side's precision in a record, where it is not ours (else None: nothing to say)."""
+    return theirs if theirs != ours else None
 
 
 def against_plain_of(report: dict) -> tuple[int, float, float, float] | None:
