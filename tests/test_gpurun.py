@@ -107,7 +107,7 @@ def test_the_dry_run_goes_the_whole_way_and_writes_bench_records(tmp_path, lugga
     assert machine["page_modules_imported"] == []  # the GPU machine has no gradio or plotly
     assert {"kind", "gpu", "cuda", "torch", "transformers"} <= set(machine)
     exactness = json.loads((out / "checks.json").read_text())["exactness"]
-    # the device's default precision first (bfloat16 on a CPU with native bf16, float32 on an AVX2-only one)
+    # the device's default precision first (float32 on a CPU, bfloat16 on a GPU with bf16)
     assert [result["precision"] for result in exactness] == precisions_for(torch.device("cpu"), None) == sorted(
         ["bfloat16", "float32"], key=lambda name: name != default_precision(torch.device("cpu")))
     assert all(result["num_checked"] > 0 and not result["partings"] for result in exactness)

@@ -59,24 +59,39 @@ def test_bad_settings_are_refused_with_a_clear_message(settings, message):
 
 
 def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
-    """float32 on a CPU without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps), bfloat16 where
-    AVX512-BF16 makes it the fast path, float32 again on AMX (specviz's float32 kernels decode faster there); the
-    host's variable overrides all."""
+    """float32 on every CPU: without native bf16 (AVX2 emulates it: a 4-token verify cost ~3 steps) and with it,
+    AVX512-BF16 or AMX alike (specviz's float32 kernels decode faster than oneDNN's bf16 ones there); the host's
+    variable overrides it, and an asked-for precision is always that."""
     monkeypatch.delenv(PRECISION_ENV, raising=False)
-    monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: False)
-    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
-    monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda: True)
-    monkeypatch.setattr(specviz.models.precision, "cpu_has_amx", lambda: False)
-    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.bfloat16)
-    monkeypatch.setattr(specviz.models.precision, "cpu_has_amx", lambda: True)
-    assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
-    assert choose_device_and_dtype("cpu", "float32")[1] == torch.float32  # asked for: always that
-    monkeypatch.setenv(PRECISION_ENV, "float32")
-    assert choose_device_and_dtype("cpu")[1] == torch.float32
+    for native, amx in ((False, False), (True, False), (True, True)):
+        monkeypatch.setattr(specviz.models.precision, "cpu_has_native_bf16", lambda native=native: native)
+        monkeypatch.setattr(specviz.models.precision, "cpu_has_amx", lambda amx=amx: amx)
+        assert choose_device_and_dtype("cpu") == (torch.device("cpu"), torch.float32), (native, amx)
+        assert choose_device_and_dtype("cpu", "bfloat16")[1] == torch.bfloat16  # asked for: always that
+    monkeypatch.setenv(PRECISION_ENV, "bfloat16")
+    assert choose_device_and_dtype("cpu")[1] == torch.bfloat16
     monkeypatch.setenv(PRECISION_ENV, "fp8")
     with pytest.raises(ModelLoadError, match="unknown precision 'fp8'"):
         choose_device_and_dtype("cpu")
     assert isinstance(cpu_has_native_bf16(), bool)
+
+
+def test_the_precision_control_says_why_the_cpu_default_is_float32(monkeypatch):
+    """The page's words follow the rule: with native bf16 the default is float32 all the same (and says why),
+    without it bfloat16 would be software; a host's $SPECVIZ_PRECISION is named as the reason instead."""
+    from specviz.app.run_section import words
+
+    monkeypatch.delenv(PRECISION_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for native, amx, phrase in ((True, True, "native bf16 (AMX), and the default is float32 all the same"),
+                                (True, False, "native bf16 (AVX512-BF16), and the default is float32 all the same"),
+                                (False, False, "without native bf16 (AMX / AVX512-BF16), so the default is float32")):
+        monkeypatch.setattr(words, "cpu_has_native_bf16", lambda native=native: native)
+        monkeypatch.setattr(words, "cpu_has_amx", lambda amx=amx: amx)
+        assert phrase in words.precision_info(), (native, amx)
+        assert "4 rows a call" in words.precision_info()
+    monkeypatch.setenv(PRECISION_ENV, "bfloat16")
+    assert words.precision_info().startswith(f"Here the host set {PRECISION_ENV}, so the default is bfloat16.")
 
 
 def test_good_settings_pass():

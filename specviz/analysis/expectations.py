@@ -188,8 +188,8 @@ PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out pro
 KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
 PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
-# The precision a machine of each kind gets by default (specviz.models.precision): float32 on every other kind.
-DEFAULT_PRECISION_OF_KIND = {"cpu-native-bf16": "bfloat16", "cuda": "bfloat16"}  # precision.default_precision's
+# The precision a machine of each kind gets by default (precision.default_precision): float32 on every CPU kind.
+DEFAULT_PRECISION_OF_KIND = {"cuda": "bfloat16"}
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ PAIR_CHOICES = (*((f"{preset.name} — {preset.note}", preset.name) for preset i
 # below jump (a browser test's click on the reference switch missed for it).
 DRAFTER_CHOICES = tuple((info.label, info.name) for info in DRAFTER_CATALOGUE)
 PRECISION_CHOICES = (("default for this device", ""), *(
-    (name if name == "float32" else f"{name}: fast with native bf16", name) for name in PRECISIONS))
+    (name if name == "float32" else f"{name}: half the memory", name) for name in PRECISIONS))
 
 # In the `/generate` API's order (its positional order, kept stable for clients); Request.parse takes
 # the same order.

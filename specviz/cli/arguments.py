@@ -24,11 +24,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (1 gives the steadiest timings)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
-                        help="weights' precision (default: bfloat16 on CUDA and on CPUs with AVX512-BF16 but no AMX, "
-                             "else float32, or $SPECVIZ_PRECISION); in each a verify rounds exactly like a step, so "
-                             "greedy lanes are identical by construction (`selfcheck` checks it); bfloat16 is faster "
-                             "only where the CPU or GPU has native bf16 (on AMX specviz's float32 kernels decode "
-                             "faster); float16: CUDA only")
+                        help="weights' precision (default: bfloat16 on CUDA, float32 on every CPU, or "
+                             "$SPECVIZ_PRECISION); in each a verify rounds exactly like a step, so greedy lanes are "
+                             "identical by construction (`selfcheck` checks it); on a CPU specviz's float32 kernels "
+                             "decode faster than bfloat16, even with native bf16; float16: CUDA only")
     parser.add_argument("--int8-drafters", action=argparse.BooleanOptionalAction, default=None,
                         help="run the draft model and the head with int8 weights on a CPU, where they are bound by "
                              "memory (default: the pair's choice, on for the default pair); the target is never "

@@ -11,9 +11,10 @@ from specviz.models.int8 import cpu_supports
 
 PRECISIONS: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 """The weights' precision a user can pick; in both a verify rounds exactly like a step (specviz.models.invariance).
-bfloat16: half the bytes per step; fast only where the CPU or GPU has native bf16 matmuls. float32: on a
-CPU its linear layers run a kernel for 4 rows at one row's cost (specviz.models.fixed_rows; the default target
-read from its GGUF blocks, a fifth of the bytes), so a verify of up to 4 tokens costs about a step."""
+bfloat16: half the bytes per step; the GPU's fast type, and on a CPU fast only with native bf16 matmuls (even
+there slower than float32 for specviz). float32: on a CPU its linear layers run a kernel for 4 rows at one row's
+cost (specviz.models.fixed_rows; the default target read from its GGUF blocks, a fifth of the bytes), so a
+verify of up to 4 tokens costs about a step."""
 CUDA_PRECISIONS: dict[str, torch.dtype] = {"float16": torch.float16}
 """Only on CUDA (`--dtype float16`, the default on a card without bf16): a CPU computes it in software."""
 PRECISION_ENV = "SPECVIZ_PRECISION"  # float32 or bfloat16: the host's default instead of the device's
@@ -50,17 +51,19 @@ def cuda_has_native_bf16() -> bool:
 
 def default_precision(device: torch.device) -> str:
     """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA (float16 on a GPU
-    without native bf16) and on CPUs with AVX512-BF16 but no AMX in use; else float32. On an Intel Xeon with AMX
-    float32 is the faster path for decoding: its 4-row products run specviz's AVX-512 kernels (the default target
-    read from its own 4-bit blocks, specviz.models.gguf_rows): there (2 cores, 2026-12-03) specviz's target alone
-    ran 1.42× plain transformers' generate() in bfloat16 (assets/bench/cpu-amx--float32--held-out.json), where in
-    bfloat16 (oneDNN's AMX kernels, 4 rows a call) it ran 0.90×; plain transformers itself ran as fast in float32."""
+    without native bf16); float32 on every CPU. A CPU's float32 products run specviz's own kernels
+    (specviz.models.fixed_rows: 4 rows at about one row's cost, the default target read from its own 4-bit
+    blocks, specviz.models.gguf_rows), which decode faster than oneDNN's bf16 kernels even where the CPU has
+    native bf16 (2 cores, one thread, held-out prompts, against plain transformers' generate() in bfloat16):
+    on an Intel Xeon with AMX specviz's target alone ran 1.42× plain in float32 and 0.90× in bfloat16; with
+    oneDNN held below AMX (AVX512-BF16, as on an AMD EPYC with native bf16) 1.40× against 0.83×; and plain
+    transformers itself ran about as fast in float32 as in bfloat16 on both such CPUs (assets/bench/)."""
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
     if device.type == "cuda":
         return "bfloat16" if cuda_has_native_bf16() else "float16"
-    return "bfloat16" if cpu_has_native_bf16() and not cpu_has_amx() else "float32"
+    return "float32"
 
 
 def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:

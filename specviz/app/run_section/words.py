@@ -7,6 +7,7 @@ declarations' (specviz.app.settings); the legend's are the tokens' (specviz.app.
 from __future__ import annotations
 
 import logging
+import os
 
 import torch
 
@@ -15,7 +16,7 @@ from specviz.app import render
 from specviz.app.live import Headway
 from specviz.app.wording import count, duration_text
 from specviz.catalogue import lane_info
-from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, default_precision
+from specviz.models.precision import PRECISION_ENV, cpu_has_amx, cpu_has_native_bf16, default_precision
 from specviz.models.slots import call_rows
 
 log = logging.getLogger("specviz.app.ui")
@@ -77,18 +78,23 @@ MARKS_SWITCH_INFO = "off: the lane reads as plain text; click any token to open 
 def precision_info() -> str:
     """What the default is here and why, in the words of the bench (README)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        hardware = "a CUDA GPU"
-    elif cpu_has_amx():
-        hardware = ("a CPU with AMX, where specviz's float32 kernels (the default model read from its own 4-bit "
-                    "blocks) decode faster than bfloat16")
+    default = default_precision(device)
+    if os.environ.get(PRECISION_ENV, "").strip():
+        why = f"Here the host set {PRECISION_ENV}, so the default is {default}."
+    elif device.type == "cuda":
+        why = f"Here: a CUDA GPU, so the default is {default}."
+    elif cpu_has_native_bf16():
+        kind = "AMX" if cpu_has_amx() else "AVX512-BF16"
+        why = (f"Here: a CPU with native bf16 ({kind}), and the default is {default} all the same: on a CPU "
+               "specviz's float32 kernels (the default model read from its own 4-bit blocks) decode faster than "
+               "bfloat16.")
     else:
-        hardware = "a CPU " + ("with" if cpu_has_native_bf16() else "without") + " native bf16 (AMX / AVX512-BF16)"
-    return (f"Here: {hardware}, so the default is {default_precision(device)}. In either precision, on any CPU "
-            f"or GPU, specviz computes every token the target checks in one fixed shape ({call_rows(device)} rows a "
-            "call, each over its own keys), so checking several tokens at once rounds exactly like checking one and at temperature 0 the "
-            "lanes write the same text by construction; the stats say so for each model, and say where a model's "
-            "attention keeps it out. Without native bf16, bfloat16 is slow")
+        why = (f"Here: a CPU without native bf16 (AMX / AVX512-BF16), so the default is {default}: bfloat16 would "
+               "run in software, several times slower.")
+    return (f"{why} In either precision, on any CPU or GPU, specviz computes every token the target checks in one "
+            f"fixed shape ({call_rows(device)} rows a call, each over its own keys), so checking several tokens at "
+            "once rounds exactly like checking one and at temperature 0 the lanes write the same text by "
+            "construction; the stats say so for each model, and say where a model's attention keeps it out")
 
 
 # --- the status line -------------------------------------------------------------------------------------------
