@@ -125,6 +125,19 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
     assert expect("cpu-avx2", "float32", records).records[0].kind == "cpu-avx2"
 
 
+def test_records_of_one_kind_from_two_machines_each_name_their_own(tmp_path):
+    """A kind emulated on another CPU (oneDNN held below AMX) sits beside the real one's record: the page named
+    the first record's machine and date for both figures."""
+    emulated = a_record(prompt_set="held-out", median=1.40)
+    emulated["machine"] = {**emulated["machine"], "cpu": "Intel Xeon", "env": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}}
+    emulated["date"] = "2026-12-03T22:51:00+00:00"
+    text = expect("cpu-native-bf16", "bfloat16", write_records(tmp_path, a_record(median=1.39), emulated)).text()
+    assert "1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts (Some, 2026-11-25)" in text
+    assert "1.40× (1.10–1.90) at γ = 3 with the EAGLE-style head on held-out prompts (Intel Xeon limited to " \
+           "AVX512_CORE_BF16, 2026-12-03)" in text
+    assert "greedy, over the target alone. One run" in text
+
+
 @pytest.mark.parametrize("alone, says_why", [(1.52, True), (1.02, False)])
 def test_the_line_against_plain_transformers_says_why_a_faster_target_alone_is_faster(tmp_path, alone, says_why):
     report = a_record("cpu-avx2", "float32", prompt_set="held-out")

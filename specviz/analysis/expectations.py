@@ -327,9 +327,15 @@ class Expectation:
         where = f"a {KIND_WORDS.get(self.kind, self.kind)}, in {self.precision}"
         if self.records:
             first = self.records[0]
-            figures = " and ".join(filter(None, (greedy_words(record) for record in self.records)))
+            # records of one kind may come from other machines (a kind emulated under kernel limits) or days:
+            # each figure then names its own, never the first record's for all
+            one_source = len({(record.machine, record.date) for record in self.records}) == 1
+            figures = " and ".join(filter(None, (
+                greedy_words(record) + ("" if one_source or not greedy_words(record) else f" ({record.machine}, {record.date})")
+                for record in self.records)))
+            source = f" ({first.machine}, {first.date})" if one_source else ""
             return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
-                    f"greedy, over the target alone ({first.machine}, {first.date}). One run is one noisy sample."
+                    f"greedy, over the target alone{source}. One run is one noisy sample."
                     + (f" {gpu_why_text(first)}{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
                        else gpu_words_for(self.gpus)))
         if not self.others:
