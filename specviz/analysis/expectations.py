@@ -330,9 +330,9 @@ class Expectation:
             # records of one kind may come from other machines (a kind emulated under kernel limits) or days:
             # each figure then names its own, never the first record's for all
             one_source = len({(record.machine, record.date) for record in self.records}) == 1
-            figures = " and ".join(filter(None, (
-                greedy_words(record) + ("" if one_source or not greedy_words(record) else f" ({record.machine}, {record.date})")
-                for record in self.records)))
+            said = [(greedy_words(record), record) for record in self.records]
+            figures = " and ".join(words + ("" if one_source else f" ({record.machine}, {record.date})")
+                                   for words, record in said if words)
             source = f" ({first.machine}, {first.date})" if one_source else ""
             return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
                     f"greedy, over the target alone{source}. One run is one noisy sample."
