@@ -18,7 +18,7 @@ from specviz.decoding.engine import autoregressive_decode, decode_lanes, specula
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.loading import check_tokenizers, load_pair, load_tokenizer
 from specviz.models.pairs import ModelPair
-from specviz.models.precision import PRECISION_ENV, choose_device_and_dtype, cpu_has_native_bf16
+from specviz.models.precision import PRECISION_ENV, choose_device_and_dtype, cpu_has_native_bf16, device_default
 from specviz.models.presets import PRESETS, resolve_pair
 from specviz.analysis.trace import Trace
 from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
@@ -74,6 +74,13 @@ def test_the_default_precision_follows_the_device_and_the_host(monkeypatch):
     with pytest.raises(ModelLoadError, match="unknown precision 'fp8'"):
         choose_device_and_dtype("cpu")
     assert isinstance(cpu_has_native_bf16(), bool)
+    monkeypatch.delenv(PRECISION_ENV)
+    for native, expected in ((True, "bfloat16"), (False, "float16")):  # a GPU: its fast 16-bit type
+        monkeypatch.setattr(specviz.models.precision, "cuda_has_native_bf16", lambda native=native: native)
+        assert specviz.models.precision.default_precision(torch.device("cuda")) == expected
+    # the page's and the README's "(default)" mark reads the same rule for each record's kind
+    assert [device_default(kind) for kind in ("cuda", "cpu-amx", "cpu-native-bf16", "cpu-avx2")] == [
+        "bfloat16", "float32", "float32", "float32"]
 
 
 def test_the_precision_control_says_why_the_cpu_default_is_float32(monkeypatch):

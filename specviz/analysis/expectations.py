@@ -29,7 +29,8 @@ import transformers
 from specviz.models.convert import serves_hub_copy
 from specviz.models.int8 import cpu_supports
 from specviz.models.invariance import Invariance
-from specviz.models.precision import cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16, default_precision
+from specviz.models.precision import (cpu_has_amx, cpu_has_native_bf16, cuda_has_native_bf16, default_precision,
+                                      device_default)
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
 from specviz.analysis.payoff import Measurement, Payoff, Spread
@@ -188,8 +189,6 @@ PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out pro
 KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
 PROMPT_SET_ORDER = {"examples": 0, "held-out": 1}
-# The precision a machine of each kind gets by default (precision.default_precision): float32 on every CPU kind.
-DEFAULT_PRECISION_OF_KIND = {"cuda": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -448,7 +447,7 @@ def gpu_records(records: Sequence[BenchRecord], pair: str = DEFAULT_PRESET) -> t
     """The pair's records measured on a GPU in its default precision there, held-out and examples first."""
     ordered = sorted((r for r in records if r.pair == preset_name(pair)),
                      key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
-    return tuple(r for r in ordered if r.kind == "cuda" and r.precision == DEFAULT_PRECISION_OF_KIND["cuda"])
+    return tuple(r for r in ordered if r.kind == "cuda" and r.precision == device_default("cuda"))
 
 
 def greedy_words(record: BenchRecord) -> str:
@@ -479,7 +478,7 @@ def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DE
     if matching:
         return Expectation(kind, precision, matching, (), gpus)
     elsewhere = [r for r in sorted(of_pair, key=table_order)
-                 if r.prompt_set == "examples" and r.precision == DEFAULT_PRECISION_OF_KIND.get(r.kind, "float32")]
+                 if r.prompt_set == "examples" and r.precision == device_default(r.kind)]
     return Expectation(kind, precision, (), tuple(elsewhere))
 
 
@@ -556,7 +555,7 @@ def against_plain_text(record: BenchRecord) -> str:
 def speed_table_row(record: BenchRecord) -> str:
     cells = speed_table_cells(record)
     machine = f"{KIND_WORDS.get(record.kind, record.kind)}: {record.machine}{thread_words(record.threads, record.kind)}"
-    default = record.precision == DEFAULT_PRECISION_OF_KIND.get(record.kind, "float32")
+    default = record.precision == device_default(record.kind)
     precision = f"**{record.precision}** (default)" if default else record.precision
     return "| " + " | ".join([machine, precision, *cells.values()]) + " |"
 

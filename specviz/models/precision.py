@@ -49,6 +49,16 @@ def cuda_has_native_bf16() -> bool:
     return torch.cuda.is_bf16_supported(including_emulation=False)
 
 
+DEVICE_DEFAULTS = {"cuda": "bfloat16", "cpu": "float32"}
+"""The precision each device type gets when none is asked for (default_precision says why; a GPU without native
+bf16 takes float16 instead). The page and the README read it to mark a record's precision as the default."""
+
+
+def device_default(device_type: str) -> str:
+    """DEVICE_DEFAULTS for a device type or a bench record's kind ("cuda", "cpu-amx", "cpu-avx2", …)."""
+    return DEVICE_DEFAULTS["cuda" if device_type == "cuda" else "cpu"]
+
+
 def default_precision(device: torch.device) -> str:
     """The precision a run gets when none is asked for: $SPECVIZ_PRECISION if set; bf16 on CUDA (float16 on a GPU
     without native bf16); float32 on every CPU. A CPU's float32 products run specviz's own kernels
@@ -61,9 +71,9 @@ def default_precision(device: torch.device) -> str:
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
-    if device.type == "cuda":
-        return "bfloat16" if cuda_has_native_bf16() else "float16"
-    return "float32"
+    if device.type == "cuda" and not cuda_has_native_bf16():
+        return "float16"
+    return device_default(device.type)
 
 
 def choose_device_and_dtype(device: str | None = None, precision: str | None = None) -> tuple[torch.device, torch.dtype]:
