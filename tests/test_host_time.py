@@ -6,6 +6,7 @@ waits; they are counted here on a CPU with the profile's own counter (a TorchFun
 
 from __future__ import annotations
 
+import dataclasses
 from unittest import mock
 
 import pytest
@@ -67,6 +68,23 @@ def test_drafting_reads_each_confidence_once():
     drafted = [len(event.nodes) - (event.nodes[-1].verdict in ("resample", "bonus")) for event in events]
     assert len(per_call) == len(events) > 5 and max(drafted) > 1
     assert all(reads <= count for reads, count in zip(per_call, drafted)), list(zip(per_call, drafted))
+
+
+def test_where_reads_wait_an_unsure_first_draft_and_its_rivals_are_read_at_once(monkeypatch):
+    """On a GPU (stood in for here) a round whose first draft is unsure reads its confidence, its id and the rival
+    guesses in one transfer, where a CPU reads them one by one (three reads): the same rounds either way."""
+    from specviz.decoding import drafters
+
+    settings = {"drafter": "model", "draft_confidence": 0.9, "rivals": 2}
+    per_call_here, events_here = reads_per_call("draft_chain", settings)
+    monkeypatch.setattr(drafters, "reads_wait", lambda device: True)
+    per_call, events = reads_per_call("draft_chain", settings)
+    untimed = [dataclasses.replace(event, draft_s=0.0, verify_s=0.0) for event in events]
+    assert untimed == [dataclasses.replace(event, draft_s=0.0, verify_s=0.0) for event in events_here]  # same rounds
+    rivals = [index for index, event in enumerate(events) if event.shape == "rivals"]
+    assert len(rivals) > 3
+    assert [per_call_here[index] for index in rivals] == [3] * len(rivals)
+    assert [per_call[index] for index in rivals] == [1] * len(rivals)
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,11 @@ from specviz.catalogue import drafter_info
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new_ids, top_probability, tree_layout
 from specviz.decoding.sampling import ProbsFn, sample
-from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path, top_children
+from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path, read_top_children, top_children
 from specviz.models.pairs import ModelPair, RowScorer, scorer_for
 from specviz.models.slot_calls import (given_back, pooled_cache, prepare_pooled, run_head_rows, run_hidden_rows,
                                        run_rows)
-from specviz.models.slots import SlotCache, uses_slots
+from specviz.models.slots import SlotCache, to_device, uses_slots
 
 
 class Proposal(NamedTuple):
@@ -49,6 +49,7 @@ class Proposal(NamedTuple):
     # Greedy: the drafter's logits (1, vocab) at each drafted position. The rule's q is one-hot there, so the
     # inspector draws these instead (its softmax at temperature 1: how sure the drafter was of each token).
     draft_logits: tuple[torch.Tensor, ...] = ()
+    first_id: int | None = None  # the first draft's id, where it was read off the device already (else None)
 
 
 class Drafter:
@@ -104,6 +105,13 @@ class Drafter:
 DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], Drafter]
 
 
+def reads_wait(device: torch.device) -> bool:
+    """Whether reading a value off this device waits for it (a GPU's queued kernels): there a round reads what it
+    needs at once, even a figure it may not use; on a CPU a read costs nothing, so work that may not be needed is
+    skipped instead."""
+    return device.type != "cpu"
+
+
 class NetworkDrafter(Drafter):
     """A drafter with a network of its own (the draft model, the head), drafting chains by `draft_tokens`, in a KV
     cache that runs in slots where its target does (graphed on CUDA, from the pool) and goes back when the run ends."""
@@ -144,10 +152,17 @@ class NetworkDrafter(Drafter):
         # Each confidence is read off the device once (on a GPU a read waits for it): at its step where the stop
         # (or the rivals' check) needs it there, else with the rest after the loop.
         read: list[float] = []
+        first_id = None  # the first draft's id on the host, where the rivals' read brought it along
         if to_probs.greedy and num_rivals and threshold > 0:
-            read.append(float(confidence))
+            if reads_wait(logits.device):  # one wait for the confidence, the first draft and the rivals alike
+                children, (sure, first_id) = read_top_children(logits, 1 + num_rivals, confidence, logits.argmax())
+                read.append(sure)
+                first_id = int(first_id)
+            else:  # reads are free here: the rivals' top-k only where the first draft is unsure
+                read.append(float(confidence))
+                children = top_children(logits, 1 + num_rivals) if read[0] < threshold else [[]]
             if read[0] < threshold:
-                rivals = tuple(top_children(logits, 1 + num_rivals)[0][1:])  # its 2nd..(1+num_rivals)th likeliest
+                rivals = tuple(children[0][1:])  # its 2nd..(1+num_rivals)th likeliest
                 num_tokens = 1
         drafted, probs, confidences, kept_logits = [], [], [], []
         stopped_unsure = False
@@ -181,7 +196,7 @@ class NetworkDrafter(Drafter):
         unread = confidences[len(read):]
         read += torch.stack(unread).tolist() if unread else []
         return Proposal(draft_ids, draft_probs, len(drafted), tuple(read),
-                        stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits))
+                        stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits), first_id)
 
 
 class ModelDrafter(NetworkDrafter):
@@ -238,7 +253,7 @@ class ModelDrafter(NetworkDrafter):
 
         def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
             nonlocal fed_ids
-            fed_ids = torch.cat([fed_ids, fed_ids.new_tensor([token_ids])], dim=1)  # (1, n + fed)
+            fed_ids = torch.cat([fed_ids, to_device([token_ids], fed_ids.device)], dim=1)  # (1, n + fed)
             fed_parents.extend(parent_slots)
             return self.level_logits(fed_ids, fed_parents).to(committed_ids.device)  # (K, vocab)
 
@@ -341,7 +356,7 @@ class HeadDrafter(NetworkDrafter):
         def expand(token_ids: list[int], parent_slots: list[int]) -> torch.Tensor:
             fed_parents.extend(parent_slots)
             inputs = torch.stack([root[0] if slot < 0 else predicted[slot] for slot in parent_slots])  # (K, d)
-            out = self.forward_head(inputs.unsqueeze(0), committed_ids.new_tensor([token_ids]), fed_parents)  # (K, d)
+            out = self.forward_head(inputs.unsqueeze(0), to_device([token_ids], committed_ids.device), fed_parents)  # (K, d)
             predicted.extend(out)
             return self.scorer(out)[0]  # (K, vocab)
 
@@ -352,7 +367,7 @@ class HeadDrafter(NetworkDrafter):
     def take_positions(self, sources: list[int], dest: int) -> None:
         """The guesses the target took (a rival, a tree's accepted path): their true states (handed over
         from rows `sources` of the verify) become the states at dest, dest+1, …, where the text now has them."""
-        self.features[:, dest : dest + len(sources)] = self.features[:, sources]
+        self.features[:, dest : dest + len(sources)] = self.features[:, to_device(sources, self.features.device)]
 
     def rollback(self, num_committed: int) -> None:
         if self.features is not None:
@@ -421,7 +436,7 @@ def copying_tree(branches: list[list[int]], budget: int, device: torch.device) -
                 child_of[parent, token_id] = len(token_ids)
                 token_ids.append(token_id), parents.append(parent)
             parent = child_of[parent, token_id]
-    node_ids = torch.tensor(token_ids, dtype=torch.long, device=device)  # (N,)
+    node_ids = to_device(token_ids, device)  # (N,)
     return DraftTree(node_ids, tuple(parents), None, (-1,) * len(token_ids), 0)
 
 
@@ -444,7 +459,7 @@ class PromptLookupDrafter(Drafter):
 
     def propose(self, committed_ids: torch.Tensor, num_tokens: int) -> Proposal:
         copied = find_continuation(committed_ids[0].tolist(), self.max_ngram, num_tokens)
-        draft_ids = torch.tensor(copied, dtype=torch.long, device=committed_ids.device)  # (γ',)
+        draft_ids = to_device(copied, committed_ids.device)  # (γ',)
         draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
         return Proposal(draft_ids, draft_probs, 0)
 

@@ -35,7 +35,7 @@ from specviz.decoding.rounds import (AcceptRule, TreeRule, draft_branches, draft
 from specviz.decoding.sampling import ProbsFn, accept_or_resample, accept_tree
 from specviz.models.pairs import ModelPair
 from specviz.models.slot_calls import prepare_pooled, run_rows
-from specviz.models.slots import uses_slots
+from specviz.models.slots import to_device, uses_slots
 
 
 def clock(device: torch.device) -> float:
@@ -110,7 +110,7 @@ def autoregressive_decode(pair: ModelPair, prompt_ids: list[int], config: Decode
             return
         for round_index in range(budget - 1):
             started = clock(pair.device)
-            ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1)
+            ids = torch.cat([ids, to_device([[next_id]], ids.device)], dim=1)  # (1, n+1)
             logits = forward_new_ids(pair.target, ids, cache, pair.vocab_size)  # (1, vocab)
             next_id = int(to_probs.pick(logits.to(pair.device), generator))
             step_s = clock(pair.device) - started
@@ -144,7 +144,7 @@ def speculative_decode(pair: ModelPair, prompt_ids: list[int], config: DecodeCon
         next_id = int(to_probs.pick(logits.to(pair.device), generator))
         num_draft_forwards = drafter.prefill(ids)
         yield PrefillEvent(lane, len(prompt_ids), next_id, clock(pair.device) - started, 1, num_draft_forwards)
-        ids = torch.cat([ids, ids.new_tensor([[next_id]])], dim=1)  # (1, n+1): committed ids
+        ids = torch.cat([ids, to_device([[next_id]], ids.device)], dim=1)  # (1, n+1): committed ids
         num_generated = 1
         if truncate_at_eos([next_id], pair.eos_id, config.stop_at_eos)[1]:
             yield FinishEvent(lane, "eos", 1)

@@ -13,7 +13,7 @@ from transformers import DynamicCache
 
 from specviz.models.pairs import ModelPair
 from specviz.models.slot_calls import given_back, logits_and_states, pooled_cache, run_hidden_rows, run_rows
-from specviz.models.slots import SlotCache, uses_slots
+from specviz.models.slots import SlotCache, to_device, uses_slots
 
 
 @contextlib.contextmanager
@@ -43,7 +43,7 @@ def move_cache_positions(cache: DynamicCache, sources: Sequence[int], dest: int)
     positions the text now has them. (The sources are gathered first, so they may overlap the dest.)"""
     if not sources:
         return
-    index = torch.as_tensor(list(sources), device=cache.layers[0].keys.device)  # (m,)
+    index = to_device(list(sources), cache.layers[0].keys.device)  # (m,)
     for layer in cache.layers:
         layer.keys[..., dest : dest + len(sources), :] = layer.keys[..., index, :]  # (b, heads, m, head_dim)
         layer.values[..., dest : dest + len(sources), :] = layer.values[..., index, :]
@@ -68,7 +68,7 @@ def tree_layout(num_keys: int, num_new: int, parents: Sequence[int], device: tor
     along its own path give. Rival guesses are the one-level tree (every parent -1)."""
     num_text = num_keys - len(parents)
     positions = torch.arange(num_keys, device=device)  # (kv,)
-    positions[num_text:] = num_text - 1 + torch.tensor(node_depths(parents), device=device)
+    positions[num_text:] = num_text - 1 + to_device(node_depths(parents), device)
     sees = positions.new_ones(num_keys, num_keys, dtype=torch.bool).tril()  # (kv, kv) causal
     sees[num_text:, num_text:] = False
     for node, parent in enumerate(parents):  # a node sees what its parent sees among the nodes, and itself

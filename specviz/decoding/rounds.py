@@ -28,6 +28,7 @@ from specviz.decoding.forward import crop_cache, move_cache_positions, node_dept
 from specviz.decoding.sampling import ProbsFn, TreeVerdict, Verdict, accept_greedy, accept_or_resample, accept_tree
 from specviz.decoding.tree import DraftTree, empty_tree, fed_path_slots
 from specviz.models.pairs import ModelPair
+from specviz.models.slots import to_device
 
 # A chain's decision: (draft ids (γ,), q (γ, vocab), target probs (γ+1, vocab), generator) → Verdict;
 # sampling.accept_or_resample, or in the exactness lab a deliberately wrong rule.
@@ -52,8 +53,9 @@ def rivals_tree(proposal: Proposal, rivals: tuple[tuple[int, float], ...]) -> Dr
     """A chain round's unsure first draft and its rival guesses as the one-level tree they are: the drafter's
     own pick first, then its rivals, all children of the text's last id, each with the drafter's probability.
     The tree's verify and walk judge them (greedy: the one that is the target's own pick wins)."""
-    guesses = [(int(proposal.draft_ids[0]), proposal.confidences[0]), *rivals]
-    node_ids = proposal.draft_ids.new_tensor([token_id for token_id, _ in guesses])  # (1+k,)
+    first_id = proposal.first_id if proposal.first_id is not None else int(proposal.draft_ids[0])
+    guesses = [(first_id, proposal.confidences[0]), *rivals]
+    node_ids = to_device([token_id for token_id, _ in guesses], proposal.draft_ids.device)  # (1+k,)
     return DraftTree(node_ids, (-1,) * len(guesses), tuple(prob for _, prob in guesses), (-1,) * len(guesses),
                      proposal.num_forwards, shape="rivals", stopped_unsure=proposal.stopped_unsure,
                      draft_logits=proposal.draft_logits[:1] * len(guesses))  # every guess is read off the first row
@@ -156,7 +158,7 @@ class VerifiedRound:
             return ()
         path, decided = verdict.path, {-1, *verdict.path}  # a node below the path (or the text) was decided if tried
         kept = set(path[:num_emitted])  # an accepted node after an accepted end-of-text: the text had ended
-        rows = torch.tensor([parent + 1 for parent in tree.parents], device=tree.node_ids.device)  # (N,) parents' rows
+        rows = to_device([parent + 1 for parent in tree.parents], tree.node_ids.device)  # (N,) parents' rows
         # how sure the target was there: its top probability at temperature 1, whatever the run samples with
         target_sure = torch.softmax(self.target_logits[rows].float(), dim=-1).amax(dim=-1)  # (N,)
         node_ids = self.node_ids_on_host()
@@ -276,7 +278,7 @@ def settle_round(ids: torch.Tensor, verified: VerifiedRound, target_cache: Dynam
         drafter.take_positions(sources, ids.shape[1] + in_place)
     if fed_path_slots(tree, path):  # else the rollback below drops the tree's entries (chains keep their own)
         drafter.keep_tree_path(tree, path)
-    ids = torch.cat([ids, ids.new_tensor([new_ids])], dim=1)  # (1, n')
+    ids = torch.cat([ids, to_device([new_ids], ids.device)], dim=1)  # (1, n')
     crop_cache(target_cache, ids.shape[1] - 1)
     drafter.rollback(ids.shape[1])
     return ids, new_ids

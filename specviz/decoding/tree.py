@@ -26,6 +26,7 @@ from transformers import DynamicCache
 
 from specviz.decoding.events import RoundShape
 from specviz.decoding.forward import crop_cache, move_cache_positions, node_depths
+from specviz.models.slots import to_device
 
 TREE_WIDTH = 4  # children tried per expanded node, and nodes expanded per level (EAGLE-2's top-k and K)
 
@@ -68,11 +69,24 @@ ExpandFn = Callable[[list[int], list[int]], torch.Tensor]
 def top_children(logits: torch.Tensor, width: int) -> list[list[tuple[int, float]]]:
     """The `width` likeliest tokens of each row of logits (K, vocab) at temperature 1, with their
     probabilities, likeliest first; tokens the drafter cannot propose (-inf: outside its rows) never."""
+    return read_top_children(logits, width)[0]
+
+
+def read_top_children(logits: torch.Tensor, width: int, *riders: torch.Tensor) -> tuple[list[list[tuple[int, float]]],
+                                                                                       list[float]]:
+    """top_children, and the values of `riders` (0-d tensors) read in the same transfer: on a GPU each read
+    waits for the device, so a round reads what it needs at once."""
     values, indices = logits.float().softmax(-1).topk(width, dim=-1)  # (K, k)
-    # one transfer for both: token ids are exact in float64
-    both = torch.stack([indices.double(), values.double()]).tolist()  # [ids (K, k), probabilities (K, k)]
-    return [[(int(token_id), value) for token_id, value in zip(row_ids, row_values) if value > 0]
-            for row_ids, row_values in zip(*both)]
+    # one transfer for all: token ids are exact in float64
+    flat = torch.cat([*(rider.double().view(1) for rider in riders), indices.double().view(-1),
+                      values.double().view(-1)]).tolist()
+    ridden, flat = flat[: len(riders)], flat[len(riders) :]
+    num_rows, k = indices.shape
+    row_ids, row_values = flat[: num_rows * k], flat[num_rows * k :]
+    children = [[(int(token_id), value) for token_id, value in zip(row_ids[row * k : (row + 1) * k],
+                                                                   row_values[row * k : (row + 1) * k])
+                 if value > 0] for row in range(num_rows)]
+    return children, ridden
 
 
 def grow_tree(root_logits: torch.Tensor, expand: ExpandFn, depth: int, budget: int,
@@ -114,7 +128,7 @@ def select_best(tokens: list[int], parents: list[int], scores: list[float], prob
     """The best `budget` nodes, in creation order (so each after its parent), parents renumbered."""
     kept = sorted(sorted(range(len(tokens)), key=lambda node: (-scores[node], node))[:budget])
     index = {node: i for i, node in enumerate(kept)}
-    return DraftTree(torch.tensor([tokens[node] for node in kept], dtype=torch.long, device=device),
+    return DraftTree(to_device([tokens[node] for node in kept], device),
                      tuple(index[parents[node]] if parents[node] >= 0 else -1 for node in kept),
                      tuple(probs[node] for node in kept), tuple(slots[node] for node in kept), num_forwards)
 

@@ -179,6 +179,16 @@ def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
     return device.type == "cpu" and not graphed
 
 
+def to_device(values: Sequence[int] | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host values (ints, or a CPU tensor) on `device` without waiting for it. torch's blocking copy to a GPU
+    synchronises the stream after it, so the host would wait for every queued kernel (a verify's graph, a draft's)
+    before it could queue the next; a non-blocking copy from pageable memory is staged by the driver before the
+    call returns (the CUDA runtime's documented behaviour), so the values cannot change under it. On a CPU: the
+    same tensor."""
+    host = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.long)
+    return host.to(device, non_blocking=True)
+
+
 def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int, graphed: bool = False) -> None:
     """Write one call's rows into its inputs; filler rows read key 0 and write trash slots."""
     width, num_rows = inputs.keys.shape[0], inputs.num_rows
@@ -191,7 +201,8 @@ def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: i
     order = order.where(torch.arange(width).view(1, -1) < counts.view(-1, 1), 0)  # hidden keys read slot 0
     positions = torch.tensor([row.position for row in rows] + [0] * filler)  # (S,)
     write_at = torch.tensor([row.slot for row in rows] + list(range(trash, trash + filler)))  # (S,)
-    inputs.packed.copy_(torch.cat([positions, write_at, counts, order.view(-1)]))  # one copy to the device
+    # one copy to the device, not waited for (to_device)
+    inputs.packed.copy_(torch.cat([positions, write_at, counts, order.view(-1)]), non_blocking=True)
     inputs.ids[0, : len(rows)].copy_(ids)
     inputs.ids[0, len(rows) :] = 0
     inputs.sets = ()
