@@ -25,6 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
@@ -190,26 +191,28 @@ def to_device(values: Sequence[int] | torch.Tensor, device: torch.device) -> tor
 
 
 def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int, graphed: bool = False) -> None:
-    """Write one call's rows into its inputs; filler rows read key 0 and write trash slots."""
+    """Write one call's rows into its inputs; filler rows read key 0 and write trash slots. Built in numpy, one copy
+    to the device: a call's bookkeeping is a dozen small arrays, each a dispatched operation in torch (on a GPU the
+    host's time between graph replays)."""
     width, num_rows = inputs.keys.shape[0], inputs.num_rows
     filler = num_rows - len(rows)
-    order = torch.arange(width).repeat(num_rows, 1)  # (S, W)
+    order = np.tile(np.arange(width, dtype=np.int64), (num_rows, 1))  # (S, W)
     for index, row in enumerate(rows):
         if row.extra:
-            order[index, row.prefix : row.num_keys] = torch.tensor(row.extra)
-    counts = torch.tensor([row.num_keys for row in rows] + [1] * filler)  # (S,)
-    order = order.where(torch.arange(width).view(1, -1) < counts.view(-1, 1), 0)  # hidden keys read slot 0
-    positions = torch.tensor([row.position for row in rows] + [0] * filler)  # (S,)
-    write_at = torch.tensor([row.slot for row in rows] + list(range(trash, trash + filler)))  # (S,)
-    # one copy to the device, not waited for (to_device)
-    inputs.packed.copy_(torch.cat([positions, write_at, counts, order.view(-1)]), non_blocking=True)
+            order[index, row.prefix : row.num_keys] = row.extra
+    counts = np.array([row.num_keys for row in rows] + [1] * filler, dtype=np.int64)  # (S,)
+    order[np.arange(width) >= counts[:, None]] = 0  # hidden keys read slot 0
+    positions = [row.position for row in rows] + [0] * filler  # (S,)
+    write_at = [row.slot for row in rows] + list(range(trash, trash + filler))  # (S,)
+    packed = np.concatenate([np.array(positions + write_at, dtype=np.int64), counts, order.reshape(-1)])
+    inputs.packed.copy_(torch.from_numpy(packed), non_blocking=True)  # one copy to the device, not waited for (to_device)
     inputs.ids[0, : len(rows)].copy_(ids)
     inputs.ids[0, len(rows) :] = 0
     inputs.sets = ()
     if shares_key_sets(inputs.keys.device, graphed):
         own = [index for index, row in enumerate(rows) if row.extra]
         inputs.sets = ((tuple(index for index in range(num_rows) if index not in own), None),
-                       *(((index,), order[index]) for index in own))
+                       *(((index,), torch.from_numpy(order[index].copy())) for index in own))
 
 
 # ---- the cache -----------------------------------------------------------------------------------
