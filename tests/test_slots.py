@@ -173,6 +173,26 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_grap
     assert drafts_of(eager_model) == drafts_of(model[0]) and eager_model.num_accepted > 0
 
 
+def test_the_gpu_runs_profile_replays_every_pooled_graph_alone_and_runs_stay_as_they_were(replayed_graphs):
+    """The profile's graph timings (selfcheck_measures.graph_replays) replay a free cache's graphs back to back:
+    each graph of each network once in the table, and the next run writes what the one before them wrote."""
+    from specviz.analysis.selfcheck_measures import format_replays, graph_replays
+
+    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
+    prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
+    config = DecodeConfig(max_new_tokens=30, gamma=3, stop_at_eos=False, drafter="head")
+    before = Trace.from_events(e for e in decode_lanes(pair, prompt_ids, config) if e.lane == "speculative")
+    replays = graph_replays(pair, repeats=3)
+    assert sorted((entry["network"], entry["width"], entry["variant"]) for entry in replays) == sorted(
+        {(network, width, str(variant)) for network, model in (("target", pair.target), ("head", pair.head.body),
+                                                               ("draft model", pair.draft))
+         for width, variant in slot_calls.POOL.free[model][0].graphs})
+    assert len(replays) == len(replayed_graphs) == 12
+    assert all(entry["replay_ms"] >= entry["launch_ms"] > 0 for entry in replays)
+    assert len(format_replays(replays).splitlines()) == 1 + len(replays)
+    assert Trace.from_events(speculative_decode(pair, prompt_ids, config)).token_ids == before.token_ids
+
+
 def drafts_of(trace: Trace) -> list[tuple[int, ...]]:
     return [tuple(token.token_id for token in event.drafted) for event in trace.rounds]
 

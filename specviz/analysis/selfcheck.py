@@ -29,7 +29,8 @@ from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, load_promp
 from specviz.analysis.expectations import describe_machine
 from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds, round_line
 from specviz.analysis.selfcheck_measures import (SelfCheckConfig, baseline_against_generate, bench_drafters,
-                                                check_exactness, profile_one_run, profile_pair)
+                                                check_exactness, format_replays, graph_replays, profile_one_run,
+                                                profile_pair)
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.models.convert import default_target_id
 from specviz.models.loading import load_pair
@@ -208,6 +209,13 @@ class SelfCheck:
                                               f"in {pair.precision}, {HOST_PROMPTS} {self.bench_set[0]} prompts")
         self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n")
         self.out.say(f"{round_line(host)}; {host.reads:.1f} host reads a round; c {host.c:.3f}")
+        # each captured call alone, replayed back to back: is a call the host's launch or the device's kernels?
+        replays = graph_replays(pair)
+        if replays:
+            self.checks["graph_replays"] = replays
+            self.out.write("checks.json", self.checks)
+            self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n\n"
+                                          f"CUDA graphs replayed alone, 50 back to back\n{format_replays(replays)}\n")
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:

@@ -23,6 +23,7 @@ from specviz.decoding.engine import autoregressive_decode, clock, speculative_de
 from specviz.decoding.reference import generate_kwargs, time_generate
 from specviz.models.invariance import plain_copy
 from specviz.models.pairs import ModelPair
+from specviz.models.slot_calls import POOL
 
 
 @dataclass(frozen=True)
@@ -195,3 +196,47 @@ def profile_one_run(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) ->
     line = (f"one speculative run ({trace.num_tokens} tokens, {len(trace.rounds)} rounds) under the profiler: "
             f"{wall_s * 1e3:.0f} ms wall, {gpu_s * 1e3:.0f} ms of GPU kernels")
     return text, line
+
+
+def time_replays(graph, repeats: int, synchronize: Callable[[], None]) -> tuple[float, float]:
+    """(seconds a replay takes the host to launch, seconds a replay takes back to back, the device's work done):
+    where the second is far above the first, the device's kernels set a call's pace, not the host."""
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        graph.replay()
+    launched = time.perf_counter() - started
+    synchronize()
+    return launched / repeats, (time.perf_counter() - started) / repeats
+
+
+def graph_replays(pair: ModelPair, repeats: int = 50) -> list[dict]:
+    """Each graph the pool's free slot caches hold for the pair's networks (the target, the draft model, the head),
+    replayed `repeats` times in a row (time_replays): what one call costs the host and the device, without the
+    round's bookkeeping around it. The replays rewrite a free cache's throwaway slots, as its captures did. []
+    without graphs (a CPU, ZeroGPU)."""
+    networks = {"target": pair.target, "draft model": pair.draft, "head": pair.head.body if pair.head else None}
+    synchronize = torch.cuda.synchronize if pair.device.type == "cuda" else (lambda: None)
+    with torch.inference_mode():  # as runs replay them (a stand-in graph on a CPU writes inference tensors)
+        return [entry for name, network in networks.items() if network is not None
+                for entry in network_replays(name, network, repeats, synchronize)]
+
+
+def network_replays(name: str, network: torch.nn.Module, repeats: int, synchronize: Callable[[], None]) -> list[dict]:
+    """graph_replays for one network: the graphs of its first free cache (a second one holds the same calls)."""
+    caches = POOL.free.get(network) or []
+    graphs = sorted(caches[0].graphs.items(), key=lambda item: (item[0][0], str(item[0][1]))) if caches else []
+    found = []
+    for (width, variant), captured in graphs:
+        launch_s, replay_s = time_replays(captured.graph, repeats, synchronize)
+        found.append({"network": name, "width": width, "variant": str(variant), "launch_ms": launch_s * 1e3,
+                      "replay_ms": replay_s * 1e3, "repeats": repeats})
+    return found
+
+
+def format_replays(replays: list[dict]) -> str:
+    """graph_replays as a table: a call's launch on the host and its replay back to back, in ms."""
+    lines = [f"{'graph':<34} {'width':>6} {'launch ms':>10} {'replay ms':>10}"]
+    lines += [f"{(entry['network'] + ' ' + entry['variant'])[:34]:<34} {entry['width']:>6} {entry['launch_ms']:>10.3f} "
+              f"{entry['replay_ms']:>10.3f}" for entry in replays]
+    return "\n".join(lines)
