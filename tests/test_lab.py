@@ -419,7 +419,12 @@ def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_b
     note = theory_page.theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, None, None, view.paying_alpha)
     assert "outside the green area (α ≤ c)" in note and "(α &gt; c, the green area)" not in note
     assert PREDICTION_ONLY in note and "pays" not in note and "Recommended" not in note
-    assert "Formula predicts no gain (v = 1)" in theory_page.theory_explorer(view).layout.title.text
+    assert "Formula predicts no gain (v = 1), no gain (v = 1.50)" in theory_page.theory_explorer(view).layout.title.text
+    # the longest titles (no γ gains; the largest γ on both curves) well inside one line of the chart at 400 px,
+    # where 70 characters fitted and 72 ran past its edge
+    longest = [explorer.theory_view(0.3, 0.5, 2.5), explorer.theory_view(0.99, 0.01, 1.0)]
+    assert all(len(theory_page.theory_title(each)) <= 60 for each in longest), \
+        [theory_page.theory_title(each) for each in longest]
     good = explorer.theory_view(0.8, 0.05, 1.0)
     note = theory_page.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note  # and the formula's best γ, worded as a prediction

@@ -113,18 +113,21 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 # --- figure -------------------------------------------------------------------------------------------------------
 
 
-def theory_explorer(view: TheoryView) -> go.Figure:
-    """Left: expected speedup against γ, Leviathan's (v = 1) and with the verify costing v target
-    steps, with the last run's measured point. Right: the (c, α) plane, where speculation pays."""
+def theory_title(view: TheoryView) -> str:
+    """The formula's best γ at the sliders, with a free verify and with v, worded as a prediction (the page's
+    recommended γ is measured: GammaAnswer, in the note). The sliders' α and c are the note's, beside it: with them
+    the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at α = 0.89, c = 0.66")."""
     def best_text(best: int, speedups: Sequence[float]) -> str:  # no γ named where none gains
         return f"γ = {best}" if speedups[best - 1] > 1.0 else "no gain"
 
-    # a prediction at the sliders, worded as one (the page's recommended γ is measured: GammaAnswer, in the note);
-    # short enough for the width a phone's chart is laid out at, ui.PHONE_CHART_PX
-    title = (f"Formula predicts {best_text(view.best_gamma, view.speedups)} (v = 1), "
-             f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f}) "
-             f"at α = {view.alpha:.2f}, c = {view.cost_ratio:.2f}")
-    figure = base_figure(title, "γ (tokens drafted per round)", "× the target alone's speed")
+    return (f"Formula predicts {best_text(view.best_gamma, view.speedups)} (v = 1), "
+            f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f})")
+
+
+def theory_explorer(view: TheoryView) -> go.Figure:
+    """Left: expected speedup against γ, Leviathan's (v = 1) and with the verify costing v target
+    steps, with the last run's measured point. Right: the (c, α) plane, where speculation pays."""
+    figure = base_figure(theory_title(view), "γ (tokens drafted per round)", "× the target alone's speed")
     gammas = list(view.gammas)
     top = max([1.2, *view.speedups, *view.speedups_with_verify, view.measured_speedup or 0.0]) * 1.08
     figure.add_shape(type="rect", xref="x", yref="y", x0=0.5, x1=gammas[-1] + 0.5, y0=0, y1=1, fillcolor=LOSES_FILL,
