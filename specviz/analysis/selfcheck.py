@@ -194,28 +194,32 @@ class SelfCheck:
 
     def profile(self, deadline: float) -> bool:
         pair = self.pair_in(self.precisions[0])
+        parts: list[str] = []  # profile.txt's sections, the file rewritten after each: a cut run keeps what it has
+
+        def add_part(part: str) -> None:
+            parts.append(part)
+            self.out.write("profile.txt", "\n\n".join(parts) + "\n")
+
         text, self.profile_line = profile_pair(pair, self.config)
-        self.out.write("profile.txt", text + "\n")
+        add_part(text)
         self.out.say(self.profile_line)
         rounds_text, rounds_line = profile_one_run(pair, self.sets["examples"][0], self.config)
-        self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n")
+        add_part(f"{rounds_line}\n{rounds_text}")
         self.out.say(rounds_line)
         # a round's time outside the models' forwards (the host's) and its host reads: on a GPU what sets the pace
         host = profile_rounds(pair, self.bench_set[1][:HOST_PROMPTS],
                               HostConfig(drafter=self.drafters[0], max_new_tokens=self.config.max_new_tokens))
         self.checks["host_time"] = {**asdict(host), "host_s": host.host_s, "precision": pair.precision}
         self.out.write("checks.json", self.checks)
-        host_text = format_host_profile(host, f"{pair.name}, {host.drafter}, γ {host.gamma}, greedy, on {pair.device} "
-                                              f"in {pair.precision}, {HOST_PROMPTS} {self.bench_set[0]} prompts")
-        self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n")
+        add_part(format_host_profile(host, f"{pair.name}, {host.drafter}, γ {host.gamma}, greedy, on {pair.device} "
+                                           f"in {pair.precision}, {HOST_PROMPTS} {self.bench_set[0]} prompts"))
         self.out.say(f"{round_line(host)}; {host.reads:.1f} host reads a round; c {host.c:.3f}")
         # each captured call alone, replayed back to back: is a call the host's launch or the device's kernels?
         replays = graph_replays(pair)
         if replays:
             self.checks["graph_replays"] = replays
             self.out.write("checks.json", self.checks)
-            self.out.write("profile.txt", f"{text}\n\n{rounds_line}\n{rounds_text}\n\n{host_text}\n\n"
-                                          f"CUDA graphs replayed alone, 50 back to back\n{format_replays(replays)}\n")
+            add_part(f"CUDA graphs replayed alone, 50 back to back\n{format_replays(replays)}")
         return time.monotonic() > deadline
 
     def slots_off(self, deadline: float) -> bool:

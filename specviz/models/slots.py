@@ -180,14 +180,13 @@ def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
     return device.type == "cpu" and not graphed
 
 
-def to_device(values: Sequence[int] | torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Host values (ints, or a CPU tensor) on `device` without waiting for it. torch's blocking copy to a GPU
-    synchronises the stream after it, so the host would wait for every queued kernel (a verify's graph, a draft's)
-    before it could queue the next; a non-blocking copy from pageable memory is staged by the driver before the
-    call returns (the CUDA runtime's documented behaviour), so the values cannot change under it. On a CPU: the
-    same tensor."""
-    host = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.long)
-    return host.to(device, non_blocking=True)
+def to_device(values: Sequence, device: torch.device) -> torch.Tensor:
+    """Host ints (a list, or nested lists) as a long tensor on `device`, without waiting for the device. torch's
+    blocking copy to a GPU synchronises the stream after it, so the host would wait for every queued kernel (a
+    verify's graph, a draft's) before it could queue the next; a non-blocking copy from pageable memory is staged by
+    the driver before the call returns (the CUDA runtime's documented behaviour), so the values cannot change under
+    it. On a CPU: no copy at all."""
+    return torch.tensor(values, dtype=torch.long).to(device, non_blocking=True)
 
 
 def fill_inputs(inputs: CallInputs, rows: list[Row], ids: torch.Tensor, trash: int, graphed: bool = False) -> None:
