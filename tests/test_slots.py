@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from unittest import mock
 
 import pytest
 import torch
 
 from specviz.analysis.bench import load_prompts
+from specviz.analysis.host_time import ReadCounter
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
+from specviz.decoding import drafters, engine
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode, warm_up
+from specviz.decoding.events import RoundEvent
 from specviz.models import fixed_rows, slot_calls, slots
 from specviz.models.loading import load_pair
-from specviz.models.pairs import ModelPair
+from specviz.models.pairs import ModelPair, RowScorer
 from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
 from tests.graph_replay import ReplayGraph
 from tests.test_head import with_head
@@ -171,6 +175,81 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_grap
     assert eager.token_ids == first.token_ids  # the replays wrote what eager calls write
     assert drafts_of(eager) == drafts_of(first) and eager.num_accepted > 0
     assert drafts_of(eager_model) == drafts_of(model[0]) and eager_model.num_accepted > 0
+
+
+def chain_rounds(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> tuple[list[RoundEvent], list[int]]:
+    """A greedy lane's rounds, and the host reads each round's drafting made."""
+    counter, reads = ReadCounter(), []
+    original = engine.draft_chain
+
+    def counted(*args, **kwargs):
+        before = counter.sites.total()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            reads.append(counter.sites.total() - before)
+
+    with mock.patch.object(engine, "draft_chain", counted), counter, torch.inference_mode():
+        rounds = [event for event in speculative_decode(pair, prompt_ids, config) if isinstance(event, RoundEvent)]
+    return rounds, reads
+
+
+def test_the_heads_greedy_drafts_run_as_one_replay_and_are_the_steps_own(replayed_graphs, monkeypatch):
+    """Where the head's calls are graphs, a greedy round's drafts after the first run as one replay
+    (slot_calls.run_head_chain), read in one transfer: the same drafts, confidences, stops, verdicts and text as step
+    by step (each step the same one-row call), where a chain would cross a key width stepping instead."""
+    pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
+    pair.head_scorer = RowScorer.over_output_of(pair.target, pair.head_rows, pair.vocab_size)  # as a loaded pair's
+    prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=20, max_len=20)[0]  # 20 + 30 + γ: one key width
+    ran = []  # per chain asked for: whether one replay drafted it
+    chain = drafters.run_head_chain
+
+    def counted_chain(*args):
+        result = chain(*args)
+        ran.append(result is not None)
+        return result
+
+    monkeypatch.setattr(drafters, "run_head_chain", counted_chain)
+    sure = []  # the drafts' confidences in the first run: the threshold is their median, so some chains are cut
+    # the last as on a GPU, where reads wait: an unsure first draft and its rivals are read at once, before any chain
+    for rivals, wait in ((0, False), (0, False), (2, False), (2, True)):
+        monkeypatch.setattr(drafters, "reads_wait", lambda device: wait)
+        confidence = float(torch.tensor(sure).median()) if sure else 0.0
+        config = DecodeConfig(max_new_tokens=30, gamma=4, stop_at_eos=False, drafter="head", draft_confidence=confidence,
+                              rivals=rivals)
+        warm_up(pair, engine.longest_text(pair, len(prompt_ids), config), config.gamma - 1)
+        ran.clear()
+        chained, chained_reads = chain_rounds(pair, prompt_ids, config)
+        assert ran.count(True) > 2, config
+        with monkeypatch.context() as stepping:
+            stepping.setattr(drafters.HeadDrafter, "chain_after", lambda self, predicted: None)
+            stepped, stepped_reads = chain_rounds(pair, prompt_ids, config)
+        # the same rounds; only the forwards counted differ (a chain drafts on past an unsure draft, then is cut)
+        assert [dataclasses.replace(event, draft_s=0.0, verify_s=0.0, num_draft_forwards=0) for event in chained] == [
+            dataclasses.replace(event, draft_s=0.0, verify_s=0.0, num_draft_forwards=0) for event in stepped], config
+        assert any(event.gamma == config.gamma for event in chained)  # whole chains (the random head's are rejected:
+        # test_the_default_pair_replayed_as_graphs… runs chains the target accepts)
+        sure = sure or [node.draft_confidence for event in chained for node in event.nodes if node.draft_prob]
+        if confidence:
+            assert any(event.stopped_unsure for event in chained)  # cut chains were met
+        # a chain round reads once (and, where rivals may be offered, the first draft's confidence before), not once a
+        # step; a round of rivals as before (test_host_time: 1 where reads wait, else 3)
+        assert len(chained_reads) == len(chained)
+        chain_reads = [reads for reads, event in zip(chained_reads, chained) if event.shape == "chain"]
+        assert max(chain_reads) == (2 if rivals else 1), config
+        if confidence:  # (at 0 the loop reads every confidence at once after its steps too)
+            assert sum(chained_reads) < sum(stepped_reads), config
+    assert set(ran) == {True}
+    # a chain that would cross a key width (64 keys a block on a CPU) is not run: the loop steps
+    cache = slot_calls.pooled_cache(pair.head.body, pair.context_length)
+    state, first = torch.zeros(1, pair.head.config.hidden_size), torch.zeros(1, dtype=torch.long)
+    score = functools.partial(drafters.score_rows, pair.head_scorer)
+    embed = pair.target.get_input_embeddings()
+    cache.length = 62  # its steps would read 63, 64, 65 keys
+    with torch.inference_mode():  # as runs replay the graphs (the stand-in writes inference tensors)
+        assert slot_calls.run_head_chain(pair.head, embed, score, cache, state, first, 3) is None and cache.length == 62
+        assert slot_calls.run_head_chain(pair.head, embed, score, cache, state, first, 2) is not None
+    assert cache.length == 64
 
 
 def test_the_gpu_runs_profile_replays_every_pooled_graph_alone_and_runs_stay_as_they_were(replayed_graphs):

@@ -171,7 +171,7 @@ def timed_runs(pair: ModelPair, prompt_ids: list[list[int]], config: BenchConfig
     that baseline, speculative) for each γ and tree budget; a consumer may stop between any two."""
     # the caches' most positions: the longest prompt with its new tokens and the widest round (engine.longest_text)
     widest = config.decode_config(0.0, config.seed, max(config.gammas, default=1), max(config.trees, default=0))
-    warm_up(pair, max((longest_text(pair, len(ids), widest) for ids in prompt_ids), default=0))
+    warm_up(pair, max((longest_text(pair, len(ids), widest) for ids in prompt_ids), default=0), widest.gamma - 1)
     for repeat in range(config.repeats):
         for temperature in config.temperatures:
             for index, ids in enumerate(prompt_ids):

@@ -184,7 +184,8 @@ def profile_rounds(pair: ModelPair, prompts: list[Prompt], config: HostConfig) -
                                  stop_at_eos=False)  # every run the same length, so rounds compare
     engine.check_drafter(pair, decode_config)
     prompt_ids = encode_prompts(pair, prompts, None)
-    engine.warm_up(pair, max(engine.longest_text(pair, len(ids), decode_config) for ids in prompt_ids))
+    engine.warm_up(pair, max(engine.longest_text(pair, len(ids), decode_config) for ids in prompt_ids),
+                   decode_config.gamma - 1)
     lanes = ("baseline", "speculative")
     with torch.inference_mode():
         for ids, lane in itertools.product(prompt_ids, lanes):  # untimed: first calls allocate, choose kernels

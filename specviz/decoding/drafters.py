@@ -17,6 +17,7 @@ words).
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, ClassVar, NamedTuple, Sequence
 
 import torch
@@ -28,8 +29,8 @@ from specviz.decoding.forward import crop_cache, forward_new_hidden, forward_new
 from specviz.decoding.sampling import ProbsFn, sample
 from specviz.decoding.tree import DraftTree, grow_tree, keep_fed_path, read_top_children, top_children
 from specviz.models.pairs import ModelPair, RowScorer, scorer_for
-from specviz.models.slot_calls import (given_back, pooled_cache, prepare_pooled, run_head_rows, run_hidden_rows,
-                                       run_rows)
+from specviz.models.slot_calls import (given_back, pooled_cache, prepare_pooled, run_head_chain, run_head_rows,
+                                       run_hidden_rows, run_rows)
 from specviz.models.slots import SlotCache, to_device, uses_slots
 
 
@@ -103,6 +104,9 @@ class Drafter:
 
 
 DrafterFactory = Callable[[ModelPair, DecodeConfig, ProbsFn, torch.Generator], Drafter]
+# A greedy drafter's next k drafts after a first pick (1,), without a host read: ids (k,), confidences (k,), logits
+# (k, vocab); None where it cannot (the loop then steps)
+ChainFn = Callable[[torch.Tensor, int], "tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None"]
 
 
 def reads_wait(device: torch.device) -> bool:
@@ -133,9 +137,11 @@ class NetworkDrafter(Drafter):
         self.cache = given_back(self.body, self.cache)
 
     def draft_tokens(self, logits: torch.Tensor, confidence: torch.Tensor,
-                     advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int) -> Proposal:
+                     advance: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]], num_tokens: int,
+                     chain: ChainFn | None = None) -> Proposal:
         """The drafting loop: pick a token from the drafter's logits (1, vocab), then `advance(token)` gives the
-        next logits and confidence, up to num_tokens.
+        next logits and confidence, up to num_tokens. Greedy, a `chain` may draft all the rest at once
+        (chained_proposal).
 
         A round stops after a token the drafter was less sure of than DecodeConfig.draft_confidence (0 = never):
         where a (γ+1)-token verify costs more than a step, drafts that will be rejected cost twice. The unsure token
@@ -164,6 +170,11 @@ class NetworkDrafter(Drafter):
             if read[0] < threshold:
                 rivals = tuple(children[0][1:])  # its 2nd..(1+num_rivals)th likeliest
                 num_tokens = 1
+        if to_probs.greedy and chain is not None and num_tokens > 1:
+            first = logits.argmax(-1)  # (1,)
+            chained = chain(first, num_tokens - 1)
+            if chained is not None:
+                return self.chained_proposal(first, logits, confidence, chained, num_tokens)
         drafted, probs, confidences, kept_logits = [], [], [], []
         stopped_unsure = False
         for step in range(num_tokens):
@@ -197,6 +208,27 @@ class NetworkDrafter(Drafter):
         read += torch.stack(unread).tolist() if unread else []
         return Proposal(draft_ids, draft_probs, len(drafted), tuple(read),
                         stopped_unsure or (bool(rivals) and asked > 1), rivals, tuple(kept_logits), first_id)
+
+    def chained_proposal(self, first: torch.Tensor, logits: torch.Tensor, confidence: torch.Tensor,
+                         chained: tuple[torch.Tensor, torch.Tensor, torch.Tensor], num_tokens: int) -> Proposal:
+        """A greedy chain's proposal from all num_tokens drafts, computed without a read between them (a `chain`:
+        first's successors' ids (k,), confidences (k,), logits (k, vocab)) and read in one transfer, cut where the
+        loop would have stopped: after the first draft less sure than the threshold. The drafts kept are the loop's
+        own (each a step's argmax over the same states); the ones after the cut cost the device, not the host."""
+        ids, confidences, chain_logits = chained
+        # one transfer (a token id is exact in float64): the first id, then every draft's confidence
+        values = torch.cat([first.double(), confidence.double().view(1), confidences.double()]).tolist()
+        first_id, sure = int(values[0]), values[1:]
+        threshold, num_drafted = self.config.draft_confidence, num_tokens
+        if threshold > 0:
+            num_drafted = next((step + 1 for step in range(num_tokens - 1) if sure[step] < threshold), num_tokens)
+        draft_ids = torch.cat([first, ids[: num_drafted - 1]])  # (γ',): a copy (the chain's outputs are rewritten)
+        draft_probs = torch.nn.functional.one_hot(draft_ids, self.vocab_size).float()  # (γ', vocab)
+        kept_logits = ()
+        if self.config.inspect:
+            kept_logits = (logits.clone(), *(chain_logits[step : step + 1].clone() for step in range(num_drafted - 1)))
+        return Proposal(draft_ids, draft_probs, num_tokens, tuple(sure[:num_drafted]), num_drafted < num_tokens, (),
+                        kept_logits, first_id)
 
 
 class ModelDrafter(NetworkDrafter):
@@ -293,6 +325,9 @@ class HeadDrafter(NetworkDrafter):
         # the target's own output head, its head rows only
         self.scorer = scorer_for(pair.head_scorer, pair.target, pair.head_rows, pair.vocab_size)
         self.features: torch.Tensor | None = None  # (1, known, d·(1+n)): the target's true hidden states
+        # A graph holds its scorer's weights by address: only the pair's own scorer, which lives as long as the pair
+        # (and the head's caches, graphs and all), may be captured in a drafting chain; one built per run may not.
+        self.chains = self.scorer is pair.head_scorer
         super().__init__(pair, config, to_probs, generator, pair.head.body)
 
     @classmethod
@@ -319,8 +354,7 @@ class HeadDrafter(NetworkDrafter):
 
     def row_logits(self, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Full-vocabulary logits (1, vocab), -inf outside the rows, and the head's top probability."""
-        logits, row_logits = self.scorer(predicted)  # (1, vocab), (1, rows)
-        return logits, top_probability(row_logits)
+        return score_rows(self.scorer, predicted)
 
     def catch_up(self, committed_ids: torch.Tensor) -> torch.Tensor:
         """Read the true states the last verify added; return the predicted state at the last committed
@@ -341,10 +375,19 @@ class HeadDrafter(NetworkDrafter):
             return self.row_logits(predicted)
 
         logits, confidence = self.row_logits(predicted)
-        proposal = self.draft_tokens(logits, confidence, advance, num_tokens)
+        proposal = self.draft_tokens(logits, confidence, advance, num_tokens, self.chain_after(predicted))
         # Keep only what was read with true states: the verify's states replace the rest.
         crop_cache(self.cache, num_committed - 1)
         return proposal
+
+    def chain_after(self, predicted: torch.Tensor) -> ChainFn | None:
+        """Where the head's calls are CUDA graphs, its greedy drafts after the predicted state (1, d) in one replay
+        (slot_calls.run_head_chain): on a GPU the host's work between steps, not the head's kernels, set drafting's
+        pace (a step's graph replays in 0.16 ms on an H200; a round's drafting took 1.34 ms)."""
+        if not (self.chains and isinstance(self.cache, SlotCache) and self.cache.graphed):
+            return None
+        return lambda first_id, num_steps: run_head_chain(self.head, self.embed, self.row_logits, self.cache,
+                                                          predicted, first_id, num_steps)
 
     def propose_tree(self, committed_ids: torch.Tensor, depth: int, budget: int) -> DraftTree:
         """A draft tree (specviz.decoding.tree): one head forward per level over the whole frontier, each
@@ -390,9 +433,17 @@ def prepare_draft_graphs(pair: ModelPair, longest: int) -> int:
     return prepare_pooled(pair.draft, pair.context_length, pair.device, longest, steps)
 
 
-def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
+def score_rows(scorer: RowScorer, predicted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A head's full-vocabulary logits (1, vocab) for its predicted state (1, d), -inf outside its rows, and its top
+    probability (0-d)."""
+    logits, row_logits = scorer(predicted)  # (1, vocab), (1, rows)
+    return logits, top_probability(row_logits)
+
+
+def prepare_head_graphs(pair: ModelPair, longest: int, chain_steps: int = 0) -> int:
     """The head's graphs (slot_calls.prepare_graphs) for runs of up to `longest` positions: its catch-up over the
-    target's states and its drafting over its own predictions, at every key width."""
+    target's states and its drafting over its own predictions, at every key width; with `chain_steps`, its greedy
+    drafting chains (run_head_chain) of 1 to that many steps, each ending at the width's last slot."""
     size = pair.head.config.hidden_size
     filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
     embed = pair.target.get_input_embeddings()
@@ -400,6 +451,15 @@ def prepare_head_graphs(pair: ModelPair, longest: int) -> int:
     dtype = pair.target.dtype
     steps = [lambda c, w=w: run_head_rows(pair.head, embed, c, torch.zeros(1, 1, w, dtype=dtype, device=pair.device),
                                           filler) for w in widths]
+    state = torch.zeros(1, size, dtype=dtype, device=pair.device)  # (1, d)
+
+    def chain(cache: SlotCache, num_steps: int) -> None:
+        cache.length -= num_steps - 1  # prepare_graphs set it for one row reading the width's last key
+        run_head_chain(pair.head, embed, functools.partial(score_rows, pair.head_scorer), cache, state, filler[0],
+                       num_steps)
+
+    if pair.head_scorer is not None:  # as HeadDrafter.chains: only the pair's own scorer is captured
+        steps += [functools.partial(chain, num_steps=num_steps) for num_steps in range(1, chain_steps + 1)]
     return prepare_pooled(pair.head.body, pair.context_length, pair.device, longest, steps)
 
 

@@ -188,16 +188,17 @@ def top2_logit_gap(pair: ModelPair, ids: list[int]) -> float:
 
 
 @torch.inference_mode()
-def warm_up(pair: ModelPair, longest: int = 0) -> None:
+def warm_up(pair: ModelPair, longest: int = 0, chain_steps: int = 0) -> None:
     """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed; where the
-    target runs in slots on CUDA, the graphs of every call a run of up to `longest` positions meets."""
+    target runs in slots on CUDA, the graphs of every call a run of up to `longest` positions meets, the head's
+    drafting chains up to `chain_steps` (γ − 1) among them."""
     if longest and uses_slots(pair.target):
         filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
         variants = (None,) + ((tuple(pair.head.target_layers),) if pair.head is not None else ())
         steps = [functools.partial(run_rows, pair.target, new_ids=filler, layers=layers) for layers in variants]
         prepare_pooled(pair.target, pair.context_length, pair.device, longest, steps)
         if pair.head is not None:
-            prepare_head_graphs(pair, longest)
+            prepare_head_graphs(pair, longest, chain_steps)
         if pair.draft is not None:
             prepare_draft_graphs(pair, longest)
     ids = torch.arange(1, 5, device=pair.device).view(1, 4) % pair.vocab_size  # (1, 4)
@@ -224,6 +225,6 @@ def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, l
     # (pair, prompt_ids, config, lane=name) → events, resolved by name from the catalogue when a run asks for it,
     # so the reference lane (built on this module) needs no import here
     decoders = [(lane, resolve(LANE_INFO[lane].decoder)) for lane in lanes]
-    warm_up(pair, longest_text(pair, len(prompt_ids), config))
+    warm_up(pair, longest_text(pair, len(prompt_ids), config), config.gamma - 1)
     for lane, decode in decoders:
         yield from decode(pair, prompt_ids, config, lane=lane)

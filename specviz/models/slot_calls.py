@@ -67,6 +67,22 @@ def capture(call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured:
 GRAPHS = {"captured": 0, "failed": None}
 
 
+def graph_for(cache: SlotCache, key: tuple, call: Callable[[], tuple[torch.Tensor, ...]]) -> Captured | None:
+    """The cache's graph of `key`, captured at its first use; None where the capture fails: from then on the
+    cache's calls run eagerly (still exact), the reason kept for the machine record and warned once."""
+    if key not in cache.graphs:
+        try:
+            cache.graphs[key] = capture(call)
+            GRAPHS["captured"] += 1
+        except Exception as error:  # noqa: BLE001 — whatever CUDA raises, the call still runs eagerly
+            cache.graphed = False
+            if GRAPHS["failed"] is None:
+                GRAPHS["failed"] = f"{type(error).__name__}: {error}"
+                warnings.warn(f"CUDA graph capture failed, running slots eagerly: {GRAPHS['failed']}", RuntimeWarning)
+            return None
+    return cache.graphs[key]
+
+
 def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
               body: Callable[[CallInputs], tuple[torch.Tensor, ...]], variant: object,
               prepare: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
@@ -85,20 +101,10 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
         if prepare is not None:
             prepare(done, done + len(rows_of_call))
         cache.write_at = inputs.write_at
-        key = (width, variant)
-        if cache.graphed and key not in cache.graphs:
-            try:
-                cache.graphs[key] = capture(lambda: body(inputs))
-                GRAPHS["captured"] += 1
-            except Exception as error:  # noqa: BLE001 — whatever CUDA raises, the call still runs eagerly
-                cache.graphed = False  # this cache's calls stay eager: still exact
-                if GRAPHS["failed"] is None:  # the reason kept for the machine record, warned once
-                    GRAPHS["failed"] = f"{type(error).__name__}: {error}"
-                    warnings.warn(f"CUDA graph capture failed, running slots eagerly: {GRAPHS['failed']}",
-                                  RuntimeWarning)
-        if cache.graphed:
-            cache.graphs[key].graph.replay()
-            outputs = cache.graphs[key].outputs
+        graph = graph_for(cache, (width, variant), lambda: body(inputs)) if cache.graphed else None
+        if graph is not None:
+            graph.graph.replay()
+            outputs = graph.outputs
         else:
             outputs = body(inputs)
         # Copied out: a graph's outputs are overwritten by its next replay (the forward's next call, maybe)
@@ -160,6 +166,67 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
                      specviz_sets=inputs.sets),)
 
     return run_calls(cache, next_ids, parents, body, ("head", width), prepare)[0]  # (n, d)
+
+
+ScoreFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # state (1, d) → logits (1, vocab), confidence
+
+
+def run_head_chain(head, embed, score: ScoreFn, cache: SlotCache, state: torch.Tensor, first_id: torch.Tensor,
+                   num_steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """A greedy head's next `num_steps` drafts in one CUDA graph replay: from its predicted state (1, d) at the cache's
+    length and the draft picked there (1,), each step is run_head_rows' one-row call (the same S rows, key width and
+    kernels, so the same states bit for bit), scored by `score`, its argmax fed to the next; no host work or read
+    between them. Returns the ids (k,), confidences (k,) and logits (k, vocab), which the next replay overwrites; None
+    where no graph can hold the chain (an eager cache: the caller steps as before; steps crossing a key width)."""
+    length, block = cache.length, key_block(state.device)
+    width = key_width(length + 1, block)
+    if not cache.graphed or key_width(length + num_steps, block) != width or length + num_steps > cache.capacity:
+        return None
+    steps = [cache.inputs.get((width, "chain", step)) or cache.inputs.setdefault(
+        (width, "chain", step), CallInputs.empty(width, state.device)) for step in range(num_steps)]
+    for step, inputs in enumerate(steps):  # positions and keys from the host; each id is written in the graph
+        fill_inputs(inputs, plan_rows(length + step, 1), first_id, cache.capacity, graphed=True)
+    size = state.shape[-1]
+    # A step's S rows are run_head_rows' own buffer for the head's predictions (filler rows zero), made as it makes it:
+    # each state is rounded to its dtype as a stepped call rounds it
+    feed = cache.extras.get(size)
+    if feed is None:
+        feed = cache.extras[size] = state.new_zeros(1, call_rows(state.device), size)  # (1, S, d)
+    if "chain first" not in cache.extras:  # what the graphs read besides: the first state and the first id
+        cache.extras["chain start"] = feed.new_zeros(1, size)  # (1, d)
+        cache.extras["chain first"] = first_id.new_zeros(1)  # (1,)
+    start, first = cache.extras["chain start"], cache.extras["chain first"]
+    start.copy_(state)
+    first.copy_(first_id)
+    # Filler rows read zeros, as a stepped call's do: the buffer may hold a catch-up's states (its width can be the
+    # same), and an int8 head rounds a call's inputs with one range, filler rows included (run_head_rows)
+    feed[0, 1:].zero_()
+
+    def body() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        ids, confidences, logits_rows = [], [], []
+        predicted, next_id = start, first
+        for inputs in steps:
+            inputs.ids[0, :1].copy_(next_id)
+            feed[0, :1].copy_(predicted)
+            cache.write_at = inputs.write_at
+            predicted = head(feed, embed(inputs.ids), cache, inputs.positions, inputs.visible,
+                             specviz_order=inputs.order, specviz_sets=inputs.sets)[0, :1]  # (1, d)
+            logits, confidence = score(predicted)  # (1, vocab), 0-d
+            next_id = logits.argmax(-1)  # (1,)
+            ids.append(next_id)
+            confidences.append(confidence.view(1))
+            logits_rows.append(logits)
+        return torch.cat(ids), torch.cat(confidences), torch.cat(logits_rows)  # (k,), (k,), (k, vocab)
+
+    try:
+        graph = graph_for(cache, (width, ("chain", num_steps)), body)
+    finally:
+        cache.write_at = None  # set by the capture's runs; a replay reads the steps' own
+    if graph is None:
+        return None  # the caller steps eagerly
+    graph.graph.replay()
+    cache.length += num_steps
+    return graph.outputs
 
 
 def prepare_graphs(cache: SlotCache, device: torch.device, longest: int,

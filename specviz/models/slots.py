@@ -227,7 +227,7 @@ class SlotCache(StaticCache):
         self.length = 0
         self.write_at: torch.Tensor | None = None  # (S,), set before each call
         self.graphs: dict[tuple, object] = {}  # CUDA only: slot_calls.Captured per (width, variant)
-        self.inputs: dict[int, CallInputs] = {}  # per width
+        self.inputs: dict[object, CallInputs] = {}  # per width; a head's drafting chain's per (width, "chain", step)
         self.extras: dict[object, torch.Tensor] = {}  # other inputs a body reads at fixed addresses
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
