@@ -28,8 +28,12 @@ PROMPT = [7, 8, 9, 10, 7, 8, 9, 11]
 def reads_per_call(name: str, settings: dict) -> tuple[list[int], list[RoundEvent]]:
     """Run a greedy speculative lane on a tiny random pair, counting the host reads made inside each call of the
     engine's function `name`."""
-    pair = tiny_pair("llama")
     config = DecodeConfig(gamma=4, temperature=0.0, max_new_tokens=40, stop_at_eos=False, **settings)
+    return rounds_and_reads(name, tiny_pair("llama"), PROMPT, config)
+
+
+def rounds_and_reads(name: str, pair, prompt_ids: list[int], config: DecodeConfig) -> tuple[list[int], list[RoundEvent]]:
+    """A speculative lane's rounds, and the host reads made inside each call of the engine's function `name`."""
     counter, per_call = ReadCounter(), []
     original = getattr(engine, name)
 
@@ -41,7 +45,7 @@ def reads_per_call(name: str, settings: dict) -> tuple[list[int], list[RoundEven
             per_call.append(counter.sites.total() - before)
 
     with mock.patch.object(engine, name, counted), counter, torch.inference_mode():
-        events = [event for event in engine.speculative_decode(pair, PROMPT, config)
+        events = [event for event in engine.speculative_decode(pair, prompt_ids, config)
                   if isinstance(event, RoundEvent)]
     return per_call, events
 

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from unittest import mock
 
 import pytest
 import torch
 
 from specviz.analysis.bench import load_prompts
-from specviz.analysis.host_time import ReadCounter
 from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding import drafters, engine
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode, warm_up
-from specviz.decoding.events import RoundEvent
 from specviz.models import fixed_rows, slot_calls, slots
 from specviz.models.loading import load_pair
 from specviz.models.pairs import ModelPair, RowScorer
 from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width, plan_rows
 from tests.graph_replay import ReplayGraph
 from tests.test_head import with_head
+from tests.test_host_time import rounds_and_reads
 from tests.test_invariance import assert_rows_match
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
@@ -177,23 +175,6 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_grap
     assert drafts_of(eager_model) == drafts_of(model[0]) and eager_model.num_accepted > 0
 
 
-def chain_rounds(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig) -> tuple[list[RoundEvent], list[int]]:
-    """A greedy lane's rounds, and the host reads each round's drafting made."""
-    counter, reads = ReadCounter(), []
-    original = engine.draft_chain
-
-    def counted(*args, **kwargs):
-        before = counter.sites.total()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            reads.append(counter.sites.total() - before)
-
-    with mock.patch.object(engine, "draft_chain", counted), counter, torch.inference_mode():
-        rounds = [event for event in speculative_decode(pair, prompt_ids, config) if isinstance(event, RoundEvent)]
-    return rounds, reads
-
-
 def test_the_heads_greedy_drafts_run_as_one_replay_and_are_the_steps_own(replayed_graphs, monkeypatch):
     """Where the head's calls are graphs, a greedy round's drafts after the first run as one replay
     (slot_calls.run_head_chain), read in one transfer: the same drafts, confidences, stops, verdicts and text as step
@@ -219,11 +200,11 @@ def test_the_heads_greedy_drafts_run_as_one_replay_and_are_the_steps_own(replaye
                               rivals=rivals)
         warm_up(pair, engine.longest_text(pair, len(prompt_ids), config), config.gamma - 1)
         ran.clear()
-        chained, chained_reads = chain_rounds(pair, prompt_ids, config)
+        chained_reads, chained = rounds_and_reads("draft_chain", pair, prompt_ids, config)
         assert ran.count(True) > 2, config
         with monkeypatch.context() as stepping:
             stepping.setattr(drafters.HeadDrafter, "chain_after", lambda self, predicted: None)
-            stepped, stepped_reads = chain_rounds(pair, prompt_ids, config)
+            stepped_reads, stepped = rounds_and_reads("draft_chain", pair, prompt_ids, config)
         # the same rounds; only the forwards counted differ (a chain drafts on past an unsure draft, then is cut)
         assert [dataclasses.replace(event, draft_s=0.0, verify_s=0.0, num_draft_forwards=0) for event in chained] == [
             dataclasses.replace(event, draft_s=0.0, verify_s=0.0, num_draft_forwards=0) for event in stepped], config

@@ -141,6 +141,17 @@ def run_hidden_rows(model, cache: SlotCache, new_ids: torch.Tensor, parents: Seq
                      "hidden")[0]  # (n, d)
 
 
+def head_inputs(cache: SlotCache, features: torch.Tensor) -> torch.Tensor:
+    """The buffer (1, S, F) a head's calls read features of width F from (the target's states with its lower layers, or
+    the head's own predictions), at a fixed address (graphs read it), made at its first use in those features' dtype:
+    each state is rounded to it, stepped or chained alike."""
+    width = features.shape[-1]
+    buffer = cache.extras.get(width)
+    if buffer is None:
+        buffer = cache.extras[width] = features.new_zeros(1, call_rows(features.device), width)  # (1, S, F)
+    return buffer
+
+
 def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_ids: torch.Tensor,
                   parents: Sequence[int] = ()) -> torch.Tensor:
     """A draft head's forward (specviz.models.draft_head) in slots: its states (n, d) for features (1, n, F)
@@ -150,10 +161,7 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
         positions = torch.arange(next_ids.shape[1], device=next_ids.device).view(1, -1)  # (1, n)
         return read_prompt_with(cache, lambda prompt_cache: head(features, embed(next_ids), prompt_cache,
                                                                  positions)[0])  # (n, d)
-    width = features.shape[-1]  # the target's states with its lower layers, or the head's own predictions
-    buffer = cache.extras.get(width)
-    if buffer is None:
-        buffer = cache.extras[width] = features.new_zeros(1, call_rows(features.device), width)  # (1, S, F): graphs read it
+    buffer = head_inputs(cache, features)  # (1, S, F)
 
     def prepare(first: int, stop: int) -> None:
         buffer[0, : stop - first].copy_(features[0, first:stop])
@@ -165,7 +173,7 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
         return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order,
                      specviz_sets=inputs.sets),)
 
-    return run_calls(cache, next_ids, parents, body, ("head", width), prepare)[0]  # (n, d)
+    return run_calls(cache, next_ids, parents, body, ("head", features.shape[-1]), prepare)[0]  # (n, d)
 
 
 ScoreFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # state (1, d) → logits (1, vocab), confidence
@@ -186,14 +194,9 @@ def run_head_chain(head, embed, score: ScoreFn, cache: SlotCache, state: torch.T
         (width, "chain", step), CallInputs.empty(width, state.device)) for step in range(num_steps)]
     for step, inputs in enumerate(steps):  # positions and keys from the host; each id is written in the graph
         fill_inputs(inputs, plan_rows(length + step, 1), first_id, cache.capacity, graphed=True)
-    size = state.shape[-1]
-    # A step's S rows are run_head_rows' own buffer for the head's predictions (filler rows zero), made as it makes it:
-    # each state is rounded to its dtype as a stepped call rounds it
-    feed = cache.extras.get(size)
-    if feed is None:
-        feed = cache.extras[size] = state.new_zeros(1, call_rows(state.device), size)  # (1, S, d)
+    feed = head_inputs(cache, state)  # (1, S, d): a stepped call's own buffer, so each state rounds as there
     if "chain first" not in cache.extras:  # what the graphs read besides: the first state and the first id
-        cache.extras["chain start"] = feed.new_zeros(1, size)  # (1, d)
+        cache.extras["chain start"] = feed.new_zeros(1, state.shape[-1])  # (1, d)
         cache.extras["chain first"] = first_id.new_zeros(1)  # (1,)
     start, first = cache.extras["chain start"], cache.extras["chain first"]
     start.copy_(state)
