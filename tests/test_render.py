@@ -120,6 +120,18 @@ def test_figures_have_data():
     assert residual and max(residual[0].y) == 0.7
 
 
+def test_a_draft_position_no_round_reached_says_so_instead_of_a_zero_bar():
+    """Round 1 of make_run drafted 3 but its second draft failed: its third was never examined, so position 3 has no
+    rate (no bar, the words instead), not a rate of 0 that reads "rejected there"."""
+    speculative = make_run().speculative.trace
+    both = plots.per_position_acceptance(speculative)
+    assert list(both.data[0].y) == [1.0, 0.5, 1.0] and not both.layout.annotations  # every position examined
+    first = plots.per_position_acceptance(Trace(lane="speculative", rounds=speculative.rounds[:1]))
+    assert list(first.data[0].y) == [1.0, 0.0, None]  # accepted, rejected, never examined
+    [note] = first.layout.annotations
+    assert note.text == plots.UNREACHED and note.x == 3
+
+
 def test_empty_traces_give_hint_figures():
     empty = Trace(lane="speculative")
     for figure in (plots.accepted_per_round(empty, 4), plots.cumulative_acceptance(empty), plots.per_position_acceptance(empty)):

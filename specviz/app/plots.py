@@ -140,19 +140,28 @@ def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace, quote_sp
     return figure
 
 
+UNREACHED = "no draft<br>examined here"  # drafting always stopped, or a draft before failed
+
+
 def per_position_acceptance(speculative: Trace) -> go.Figure:
     """Acceptance at draft position i among drafts the target examined; α̂ for comparison."""
     figure = base_figure("Acceptance by draft position", "draft position", "share accepted", legend_rows=PAGE_LEGEND_ROWS)
     counts = speculative.per_position_counts()
     if not counts:
         return with_hint(figure, "drafting starts after the target-only lane")
-    rates = [accepted / examined if examined else 0.0 for accepted, examined in counts]
+    # a position no draft reached (drafting stopped, or an earlier draft failed, every round) has no rate: no bar,
+    # said in words, where a bar of 0 would read "every draft there was rejected"
+    rates = [accepted / examined if examined else None for accepted, examined in counts]
     examined = [examined for _, examined in counts]
     positions = list(range(1, len(rates) + 1))
     figure.add_bar(
         x=positions, y=rates, name="per position", marker_color=COLORS["accepted"], customdata=examined,
         hovertemplate="position %{x}: %{y:.2f} of %{customdata} examined<extra></extra>",
     )
+    for position, rate in zip(positions, rates):
+        if rate is None:
+            figure.add_annotation(x=position, y=0.04, yanchor="bottom", showarrow=False, text=UNREACHED,
+                                  font={"size": 11, "color": "#777"})
     figure.add_scatter(
         x=positions, y=[speculative.acceptance_rate] * len(positions), mode="lines", name="α̂ (all)",
         line={"dash": "dash", "color": "#444"},
