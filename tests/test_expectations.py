@@ -120,8 +120,10 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
     assert [r.prompt_set for r in expectation.records] == ["examples", "held-out"]
     text = expectation.text()
     assert text.startswith("What to expect here (a CPU with native bf16 but no AMX, in bfloat16, one thread)")
-    assert ("1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts and 1.38× (1.08–1.88) at "
-            "γ = 3 with the EAGLE-style head on held-out prompts") in text  # each figure named by its setting
+    # one setting for both figures: said once, each figure named by its prompts
+    assert ("at γ = 3 with the EAGLE-style head, greedy, over the target alone, the bench measured 1.39× (1.09–1.89) "
+            "on the example prompts and 1.38× (1.08–1.88) on held-out prompts (Some, 2026-11-25).") in text
+    assert text.count("γ = 3") == 1
     assert "1.25×" not in text and "1.29×" not in text  # another machine's, another thread count's
     assert expect("cpu-avx2", "float32", records).records[0].kind == "cpu-avx2"
 
@@ -133,10 +135,17 @@ def test_records_of_one_kind_from_two_machines_each_name_their_own(tmp_path):
     emulated["machine"] = {**emulated["machine"], "cpu": "Intel Xeon", "env": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}}
     emulated["date"] = "2026-12-03T22:51:00+00:00"
     text = expect("cpu-native-bf16", "bfloat16", write_records(tmp_path, a_record(median=1.39), emulated)).text()
-    assert "1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts (Some, 2026-11-25)" in text
-    assert "1.40× (1.10–1.90) at γ = 3 with the EAGLE-style head on held-out prompts (Intel Xeon limited to " \
-           "AVX512_CORE_BF16, 2026-12-03)" in text
-    assert "greedy, over the target alone. One run" in text
+    assert "1.39× (1.09–1.89) on the example prompts (Some, 2026-11-25)" in text
+    assert "1.40× (1.10–1.90) on held-out prompts (Intel Xeon limited to AVX512_CORE_BF16, 2026-12-03). One run" in text
+
+
+def test_figures_of_different_settings_each_name_their_own(tmp_path):
+    """Records whose best cells are other settings (γ 5, the draft model) are not one setting's figures."""
+    other = a_record(prompt_set="held-out", median=1.40)
+    other["config"]["drafter"] = "model"
+    text = expect("cpu-native-bf16", "bfloat16", write_records(tmp_path, a_record(median=1.39), other)).text()
+    assert ("the bench measured 1.39× (1.09–1.89) at γ = 3 with the EAGLE-style head on the example prompts and "
+            "1.40× (1.10–1.90) at γ = 3 with the draft model on held-out prompts, greedy, over the target alone") in text
 
 
 @pytest.mark.parametrize("alone, says_why", [(1.52, True), (1.02, False)])

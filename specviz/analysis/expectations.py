@@ -33,7 +33,7 @@ from specviz.models.precision import (cpu_has_amx, cpu_has_native_bf16, cuda_has
                                       device_default)
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
-from specviz.analysis.payoff import Measurement, Payoff, Spread
+from specviz.analysis.payoff import Measurement, Payoff, Spread, listing
 from specviz.catalogue import drafter_info
 
 # The prompt files a record can name, by the words the README and the page use for them.
@@ -329,12 +329,17 @@ class Expectation:
             # records of one kind may come from other machines (a kind emulated under kernel limits) or days:
             # each figure then names its own, never the first record's for all
             one_source = len({(record.machine, record.date) for record in self.records}) == 1
-            said = [(greedy_words(record), record) for record in self.records]
-            figures = " and ".join(words + ("" if one_source else f" ({record.machine}, {record.date})")
-                                   for words, record in said if words)
+            said = [record for record in self.records if record.best_cell(0.0) is not None]
+            settings = {setting_words(record) for record in said}
+            # several figures of one setting name it once (each its prompts); of several settings, each its own
+            shared = len(said) > 1 and len(settings) == 1
+            figures = listing([(prompts_words(record) if shared else greedy_words(record))
+                               + ("" if one_source else f" ({record.machine}, {record.date})") for record in said])
             source = f" ({first.machine}, {first.date})" if one_source else ""
-            return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): the bench measured {figures}, "
-                    f"greedy, over the target alone{source}. One run is one noisy sample."
+            measured = (f"{settings.pop()}, greedy, over the target alone, the bench measured {figures}{source}" if shared
+                        else f"the bench measured {figures}, greedy, over the target alone{source}")
+            return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): {measured}. "
+                    "One run is one noisy sample."
                     + (f" {gpu_why_text(first)}{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
                        else gpu_words_for(self.gpus)))
         if not self.others:
@@ -354,7 +359,7 @@ class Expectation:
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
         kernels = f" ({FASTER_ALONE})" if alone >= FASTER_ALONE_FROM else ""
         theirs_in = f" in {record.against_precision}" if record.against_precision else ""
-        return (f"Against plain transformers here (the bench on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}, "
+        return (f"Against plain transformers here (the bench on {set_words(record)}, "
                 f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
                 f"transformers' generate(){theirs_in}{kernels}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
                 f"transformers' own assisted generation with the draft model at {theirs:.2f}×.")
@@ -409,7 +414,7 @@ def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
 def record_words(record: BenchRecord, temperature: float) -> str:
     """Where a record measured, in a reader's words: "held-out prompts, a CPU with AVX2 only in float32, greedy, …"."""
     kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
-    return (f"{PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}, a {KIND_WORDS.get(record.kind, record.kind)} "
+    return (f"{set_words(record)}, a {KIND_WORDS.get(record.kind, record.kind)} "
             f"in {record.precision}, {kind}, {record.date}")
 
 
@@ -456,9 +461,23 @@ def greedy_words(record: BenchRecord) -> str:
     cell = record.best_cell(0.0)
     if cell is None:
         return ""
-    setting = f"γ = {cell.gamma}" + (f", a tree of {cell.tree}" if cell.tree else "")
-    return (f"{cell.speedup_text()} at {setting} with the {drafter_info(record.drafter).label} "
-            f"on {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)}")
+    return f"{cell.speedup_text()} {setting_words(record)} on {set_words(record)}"
+
+
+def setting_words(record: BenchRecord) -> str:
+    """"at γ = 3 with the EAGLE-style head": the setting of the record's best greedy cell (the caller's has one)."""
+    cell = record.best_cell(0.0)
+    return f"at γ = {cell.gamma}{f', a tree of {cell.tree}' if cell.tree else ''} with the {drafter_info(record.drafter).label}"
+
+
+def prompts_words(record: BenchRecord) -> str:
+    """"1.34× (0.90–1.82) on the example prompts": the best greedy cell's figure, its setting said once elsewhere."""
+    return f"{record.best_cell(0.0).speedup_text()} on {set_words(record)}"
+
+
+def set_words(record: BenchRecord) -> str:
+    """The record's prompts in a reader's words: "the example prompts", "held-out prompts"."""
+    return PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)
 
 
 def thread_words(threads: int, kind: str = "") -> str:
@@ -502,7 +521,7 @@ def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
     if cell is None or cell.median <= 0 or cell.num_runs < 2:
         return None
     kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
-    source = (f"the bench's {cell.num_runs} {kind} runs of {PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)} "
+    source = (f"the bench's {cell.num_runs} {kind} runs of {set_words(record)} "
               f"on a {KIND_WORDS.get(record.kind, record.kind)} in {record.precision}, γ = {cell.gamma}, "
               f"{cell.speedup_text()}, {record.date}")
     return Spread(cell.low / cell.median, cell.high / cell.median, source)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Sequence
 
 from specviz.analysis import theory
 
@@ -454,10 +455,10 @@ def setups(measured: list[Measurement]) -> str:
     return listing([m.label for m in measured])
 
 
-def listing(items: list) -> str:
-    """1, 2 and 3"""
+def listing(items: Sequence) -> str:
+    """"", "1", "1 and 2", "1, 2 and 3"."""
     words = [str(item) for item in items]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return "".join(words) if len(words) <= 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def judge_run(alpha: float, cost_ratio: float, verify_cost: float, gamma: int, speedup: float,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from specviz.catalogue import drafter_info
 from specviz.decoding.events import DraftedToken, FinishEvent, RoundEvent
+from specviz.analysis.payoff import listing
 from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.render.lanes import RoundTexts, stop_text, target_pick_text
@@ -285,13 +286,6 @@ def plain_token(text: str) -> str:
     """A drafted token before the target has judged it: outlined in the draft's colour, no verdict yet."""
     return (f'<span class="tok tok-proposed" style="border:1px solid {COLORS["draft"]};border-radius:3px;'
             f'padding:0 2px;font-family:ui-monospace,Menlo,Consolas,monospace">{visible_text(text, keep_breaks=False)}</span>')
-
-
-def listing(items: Sequence[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def drafts_in_order(event: RoundEvent, texts: RoundTexts) -> list[tuple[str, DraftedToken]]:
