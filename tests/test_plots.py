@@ -40,7 +40,19 @@ def test_bars_have_one_width():
     figure = plots.accepted_per_round(gamma1_trace(), 1)
     bars = [trace for trace in figure.data if trace.type == "bar"]
     widths = {bar.width for bar in bars}
-    assert len(bars) == 2 and len(widths) == 1 and None not in widths
+    assert len(bars) == 3 and len(widths) == 1 and None not in widths  # drafted, all accepted, rejection
+
+
+def test_each_bar_stands_in_the_outline_of_the_drafts_proposed():
+    """A bar of 2 under the γ = 3 line: the outline says whether 2 were drafted (the drafter stopped unsure) or 3
+    with the third never examined after a rejection."""
+    trace = make_run().speculative.trace  # round 1: 3 drafted, 1 accepted then a rejection; round 2: 3 of 3
+    stopped = dataclasses.replace(trace.rounds[1], round_index=2, gamma=2, stopped_unsure=True)
+    trace = Trace(lane="speculative", rounds=[*trace.rounds, stopped])
+    drafted = plots.accepted_per_round(trace, 3).data[0]
+    assert drafted.type == "bar" and drafted.name == "drafted"
+    assert list(drafted.x) == [1, 2, 3] and list(drafted.y) == [3, 3, 2]
+    assert [why for [why] in drafted.customdata] == ["", "", plots.DRAFTED_WHY]
 
 
 def test_one_draft_bonus_title_is_singular():

@@ -58,12 +58,26 @@ def speculative_rounds(trace: Trace) -> list[RoundEvent]:
     return [event for event in trace.rounds if event.gamma > 0]
 
 
+DRAFTED_WHY = " (drafting stopped: the drafter was unsure)"
+
+
 def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
-    """Bars: drafts accepted in each round, coloured by how the round ended; a line at γ."""
-    figure = base_figure("Accepted drafts per round", "round", "accepted tokens", legend_rows=PAGE_LEGEND_ROWS)
+    """Bars: drafts accepted in each round, coloured by how the round ended, each in the outline of the drafts
+    proposed; a line at γ."""
+    figure = base_figure("Accepted drafts per round", "round", "accepted, of drafted (outline)",
+                         legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
         return with_hint(figure, "drafting starts after the target-only lane")
+    # behind each bar, how many the drafter proposed: below the γ line where it stopped unsure (or the text's
+    # end was near), and above a rejection the drafts never examined
+    figure.add_bar(
+        x=[event.round_index + 1 for event in rounds], y=[event.gamma for event in rounds], width=BAR_WIDTH,
+        name="drafted", marker={"color": "rgba(0,0,0,0)", "line": {"color": COLORS["unexamined"], "width": 1.5}},
+        showlegend=False,  # the axis names the outline: a third legend entry crowds the title on a phone's width
+        customdata=[[DRAFTED_WHY if event.stopped_unsure else ""] for event in rounds],
+        hovertemplate="round %{x}: %{y} drafted%{customdata[0]}<extra></extra>",
+    )
     for kind, name in (("bonus", "all accepted (+ bonus)"), ("resample", "rejection ✕ (+ resample)")):
         chosen = [event for event in rounds if event.next_kind == kind]
         figure.add_bar(
