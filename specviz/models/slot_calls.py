@@ -83,6 +83,15 @@ def graph_for(cache: SlotCache, key: tuple, call: Callable[[], tuple[torch.Tenso
     return cache.graphs[key]
 
 
+def inputs_at(cache: SlotCache, key: object, width: int, device: torch.device) -> CallInputs:
+    """The cache's input buffers for calls of `key` (a width; a drafting chain's step at a width) reading `width` keys,
+    made at their first use and kept at fixed addresses: a graph captured over them reads them at every replay."""
+    inputs = cache.inputs.get(key)
+    if inputs is None:
+        inputs = cache.inputs[key] = CallInputs.empty(width, device)
+    return inputs
+
+
 def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
               body: Callable[[CallInputs], tuple[torch.Tensor, ...]], variant: object,
               prepare: Callable[[int, int], None] | None = None) -> list[torch.Tensor]:
@@ -96,7 +105,7 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
     parts, done = [], 0
     for rows_of_call in group_calls(rows, block, call_rows(new_ids.device)):
         width = key_width(rows_of_call[0].num_keys, block)
-        inputs = cache.inputs.get(width) or cache.inputs.setdefault(width, CallInputs.empty(width, new_ids.device))
+        inputs = inputs_at(cache, width, width, new_ids.device)
         fill_inputs(inputs, rows_of_call, new_ids[0, done : done + len(rows_of_call)], cache.capacity, cache.graphed)
         if prepare is not None:
             prepare(done, done + len(rows_of_call))
@@ -190,8 +199,7 @@ def run_head_chain(head, embed, score: ScoreFn, cache: SlotCache, state: torch.T
     width = key_width(length + 1, block)
     if not cache.graphed or key_width(length + num_steps, block) != width or length + num_steps > cache.capacity:
         return None
-    steps = [cache.inputs.get((width, "chain", step)) or cache.inputs.setdefault(
-        (width, "chain", step), CallInputs.empty(width, state.device)) for step in range(num_steps)]
+    steps = [inputs_at(cache, (width, "chain", step), width, state.device) for step in range(num_steps)]
     for step, inputs in enumerate(steps):  # positions and keys from the host; each id is written in the graph
         fill_inputs(inputs, plan_rows(length + step, 1), first_id, cache.capacity, graphed=True)
     feed = head_inputs(cache, state)  # (1, S, d): a stepped call's own buffer, so each state rounds as there
