@@ -60,6 +60,24 @@ def click_run(page) -> str:
     return page.locator("#status [data-run]").get_attribute("data-run")
 
 
+def open_section(page, elem_id: str, shown: str | None = None) -> None:
+    """Open an accordion (they start closed) by its header, and wait until its first control is drawn (a value
+    typed before that can be lost), or until `shown` is."""
+    header = page.locator(f"#{elem_id} > button").first
+    control = page.locator(shown or f"#{elem_id} :is(input, button, textarea, select):not(#{elem_id} > button)").first
+    # A click that lands while the section re-renders (a finished run refills its controls) can be lost (CI saw
+    # one, 2026-12-04): click again while the header is not marked open, then give the section its full wait.
+    for _ in range(3):
+        if "open" not in (header.get_attribute("class") or "").split():
+            header.click()
+        try:
+            control.wait_for(state="visible", timeout=5_000)
+            return
+        except Exception:  # playwright's TimeoutError (imported only where a browser is found)
+            pass
+    control.wait_for(state="visible")
+
+
 def run_and_wait(page) -> str:
     """Click Run and wait until the status says this run is done."""
     run_id = click_run(page)
@@ -476,9 +494,8 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         page.locator("#prompt textarea").fill("def add(a, b):\n")
         set_number(page, "max-new-tokens", 8)
         run_and_wait(page)
-        page.locator("#runs-so-far-section > button").first.click()  # closed at first
+        open_section(page, "runs-so-far-section", "#runs-so-far .runs-table")  # closed at first
         table = page.locator("#runs-so-far .runs-table")
-        table.wait_for()
         box, section = table.bounding_box(), page.locator("#runs-so-far").bounding_box()
         assert box["x"] + box["width"] <= section["x"] + section["width"] + 1
         overflow = table.evaluate("e => ({wide: e.scrollWidth > e.clientWidth, scrolls: getComputedStyle(e).overflowX})")
@@ -486,7 +503,7 @@ def test_a_400px_phone_keeps_run_in_view_and_every_table_column_reachable(browse
         assert "same text" in table.text_content() and "prompt" in table.text_content()
         page.wait_for_selector("#chart-timeline .js-plotly-plot .main-svg")
         time.sleep(1)  # the charts are scaled once drawn
-        page.locator("#gamma-sweep > button").first.click()  # the sweep's charts have the longest titles and legend
+        open_section(page, "gamma-sweep")  # the sweep's charts have the longest titles and legend
         set_number(page, "sweep-from", 1)
         set_number(page, "sweep-to", 2)
         set_number(page, "sweep-repeats", 1)
@@ -525,9 +542,8 @@ def test_a_400px_phone_shows_the_runs_whole_and_every_chart_label(browser, app_u
         set_number(page, "max-new-tokens", 24)
         run_and_wait(page)
         run_and_wait(page)  # two runs: a prompt under each
-        page.locator("#runs-so-far-section > button").first.click()  # closed at first
+        open_section(page, "runs-so-far-section", "#runs-so-far .runs-table")  # closed at first
         table = page.locator("#runs-so-far .runs-table")
-        table.wait_for()
         fit = table.evaluate("e => ({right: e.getBoundingClientRect().right, wide: e.scrollWidth > e.clientWidth})")
         assert fit["right"] <= 400 and not fit["wide"], fit
         prompts = page.evaluate("() => [...document.querySelectorAll('#runs-so-far .runs-table td:last-child')].map(e => "
@@ -728,8 +744,7 @@ def test_no_text_is_cut_at_400_800_and_1400_px(browser, app_url, width):
         run_and_wait(page)
         page.wait_for_selector("#inspector .inspector-table")
         page.wait_for_selector("#chart-time .plotly .trace", timeout=15_000)
-        page.locator("#theory-explorer > button").first.click()  # its two panels side by side: the widest chart
-        page.wait_for_selector("#chart-theory .js-plotly-plot .main-svg")
+        open_section(page, "theory-explorer", "#chart-theory .js-plotly-plot .main-svg")  # its two panels side by side: the widest chart
         time.sleep(1)  # the chart is scaled once drawn
         for selector in ("#legend, #legend *", "#stats, #stats *", "#inspector, #inspector *"):
             assert page.evaluate(CUT_TEXT_JS, selector) == [], (width, selector)
@@ -802,7 +817,7 @@ def test_emoji_and_arabic_read_as_characters_in_both_lanes_the_inspector_and_ste
     inspector = page.locator("#inspector").inner_text()
     assert "\ufffd" not in inspector and "∅" not in inspector, inspector
 
-    page.locator("#step-mode > button").first.click()
+    open_section(page, "step-mode")
     page.click("#step-start")
     page.wait_for_selector('#step-stages .step-stage[data-stage="prefill"]')
     for round_number in range(1, 4):

@@ -10,10 +10,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from specviz.analysis.payoff import NOTHING_WHERE, PREDICTION_ONLY, SWEEP_WHERE
-from tests.test_app_browser import choose, run_and_wait, set_number  # one home: it waits until a slider shows the value
+from tests.test_app_browser import choose, open_section, run_and_wait, set_number  # one home: it waits until a slider shows the value
 
 JOB_TIMEOUT_MS = 180_000
 TINY_PROMPT = "def fibonacci(n):\n"
@@ -28,24 +27,6 @@ def choose_tiny_code(page, prompt: str = TINY_PROMPT, temperature: float = 0.8, 
     set_number(page, "temperature", temperature)
     set_number(page, "max-new-tokens", max_new_tokens)
     set_number(page, "seed", seed)
-
-
-def open_section(page, elem_id: str) -> None:
-    """Open an accordion (they start closed) by its header, and wait until its first control is drawn (a value
-    typed before that can be lost)."""
-    header = page.locator(f"#{elem_id} > button").first
-    control = page.locator(f"#{elem_id} :is(input, button, textarea, select):not(#{elem_id} > button)").first
-    # A click that lands while the section re-renders (a finished run refills its controls) can be lost (CI saw
-    # one, 2026-12-04): click again while the header is not marked open, then give the section its full wait.
-    for _ in range(3):
-        if "open" not in (header.get_attribute("class") or "").split():
-            header.click()
-        try:
-            control.wait_for(state="visible", timeout=5_000)
-            return
-        except PlaywrightTimeoutError:
-            pass
-    control.wait_for(state="visible")
 
 
 def chart_traces(page, elem_id: str) -> dict:
