@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from specviz.analysis.expectations import read_record, run_spread
 from tests.tiny_models import make_model, make_tokenizer, noisy_copy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,7 +121,15 @@ def test_bench_json_on_the_tiny_code_pair(tmp_path):
         assert r["min_speedup"] <= r["median_speedup"] <= r["max_speedup"]
         assert 0 <= r["acceptance_rate"] <= 1 and r["c"] > 0
         assert 1 <= r["tokens_per_target_forward"] <= r["gamma"] + 1
+        # every run kept, so a reader can tell timing's noise (repeats of a prompt) from the prompts' own range
+        assert len(r["speedups"]) == 4 and statistics.median(r["speedups"]) == r["median_speedup"]
+        assert (min(r["speedups"]), max(r["speedups"])) == (r["min_speedup"], r["max_speedup"])
     assert set(report["recommended_gamma"]) == {"0.0", "1.0"}
+    record = tmp_path / "record.json"
+    record.write_text(result.stdout)
+    spread = run_spread(read_record(record), 0.0)
+    assert "ran each of its 2 prompts (custom) 2 times, greedy" in spread.source
+    assert spread.low_ratio <= 1.0 <= spread.high_ratio
 
 
 def test_the_bench_table_recommends_no_gamma_when_none_beats_the_target_alone():

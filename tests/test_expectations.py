@@ -14,7 +14,7 @@ import pytest
 
 from specviz.analysis import expectations
 from specviz.analysis.expectations import (BENCH_DIR, FASTER_ALONE, expect, invocation, load_records, machine_kind, read_record,
-                                           record_name, speed_table_cells, speed_table_row)
+                                           record_name, run_spread, speed_table_cells, speed_table_row)
 from specviz.models.presets import DEFAULT_PRESET
 
 REPO = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ def test_records_of_one_kind_from_two_machines_each_name_their_own(tmp_path):
 
 
 def test_figures_of_different_settings_each_name_their_own(tmp_path):
-    """Records whose best cells are other settings (γ 5, the draft model) are not one setting's figures."""
+    """Records whose chosen cells are other settings (γ 5, the draft model) are not one setting's figures."""
     other = a_record(prompt_set="held-out", median=1.40)
     other["config"]["drafter"] = "model"
     text = expect("cpu-native-bf16", "bfloat16", write_records(tmp_path, a_record(median=1.39), other)).text()
@@ -171,6 +171,27 @@ def test_transformers_in_another_precision_is_named_on_the_page_and_in_the_table
     report["against_hf_precision"] = "float32"  # the same as ours: nothing to say
     [same] = write_records(tmp_path, report)
     assert "bfloat16" not in expect("cpu-amx", "float32", [same]).against_plain_text()
+
+
+def test_one_runs_band_is_the_noise_of_repeats_of_one_prompt_where_the_record_kept_every_run(tmp_path):
+    # two prompts, three repeats, in the bench's order (repeat by repeat): one prompt near 1×, the other near 2×
+    runs = [0.95, 1.90, 1.00, 2.00, 1.05, 2.20]
+    report = a_record(median=1.475)
+    report["num_prompts"] = 2
+    report["results"][0].update(num_runs=6, min_speedup=0.95, max_speedup=2.20, speedups=runs)
+    [record] = write_records(tmp_path, report)
+    spread = run_spread(record, 0.0)
+    # each run against its own prompt's median: 0.95–1.05 and 0.95–1.10, not 0.64–1.49 of the pooled median
+    assert spread.low_ratio == pytest.approx(0.95) and spread.high_ratio == pytest.approx(1.10)
+    assert "ran each of its 2 example prompts 3 times, greedy" in spread.source
+    assert "the prompts themselves ranged 0.95–2.20×" in spread.source
+    # a record from before every run was kept: the pooled range, wider, never narrower
+    del report["results"][0]["speedups"]
+    (tmp_path / record.file).write_text(json.dumps(report))
+    [older] = load_records(tmp_path)
+    spread = run_spread(older, 0.0)
+    assert spread.low_ratio == pytest.approx(0.95 / 1.475) and spread.high_ratio == pytest.approx(2.20 / 1.475)
+    assert spread.source.startswith("the bench's 6 greedy runs of the example prompts")
 
 
 def test_no_matching_record_is_said_and_no_figure_is_lent_as_this_machines(tmp_path):
@@ -209,8 +230,8 @@ def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_it
     assert gpu_row["prompts × repeats"] == "held-out (first 11 of 24) × 3"  # a cut run says how far it got
 
 
-def test_the_best_cell_is_named_by_its_tree_and_drafter(tmp_path):
-    """The page's GPU figure was the record's best cell (a tree, or γ = 5) while a replay measured another: each
+def test_the_chosen_cell_is_named_by_its_tree_and_drafter(tmp_path):
+    """The page's GPU figure was the record's chosen cell (a tree, or γ = 5) while a replay measured another: each
     figure says which setting it is, so the two do not read as one claim that disagrees with itself."""
     record = a_record("cuda", "bfloat16", "held-out", median=1.13, threads=16)
     record["config"]["drafter"] = "model"

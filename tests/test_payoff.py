@@ -3,13 +3,15 @@ verdict with its detail one click away, and one GPU sentence, for the pair that 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import statistics
 from html import unescape
 
 import pytest
 
-from specviz.analysis import expectations, payoff
+from specviz.analysis import bench, expectations, payoff
 from specviz.analysis.bench import BenchResult
 from specviz.app import render
 from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
@@ -142,6 +144,46 @@ def test_the_pages_verdict_keeps_where_its_band_was_measured_in_a_details():
     assert verdict.verdict_text() in unescape(shown) and verdict.verdict_detail_text() in unescape(hidden)
 
 
+def over_prompts(runs: list[float], num_prompts: int) -> BenchResult:
+    """A bench cell that kept every run, in the bench's order (repeat by repeat, prompts in order within each)."""
+    return dataclasses.replace(cell(3, statistics.median(runs), min(runs), max(runs)), num_runs=len(runs),
+                               speedups=tuple(runs), num_prompts=num_prompts)
+
+
+def test_a_bench_cell_over_prompts_is_judged_by_its_repeats_noise_not_by_the_prompts_range():
+    # one prompt slower than the target alone (0.90×), two faster; each moved ±5 % over its three repeats
+    runs = [0.90, 1.40, 1.70, 0.95, 1.47, 1.62, 0.86, 1.33, 1.79]
+    judged = bench.measurement_of(over_prompts(runs, 3))
+    assert judged.over_prompts and judged.low == 0.86  # the prompts' range, kept and named as such
+    low, high = judged.noise_band
+    assert low == pytest.approx(1.40 * 1.33 / 1.40) and high == pytest.approx(1.40 * 0.95 / 0.90)  # 95 %–106 %
+    verdict = payoff.Payoff(0.6, 0.09, 1.1, (judged,))
+    assert verdict.pays and verdict.recommended_gamma == 3
+    assert verdict.verdict_text() == ("Speculation pays here: γ = 3 measured a median 1.40× over 9 runs (prompts "
+                                      "ranged 0.86–1.79×), above 1× beyond the noise.")
+    assert "is what they ask, not noise" in verdict.verdict_detail_text()
+    # the same figures from a bench that did not keep its runs: the prompts' range is all it has, and it reaches 1×
+    pooled = bench.measurement_of(dataclasses.replace(over_prompts(runs, 3), speedups=()))
+    assert not pooled.over_prompts and not payoff.Payoff(0.6, 0.09, 1.1, (pooled,)).pays
+    # each prompt once: no repeats, no noise measured apart from the prompts, the range judges as before
+    assert not bench.measurement_of(over_prompts(runs[:3], 3)).over_prompts
+    # a median inside its repeats' noise of 1× does not pay, however wide the prompts' range above
+    near = [0.98, 0.95, 1.60, 1.12, 0.90, 1.70]  # a median of 1.05×; the first prompt moved 93 %–107 %
+    verdict = payoff.Payoff(0.6, 0.09, 1.1, (bench.measurement_of(over_prompts(near, 3)),))
+    assert not verdict.pays and "within the noise: its median here reads" in verdict.verdict_text()
+
+
+def test_the_bench_pick_reads_a_records_kept_runs_as_the_page_does(tmp_path):
+    record = a_record(median=1.40)
+    record["num_prompts"] = 3
+    runs = [0.90, 1.40, 1.70, 0.95, 1.47, 1.62, 0.86, 1.33, 1.79]
+    record["results"][0].update(num_runs=9, min_speedup=0.86, max_speedup=1.79, speedups=runs)
+    [kept] = write_records(tmp_path, record)
+    chosen = expectations.record_payoff(kept, 0.0).chosen
+    assert chosen.over_prompts and chosen.beats_target
+    assert chosen.noise_band == bench.measurement_of(over_prompts(runs, 3)).noise_band  # one rule, two readers
+
+
 def test_the_gpu_sentence_is_the_pairs_own_record_and_nothing_where_none_measured_it(tmp_path):
     """The verdict's "a bigger target, or one on a GPU" stood beside the bench's own GPU figure for this very pair,
     and a 135 M target's GPU sentence was shown for every pair. One sentence now, from the pair's record."""
@@ -149,7 +191,7 @@ def test_the_gpu_sentence_is_the_pairs_own_record_and_nothing_where_none_measure
     gpu = a_gpu_record(median=1.11)
     records = write_records(tmp_path, gpu, a_record(median=1.39))
     sentence = expectations.gpu_text(expectations.gpu_records(records))
-    best = next(r for r in records if r.kind == "cuda").best_cell(0.0)
+    best = next(r for r in records if r.kind == "cuda").chosen_cell(0.0)
     assert best.speedup_text() in sentence and f"{best.baseline_tokens_per_s:.0f} tokens/s" in sentence
     assert f"c = {best.cost_ratio:.2f}" in sentence
     assert expectations.gpu_text(expectations.gpu_records(records, "tiny-code")) == ""  # another pair: no claim

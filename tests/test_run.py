@@ -196,7 +196,7 @@ def test_after_a_cpu_run_of_the_default_pair_the_machine_line_gives_the_gpus_fig
     gpu_record = expect_here("cpu").gpus[0]
     cpu_line = setup_of("capital of scotland · head · smollm2")
     sentence = gpu_text_for(gpu_record.pair)  # one GPU sentence, for the pair that ran, read from its record
-    assert sentence and gpu_record.best_cell(0.0).speedup_text() in sentence and sentence in cpu_line, cpu_line
+    assert sentence and gpu_record.chosen_cell(0.0).speedup_text() in sentence and sentence in cpu_line, cpu_line
     assert cpu_line.count(sentence) == 1 and setup_of("gpu h200 · capital of scotland · head · smollm2").count(sentence) == 1
     assert gpu_text_for("tiny-code") == ""  # no GPU record for that pair: nothing claimed
 

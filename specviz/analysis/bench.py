@@ -33,7 +33,7 @@ from specviz.models.pairs import ModelPair
 from specviz.models.precision import PRECISIONS
 from specviz.models.presets import ASSETS_DIR
 from specviz.analysis.expectations import record_metadata
-from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff, Spread
+from specviz.analysis.payoff import TIE_RULE, Measurement, Payoff, Spread, repeat_spread
 from specviz.analysis.theory import expected_speedup
 from specviz.analysis.trace import Trace, speedup, tokens_per_target_forward
 
@@ -108,6 +108,10 @@ class BenchResult:
     # (specviz.models.invariance; a device where it is not rounds differently at near-ties). None when sampled.
     num_diverged: int | None = None
     tree: int = 0  # the tree budget (DecodeConfig.tree; 0 = a chain)
+    # each run's speedup in the order measured (timed_runs): repeat by repeat, the prompts in order within each,
+    # so run i is prompt i mod num_prompts; repeats of one prompt say how far timing alone moves a run
+    speedups: tuple[float, ...] = ()
+    num_prompts: int = 0  # how many prompts the runs span (0: not known)
 
 
 def load_prompts(path: str | Path | None = None) -> list[Prompt]:
@@ -129,8 +133,9 @@ def to_prompt(entry) -> Prompt | None:
     return None
 
 
-def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], tree: int = 0) -> BenchResult:
-    """Pool (baseline, speculative) trace pairs into one table row."""
+def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], tree: int = 0,
+              num_prompts: int = 0) -> BenchResult:
+    """Pool (baseline, speculative) trace pairs, in the order timed_runs measured them, into one table row."""
     speedups = [speedup(base, spec) for base, spec in pairs]
     accepted = sum(spec.num_accepted for _, spec in pairs)
     examined = sum(spec.num_examined for _, spec in pairs)
@@ -155,6 +160,8 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], 
         num_runs=len(pairs),
         num_diverged=sum(base.token_ids != spec.token_ids for base, spec in pairs) if temperature == 0 else None,
         tree=tree,
+        speedups=tuple(speedups),
+        num_prompts=num_prompts,
     )
 
 
@@ -189,16 +196,18 @@ def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progr
     """Measure every cell; returns one BenchResult per (γ, tree budget, temperature)."""
     runs = timed_runs(pair, encode_prompts(pair, prompts, config.chat), config)
     total = config.num_timed_runs(len(prompts))
-    return pool(tqdm(runs, total=total, desc="bench", disable=not progress, unit="run"))
+    return pool(tqdm(runs, total=total, desc="bench", disable=not progress, unit="run"), len(prompts))
 
 
-def pool(runs: Iterable[TimedRun]) -> list[BenchResult]:
-    """Timed runs pooled into one BenchResult per (γ, tree budget, temperature), in the order first measured."""
+def pool(runs: Iterable[TimedRun], num_prompts: int = 0) -> list[BenchResult]:
+    """Timed runs (timed_runs' order, over num_prompts prompts) pooled into one BenchResult per (γ, tree budget,
+    temperature), in the order first measured."""
     cells: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
     for gamma, tree, temperature, baseline, speculative in runs:
         if speculative is not None:
             cells.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
-    return [summarise(gamma, temperature, pairs, tree) for (gamma, tree, temperature), pairs in cells.items()]
+    return [summarise(gamma, temperature, pairs, tree, num_prompts)
+            for (gamma, tree, temperature), pairs in cells.items()]
 
 
 def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
@@ -210,9 +219,14 @@ def payoff_of(results: Iterable[BenchResult], temperature: float) -> Payoff:
 
 
 def measurement_of(result: BenchResult, spread: Spread | None = None) -> Measurement:
-    """A cell as the one rule reads it; a cell of one run takes `spread`, as the page's one run does."""
+    """A cell as the one rule reads it: a cell of one run takes `spread`, as the page's one run does; a cell of
+    several prompts each run more than once is judged by its own repeats' spread, not by the prompts' range."""
+    if result.num_runs > 1:
+        spread = (repeat_spread(result.speedups, result.num_prompts,
+                                f"repeats of each of this bench's {result.num_prompts} prompts")
+                  if result.num_prompts > 1 else None)
     return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
-                       spread if result.num_runs == 1 else None, result.tree)
+                       spread, result.tree)
 
 
 def recommendation_record(results: Iterable[BenchResult], temperature: float) -> dict:

@@ -33,7 +33,7 @@ from specviz.models.precision import (cpu_has_amx, cpu_has_native_bf16, cuda_has
                                       device_default)
 from specviz.models.presets import ASSETS_DIR, DEFAULT_PRESET, preset_name
 from specviz.models.slots import SLOTS_LAYOUT
-from specviz.analysis.payoff import Measurement, Payoff, Spread, listing
+from specviz.analysis.payoff import Measurement, Payoff, Spread, listing, repeat_spread
 from specviz.catalogue import drafter_info
 
 # The prompt files a record can name, by the words the README and the page use for them.
@@ -207,6 +207,7 @@ class Cell:
     num_diverged: int | None  # greedy runs whose tokens parted from the target alone's; None when sampled
     tree: int = 0  # the draft tree's budget (0: a chain of γ)
     cost_ratio: float | None = None  # c, a draft step over a target step (None in records made before it was kept)
+    speedups: tuple[float, ...] = ()  # each run's, in the bench's order (BenchResult.speedups); () in older records
 
     def speedup_text(self) -> str:
         return f"{self.median:.2f}× ({self.low:.2f}–{self.high:.2f})"
@@ -241,10 +242,14 @@ class BenchRecord:
         """A GPU record from before the target ran in slots on CUDA: the forward a GPU runs now was not measured."""
         return self.kind == "cuda" and self.attention != SLOTS_LAYOUT
 
-    def best_cell(self, temperature: float) -> Cell | None:
-        """The cell with the highest median at this temperature."""
+    def chosen_cell(self, temperature: float) -> Cell | None:
+        """The cell the one rule picks at this temperature (record_payoff): the highest median, or the cheapest
+        setup tied with it, so every figure quoted from a record is the setup the page recommends."""
         cells = [cell for cell in self.cells if cell.temperature == temperature]
-        return max(cells, key=lambda cell: cell.median) if cells else None
+        if not cells:
+            return None
+        chosen = record_payoff(self, temperature).chosen
+        return next(cell for cell in cells if (cell.gamma, cell.tree) == (chosen.gamma, chosen.tree))
 
 
 def read_record(path: Path) -> BenchRecord:
@@ -255,7 +260,7 @@ def read_record(path: Path) -> BenchRecord:
         cells = tuple(
             Cell(r["gamma"], float(r["temperature"]), r["median_speedup"], r["min_speedup"], r["max_speedup"],
                  r["acceptance_rate"], r["verify_cost"], r["median_baseline_tokens_per_s"], r["num_runs"],
-                 r.get("num_diverged"), r.get("tree", 0), r.get("c"))
+                 r.get("num_diverged"), r.get("tree", 0), r.get("c"), tuple(r.get("speedups", ())))
             for r in report["results"]
         )
         return BenchRecord(
@@ -329,7 +334,7 @@ class Expectation:
             # records of one kind may come from other machines (a kind emulated under kernel limits) or days:
             # each figure then names its own, never the first record's for all
             one_source = len({(record.machine, record.date) for record in self.records}) == 1
-            said = [record for record in self.records if record.best_cell(0.0) is not None]
+            said = [record for record in self.records if record.chosen_cell(0.0) is not None]
             settings = {setting_words(record) for record in said}
             # several figures of one setting name it once (each its prompts); of several settings, each its own
             shared = len(said) > 1 and len(settings) == 1
@@ -339,7 +344,7 @@ class Expectation:
             measured = (f"{settings.pop()}, greedy, over the target alone, the bench measured {figures}{source}" if shared
                         else f"the bench measured {figures}, greedy, over the target alone{source}")
             return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): {measured}. "
-                    "One run is one noisy sample."
+                    f"{self.noise_text()}"
                     + (f" {gpu_why_text(first)}{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
                        else gpu_words_for(self.gpus)))
         if not self.others:
@@ -348,6 +353,18 @@ class Expectation:
         return (f"No bench record matches this machine ({where}), so specviz promises no speed here. Measured "
                 f"elsewhere, greedy: {measured}. python -m specviz bench measures this one.")
 
+
+    def noise_text(self) -> str:
+        """One run is one noisy sample, and how noisy where a record measured it: repeats of one prompt (the
+        figures' ranges above are over prompts, which differ by what they ask)."""
+        for record in self.records:
+            cell = record.chosen_cell(0.0)
+            spread = cell_spread(record, cell) if cell is not None else None
+            if spread is not None:
+                return (f"One run is one noisy sample: repeats of one prompt moved {spread.low_ratio:.0%}–"
+                        f"{spread.high_ratio:.0%} of their median ({set_words(record)}, {record.repeats} each); the "
+                        "ranges above are over prompts, which differ by what they ask, not by noise.")
+        return "One run is one noisy sample."
 
     def against_plain_text(self) -> str:
         """One line: how specviz compared with plain transformers on this machine kind, where a record timed it."""
@@ -381,7 +398,7 @@ def gpu_words_for(records: Sequence[BenchRecord]) -> str:
 def gpu_text(records: Sequence[BenchRecord]) -> str:
     """The page's one GPU sentence, for the pair whose GPU records these are: what the bench measured there, greedy,
     and what the record itself says of why; "" where no record measured the pair on a GPU (nothing is claimed)."""
-    record = next((r for r in records if r.kind == "cuda" and r.best_cell(0.0) is not None), None)
+    record = next((r for r in records if r.kind == "cuda" and r.chosen_cell(0.0) is not None), None)
     if record is None:
         return ""
     return (f"On a GPU the bench measured this pair at {greedy_words(record)} ({record.machine}, {record.date}), "
@@ -391,7 +408,7 @@ def gpu_text(records: Sequence[BenchRecord]) -> str:
 def gpu_why_text(record: BenchRecord) -> str:
     """Why a GPU record measured what it did, in its own figures: the target alone's pace there, a draft step's share
     of a target step, and whether the one rule finds a gain beyond the noise in its cells."""
-    cell = record.best_cell(0.0)
+    cell = record.chosen_cell(0.0)
     if cell is None:
         return ""
     pace = (f"The target alone wrote {cell.baseline_tokens_per_s:.0f} tokens/s on that GPU "
@@ -406,8 +423,8 @@ def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
     """The one rule (specviz.analysis.payoff) over a record's cells at one temperature: the γ the bench picks."""
     cells = [cell for cell in record.cells if cell.temperature == temperature]
     best = max(cells, key=lambda cell: cell.median)
-    measured = tuple(Measurement(cell.gamma, cell.median, cell.low, cell.high, cell.num_runs, tree=cell.tree)
-                     for cell in cells)
+    measured = tuple(Measurement(cell.gamma, cell.median, cell.low, cell.high, cell.num_runs,
+                                 cell_spread(record, cell), cell.tree) for cell in cells)
     return Payoff(best.acceptance_rate, best.cost_ratio or 0.0, best.verify_cost, measured)
 
 
@@ -432,8 +449,9 @@ def bench_pick(pair: str, precision: str, temperature: float, drafter: str,
             chosen = payoff.chosen
             pick = ("the bench's pick" if chosen.beats_target
                     else "the bench's best median, though not beyond the noise,")
-            return payoff, (f"{pick} for this pair and drafter on this machine: {chosen.median:.2f}× "
-                            f"({chosen.low:.2f}–{chosen.high:.2f}× over {chosen.num_runs} runs) on "
+            spread = (f"at the median of {chosen.num_runs} runs (prompts ranged {chosen.low:.2f}–{chosen.high:.2f}×)"
+                      if chosen.over_prompts else f"({chosen.low:.2f}–{chosen.high:.2f}× over {chosen.num_runs} runs)")
+            return payoff, (f"{pick} for this pair and drafter on this machine: {chosen.median:.2f}× {spread} on "
                             f"{record_words(record, temperature)}")
     return None
 
@@ -456,23 +474,23 @@ def gpu_records(records: Sequence[BenchRecord], pair: str = DEFAULT_PRESET) -> t
 
 
 def greedy_words(record: BenchRecord) -> str:
-    """The record's best greedy cell, named as what it is (its γ, tree and drafter): a replay of another setting
+    """The record's chosen greedy cell, named as what it is (its γ, tree and drafter): a replay of another setting
     measures another figure, and the page must not read as if the two disagreed."""
-    cell = record.best_cell(0.0)
+    cell = record.chosen_cell(0.0)
     if cell is None:
         return ""
     return f"{cell.speedup_text()} {setting_words(record)} on {set_words(record)}"
 
 
 def setting_words(record: BenchRecord) -> str:
-    """"at γ = 3 with the EAGLE-style head": the setting of the record's best greedy cell (the caller's has one)."""
-    cell = record.best_cell(0.0)
+    """"at γ = 3 with the EAGLE-style head": the setting of the record's chosen greedy cell (the caller's has one)."""
+    cell = record.chosen_cell(0.0)
     return f"at γ = {cell.gamma}{f', a tree of {cell.tree}' if cell.tree else ''} with the {drafter_info(record.drafter).label}"
 
 
 def prompts_words(record: BenchRecord) -> str:
-    """"1.34× (0.90–1.82) on the example prompts": the best greedy cell's figure, its setting said once elsewhere."""
-    return f"{record.best_cell(0.0).speedup_text()} on {set_words(record)}"
+    """"1.34× (0.90–1.82) on the example prompts": the chosen greedy cell's figure, its setting said once elsewhere."""
+    return f"{record.chosen_cell(0.0).speedup_text()} on {set_words(record)}"
 
 
 def set_words(record: BenchRecord) -> str:
@@ -514,17 +532,42 @@ def expect_here(device: str | None = None, precision: str | None = None,
     return expect(machine_kind(device), default_precision(device) if precision is None else precision, records, pair)
 
 
+def cell_spread(record: BenchRecord, cell: Cell) -> Spread | None:
+    """How far one run of a record's cell moved over repeats of the same prompt (payoff.repeat_spread), where the
+    record kept every run and ran each prompt more than once; None otherwise."""
+    if len(cell.speedups) != cell.num_runs or record.num_prompts < 1:
+        return None
+    kind = "greedy" if cell.temperature == 0 else f"T = {cell.temperature:g}"
+    prompts = (set_words(record).removeprefix("the ") if record.prompt_set in PROMPT_SET_WORDS
+               else f"prompts ({record.prompt_set})")
+    repeats = cell.num_runs // record.num_prompts
+    source = (f"the bench ran each of its {record.num_prompts} {prompts} {repeats} times, {kind}, "
+              f"{machine_words_of(record, cell)}, {record.date}, each run against its own prompt's median; the "
+              f"prompts themselves ranged {cell.low:.2f}–{cell.high:.2f}×, since what a text asks sets how many "
+              f"drafts are accepted")
+    return repeat_spread(cell.speedups, record.num_prompts, source)
+
+
+def machine_words_of(record: BenchRecord, cell: Cell) -> str:
+    """"on a CPU with AVX2 only in float32, γ = 3": where a cell was measured, in a reader's words."""
+    return f"on a {KIND_WORDS.get(record.kind, record.kind)} in {record.precision}, γ = {cell.gamma}"
+
+
 def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
-    """How far one run moved in a record's cell at this temperature, as ratios to its median: its lowest and
-    highest run over prompts × repeats (wider than repeats of one prompt, never narrower); None without one."""
+    """How far one run moved in a record's cell at this temperature, as ratios to a median: over repeats of the
+    same prompt where the record kept them (cell_spread: the noise of one measurement; the prompts' own range is
+    a different question, which "What to expect here" answers); in older records, the lowest and highest run
+    over prompts × repeats (wider, never narrower). None without either."""
     cell = next((cell for cell in record.cells if cell.temperature == temperature), None)
     if cell is None or cell.median <= 0 or cell.num_runs < 2:
         return None
+    repeats = cell_spread(record, cell)
+    if repeats is not None:
+        return repeats
     kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
-    source = (f"the bench's {cell.num_runs} {kind} runs of {set_words(record)} "
-              f"on a {KIND_WORDS.get(record.kind, record.kind)} in {record.precision}, γ = {cell.gamma}, "
-              f"{cell.speedup_text()}, {record.date}")
-    return Spread(cell.low / cell.median, cell.high / cell.median, source)
+    return Spread(cell.low / cell.median, cell.high / cell.median,
+                  f"the bench's {cell.num_runs} {kind} runs of {set_words(record)} {machine_words_of(record, cell)}, "
+                  f"{cell.speedup_text()}, {record.date}")
 
 
 @lru_cache(maxsize=16)
@@ -545,7 +588,7 @@ SPEED_TABLE_HEADER = (
 
 def speed_table_cells(record: BenchRecord) -> dict[str, str]:
     """The figures of one README row, by column."""
-    greedy, sampled = record.best_cell(0.0), record.best_cell(0.7)
+    greedy, sampled = record.chosen_cell(0.0), record.chosen_cell(0.7)
     base = greedy or sampled
     repeats = max(1, base.num_runs // record.num_prompts) if base and record.num_prompts else record.repeats
     cut = record.prompts_of is not None and record.prompts_of > record.num_prompts

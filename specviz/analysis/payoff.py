@@ -65,6 +65,26 @@ class Spread:
     source: str  # where it was measured, in words: "the bench's 33 greedy runs on this machine (…)"
 
 
+def repeat_ratios(speedups: Sequence[float], num_prompts: int) -> list[float]:
+    """Each run's speedup over its own prompt's median, for every prompt run at least twice (run i is prompt
+    i mod num_prompts, as the bench measures them): how far timing alone moves one run, what the text asks
+    held fixed. Empty where no prompt ran twice or the number of prompts is not known (0)."""
+    if num_prompts < 1:
+        return []
+    by_prompt: dict[int, list[float]] = {}
+    for index, value in enumerate(speedups):
+        by_prompt.setdefault(index % num_prompts, []).append(value)
+    return [value / statistics.median(runs) for runs in by_prompt.values() if len(runs) > 1 for value in runs]
+
+
+def repeat_spread(speedups: Sequence[float], num_prompts: int, source: str) -> Spread | None:
+    """The spread of one run from repeats of the same prompt (repeat_ratios), with where it was measured; None
+    where no prompt ran twice. Prompts differ for a reason (what a text asks sets how many drafts are accepted),
+    so their range is not noise, and this is what a run's verdict is judged against."""
+    ratios = repeat_ratios(speedups, num_prompts)
+    return Spread(min(ratios), max(ratios), source) if ratios else None
+
+
 def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: float) -> str:
     """No verdict on one run whose lanes wrote different texts: their tokens per second are not like for like
     (a short sample is mostly prefill, a long one mostly rounds)."""
@@ -77,14 +97,18 @@ def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: flo
 
 @dataclass(frozen=True)
 class Measurement:
-    """Measured speedup at one γ (and tree budget): a sweep cell's median and min–max, or one run (low = high = median)."""
+    """Measured speedup at one γ (and tree budget): a sweep cell's median and min–max, a bench cell's over its
+    prompts, or one run (low = high = median)."""
 
     gamma: int
     median: float  # tokens/s of speculative decoding over the target alone's
     low: float
     high: float
     num_runs: int = 1
-    spread: Spread | None = None  # one run: how far one run was measured to move here; None: not measured
+    # how far one run was measured to move here, from repeats of one prompt: one run's band; for many runs over
+    # several prompts (a bench cell), the median's band in place of the prompts' range (a median moves less than
+    # one run, so it is wide, never narrow). None: one run has no band, many runs are judged by their min–max
+    spread: Spread | None = None
     tree: int = 0  # the tree budget it ran with (0 = a chain)
 
     @property
@@ -104,12 +128,19 @@ class Measurement:
 
     @property
     def noise_band(self) -> tuple[float, float]:
-        """The spread over repeats; for one run, the measured spread around it; without one, no band at all."""
-        if self.num_runs > 1:
-            return self.low, self.high
+        """The measured spread of one run around the median (repeats of one prompt); else, for many runs, their
+        min–max; for one run without one, no band at all."""
         if self.spread is not None:
             return self.median * self.spread.low_ratio, self.median * self.spread.high_ratio
+        if self.num_runs > 1:
+            return self.low, self.high
         return self.median, self.median
+
+    @property
+    def over_prompts(self) -> bool:
+        """Many runs over several prompts, judged by the noise of repeats of one prompt (a bench cell that kept
+        every run): its min–max is the prompts' range, not noise."""
+        return self.num_runs > 1 and self.spread is not None
 
     @property
     def beats_target(self) -> bool:
@@ -117,28 +148,32 @@ class Measurement:
         return self.has_spread and self.median > 1.0 and self.noise_band[0] > 1.0
 
     def evidence_text(self) -> str:
+        if self.over_prompts:
+            return (f"{self.label} measured a median {self.median:.2f}× over {self.num_runs} runs "
+                    f"(prompts ranged {self.low:.2f}–{self.high:.2f}×)")
         if self.num_runs > 1:
             return (f"{self.label} measured a median {self.median:.2f}× "
                     f"({self.low:.2f}–{self.high:.2f}× over {self.num_runs} runs)")
         return f"this run measured {self.median:.2f}× at {self.label} (one noisy sample)"
 
     def band_text(self) -> str:
-        """One run's band in words: how far one run moves here, and where that was measured."""
+        """The band in words: how far one run moves here, where that was measured, and what it makes of this."""
         low, high = self.noise_band
+        this = ("at that noise the median stands for" if self.over_prompts else "this one could as well read")
         return (f"one run moves from {self.spread.low_ratio:.0%} to {self.spread.high_ratio:.0%} of the median here "
-                f"({self.spread.source}), so this one could as well read {low:.2f}–{high:.2f}×")
+                f"({self.spread.source}), so {this} {low:.2f}–{high:.2f}×")
 
     def short_band_text(self) -> str:
         """The band alone, for the short verdict (band_text, with where it was measured, is one click away)."""
         low, high = self.noise_band
-        return f"one run here reads {low:.2f}–{high:.2f}×"
+        return f"{'its median' if self.over_prompts else 'one run'} here reads {low:.2f}–{high:.2f}×"
 
     def shortfall_text(self) -> str:
         """Why this measurement is no gain, in a few words: a slowdown, a gain inside the measured noise, or no
         noise measured."""
-        if self.noise_band[1] < 1.0 or (self.median < 1.0 and self.num_runs == 1):
+        if self.noise_band[1] < 1.0 or (self.median < 1.0 and (self.num_runs == 1 or self.over_prompts)):
             return "slower than the target alone"
-        if self.num_runs > 1:
+        if self.num_runs > 1 and not self.over_prompts:
             return "below 1× at the median" if self.median < 1.0 else "a spread that reaches 1×"
         if self.spread is not None:
             return f"within the noise: {self.short_band_text()}"
@@ -146,6 +181,9 @@ class Measurement:
 
     def noise_detail_text(self) -> str:
         """Where the band came from, or why there is none: the verdict's detail."""
+        if self.over_prompts:
+            return (f"The band: {self.band_text()}; a gain counts only where all of it is above 1×. The prompts' own "
+                    f"range, {self.low:.2f}–{self.high:.2f}×, is what they ask, not noise.")
         if self.num_runs > 1:
             return (f"The band is the spread of {self.num_runs} runs of this setup: a gain counts only where all of "
                     "it is above 1×.")

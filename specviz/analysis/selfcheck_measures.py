@@ -107,7 +107,7 @@ def bench_until(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, dea
                 cut = True
                 break
         reached = max(reached, sum(speculative is None for *_, speculative in runs))  # one baseline per prompt
-        results += pool(runs)
+        results += pool(runs, len(prompt_ids))
     return results, reached, cut
 
 
