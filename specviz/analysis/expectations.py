@@ -414,9 +414,15 @@ def gpu_why_text(record: BenchRecord) -> str:
     pace = (f"The target alone wrote {cell.baseline_tokens_per_s:.0f} tokens/s on that GPU "
             f"({1000 / cell.baseline_tokens_per_s:.1f} ms a token)" if cell.baseline_tokens_per_s > 0 else "On that GPU")
     share = f", a draft step cost c = {cell.cost_ratio:.2f} of a target step" if cell.cost_ratio is not None else ""
-    pays = record_payoff(record, 0.0).pays
-    return (f"{pace}{share}, and " + ("that gain is beyond the noise of its runs." if pays else
-            "a GPU alone does not make speculation pay for this pair beyond the noise of its runs."))
+    judged = record_payoff(record, 0.0)
+    if judged.pays:
+        return f"{pace}{share}, and that gain is beyond the noise of its runs."
+    if judged.chosen.over_prompts:
+        return f"{pace}{share}, and a GPU alone does not make speculation pay for this pair beyond the noise of its runs."
+    why = "each prompt ran once" if record.repeats == 1 else "it kept no single runs"
+    return (f"{pace}{share}, and some of its runs were no faster than the target alone (down to {judged.chosen.low:.2f}×): "
+            f"{why}, so the record cannot tell the clock's noise from what a prompt asks, and claims no gain for this "
+            "pair on a GPU.")
 
 
 def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
@@ -448,7 +454,8 @@ def bench_pick(pair: str, precision: str, temperature: float, drafter: str,
             payoff = record_payoff(record, temperature)
             chosen = payoff.chosen
             pick = ("the bench's pick" if chosen.beats_target
-                    else "the bench's best median, though not beyond the noise,")
+                    else "the bench's best median, though not beyond the noise," if chosen.over_prompts
+                    else "the bench's best median, though not faster on every prompt,")
             spread = (f"at the median of {chosen.num_runs} runs (prompts ranged {chosen.low:.2f}–{chosen.high:.2f}×)"
                       if chosen.over_prompts else f"({chosen.low:.2f}–{chosen.high:.2f}× over {chosen.num_runs} runs)")
             return payoff, (f"{pick} for this pair and drafter on this machine: {chosen.median:.2f}× {spread} on "
