@@ -241,10 +241,11 @@ def rejection_story(num_kept: int, rejected: str, own: str, greedy: bool, *, tar
                     draft_sure: str = "", p: str = "", q: str = "", chance: str = "", r: str = "") -> str:
     """How it works on a round that ended in a rejection (`rejected` the draft, `own` the target's token): at
     temperature 0 the target's own pick; above it p, q, the chance to keep the draft and the coin, then the resample."""
+    kept = "none of the drafts" if num_kept == 0 else f"the first {num_kept} draft{'s' if num_kept > 1 else ''}"
     if greedy:
-        return (f"The target kept {num_kept}; at {rejected} its own top pick was {own}{target_sure}, while the drafter "
+        return (f"The target kept {kept}; at {rejected} its own top pick was {own}{target_sure}, while the drafter "
                 f"had guessed otherwise{draft_sure}. {GREEDY_CORRECTION.capitalize()}")
-    return (f"The target accepted {num_kept}; at {rejected} it gave p = {p} against the draft's q = {q}, so it was "
+    return (f"The target accepted {kept}; at {rejected} it gave p = {p} against the draft's q = {q}, so it was "
             f"{chance_text(chance, r, False)}. The target then resampled {own} from the residual {RESIDUAL}")
 
 
