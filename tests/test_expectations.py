@@ -290,6 +290,11 @@ def test_the_command_line_is_recorded_as_one_would_type_it(monkeypatch):
     assert invocation(argv) == "python -m specviz bench --prompts assets/prompts-heldout.json --json"
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     assert invocation(argv).startswith("ATEN_CPU_CAPABILITY=avx2 python -m specviz bench ")
+    # the switches that change which kernels a target runs are part of the command too (a record of torch's
+    # operators without its SPECVIZ_FIXED_ROWS=0 would read as the default path's)
+    for switch in ("SPECVIZ_FIXED_ROWS", "SPECVIZ_GGUF_BLOCKS", "SPECVIZ_SLOTS"):
+        monkeypatch.setenv(switch, "0")
+        assert f"{switch}=0 " in invocation(argv)
 
 
 def test_the_bench_json_says_which_machine_and_command_gave_it(tmp_path):

@@ -26,6 +26,7 @@ from typing import Sequence
 import torch
 import transformers
 
+from specviz.models import fixed_rows, gguf_rows, slots
 from specviz.models.convert import serves_hub_copy
 from specviz.models.int8 import cpu_supports
 from specviz.models.invariance import Invariance
@@ -40,8 +41,8 @@ from specviz.catalogue import drafter_info
 PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy",
                "prompts-varied.json": "varied"}
 # The host's settings that change what a bench measures; a record names those that were set.
-RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "SPECVIZ_SLOTS",
-                "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
+RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", slots.SWITCH_ENV,
+                fixed_rows.SWITCH_ENV, gguf_rows.SWITCH_ENV, "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
 
 
 def machine_kind(device: torch.device | str = "cpu") -> str:
