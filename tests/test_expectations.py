@@ -221,7 +221,7 @@ def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_it
     # why, in the GPU record's own figures (expectations.gpu_why_text), never a CPU's
     assert expectations.gpu_why_text(next(r for r in records if r.kind == "cuda")) in text and "1.39×" not in text
     # its runs reach 0.83× and it kept none of them: that is not called noise, nor a gain
-    assert "it kept no single runs, so the record cannot tell the clock's noise from what a prompt asks" in text
+    assert "it kept no single runs, so the record cannot tell timing noise from what a prompt asks" in text
     assert "beyond the noise" not in text
     # a record without slots (the code before CUDA graphs) says a GPU now runs a forward nobody measured there
     assert "predate the CUDA graphs" in text and "predate" in expect("cpu-native-bf16", "bfloat16", records).text()

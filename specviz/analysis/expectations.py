@@ -422,7 +422,7 @@ def gpu_why_text(record: BenchRecord) -> str:
         return f"{pace}{share}, and a GPU alone does not make speculation pay for this pair beyond the noise of its runs."
     why = "each prompt ran once" if record.repeats == 1 else "it kept no single runs"
     return (f"{pace}{share}, and some of its runs were no faster than the target alone (down to {judged.chosen.low:.2f}×): "
-            f"{why}, so the record cannot tell the clock's noise from what a prompt asks, and claims no gain for this "
+            f"{why}, so the record cannot tell timing noise from what a prompt asks, and claims no gain for this "
             "pair on a GPU.")
 
 
