@@ -167,6 +167,9 @@ def test_a_bench_cell_over_prompts_is_judged_by_its_repeats_noise_not_by_the_pro
     assert not pooled.over_prompts and not payoff.Payoff(0.6, 0.09, 1.1, (pooled,)).pays
     # each prompt once: no repeats, no noise measured apart from the prompts, the range judges as before
     assert not bench.measurement_of(over_prompts(runs[:3], 3)).over_prompts
+    # one prompt run three times: its min–max already is its repeats' noise, read by both readers as before
+    assert payoff.repeat_spread(runs[:3], 1, "one prompt") is None
+    assert not bench.measurement_of(over_prompts(runs[:3], 1)).over_prompts
     # a median inside its repeats' noise of 1× does not pay, however wide the prompts' range above
     near = [0.98, 0.95, 1.60, 1.12, 0.90, 1.70]  # a median of 1.05×; the first prompt moved 93 %–107 %
     verdict = payoff.Payoff(0.6, 0.09, 1.1, (bench.measurement_of(over_prompts(near, 3)),))

@@ -222,9 +222,8 @@ def measurement_of(result: BenchResult, spread: Spread | None = None) -> Measure
     """A cell as the one rule reads it: a cell of one run takes `spread`, as the page's one run does; a cell of
     several prompts each run more than once is judged by its own repeats' spread, not by the prompts' range."""
     if result.num_runs > 1:
-        spread = (repeat_spread(result.speedups, result.num_prompts,
-                                f"repeats of each of this bench's {result.num_prompts} prompts")
-                  if result.num_prompts > 1 else None)
+        spread = repeat_spread(result.speedups, result.num_prompts,
+                               f"repeats of each of this bench's {result.num_prompts} prompts")
     return Measurement(result.gamma, result.median_speedup, result.min_speedup, result.max_speedup, result.num_runs,
                        spread, result.tree)
 

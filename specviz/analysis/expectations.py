@@ -417,13 +417,15 @@ def gpu_why_text(record: BenchRecord) -> str:
     share = f", a draft step cost c = {cell.cost_ratio:.2f} of a target step" if cell.cost_ratio is not None else ""
     judged = record_payoff(record, 0.0)
     if judged.pays:
-        return f"{pace}{share}, and that gain is beyond the noise of its runs."
-    if judged.chosen.over_prompts:
-        return f"{pace}{share}, and a GPU alone does not make speculation pay for this pair beyond the noise of its runs."
-    why = "each prompt ran once" if record.repeats == 1 else "it kept no single runs"
-    return (f"{pace}{share}, and some of its runs were no faster than the target alone (down to {judged.chosen.low:.2f}×): "
-            f"{why}, so the record cannot tell timing noise from what a prompt asks, and claims no gain for this "
-            "pair on a GPU.")
+        verdict = "that gain is beyond the noise of its runs."
+    elif judged.chosen.over_prompts:
+        verdict = "a GPU alone does not make speculation pay for this pair beyond the noise of its runs."
+    else:
+        why = "each prompt ran once" if record.repeats == 1 else "it kept no single runs"
+        verdict = (f"some of its runs were no faster than the target alone (down to {judged.chosen.low:.2f}×): {why}, "
+                   "so the record cannot tell timing noise from what a prompt asks, and claims no gain for this pair "
+                   "on a GPU.")
+    return f"{pace}{share}, and {verdict}"
 
 
 def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
@@ -435,9 +437,14 @@ def record_payoff(record: BenchRecord, temperature: float) -> Payoff:
     return Payoff(best.acceptance_rate, best.cost_ratio or 0.0, best.verify_cost, measured)
 
 
+def temperature_words(temperature: float) -> str:
+    """"greedy", or "T = 0.7": a cell's temperature in a reader's words."""
+    return "greedy" if temperature == 0 else f"T = {temperature:g}"
+
+
 def record_words(record: BenchRecord, temperature: float) -> str:
     """Where a record measured, in a reader's words: "held-out prompts, a CPU with AVX2 only in float32, greedy, …"."""
-    kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
+    kind = temperature_words(temperature)
     return (f"{set_words(record)}, a {KIND_WORDS.get(record.kind, record.kind)} "
             f"in {record.precision}, {kind}, {record.date}")
 
@@ -543,9 +550,9 @@ def expect_here(device: str | None = None, precision: str | None = None,
 def cell_spread(record: BenchRecord, cell: Cell) -> Spread | None:
     """How far one run of a record's cell moved over repeats of the same prompt (payoff.repeat_spread), where the
     record kept every run and ran each prompt more than once; None otherwise."""
-    if len(cell.speedups) != cell.num_runs or record.num_prompts < 1:
+    if len(cell.speedups) != cell.num_runs:
         return None
-    kind = "greedy" if cell.temperature == 0 else f"T = {cell.temperature:g}"
+    kind = temperature_words(cell.temperature)
     prompts = (set_words(record).removeprefix("the ") if record.prompt_set in PROMPT_SET_WORDS
                else f"prompts ({record.prompt_set})")
     repeats = cell.num_runs // record.num_prompts
@@ -572,7 +579,7 @@ def run_spread(record: BenchRecord, temperature: float) -> Spread | None:
     repeats = cell_spread(record, cell)
     if repeats is not None:
         return repeats
-    kind = "greedy" if temperature == 0 else f"T = {temperature:g}"
+    kind = temperature_words(temperature)
     return Spread(cell.low / cell.median, cell.high / cell.median,
                   f"the bench's {cell.num_runs} {kind} runs of {set_words(record)} {machine_words_of(record, cell)}, "
                   f"{cell.speedup_text()}, {record.date}")

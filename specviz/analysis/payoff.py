@@ -79,8 +79,11 @@ def repeat_ratios(speedups: Sequence[float], num_prompts: int) -> list[float]:
 
 def repeat_spread(speedups: Sequence[float], num_prompts: int, source: str) -> Spread | None:
     """The spread of one run from repeats of the same prompt (repeat_ratios), with where it was measured; None
-    where no prompt ran twice. Prompts differ for a reason (what a text asks sets how many drafts are accepted),
-    so their range is not noise, and this is what a run's verdict is judged against."""
+    where no prompt ran twice, and for runs of one prompt, whose own min–max already is its repeats' spread.
+    Prompts differ for a reason (what a text asks sets how many drafts are accepted), so their range is not
+    noise, and this is what a run's verdict is judged against."""
+    if num_prompts < 2:
+        return None
     ratios = repeat_ratios(speedups, num_prompts)
     return Spread(min(ratios), max(ratios), source) if ratios else None
 
