@@ -86,7 +86,17 @@ def test_before_a_sweep_the_recommended_gamma_is_the_bench_records_pick_for_this
         assert answer.source == payoff.FROM_BENCH and answer.gamma == 3 and answer.tree == 0
         html = page_html(run)
         assert all(words == answer.recommendation_text() for words in recommendations(html))
-        assert unescape(html).count(answer.text()) == 3
+        # the statistics and How it works; the theory explorer, its sliders at this run's α̂, c and v, says the
+        # formula's best γ once, in its own prediction, and the recommendation without it
+        assert unescape(html).count(answer.text()) == 2
+        comparison = comparison_of(run)
+        _, note = theory_page.theory_values(comparison.acceptance_rate, comparison.cost_ratio,
+                                            comparison.verify_cost, run)
+        prediction = answer.prediction_text()
+        assert visible_text(unescape(note)).lower().count(prediction.lower()) == 1, note
+        assert f"{answer.recommendation_text()} ({answer.where})." in unescape(note)
+        _, moved = theory_page.theory_values(0.9, 0.05, 1.0, run)  # sliders moved: the run's prediction beside it
+        assert answer.text() in unescape(moved)
         assert render.stats_dict(run)["recommended_gamma"] == 3  # the API gives the page's answer
         # no record of the drafter that ran, or of the pair: no γ named, and none borrowed from another setup
         run.settings["drafter"] = "model"

@@ -4,7 +4,7 @@ and words (what the figure draws: `view`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import gradio as gr
@@ -218,7 +218,7 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
         measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, the diamond):</p>"
                     + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff)))
         if answer is not None:
-            lines.append(which_gamma_html(answer))
+            lines.append(which_gamma_html(without_repeated_prediction(answer, alpha, cost_ratio, verify_cost)))
         lines.append(
             f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
             f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
@@ -231,3 +231,14 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
                      "speedup appears on the chart with the measured verdict.")
     paragraphs = [f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines]
     return paragraphs[0] + measured + "".join(paragraphs[1:])  # the verdict under the prediction, as before
+
+
+def without_repeated_prediction(answer: GammaAnswer, alpha: float, cost_ratio: float, verify_cost: float) -> GammaAnswer:
+    """The answer to "which γ" without the formula's best γ beside it where the sliders hold the very α̂, c and v it
+    was predicted at: the sliders' own prediction, a paragraph above, already says it (a learner read it twice)."""
+    predicted = answer.predicted
+    shown = (f"{alpha:.2f}", f"{cost_ratio:.2f}", f"{verify_cost:.2f}")
+    if predicted is None or shown != (f"{predicted.alpha:.2f}", f"{predicted.cost_ratio:.2f}",
+                                      f"{predicted.verify_cost:.2f}"):
+        return answer
+    return replace(answer, predicted=None)
