@@ -235,7 +235,9 @@ def test_one_runs_band_is_the_widest_that_repeats_measured_in_any_matching_recor
 
 
 def clear_caches() -> None:
-    for cached in (expectations.expect_here, expectations.spread_here):
+    """Forget what the page's cached readers of the records (expectations) read, after a test swapped the records."""
+    for cached in (expectations.expect_here, expectations.bench_pick, expectations.spread_here,
+                   expectations.gpu_text_for):
         cached.cache_clear()
 
 

@@ -18,7 +18,7 @@ from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
 from specviz.app.render.stats import comparison_of
 from specviz.app.render.verdict import verdict_html, which_gamma
 from specviz.app.theory_explorer import page as theory_page
-from tests.test_expectations import a_gpu_record, a_record, write_records
+from tests.test_expectations import a_gpu_record, a_record, clear_caches, write_records
 from tests.test_render import timed_run, visible_text
 
 
@@ -106,12 +106,6 @@ def test_before_a_sweep_the_recommended_gamma_is_the_bench_records_pick_for_this
         assert nothing.gamma is None and nothing.where == payoff.NOTHING_WHERE
     finally:  # the kept records again for the tests after this one
         clear_caches()
-
-
-def clear_caches() -> None:
-    for cached in (expectations.expect_here, expectations.bench_pick, expectations.spread_here,
-                   expectations.gpu_text_for):
-        cached.cache_clear()
 
 
 def test_a_run_whose_rounds_never_reached_its_gamma_says_a_larger_gamma_changes_nothing():
