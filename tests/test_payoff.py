@@ -54,7 +54,8 @@ def recommendations(html: str) -> list[str]:
 
 def test_after_a_sweep_every_section_gives_the_sweeps_gamma_and_the_formula_only_as_a_prediction():
     """A learner read four answers on one page: the sweep's γ = 2, How it works' γ = 3 with the formula's 5, the theory
-    explorer's "Predicted best γ = 4 (v = 1), 5" and the arithmetic's "the formula predicts γ = 5 would do best"."""
+    explorer's "Predicted best γ = 4 (v = 1), 5" and the arithmetic's "the formula predicts γ = 5 would do best". Now
+    one: the run's arithmetic gives it (How it works and the theory explorer point there), the sweep its own."""
     view = capped_sweep()
     run = timed_run(speculative_verify_s=0.02)
     run.sweep = view.payoff  # what the page keeps after a sweep of this setup (specviz.app.history)
@@ -63,7 +64,7 @@ def test_after_a_sweep_every_section_gives_the_sweeps_gamma_and_the_formula_only
     html = page_html(run)
     said = recommendations(html)
     assert said and all(words == answer.recommendation_text() for words in said), said
-    assert unescape(html).count(answer.text()) == 3  # the statistics, How it works and the theory explorer
+    assert unescape(html).count(answer.text()) == 1  # the statistics' arithmetic, nowhere else
     # the formula's best γ is said only as a prediction: beside the answer, and at the explorer's sliders
     assert "best γ" not in visible_text(unescape(html)).replace("the formula's best γ", "")
     assert "Predicted best" not in html
@@ -86,17 +87,17 @@ def test_before_a_sweep_the_recommended_gamma_is_the_bench_records_pick_for_this
         assert answer.source == payoff.FROM_BENCH and answer.gamma == 3 and answer.tree == 0
         html = page_html(run)
         assert all(words == answer.recommendation_text() for words in recommendations(html))
-        # the statistics and How it works; the theory explorer, its sliders at this run's α̂, c and v, says the
-        # formula's best γ once, in its own prediction, and the recommendation without it
-        assert unescape(html).count(answer.text()) == 2
+        # said once, in the statistics' arithmetic; the theory explorer, its sliders at this run's α̂, c and v,
+        # says the formula's best γ once, in its own prediction, and points to the arithmetic for the measured one
+        assert unescape(html).count(answer.text()) == 1
         comparison = comparison_of(run)
         _, note = theory_page.theory_values(comparison.acceptance_rate, comparison.cost_ratio,
                                             comparison.verify_cost, run)
         prediction = answer.prediction_text()
         assert visible_text(unescape(note)).lower().count(prediction.lower()) == 1, note
-        assert f"{answer.recommendation_text()} ({answer.where})." in unescape(note)
-        _, moved = theory_page.theory_values(0.9, 0.05, 1.0, run)  # sliders moved: the run's prediction beside it
-        assert answer.text() in unescape(moved)
+        assert "Recommended" not in note and "which γ to pick" in note
+        _, moved = theory_page.theory_values(0.9, 0.05, 1.0, run)  # sliders moved: their own prediction, no other
+        assert "Recommended" not in moved and answer.prediction_text() not in unescape(moved)
         assert render.stats_dict(run)["recommended_gamma"] == 3  # the API gives the page's answer
         # no record of the drafter that ran, or of the pair: no γ named, and none borrowed from another setup
         run.settings["drafter"] = "model"

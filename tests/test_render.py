@@ -341,8 +341,10 @@ def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_nois
     html = render.stats_html(run)
     assert "v = 1.25" in html and 'class="predicted-with-verify"' in html and 'class="noise-note"' in html
     assert "γ sweep" in html
+    # the prediction is the arithmetic's, said once: How it works tells the rounds' counts and points there
     explainer = render.explain_html(run)
-    assert "v = 1.25" in explainer and "(γc + v)" in explainer
+    assert "v = 1.25" not in explainer and "Show the arithmetic" in explainer
+    assert visible_text(html).count("Leviathan") == 1  # the arithmetic's sentence; its table has no second copy
 
 
 def test_stopped_lanes_say_so():

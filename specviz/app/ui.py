@@ -82,8 +82,7 @@ def build_app(preload: bool = True) -> gr.Blocks:
     with gr.Blocks(title=TITLE, delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
-        build_sections(page.controls, page.run_state, page.status, page.explainer, page.stats,
-                       concurrency_id=MODEL_JOBS)
+        build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS)
         wire_run(page)
         wire_inspector(page.inspector, page.run_state, page.lanes)
         wire_controls(page)
@@ -92,19 +91,19 @@ def build_app(preload: bool = True) -> gr.Blocks:
     return demo.queue(default_concurrency_limit=1, max_size=POLICY.queue_size)
 
 
-def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, explainer: gr.HTML,
-                   stats: gr.HTML, concurrency_id: str = "model") -> None:
+def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
+                   concurrency_id: str = "model") -> None:
     """Add the four sections below the run to the Blocks being built and wire them to the main page's controls,
     so every section works on the settings the visitor already chose; each section's layout, handlers and words
-    are its own package's. `status` is the main page's status line, `explainer` How it works and `stats` the last
-    run's statistics (a γ sweep of its setup gives both its recommended γ); model jobs go through the page's model
+    are its own package's. `status` is the main page's status line and `stats` the last run's statistics (a γ
+    sweep of its setup gives them its recommended γ); model jobs go through the page's model
     queue, `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id)
     wire_lab(build_lab(names, controls), inputs, status, concurrency_id)
     wire_theory(build_theory(), run_state)
-    wire_sweep(build_sweep(names), inputs, run_state, explainer, stats, concurrency_id)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id)
 
 
 def wire_run(page: Page) -> None:

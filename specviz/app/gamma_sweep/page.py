@@ -88,7 +88,7 @@ def build_sweep(names: list[str]) -> SweepSection:
 
 # --- handlers -----------------------------------------------------------------------------------------------------
 
-RESTATED = 3  # keep_sweep's outputs: How it works, the run and its statistics
+RESTATED = 2  # keep_sweep's outputs: the run and its statistics
 AFTER_STATUS = 3 + RESTATED  # the sweep's outputs after its status: its chart, confidence chart and note, then those
 
 
@@ -139,9 +139,9 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
 def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: measure.SweepView,
                run: render.RunView | None) -> tuple:
     """Keep a finished sweep's verdict for the session; where it swept the last run's setup and the run has a
-    verdict to restate, every section that gives "which γ" redrawn with the sweep's: How it works, the run (whose
-    change redraws the theory explorer's note) and the run's statistics, in the order of the sweep's last outputs.
-    The run goes back as an output, not changed in place: on a ZeroGPU Space this runs in another process."""
+    verdict to restate, the run and its statistics (the one section that gives "which γ") redrawn with the sweep's,
+    in the order of the sweep's last outputs. The run goes back as an output, not changed in place: on a ZeroGPU
+    Space this runs in another process."""
     if view.payoff is None:
         return not_restated()
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
@@ -151,7 +151,7 @@ def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: mea
     # a new object, not the old one changed: gradio tells a state's change by the object's identity
     swept = copy.copy(run)
     swept.sweep = view.payoff
-    return render.explain_html(swept), swept, render.stats_html(swept)
+    return swept, render.stats_html(swept)
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
@@ -173,10 +173,9 @@ def sweep_tokens(section: SweepSection):
     return tokens_of
 
 
-def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, explainer: gr.HTML, stats: gr.HTML,
-               concurrency_id: str) -> None:
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str) -> None:
     """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup."""
-    outputs = [*section.outputs, explainer, run_state, stats]  # keep_sweep's RESTATED last
+    outputs = [*section.outputs, run_state, stats]  # keep_sweep's RESTATED last
     sweep_event = section.run_button.click(
         zerogpu.on_gpu(MethodType(on_sweep_run, section), outputs, section.status, sweep_tokens(section)),
         [section.smallest, section.largest, section.repeats, run_state, *inputs], outputs,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import LaneView, RunView
 from specviz.app.render.tree_round import answer_text, num_branches, summary_text
-from specviz.app.render.verdict import no_verdict_text, run_payoff, which_gamma, which_gamma_html
 from specviz.app.render.rule import (
     GREEDY_KEEP, RULE_EXACT, RULE_TEXT, SAME_DISTRIBUTION, WHY_EXACT, bonus_story, ended_story, rejection_story,
     rival_story,
@@ -97,23 +96,19 @@ def explain_bonus(lane: LaneView, event: RoundEvent) -> str:
 
 
 def explain_speed(run: RunView, comparison: Comparison) -> str:
-    """Why this run was (or was not) faster: α̂ against c, what the verify really cost, and the γ to try next."""
+    """What the rounds added up to, in the algorithm's own counts (α̂, τ, target passes); what that was worth on the
+    clock, the formula's prediction and which γ are the result card's, each said there once."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
     tokens = ("" if speculative.num_tokens == baseline.num_tokens
               else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
-    verdict = run_payoff(run, comparison)
-    # the verdict itself is on the result card, once; here only the page's one answer to "which γ"
-    judged = (f"{escape_text(no_verdict_text(run))} " if verdict is None else "") + which_gamma_html(
-        which_gamma(run, comparison))
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "
         f"its passes gave τ = {speculative.tokens_per_target_forward:.2f} tokens after the prefill, and it made "
-        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}; "
-        f"each draft step cost c = {comparison.cost_ratio:.2f} of a target step. Leviathan's formula "
-        f"(1 − α^(γ+1)) / ((1 − α)(γc + 1)) assumes one verify pass costs the same as one plain target step and predicts "
-        f"{comparison.predicted_speedup:.2f}× at γ = {run.gamma}; here a verify cost v = {comparison.verify_cost:.2f} "
-        f"steps, and with that in the denominator (γc + v) it predicts {comparison.predicted_with_verify:.2f}×. "
-        f"The clock measured {comparison.speedup:.2f}×. {judged}"
+        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}. "
+        f"Fewer passes are not yet a speedup: every round also runs the drafter (each draft step here cost "
+        f"c = {comparison.cost_ratio:.2f} of a target step), and a pass over several tokens can cost more than a "
+        f"step. What the clock measured is on the result card above; what the formula predicts, and which γ to "
+        f"pick, under its <i>Show the arithmetic</i>."
     )
 
 

@@ -116,6 +116,8 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
 
 
 def theory_table(run: RunView, comparison: Comparison) -> str:
+    """The run's measured figures and the page's one answer to "which γ"; the formula's predictions are the
+    arithmetic's paragraph above it, said once."""
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
     rows = [
@@ -126,8 +128,6 @@ def theory_table(run: RunView, comparison: Comparison) -> str:
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
         ("measured speedup (tokens/s ratio; one noisy sample)" if speedup_is_quoted(run)
          else "tokens/s ratio (not a speedup: the texts differ)", f"{comparison.speedup:.2f}×"),
-        (f"predicted: Leviathan's (1 − α̂^(γ+1)) / ((1 − α̂)(γc + 1)), γ = {run.gamma}", f"{comparison.predicted_speedup:.2f}×"),
-        ("predicted with the measured verify cost: … / (γc + v)", f"{comparison.predicted_with_verify:.2f}×"),
         ("which γ: the page's one answer (the bench's pick here, or this setup's γ sweep)",
          which_gamma_html(which_gamma(run, comparison))),
     ]
@@ -299,8 +299,9 @@ def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, par
 def arithmetic_html(run: RunView, comparison: Comparison) -> str:
     """Behind "Show the arithmetic": the prediction beside the clock, the machine, α̂ against τ, the noise."""
     text = exactness_html(run) + (
-        f'<p class="prediction" style="margin:4px 0">Predicted: Leviathan\'s formula gives '
-        f'<b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> for a free verify; with the verify '
+        f'<p class="prediction" style="margin:4px 0">Predicted: Leviathan\'s formula, (1 − α̂^(γ+1)) / '
+        f'((1 − α̂)(γc + 1)), gives <b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> at '
+        f'γ = {run.gamma} for a free verify; with the verify '
         f'cost measured here (v = {comparison.verify_cost:.2f}), <b class="predicted-with-verify">'
         f"{comparison.predicted_with_verify:.2f}×</b>; {clock_text(run, comparison)}.</p>"
     )

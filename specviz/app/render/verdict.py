@@ -67,10 +67,13 @@ def spread_for(settings: Mapping) -> Spread | None:
                        float(settings.get("temperature", 0) or 0), "cuda" if on_gpu(settings) else None)
 
 
+UNFINISHED = "No verdict: the run did not finish, so its lanes did unequal work."
+
+
 def no_verdict_text(run: RunView) -> str:
     """Why this run has no verdict: it has not finished (stopped, or still running), or its texts differ."""
     if not (run.baseline.trace.done and run.speculative.trace.done) or run.was_stopped:
-        return "No verdict: the run did not finish, so its lanes did unequal work."
+        return UNFINISHED
     return unequal_texts_text(run.baseline.trace.num_tokens, run.speculative.trace.num_tokens,
                               float(run.settings.get("temperature", 0) or 0))
 

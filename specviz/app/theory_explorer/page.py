@@ -4,19 +4,19 @@ and words (what the figure draws: `view`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from specviz.analysis.payoff import GammaAnswer, Payoff, judge_run
+from specviz.analysis.payoff import Payoff, judge_run
 from specviz.analysis.trace import Comparison, compare
 from specviz.app.theory_explorer.view import TheoryView, theory_view
 from specviz.app.palette import COLORS, INK
 from specviz.app.plots import SECTION_HEIGHT, base_figure
 from specviz.app.render.tokens import escape_text
-from specviz.app.render.verdict import no_verdict_text, run_payoff, verdict_html, which_gamma, which_gamma_html
+from specviz.app.render.verdict import UNFINISHED, no_verdict_text, run_payoff, verdict_html
 
 THEORY_START = {"alpha": 0.7, "cost_ratio": 0.1, "verify_cost": 1.5}  # the explorer's sliders before any run
 THEORY_LEGEND_PX = 80  # the theory explorer's legend, under its panels: up to three rows
@@ -47,12 +47,11 @@ def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     comparison, gamma = measured_of(run)
     view = theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                                 comparison.speedup if comparison else None)
-    # the run's one verdict, as its stats give it, once both lanes are done
-    verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if comparison and run.done else None
-    # the page's one answer to "which γ" (the sliders' prediction is the explorer's own, worded as one)
-    answer = which_gamma(run, comparison) if comparison and run.done else None
+    verdict = None  # the run's one verdict, as its result card gives it; a run still under way has none yet
+    if comparison is not None:
+        verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if run.done else UNFINISHED
     note = theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha,
-                            verdict, answer)
+                            verdict)
     return theory_explorer(view), note
 
 
@@ -115,8 +114,9 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 
 def theory_title(view: TheoryView) -> str:
     """The formula's best γ at the sliders, with a free verify and with v, worded as a prediction (the page's
-    recommended γ is measured: GammaAnswer, in the note). The sliders' α and c are the note's, beside it: with them
-    the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at α = 0.89, c = 0.66")."""
+    recommended γ is measured: GammaAnswer, in the run's arithmetic). The sliders' α and c are the note's, beside
+    it: with them the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at
+    α = 0.89, c = 0.66")."""
     def best_text(best: int, speedups: Sequence[float]) -> str:  # no γ named where none gains
         return f"γ = {best}" if speedups[best - 1] > 1.0 else "no gain"
 
@@ -191,12 +191,12 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
 
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
-                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None,
-                     answer: GammaAnswer | None = None) -> str:
-    """The sliders' prediction, worded as one; then the last run's measured verdict and why prediction and
-    measurement differ, in that run's own numbers, and the page's one answer to "which γ". `verdict`: the run's one
-    verdict (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run with
-    no measured spread. `answer`: render.verdict.which_gamma's, the same the statistics give."""
+                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
+    """The sliders' prediction, worded as one; then the last run's measured verdict (the result card's, beside
+    the prediction it may contradict) and how to read its point against the curves. The run's own figures against
+    the formula, and which γ to pick, are said once, in the run's arithmetic. `verdict`: the run's one verdict
+    (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run with no
+    measured spread."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
@@ -217,28 +217,15 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
             comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
         measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, the diamond):</p>"
                     + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff)))
-        if answer is not None:
-            lines.append(which_gamma_html(without_repeated_prediction(answer, alpha, cost_ratio, verify_cost)))
         lines.append(
-            f"Its α̂ = {comparison.acceptance_rate:.2f}, c = {comparison.cost_ratio:.2f} and v = "
-            f"{comparison.verify_cost:.2f}: the formula with v = 1 predicts {comparison.predicted_speedup:.2f}×, with the "
-            f"measured v {comparison.predicted_with_verify:.2f}×, and the clock measured {comparison.speedup:.2f}×. The "
-            f"formula takes a (γ+1)-token verify to cost one target step; where it costs more, that is most of the gap "
-            f"(the run's statistics break down the rest). One run is one noisy sample; the γ sweep below repeats runs."
+            f"Read the diamond against the curves at γ = {gamma}: the solid blue curve takes a (γ+1)-token verify to "
+            "cost one target step, the dashed orange one v steps (the slider's v; after a run, the run's own), and "
+            "what is left between the dashed curve and the diamond is what the formula leaves out: rounds the drafter "
+            "cut short, the host's work between forwards. The run's arithmetic, under the result card, gives each "
+            "figure and which γ to pick; one run is one noisy sample, and the γ sweep below repeats runs."
         )
     else:
         lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
                      "speedup appears on the chart with the measured verdict.")
     paragraphs = [f"<p style='margin:0 0 6px 0'>{line}</p>" for line in lines]
     return paragraphs[0] + measured + "".join(paragraphs[1:])  # the verdict under the prediction, as before
-
-
-def without_repeated_prediction(answer: GammaAnswer, alpha: float, cost_ratio: float, verify_cost: float) -> GammaAnswer:
-    """The answer to "which γ" without the formula's best γ beside it where the sliders hold the very α̂, c and v it
-    was predicted at: the sliders' own prediction, a paragraph above, already says it (a learner read it twice)."""
-    predicted = answer.predicted
-    shown = (f"{alpha:.2f}", f"{cost_ratio:.2f}", f"{verify_cost:.2f}")
-    if predicted is None or shown != (f"{predicted.alpha:.2f}", f"{predicted.cost_ratio:.2f}",
-                                      f"{predicted.verify_cost:.2f}"):
-        return answer
-    return replace(answer, predicted=None)
