@@ -409,8 +409,8 @@ class Payoff:
 
 @dataclass(frozen=True)
 class GammaAnswer:
-    """The page's one answer to "which γ?", computed once per run (render.verdict.which_gamma) and read by every
-    section that names a γ: the statistics, How it works, the theory explorer and the γ sweep.
+    """The page's one answer to "which γ?", computed once per run (render.verdict.which_gamma) and said in one place,
+    the run's arithmetic (the γ sweep gives its own after a sweep, and the arithmetic then quotes it).
 
     Before a γ sweep of the setup, the bench record's pick for this machine and pair (by the one rule over its cells;
     none where no record measured the setup); after one, the sweep's. The formula's best γ is only ever said beside
@@ -477,7 +477,7 @@ class GammaAnswer:
                 f"or at the text's end), so a γ above {most} changes nothing here{noise}.")
 
     def text(self) -> str:
-        """The one sentence every section shows for "which γ"."""
+        """The one sentence the page says for "which γ"."""
         beside = f" Beside it, {self.prediction_text()}." if self.predicted is not None else ""
         capped = f" {self.capped_text()}" if self.is_capped else ""
         return f"{self.recommendation_text()} ({self.where}).{beside}{capped}"

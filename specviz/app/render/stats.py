@@ -48,7 +48,7 @@ def stats_dict(run: RunView) -> dict:
             stats.update(speculation_pays=payoff.pays, verdict=payoff.full_verdict_text())
         else:  # never a verdict on unequal work
             stats.update(speculation_pays=None, verdict=no_verdict_text(run))
-        answer = which_gamma(run, comparison)  # the page's one answer to "which γ", as every section gives it
+        answer = which_gamma(run, comparison)  # the page's one answer to "which γ", as the arithmetic says it
         stats.update(recommended_gamma=answer.gamma, recommendation=answer.text())
     reference = run.lane("reference").trace if run.has_lane("reference") else None
     if reference is not None and reference.rounds and run.baseline.trace.rounds:
@@ -116,18 +116,13 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
 
 
 def theory_table(run: RunView, comparison: Comparison) -> str:
-    """The run's measured figures and the page's one answer to "which γ"; the formula's predictions are the
-    arithmetic's paragraph above it, said once."""
+    """The formula's two costs the lanes table has no row for (c, v) and the page's one answer to "which γ"; α̂ and
+    τ are the lanes table's, the speedup the card's, the predictions the arithmetic's paragraph: each said once."""
     cell = 'style="padding:3px 12px;text-align:right"'
     left = 'style="padding:3px 12px"'
     rows = [
-        ("acceptance rate α̂ (accepted / examined drafts)", f"{comparison.acceptance_rate:.3f}"),
-        ("tokens per target pass τ (accepted drafts + the target's own token)",
-         f"{run.speculative.trace.tokens_per_target_forward:.2f}"),
         ("cost ratio c (draft step / target step)", f"{comparison.cost_ratio:.3f}"),
         ("verify cost v (verify round / target step; the formula assumes 1)", f"{comparison.verify_cost:.2f}"),
-        ("measured speedup (tokens/s ratio; one noisy sample)" if speedup_is_quoted(run)
-         else "tokens/s ratio (not a speedup: the texts differ)", f"{comparison.speedup:.2f}×"),
         ("which γ: the page's one answer (the bench's pick here, or this setup's γ sweep)",
          which_gamma_html(which_gamma(run, comparison))),
     ]

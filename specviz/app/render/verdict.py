@@ -79,9 +79,9 @@ def no_verdict_text(run: RunView) -> str:
 
 
 def which_gamma(run: RunView, comparison: Comparison | None) -> GammaAnswer:
-    """The page's one answer to "which γ" for this run (payoff.GammaAnswer), which every section reads: the γ sweep's
-    where this page swept this setup, else the bench record's pick for this machine, pair and drafter, else none;
-    beside it the formula's best γ at the measured α̂, c and v, as a prediction."""
+    """The page's one answer to "which γ" for this run (payoff.GammaAnswer), said in the run's arithmetic: the γ
+    sweep's where this page swept this setup, else the bench record's pick for this machine, pair and drafter, else
+    none; beside it the formula's best γ at the measured α̂, c and v, as a prediction."""
     if run.sweep is not None:
         return sweep_answer(run.sweep)
     predicted = (Payoff(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost)
