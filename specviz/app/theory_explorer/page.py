@@ -221,7 +221,7 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
             f"Read the diamond against the curves at γ = {gamma}: the solid blue curve takes a (γ+1)-token verify to "
             "cost one target step, the dashed orange one v steps (the slider's v; after a run, the run's own), and "
             "what is left between the dashed curve and the diamond is what the formula leaves out: rounds the drafter "
-            "cut short, the host's work between forwards. The run's arithmetic, under the result card, gives each "
+            "cut short, the prefills, the host's work between forwards. The run's arithmetic, under the result card, gives each "
             "figure and which γ to pick; one run is one noisy sample, and the γ sweep below repeats runs."
         )
     else:
