@@ -487,8 +487,11 @@ def test_the_one_rule_reads_a_sweeps_spread():
 
 
 def test_sampled_runs_say_the_speedup_compares_tokens_per_second():
-    html = render.stats_html(timed_run(0.02, temperature=0.8))
-    assert "different samples of different lengths" in html and "tokens per second" in html
+    html = render.stats_html(timed_run(0.02, temperature=0.8))  # two samples of 4 tokens: not "of different lengths"
+    assert "different samples (4 tokens each)" in html and "different lengths" not in html and "tokens per second" in html
+    assert "different samples of different lengths (6 and 7 tokens)" in render.stats_html(make_run())  # T = 1
+    from specviz.analysis.payoff import unequal_texts_text  # a sampled run's no-verdict, both at the token limit
+    assert "different texts (64 tokens each)" in unequal_texts_text(64, 64, 0.7)
     assert "different samples" not in render.stats_html(timed_run(0.02))
 
 
@@ -703,7 +706,7 @@ def test_greedy_lanes_that_part_are_said_first_and_get_no_verdict():
     assert html.index('class="parted"') < html.index('class="speedup"')
     words = visible_text(html)
     assert "The two lanes wrote different texts from token 3" in words and "a near-tie" in words
-    assert "compares different texts (4 and 4 tokens) and gives no verdict" in words
+    assert "compares different texts (4 tokens each) and gives no verdict" in words
     assert 'class="verdict"' not in html and "pays" not in words.split("gives no verdict")[1].split("Why the text")[0]
     assert "parted because their arithmetic was not the same" in words
     tied = visible_text(render.stats_html(parted, divergence_gap=0.0))

@@ -88,13 +88,21 @@ def repeat_spread(speedups: Sequence[float], num_prompts: int, source: str) -> S
     return Spread(min(ratios), max(ratios), source) if ratios else None
 
 
+def token_counts_text(num_baseline: int, num_speculative: int) -> str:
+    """"64 and 70 tokens", or "64 tokens each" where two texts are as long (a sample at the token limit is)."""
+    if num_baseline == num_speculative:
+        return f"{num_baseline} tokens each"
+    return f"{num_baseline} and {num_speculative} tokens"
+
+
 def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: float) -> str:
     """No verdict on one run whose lanes wrote different texts: their tokens per second are not like for like
     (a short sample is mostly prefill, a long one mostly rounds)."""
     why = (f"at temperature {temperature:g} each lane drew its own sample" if temperature
            else "the greedy lanes parted")
-    return (f"No verdict from this run: {why}, so they wrote different texts ({num_baseline} and {num_speculative} "
-            f"tokens) and their speeds compare unequal work. Temperature 0 compares like for like; the bench's "
+    return (f"No verdict from this run: {why}, so they wrote different texts "
+            f"({token_counts_text(num_baseline, num_speculative)}) and their speeds compare unequal work. Temperature 0 "
+            f"compares like for like; the bench's "
             f"sampled figures pool many prompts and repeats.")
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here, gpu_text_for
-from specviz.analysis.payoff import Payoff
+from specviz.analysis.payoff import Payoff, token_counts_text
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.rule import WHY_EXACT
@@ -156,13 +156,14 @@ def gap_text(run: RunView, comparison: Comparison) -> str:
 
 
 def sampled_note(run: RunView) -> str:
-    """At T > 0 the lanes write different samples of different lengths: say what the speedup compares."""
+    """At T > 0 the lanes write different samples, often of different lengths: say what the speedup compares."""
     temperature = run.settings.get("temperature", 0) or 0
     if temperature == 0 or not (run.baseline.trace.done and run.speculative.trace.done):
         return ""
+    lengths = (run.baseline.trace.num_tokens, run.speculative.trace.num_tokens)
+    kind = "different samples" + (" of different lengths" if lengths[0] != lengths[1] else "")
     return (f'<p class="sampled-note" style="margin:2px 0;color:#555">At temperature {temperature:g} the lanes wrote '
-            f"different samples of different lengths ({run.baseline.trace.num_tokens} and "
-            f"{run.speculative.trace.num_tokens} tokens), so the speedup compares tokens per second, not the time to "
+            f"{kind} ({token_counts_text(*lengths)}), so the speedup compares tokens per second, not the time to "
             "the same text. Temperature 0 (greedy) compares like for like.</p>")
 
 
@@ -222,7 +223,7 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
         f"that tipped a close call.{gap} What keeps them together: a target that computes a token with the same "
         f"arithmetic however many it checks at once (specviz gives it one; the line above says whether this "
         f"machine's kernels allow it). "
-        f"So the speed below compares different texts ({baseline.num_tokens} and {speculative.num_tokens} tokens) "
+        f"So the speed below compares different texts ({token_counts_text(baseline.num_tokens, speculative.num_tokens)}) "
         f"and gives no verdict.</p>"
     )
 
