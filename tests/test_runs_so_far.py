@@ -29,6 +29,9 @@ def test_lanes_of_different_texts_get_no_verdict_even_beside_a_measured_spread(m
     assert "beyond the noise" not in words and "Speculation pays" not in words
     explained = visible_text(render.explain_html(run))  # How it works tells the rounds; the verdict is the card's
     assert "No verdict" not in explained and "beyond the noise" not in explained and "pays" not in explained
+    chart, note = theory_page.theory_values(0.8, 0.1, 1.25, run)  # nor a point: its ratio is no speedup
+    assert not [trace for trace in chart.data if trace.meta == "measured"]
+    assert "not on the chart: its lanes wrote different texts" in visible_text(note) and "diamond" not in note
     run.speculative.trace.finish = None  # an unfinished run: no verdict either, and not for "different texts"
     _, note = theory_page.theory_values(0.8, 0.1, 1.25, run)
     assert "No verdict: the run did not finish" in visible_text(note) and "pays" not in visible_text(note)

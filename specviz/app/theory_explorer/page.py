@@ -16,7 +16,7 @@ from specviz.app.theory_explorer.view import TheoryView, theory_view
 from specviz.app.palette import COLORS, INK
 from specviz.app.plots import SECTION_HEIGHT, base_figure
 from specviz.app.render.tokens import escape_text
-from specviz.app.render.verdict import UNFINISHED, no_verdict_text, run_payoff, verdict_html
+from specviz.app.render.verdict import UNFINISHED, no_verdict_text, run_payoff, speedup_is_quoted, verdict_html
 
 THEORY_START = {"alpha": 0.7, "cost_ratio": 0.1, "verify_cost": 1.5}  # the explorer's sliders before any run
 THEORY_LEGEND_PX = 80  # the theory explorer's legend, under its panels: up to three rows
@@ -45,13 +45,15 @@ def measured_of(run) -> tuple[Comparison | None, int | None]:
 def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     """The explorer's chart and note for the sliders' values, with the last run's point if there is one."""
     comparison, gamma = measured_of(run)
+    # a finished run whose lanes wrote different texts (sampled) has a tokens/s ratio, not a speedup: no point
+    on_chart = comparison is not None and (not run.done or speedup_is_quoted(run))
     view = theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
-                                comparison.speedup if comparison else None)
+                       comparison.speedup if on_chart else None)
     verdict = None  # the run's one verdict, as its result card gives it; a run still under way has none yet
     if comparison is not None:
         verdict = (run_payoff(run, comparison) or no_verdict_text(run)) if run.done else UNFINISHED
     note = theory_note_html(view.alpha, view.cost_ratio, view.verify_cost, comparison, gamma, view.paying_alpha,
-                            verdict)
+                            verdict, on_chart)
     return theory_explorer(view), note
 
 
@@ -191,12 +193,13 @@ def add_pays_plane(figure: go.Figure, view: TheoryView) -> None:
 
 
 def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, comparison: Comparison | None,
-                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None) -> str:
+                     gamma: int | None, paying_alpha: float | None, verdict: Payoff | str | None = None,
+                     on_chart: bool = True) -> str:
     """The sliders' prediction, worded as one; then the last run's measured verdict (the result card's, beside
     the prediction it may contradict) and how to read its point against the curves. The run's own figures against
     the formula, and which γ to pick, are said once, in the run's arithmetic. `verdict`: the run's one verdict
     (render.verdict.run_payoff), or the sentence saying why it has none; None: judged here as one run with no
-    measured spread."""
+    measured spread. `on_chart`: the run is drawn as the diamond (not where its texts differ: no speedup)."""
     if alpha > cost_ratio:
         free = "with a free verify (v = 1) the point lies in the green area (α &gt; c), where the formula predicts a gain"
     else:
@@ -215,15 +218,20 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
     if comparison is not None and gamma is not None:
         payoff = verdict if verdict is not None else judge_run(
             comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
-        measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, the diamond):</p>"
+        where = "the diamond" if on_chart else "not on the chart: its lanes wrote different texts"
+        measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, {where}):</p>"
                     + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff)))
-        lines.append(
-            f"Read the diamond against the curves at γ = {gamma}: the solid blue curve takes a (γ+1)-token verify to "
-            "cost one target step, the dashed orange one v steps (the slider's v; after a run, the run's own), and "
-            "what is left between the dashed curve and the diamond is what the formula leaves out: rounds the drafter "
-            "cut short, the prefills, the host's work between forwards. The run's arithmetic, under the result card, gives each "
-            "figure and which γ to pick; one run is one noisy sample, and the γ sweep below repeats runs."
-        )
+        if on_chart:
+            lines.append(
+                f"Read the diamond against the curves at γ = {gamma}: the solid blue curve takes a (γ+1)-token verify "
+                "to cost one target step, the dashed orange one v steps (the slider's v; after a run, the run's own), "
+                "and what is left between the dashed curve and the diamond is what the formula leaves out: rounds the "
+                "drafter cut short, the prefills, the host's work between forwards. The run's arithmetic, under the "
+                "result card, gives each figure and which γ to pick; one run is one noisy sample, and the γ sweep "
+                "below repeats runs.")
+        else:
+            lines.append("A tokens/s ratio of two different texts is no speedup, so the chart has no point for it; the "
+                         "γ sweep below times repeated runs at this temperature and gives their median.")
     else:
         lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
                      "speedup appears on the chart with the measured verdict.")
