@@ -47,10 +47,13 @@ def test_step_mode_goes_round_by_round_to_a_normal_runs_text(page):
     normal_text = "".join(page.locator(f"#lane-speculative :is({KEPT})").all_inner_texts())
     assert normal_text
 
-    # The last run fills the theory explorer's sliders and puts its measured point on the chart.
+    # The last run fills the theory explorer's sliders and puts its measured point on the chart, where its two
+    # samples wrote the same text; where they differ, their tokens/s ratio is no speedup and gets no point.
     open_section(page, "theory-explorer")
     page.wait_for_function("document.querySelector('#theory-note')?.innerText.includes('Measured, the last run')")
-    assert "measured" in chart_traces(page, "chart-theory")
+    same_text = "different samples" not in page.locator("#stats .result-card").inner_text()
+    assert ("measured" in chart_traces(page, "chart-theory")) == same_text
+    assert ("not on the chart" in page.locator("#theory-note").inner_text()) != same_text
 
     open_section(page, "step-mode")
     page.click("#step-start")
