@@ -28,7 +28,10 @@ from specviz.analysis import theory
 TIE_TOLERANCE = 0.05
 # Runs of one setup on the page before their own min–max is the band (fewer say too little of the spread).
 MIN_REPEATS = 3
-TIE_NOISE = f"inside the best γ's min–max spread, or within {TIE_TOLERANCE:.0%} of its median"
+# Measurement.noise_band's words: its runs' min–max, or, where measured, the band one run moves in here (a sweep's γ
+# run once; a bench cell that kept every run)
+TIE_NOISE = (f"inside the best γ's noise band, its runs' min–max or, where measured, the band one run moves in here; "
+             f"or within {TIE_TOLERANCE:.0%} of its median")
 TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
             "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
