@@ -111,6 +111,7 @@ def test_a_runs_values_come_with_their_own_chart_and_note(monkeypatch):
     comparison = SimpleNamespace(acceptance_rate=0.781, cost_ratio=0.043, verify_cost=0.97, speedup=1.2,
                                  predicted_speedup=2.1, predicted_with_verify=1.9)
     monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
+    monkeypatch.setattr(theory_page, "speedup_is_quoted", lambda _run: True)  # a greedy run, quoted so far
     run = SimpleNamespace(done=False)  # a run still under way: no verdict yet, only the sliders' values
     alpha, cost, verify, _chart, note = theory_page.on_measured_run(run)
     assert (alpha, cost, verify) == (0.78, 0.04, 0.97)
@@ -123,6 +124,7 @@ def test_the_explorer_after_a_run_predicts_the_best_gamma_the_runs_statistics_pr
     comparison = SimpleNamespace(acceptance_rate=0.6364, cost_ratio=0.0536, verify_cost=1.0312, speedup=1.65,
                                  predicted_speedup=1.99, predicted_with_verify=1.94)
     monkeypatch.setattr(theory_page, "measured_of", lambda _run: (comparison, 3))
+    monkeypatch.setattr(theory_page, "speedup_is_quoted", lambda _run: True)  # a greedy run, quoted so far
     *_, note = theory_page.on_measured_run(SimpleNamespace(done=False))
     runs = Payoff(comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost)
     assert runs.formula_text()[1:] in note, note  # the same prediction, worded as one (capitalised in the note)

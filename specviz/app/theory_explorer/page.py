@@ -45,8 +45,8 @@ def measured_of(run) -> tuple[Comparison | None, int | None]:
 def theory_values(alpha, cost_ratio, verify_cost, run) -> tuple:
     """The explorer's chart and note for the sliders' values, with the last run's point if there is one."""
     comparison, gamma = measured_of(run)
-    # a finished run whose lanes wrote different texts (sampled) has a tokens/s ratio, not a speedup: no point
-    on_chart = comparison is not None and (not run.done or speedup_is_quoted(run))
+    # where the page quotes no speedup (texts that differ, a sampled run cut short) the chart draws none either
+    on_chart = comparison is not None and speedup_is_quoted(run)
     view = theory_view(float(alpha), float(cost_ratio), float(verify_cost), gamma,
                        comparison.speedup if on_chart else None)
     verdict = None  # the run's one verdict, as its result card gives it; a run still under way has none yet
