@@ -95,8 +95,8 @@ def test_the_page_lists_its_runs_and_judges_the_third_repeat_by_their_spread():
 
 def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma():
     """One recommended γ, said once: after a γ sweep of the last run's setup (its prompt and settings but γ) the
-    statistics quote the sweep's measured γ, at once and in the next run of that setup, with the formula's best beside it as a
-    prediction; a run of another prompt keeps its own one-run answer."""
+    statistics quote the sweep's measured γ, at once and in the next run of that setup, with the formula's best
+    beside it as a prediction; a run of another prompt keeps its own one-run answer."""
     demo = ui.build_app(preload=False)
     run_fn, sweep_fn = page_handler(demo, "on_run", reads="pace"), page_handler(demo, "on_sweep_run", reads="sweep-from")
     settings = {"prompt": "def add(a, b):\n", "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,

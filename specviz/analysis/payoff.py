@@ -30,8 +30,8 @@ TIE_TOLERANCE = 0.05
 MIN_REPEATS = 3
 # Measurement.noise_band's words: its runs' min–max, or, where measured, the band one run moves in here (a sweep's γ
 # run once; a bench cell that kept every run)
-TIE_NOISE = (f"inside the best γ's noise band, its runs' min–max or, where measured, the band one run moves in here; "
-             f"or within {TIE_TOLERANCE:.0%} of its median")
+TIE_NOISE = ("inside the best γ's noise band, its runs' min–max or, where measured, the band one run moves in "
+             f"here; or within {TIE_TOLERANCE:.0%} of its median")
 TIE_RULE = (f"medians within the noise of the best ({TIE_NOISE}) are a tie, and a tie goes to the smaller γ "
             "(where draft trees were measured too, to a chain before a tree and a smaller tree before a bigger)")
 NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
@@ -104,9 +104,8 @@ def unequal_texts_text(num_baseline: int, num_speculative: int, temperature: flo
     why = (f"at temperature {temperature:g} each lane drew its own sample" if temperature
            else "the greedy lanes parted")
     return (f"No verdict from this run: {why}, so they wrote different texts "
-            f"({token_counts_text(num_baseline, num_speculative)}) and their speeds compare unequal work. Temperature 0 "
-            f"compares like for like; the bench's "
-            f"sampled figures pool many prompts and repeats.")
+            f"({token_counts_text(num_baseline, num_speculative)}) and their speeds compare unequal work. "
+            "Temperature 0 compares like for like; the bench's sampled figures pool many prompts and repeats.")
 
 
 @dataclass(frozen=True)

@@ -223,8 +223,8 @@ def parted_html(run: RunView, index: int, divergence_gap: float | None) -> str:
         f"that tipped a close call.{gap} What keeps them together: a target that computes a token with the same "
         f"arithmetic however many it checks at once (specviz gives it one; the line above says whether this "
         f"machine's kernels allow it). "
-        f"So the speed below compares different texts ({token_counts_text(baseline.num_tokens, speculative.num_tokens)}) "
-        f"and gives no verdict.</p>"
+        f"So the speed below compares different texts "
+        f"({token_counts_text(baseline.num_tokens, speculative.num_tokens)}) and gives no verdict.</p>"
     )
 
 
