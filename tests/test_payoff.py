@@ -149,6 +149,16 @@ def test_the_pages_verdict_keeps_where_its_band_was_measured_in_a_details():
     assert verdict.verdict_text() in unescape(shown) and verdict.verdict_detail_text() in unescape(hidden)
 
 
+def test_a_band_that_prints_as_reaching_1x_is_not_called_all_above_it():
+    """A run's band from 1.003×, printed "1.00–1.19×", is not "all above 1×" (the page showed both, 2026-12-05);
+    from 1.012× ("1.01–1.19×") it is."""
+    edge = one_run(1.10, payoff.Spread(0.912, 1.08, "the bench"))
+    assert "1.00–1.19×" in edge.verdict_text() and not edge.pays
+    assert edge.verdict_text().startswith("Not shown to pay here") and "all above 1×" not in edge.verdict_text()
+    above = one_run(1.10, payoff.Spread(0.92, 1.08, "the bench"))
+    assert "1.01–1.19×" in above.verdict_text() and above.pays and "all above 1×" in above.verdict_text()
+
+
 def over_prompts(runs: list[float], num_prompts: int) -> BenchResult:
     """A bench cell that kept every run, in the bench's order (repeat by repeat, prompts in order within each)."""
     return dataclasses.replace(cell(3, statistics.median(runs), min(runs), max(runs)), num_runs=len(runs),
