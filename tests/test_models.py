@@ -96,7 +96,8 @@ def test_the_precision_control_says_why_the_cpu_default_is_float32(monkeypatch):
         monkeypatch.setattr(words, "cpu_has_native_bf16", lambda native=native: native)
         monkeypatch.setattr(words, "cpu_has_amx", lambda amx=amx: amx)
         assert phrase in words.precision_info(), (native, amx)
-        assert "4 rows a call" in words.precision_info()
+        assert "by construction" in words.precision_info() and "“Exact here”" in words.precision_info()
+        assert "rows a call" not in words.precision_info()  # how: the result card's one answer
     monkeypatch.setenv(PRECISION_ENV, "bfloat16")
     assert words.precision_info().startswith(f"Here the host set {PRECISION_ENV}, so the default is bfloat16.")
 

@@ -496,10 +496,14 @@ def test_sampled_runs_say_the_speedup_compares_tokens_per_second():
     assert "different samples" not in render.stats_html(timed_run(0.02))
 
 
-def test_the_stats_say_in_one_line_why_the_text_is_the_targets():
+def test_why_the_text_is_the_targets_is_said_once_in_how_it_works_and_the_stats_point_there():
+    """Q5 in one line (2026-11-23), said once (2026-12-05): How it works gives the proof, before any run; the stats,
+    beside their token-by-token check, say where it is."""
     html = render.stats_html(timed_run(0.02))
-    assert "min(p(x), q(x))" in html and "norm(max(0, p − q))" in html and "add back to exactly p(x)" in html
-    assert "add back to exactly p(x)" in render.explain_html(None)  # and in How it works, before any run
+    assert "How it works" in visible_text(html) and "add back to exactly" in visible_text(html)
+    assert "min(p(x), q(x))" not in html and "norm(max(0, p − q))" not in html
+    how = render.explain_html(None)
+    assert "min(p(x), q(x))" in how and "norm(max(0, p − q))" in how and "add back to exactly p(x)" in how
 
 
 def test_a_round_the_confidence_stop_ended_is_marked_and_explained():

@@ -85,6 +85,9 @@ WHY_EXACT = (
     f"and a rejection's correction is drawn from {RESIDUAL}, which holds exactly the rest, p(x) − min(p(x), q(x)); "
     "the two add back to exactly p(x)."
 )
+# Beside the stats' token-by-token check: where the one-line proof above is said (How it works).
+WHY_EXACT_POINTER = ("Why the rule keeps the target's text, in one line: How it works, below (a kept draft and a "
+                     "correction add back to exactly the target's probability).")
 RULE_EXACT = ("This rule makes the output distributed exactly as if the target had generated alone, only with fewer "
               "slow target passes.")
 SAME_DISTRIBUTION = ("The rule above makes each speculative token follow the target's own distribution exactly: the "

@@ -11,7 +11,7 @@ from specviz.analysis.expectations import expect_here, gpu_text_for
 from specviz.analysis.payoff import Payoff, token_counts_text
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
-from specviz.app.render.rule import WHY_EXACT
+from specviz.app.render.rule import WHY_EXACT_POINTER
 from specviz.app.render.tau import tau_text
 from specviz.app.render.verdict import (
     no_verdict_text, run_payoff, same_text, speedup_is_quoted, verdict_html, which_gamma, which_gamma_html,
@@ -394,9 +394,10 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
         at = "" if index is None else f' data-index="{index}"'
         parts.append(f'<span class="{css}" data-lane="{name}"{at}>{lane_info(name).label}: {words}</span>')
     items = "".join(f"<li>{part}.</li>" for part in parts)
-    why = WHY_EXACT if run.greedy_parting() is None else (
-        "The rule below keeps the target's text in exact arithmetic; this run's lanes parted because their "
-        "arithmetic was not the same (see above), not because of the rule. " + WHY_EXACT)
+    # the rule's one-line proof has one home, How it works; beside the check, only where to read it
+    why = WHY_EXACT_POINTER if run.greedy_parting() is None else (
+        "The rule keeps the target's text in exact arithmetic; this run's lanes parted because their arithmetic was "
+        f"not the same (see above), not because of the rule. {WHY_EXACT_POINTER}")
     items += f'<li class="why-exact">{escape_text(why)}</li>'
     return f'<ul class="agreement" style="margin:4px 0 8px;font-size:13.5px">{items}</ul>'
 

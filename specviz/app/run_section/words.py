@@ -17,7 +17,6 @@ from specviz.app.live import Headway
 from specviz.app.wording import count, duration_text
 from specviz.catalogue import lane_info
 from specviz.models.precision import PRECISION_ENV, cpu_has_amx, cpu_has_native_bf16, default_precision
-from specviz.models.slots import call_rows
 
 log = logging.getLogger("specviz.app.ui")
 
@@ -91,10 +90,10 @@ def precision_info() -> str:
     else:
         why = (f"Here: a CPU without native bf16 (AMX / AVX512-BF16), so the default is {default}: bfloat16 would "
                "run in software, several times slower.")
-    return (f"{why} In either precision, on any CPU or GPU, specviz computes every token the target checks in one "
-            f"fixed shape ({call_rows(device)} rows a call, each over its own keys), so checking several tokens at "
-            "once rounds exactly like checking one and at temperature 0 the lanes write the same text by "
-            "construction; the stats say so for each model, and say where a model's attention keeps it out")
+    # how it is exact is the result card's one answer ("Exact here", per model): here only that both precisions are
+    return (f"{why} Either precision, on any CPU or GPU, keeps the lanes' text identical at temperature 0 by "
+            "construction; after a run, “Exact here” in the result card's Show the arithmetic says how, and where a "
+            "model's attention keeps it out")
 
 
 # --- the status line -------------------------------------------------------------------------------------------
