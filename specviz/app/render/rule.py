@@ -86,8 +86,8 @@ WHY_EXACT = (
     "the two add back to exactly p(x)."
 )
 # Beside the stats' token-by-token check: where the one-line proof above is said (How it works).
-WHY_EXACT_POINTER = ("Why the rule keeps the target's text, in one line: How it works, below (a kept draft and a "
-                     "correction add back to exactly the target's probability).")
+WHY_EXACT_POINTER = ("Why the rule keeps the target's distribution (and at temperature 0 its text), in one line: How "
+                     "it works, below (a kept draft and a correction add back to exactly the target's probability).")
 RULE_EXACT = ("This rule makes the output distributed exactly as if the target had generated alone, only with fewer "
               "slow target passes.")
 SAME_DISTRIBUTION = ("The rule above makes each speculative token follow the target's own distribution exactly: the "
