@@ -369,3 +369,36 @@ def test_a_head_from_another_folder_drafts_in_place_of_the_shipped_one(pair, tmp
     with pytest.raises(ModelLoadError, match="not a head drafter's folder"):
         load_pair(head=str(tmp_path))
     assert build_parser().parse_args(["bench", "--head", str(tmp_path / "head")]).head == str(tmp_path / "head")
+
+
+def test_where_a_first_draft_and_its_rival_guesses_all_fell_the_inspector_says_so(pair):
+    """The step inspector's timeline draws a round's rival guesses as rows; its answer said only why the first draft
+    fell (Chromium, 2026-12-05: ' cats', rivals ' cat' and ' Cats', the target's pick ' pur'). A real greedy run of
+    the default pair, rival guesses on (the default), until a round whose guesses all fell."""
+    from html import unescape
+
+    from specviz.app import render
+    from specviz.app.inspector import words as inspector_words
+    from specviz.app.render import rule
+    from tests.test_render import visible_text
+
+    config = DecodeConfig(max_new_tokens=32, inspect=True)
+    assert config.rivals > 0 and config.temperature == 0
+    for prompt in ["Why do cats purr? Answer briefly.", *(p.text for p in load_prompts(PRESETS[DEFAULT_PRESET].prompts_file))]:
+        prompt_ids = pair.encode(prompt, True)
+        run = render.RunView(prompt, prompt_ids, config.gamma, {"temperature": 0.0, "rivals": config.rivals})
+        for event in speculative_decode(pair, prompt_ids, config):
+            run.add(event, pair.decode)
+        fell = [e for e in run.speculative.trace.rounds if len(e.guesses) > 1 and e.taken_guess is None]
+        if fell:
+            break
+    else:
+        pytest.fail("no round's first draft and rivals all fell: the test checks nothing")
+    event = fell[0]
+    texts = run.speculative.round_texts[event.round_index]
+    words = unescape(visible_text(inspector_words.inspector_html(run, event.round_index)))
+    assert words.strip().startswith(f"Why was '{texts.guesses[0]}' rejected?"), words
+    assert rule.rivals_missed_sentence([f"'{rival}'" for rival in texts.guesses[1:]]) in words
+    assert rule.rivals_missed_sentence(["' cat'", "' Cats'"]) == (
+        "Its rival guesses, ' cat' and ' Cats', rode along in the same target pass; none was the target's own pick "
+        "either.")

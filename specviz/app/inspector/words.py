@@ -8,7 +8,7 @@ from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.rule import (
     COIN, END_OF_TEXT, GREEDY_OWN_VERDICT_TEXT, GREEDY_RULE, KEEP_CHANCE, OWN_PICK, REPLACEMENT, RIVAL_VERDICT_TEXT,
-    TARGET_PICK, all_kept_sentence, ended_sentence, rival_kept_sentence,
+    TARGET_PICK, all_kept_sentence, ended_sentence, rival_kept_sentence, rivals_missed_sentence,
 )
 from specviz.app.render.tokens import (
     draft_reason, draft_verdict_text, ended_at_end_of_text, escape_text, first_pick_title, own_reason,
@@ -142,7 +142,9 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""
     why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
     where = own_reason(event, greedy, text)
-    return (f"Why was {quoted(text)} rejected? {as_sentence(why)} "
+    rivals = texts.guesses[1:] if rejected == 0 and event.guesses else []
+    missed = f" {rivals_missed_sentence([quoted(rival) for rival in rivals])}" if rivals else ""
+    return (f"Why was {quoted(text)} rejected? {as_sentence(why)}{missed} "
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 
 

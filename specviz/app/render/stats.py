@@ -180,7 +180,7 @@ def setup_html(run: RunView) -> str:
     return (f'<p class="setup" style="margin:2px 0;color:#555">Measured with the {escape_text(str(settings.get("pair")))} '
             f'pair on {escape_text(str(settings.get("recorded_on") or settings["device"]))} in {escape_text(str(settings.get("precision")))}'
             f'{INT8_DRAFTERS_WORDS if settings.get("int8_drafters") else ""}. '
-            "The slower one target step is next to a draft step and the closer a (γ+1)-token verify is to one "
+            "The more a target step costs next to a draft step, and the closer a (γ+1)-token verify comes to one "
             f"step, the more speculation gains: {HARD_CASE}{escape_text(gpu_figure_words(run))}</p>")
 
 
