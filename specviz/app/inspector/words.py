@@ -142,8 +142,9 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     text = texts.drafted[rejected] if rejected < len(texts.drafted) else ""
     why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
     where = own_reason(event, greedy, text)
-    rivals = texts.guesses[1:] if rejected == 0 and event.guesses else []
-    missed = f" {rivals_missed_sentence([quoted(rival) for rival in rivals])}" if rivals else ""
+    rivals = [quoted(rival) for rival in texts.guesses[1:]] if rejected == 0 and event.guesses else []
+    listed = rivals[0] if len(rivals) == 1 else f"{', '.join(rivals[:-1])} and {rivals[-1]}" if rivals else ""
+    missed = f" {rivals_missed_sentence(listed, len(rivals))}" if rivals else ""
     return (f"Why was {quoted(text)} rejected? {as_sentence(why)}{missed} "
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 

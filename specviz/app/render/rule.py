@@ -357,13 +357,12 @@ def rivals_reason(listed: str, num_guesses: int, first: str, taken_index: int | 
             f"itself, never the others): {outcome}")
 
 
-def rivals_missed_sentence(rivals: list[str]) -> str:
-    """The inspector's answer, where the first draft fell and none of its rival guesses (quoted) was taken either:
-    the timeline draws their rows, so the answer says what became of them."""
-    listed = rivals[0] if len(rivals) == 1 else f"{', '.join(rivals[:-1])} and {rivals[-1]}"
-    which = "it was" if len(rivals) == 1 else "none was"
-    noun = "Its rival guess" if len(rivals) == 1 else "Its rival guesses"
-    return f"{noun}, {listed}, rode along in the same target pass; {which} the target's own pick either."
+def rivals_missed_sentence(listed: str, num_rivals: int) -> str:
+    """The inspector's answer, where the first draft fell and none of its `num_rivals` rival guesses (`listed`:
+    "' cat' and ' Cats'") was taken either: the timeline draws their rows, so the answer says what became of them."""
+    one = num_rivals == 1
+    return (f"Its rival guess{'' if one else 'es'}, {listed}, rode along in the same target pass; "
+            f"{'it was not' if one else 'none was'} the target's own pick either.")
 
 
 def rival_taken_reason(number: int, taken: str, share: str, first: str) -> str:
