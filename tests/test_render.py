@@ -486,11 +486,14 @@ def test_the_one_rule_reads_a_sweeps_spread():
     assert not predicted.pays and "a prediction, not a measurement" in predicted.verdict_text()
 
 
-def test_sampled_runs_say_the_speedup_compares_tokens_per_second():
-    html = render.stats_html(timed_run(0.02, temperature=0.8))  # two samples of 4 tokens: not "of different lengths"
-    assert "different samples (4 tokens each)" in html and "different lengths" not in html
-    assert "tokens per second" in html
-    assert "different samples of different lengths (6 and 7 tokens)" in render.stats_html(make_run())  # T = 1
+def test_a_sampled_run_says_once_whether_its_speedup_compares_like_for_like():
+    """Two samples that came out the same text are like for like, and said so (the note called them "different
+    samples (4 tokens each)" until 2026-12-05); two that differ are said once, in the verdict's place, not again."""
+    html = visible_text(render.stats_html(timed_run(0.02, temperature=0.8)))
+    assert "both drew the same text (4 tokens)" in html and "different samples" not in html
+    differ = visible_text(render.stats_html(make_run()))  # T = 1: 6 and 7 tokens
+    assert differ.count("different texts (6 and 7 tokens)") == 1 and "both drew the same text" not in differ
+    assert "different samples of different lengths" not in differ
     # a sampled run's no-verdict, both lanes at the token limit
     assert "different texts (64 tokens each)" in payoff.unequal_texts_text(64, 64, 0.7)
     assert "different samples" not in render.stats_html(timed_run(0.02))
