@@ -230,8 +230,8 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
                 "result card, gives each figure and which γ to pick; one run is one noisy sample, and the γ sweep "
                 "below repeats runs.")
         else:
-            lines.append("A tokens/s ratio of two different texts is no speedup, so the chart has no point for it; the "
-                         "γ sweep below times repeated runs at this temperature and gives their median.")
+            # why there is no point is said above ("not on the chart") and in the verdict: here only where to look
+            lines.append("The γ sweep below times repeated runs at this temperature and puts their median on its chart.")
     else:
         lines.append("Press Run above: the last run's measured α̂, c and v then fill these sliders, and its measured "
                      "speedup appears on the chart with the measured verdict.")
