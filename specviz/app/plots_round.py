@@ -45,9 +45,8 @@ X_TITLE = "seconds, on the timeline's clock"  # short: the rows' names take the 
 UNUSED = "unused"
 ONE_PASS_TEXT = "1 target forward: all rows at once"
 CUT_TEXT = "cut"
-ROW_WORDS = "A row: one position the target scores; this one forward scores all its rows together."
-DROPPED_WORDS = ("The caches drop a row: rows past the cut hold drafts the text did not keep, so both models' "
-                 "caches delete their keys and values.")
+ROW_WORDS = "A row: one position the target scores, all in this one forward."
+DROPPED_WORDS = "Rows past the cut hold drafts the text did not keep: both models' caches drop their keys and values."
 GUESS_WORDS = "? your guess first: how many drafts will these rows keep?"  # step mode, before the verdicts
 UNUSED_WORDS = "An unused row: scored, but for a position the text never reached this round."
 

@@ -360,9 +360,9 @@ def rivals_reason(listed: str, num_guesses: int, first: str, taken_index: int | 
 def rivals_missed_sentence(listed: str, num_rivals: int) -> str:
     """The inspector's answer, where the first draft fell and none of its `num_rivals` rival guesses (`listed`:
     "' cat' and ' Cats'") was taken either: the timeline draws their rows, so the answer says what became of them."""
+    # short: it stands in the answer a first run shows (the page's budget of words, test_app_browser)
     one = num_rivals == 1
-    return (f"Its rival guess{'' if one else 'es'}, {listed}, rode along in the same target pass; "
-            f"{'it was not' if one else 'none was'} the target's own pick either.")
+    return f"Its rival guess{'' if one else 'es'}, {listed}, {'was' if one else 'were'} not the target's pick either."
 
 
 def rival_taken_reason(number: int, taken: str, share: str, first: str) -> str:
