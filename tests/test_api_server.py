@@ -325,7 +325,12 @@ def test_stop_frees_the_worker_within_a_second(space_server, client, figures):
     job = client.submit(prompt=CODE_PROMPT, api_name="/generate", **LONG_RUN)
     wait_until_running(job)
     time.sleep(1.0)  # past loading and prefill: the lanes are decoding
+    # Seen computing in one of a few windows: on a 2-core host the other test worker can hold the server off the CPU
+    # for a moment (CI, 2026-12-05: 0.06 cores in a single 0.3 s window beside the 163 s bfloat16 invariance test).
+    deadline = time.monotonic() + 3.0
     busy = space_server.cpu_cores_over(0.3)
+    while busy <= BUSY_CORES and not job.done() and time.monotonic() < deadline:
+        busy = space_server.cpu_cores_over(0.3)
     assert not job.done() and busy > BUSY_CORES, f"no long run to stop (server at {busy:.2f} cores, {job.status()})"
     cancelled_at = time.monotonic()
     assert job.cancel()
