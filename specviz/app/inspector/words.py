@@ -4,6 +4,7 @@ sure the drafter was and the target's own pick; above it q, p, min(1, p/q) and r
 
 from __future__ import annotations
 
+from specviz.analysis.payoff import listing
 from specviz.decoding.events import RoundEvent
 from specviz.app.render.lanes import RoundTexts, RunView, target_pick_text
 from specviz.app.render.rule import (
@@ -143,8 +144,7 @@ def answer_line(event: RoundEvent, texts: RoundTexts, greedy: bool) -> str:
     why = draft_reason(event, rejected, greedy, text, texts.own[0] if texts.own else None)
     where = own_reason(event, greedy, text)
     rivals = [quoted(rival) for rival in texts.guesses[1:]] if rejected == 0 and event.guesses else []
-    listed = rivals[0] if len(rivals) == 1 else f"{', '.join(rivals[:-1])} and {rivals[-1]}" if rivals else ""
-    missed = f" {rivals_missed_sentence(listed, len(rivals))}" if rivals else ""
+    missed = f" {rivals_missed_sentence(listing(rivals), len(rivals))}" if rivals else ""
     return (f"Why was {quoted(text)} rejected? {as_sentence(why)}{missed} "
             f"Where did {quoted(texts.next_text)} come from? It is {where}.")
 

@@ -159,7 +159,7 @@ def sampled_note(run: RunView) -> str:
     """At T > 0 each lane draws its own sample. Where the two differ the verdict's one sentence says why no speedup
     is quoted (no_verdict_text), so nothing here; where they came out the same text, why this one is quoted."""
     temperature = run.settings.get("temperature", 0) or 0
-    if temperature == 0 or not (run.baseline.trace.done and run.speculative.trace.done) or not same_text(run):
+    if temperature == 0 or not same_text(run):  # same_text: both lanes finished, with the same tokens
         return ""
     return (f'<p class="sampled-note" style="margin:2px 0;color:#555">At temperature {temperature:g} each lane drew '
             f"its own sample, and here both drew the same text ({count(run.baseline.trace.num_tokens, 'token')}), so "
