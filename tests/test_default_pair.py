@@ -146,6 +146,24 @@ def test_sampled_run_completes_with_the_head_rows_drafter(pair):
     assert all(token.token_id in rows for event in trace.rounds for token in event.drafted)
 
 
+@pytest.mark.parametrize("settings", [dict(temperature=0.7, top_k=1), dict(temperature=1.3, top_p=1e-6),
+                                      dict(temperature=0.7, top_k=1, drafter="model", gamma=6, draft_confidence=0.0),
+                                      dict(temperature=0.7, top_k=1, tree=6)],
+                         ids=["top-k 1", "top-p tiny", "draft model, gamma 6", "tree of 6"])
+def test_sampling_from_a_single_token_writes_the_greedy_text_through_rejection_and_resampling(pair, settings):
+    """Where top-k 1 (or a tiny top-p) leaves the target one token, the rule must keep exactly it: a draft is
+    accepted with probability min(1, p/q) = 1 if it is that token and 0 if not, and the residual max(0, p − q)
+    is then that token alone. So a sampled run, seeded and random as it is, writes the greedy text token for
+    token on both lanes; an off-by-one row in acceptance, residual or bonus, or a tree walk that reads the wrong
+    node, parts here where a statistical test would only drift."""
+    prompt_ids = pair.encode("Why is the sky blue at noon but red at sunset?")
+    greedy = run_lane(autoregressive_decode, pair, prompt_ids)
+    assert run_lane(autoregressive_decode, pair, prompt_ids, seed=5, **settings) == greedy
+    config = DecodeConfig(max_new_tokens=NUM_NEW, seed=5, **settings)
+    trace = Trace.from_events(speculative_decode(pair, prompt_ids, config))
+    assert trace.token_ids == greedy
+    assert trace.num_examined > trace.num_accepted > 0  # drafts were both kept and refused (then resampled)
+
 def test_bad_input_on_the_real_pair_gives_clear_messages(pair):
     with pytest.raises(ValueError, match="the prompt is empty"):
         pair.encode("   \n ")
