@@ -89,6 +89,20 @@ def test_bench_takes_a_list_of_tree_budgets(tmp_path):
     assert report["config"]["trees"] == [0, 4] and all(r["num_diverged"] == 0 for r in report["results"])
 
 
+def test_bench_counts_partings_of_sampled_runs_where_top_k_1_leaves_one_token(tmp_path):
+    """At top-k 1 a sampled run must write the greedy text, so the bench counts its partings as a greedy run's;
+    with top-k 2 the lanes sample for real and it says nothing."""
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"prompt": "def add(a, b):", "chat": False}, {"prompt": "import os\nimport", "chat": False}]))
+    for top_k, expected in (("1", 0), ("2", None)):
+        result = run_cli("bench", "--pair", "tiny-code", "--gammas", "3", "--tree", "0,4", "--temperature", "0.8",
+                         "--top-k", top_k, "--repeats", "1", "--max-new-tokens", "16", "--ignore-eos",
+                         "--prompts", str(prompts), "--json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        results = json.loads(result.stdout)["results"]
+        assert len(results) == 2 and all(r["num_diverged"] == expected for r in results), results
+
+
 def test_generate_sampled_run_completes(local_pair):
     report = generate_json(local_pair, "--temperature", "1", "--top-p", "0.9", "--seed", "7")
     assert len(report["speculative"]["token_ids"]) == 24

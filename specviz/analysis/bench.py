@@ -105,7 +105,8 @@ class BenchResult:
     predicted_speedup: float  # Leviathan's formula at the pooled α̂ and c
     num_runs: int
     # Greedy runs whose tokens parted from the baseline's: 0 wherever a verify is bitwise a step
-    # (specviz.models.invariance; a device where it is not rounds differently at near-ties). None when sampled.
+    # (specviz.models.invariance; a device where it is not rounds differently at near-ties). None when sampled,
+    # except at top-k 1, where the target keeps one token and the rule must write the greedy text too.
     num_diverged: int | None = None
     tree: int = 0  # the tree budget (DecodeConfig.tree; 0 = a chain)
     # each run's speedup in the order measured (timed_runs): repeat by repeat, the prompts in order within each,
@@ -134,8 +135,9 @@ def to_prompt(entry) -> Prompt | None:
 
 
 def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], tree: int = 0,
-              num_prompts: int = 0) -> BenchResult:
-    """Pool (baseline, speculative) trace pairs, in the order timed_runs measured them, into one table row."""
+              num_prompts: int = 0, one_text: bool | None = None) -> BenchResult:
+    """Pool (baseline, speculative) trace pairs, in the order timed_runs measured them, into one table row.
+    `one_text`: whether both lanes must write one text (default: greedy), so that partings are counted."""
     speedups = [speedup(base, spec) for base, spec in pairs]
     accepted = sum(spec.num_accepted for _, spec in pairs)
     examined = sum(spec.num_examined for _, spec in pairs)
@@ -158,7 +160,8 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], 
         median_speculative_tokens_per_s=statistics.median(spec.tokens_per_s for _, spec in pairs),
         predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
         num_runs=len(pairs),
-        num_diverged=sum(base.token_ids != spec.token_ids for base, spec in pairs) if temperature == 0 else None,
+        num_diverged=(sum(base.token_ids != spec.token_ids for base, spec in pairs)
+                      if (temperature == 0 if one_text is None else one_text) else None),
         tree=tree,
         speedups=tuple(speedups),
         num_prompts=num_prompts,
@@ -196,17 +199,20 @@ def run_bench(pair: ModelPair, prompts: list[Prompt], config: BenchConfig, progr
     """Measure every cell; returns one BenchResult per (γ, tree budget, temperature)."""
     runs = timed_runs(pair, encode_prompts(pair, prompts, config.chat), config)
     total = config.num_timed_runs(len(prompts))
-    return pool(tqdm(runs, total=total, desc="bench", disable=not progress, unit="run"), len(prompts))
+    return pool(tqdm(runs, total=total, desc="bench", disable=not progress, unit="run"), len(prompts),
+                config.engine.top_k == 1)
 
 
-def pool(runs: Iterable[TimedRun], num_prompts: int = 0) -> list[BenchResult]:
+def pool(runs: Iterable[TimedRun], num_prompts: int = 0, single_token: bool = False) -> list[BenchResult]:
     """Timed runs (timed_runs' order, over num_prompts prompts) pooled into one BenchResult per (γ, tree budget,
-    temperature), in the order first measured."""
+    temperature), in the order first measured. `single_token`: the runs sampled at top-k 1, where the target keeps
+    one token (barring an exact tie at the top), so a sampled run must write the greedy text as well (its partings
+    are counted too)."""
     cells: dict[tuple[int, int, float], list[tuple[Trace, Trace]]] = {}
     for gamma, tree, temperature, baseline, speculative in runs:
         if speculative is not None:
             cells.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
-    return [summarise(gamma, temperature, pairs, tree, num_prompts)
+    return [summarise(gamma, temperature, pairs, tree, num_prompts, temperature == 0 or single_token)
             for (gamma, tree, temperature), pairs in cells.items()]
 
 
