@@ -175,7 +175,8 @@ def drafters_about_html(figures: DrafterFigures | None = None) -> str:
         "predicts the target's next hidden state from its current one and the token just chosen, and the target's "
         "own output head turns that state into token probabilities. EAGLE-2 adds trees of guesses shaped by the "
         "drafter's confidence, EAGLE-3 reads several of the target's layers. specviz's head has EAGLE's shape, "
-        "trained on this target's own answers.</p>"
+        "trained on this target's own answers, nearly all in English: on a request in another language it "
+        "guesses right less often, and speculation may not pay there.</p>"
     )
     rivals = (
         "<p><b>Rival guesses.</b> Where the drafter is unsure of a round's first token (greedy runs only), it also "
