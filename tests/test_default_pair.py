@@ -164,6 +164,7 @@ def test_sampling_from_a_single_token_writes_the_greedy_text_through_rejection_a
     assert trace.token_ids == greedy
     assert trace.num_examined > trace.num_accepted > 0  # drafts were both kept and refused (then resampled)
 
+
 def test_bad_input_on_the_real_pair_gives_clear_messages(pair):
     with pytest.raises(ValueError, match="the prompt is empty"):
         pair.encode("   \n ")

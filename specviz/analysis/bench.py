@@ -135,9 +135,9 @@ def to_prompt(entry) -> Prompt | None:
 
 
 def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], tree: int = 0,
-              num_prompts: int = 0, one_text: bool | None = None) -> BenchResult:
+              num_prompts: int = 0, single_token: bool = False) -> BenchResult:
     """Pool (baseline, speculative) trace pairs, in the order timed_runs measured them, into one table row.
-    `one_text`: whether both lanes must write one text (default: greedy), so that partings are counted."""
+    Partings are counted where both lanes must write one text: greedy, or sampled at top-k 1 (`single_token`)."""
     speedups = [speedup(base, spec) for base, spec in pairs]
     accepted = sum(spec.num_accepted for _, spec in pairs)
     examined = sum(spec.num_examined for _, spec in pairs)
@@ -161,7 +161,7 @@ def summarise(gamma: int, temperature: float, pairs: list[tuple[Trace, Trace]], 
         predicted_speedup=expected_speedup(alpha, gamma, cost_ratio),
         num_runs=len(pairs),
         num_diverged=(sum(base.token_ids != spec.token_ids for base, spec in pairs)
-                      if (temperature == 0 if one_text is None else one_text) else None),
+                      if temperature == 0 or single_token else None),
         tree=tree,
         speedups=tuple(speedups),
         num_prompts=num_prompts,
@@ -212,7 +212,7 @@ def pool(runs: Iterable[TimedRun], num_prompts: int = 0, single_token: bool = Fa
     for gamma, tree, temperature, baseline, speculative in runs:
         if speculative is not None:
             cells.setdefault((gamma, tree, temperature), []).append((baseline, speculative))
-    return [summarise(gamma, temperature, pairs, tree, num_prompts, temperature == 0 or single_token)
+    return [summarise(gamma, temperature, pairs, tree, num_prompts, single_token)
             for (gamma, tree, temperature), pairs in cells.items()]
 
 
