@@ -159,6 +159,18 @@ def test_a_band_that_prints_as_reaching_1x_is_not_called_all_above_it():
     assert "1.01–1.19×" in above.verdict_text() and above.pays and "all above 1×" in above.verdict_text()
 
 
+@pytest.mark.parametrize("speedup", [0.996, 1.0, 1.003])
+def test_a_run_that_prints_as_1x_reads_alike_whatever_its_hidden_digits(speedup):
+    """0.996× prints "1.00×": it is not called "slower than the target alone" beside that, nor is the target alone
+    "faster here" at exactly 1.00× (both were said before); three runs that print alike get one verdict."""
+    verdict = one_run(speedup, payoff.Spread(0.91, 1.09, "the bench"))
+    assert verdict.verdict_text() == ("Not shown to pay here: this run measured 1.00× at γ = 3 (one noisy sample), "
+                                      "within the noise: one run here reads 0.91–1.09×.")
+    assert verdict.recommendation_text() == "none beyond the noise: γ = 3's median is 1.00×, but it reaches down to 0.91×"
+    slower = one_run(0.994, payoff.Spread(0.91, 1.09, "the bench"))  # prints 0.99×
+    assert slower.verdict_text().startswith("Here speculation does not pay") and "slower" in slower.verdict_text()
+
+
 def over_prompts(runs: list[float], num_prompts: int) -> BenchResult:
     """A bench cell that kept every run, in the bench's order (repeat by repeat, prompts in order within each)."""
     return dataclasses.replace(cell(3, statistics.median(runs), min(runs), max(runs)), num_runs=len(runs),

@@ -113,6 +113,11 @@ def shown_above_one(speedup: float) -> bool:
     return round(speedup, 2) > 1.0
 
 
+def shown_below_one(speedup: float) -> bool:
+    """Below 1× as the page prints a speedup: what "slower" may rest on (a 0.996× run reads "1.00×")."""
+    return round(speedup, 2) < 1.0
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Measured speedup at one γ (and tree budget): a sweep cell's median and min–max, a bench cell's over its
@@ -190,10 +195,11 @@ class Measurement:
     def shortfall_text(self) -> str:
         """Why this measurement is no gain, in a few words: a slowdown, a gain inside the measured noise, or no
         noise measured."""
-        if self.noise_band[1] < 1.0 or (self.median < 1.0 and (self.num_runs == 1 or self.over_prompts)):
+        below = shown_below_one(self.median)
+        if shown_below_one(self.noise_band[1]) or (below and (self.num_runs == 1 or self.over_prompts)):
             return "slower than the target alone"
         if self.num_runs > 1 and not self.over_prompts:
-            return "below 1× at the median" if self.median < 1.0 else "a spread that reaches 1×"
+            return "below 1× at the median" if below else "a spread that reaches 1×"
         if self.spread is not None:
             return f"within the noise: {self.short_band_text()}"
         return "and how far one run moves here has not been measured"
@@ -300,9 +306,9 @@ class Payoff:
         best = self.best
         if best is None:
             return "none measured"
-        if best.median > 1.0 and not best.has_spread:
+        if not shown_below_one(best.median) and not best.has_spread:
             return f"none beyond the noise yet: one run at {best.label} measured {best.median:.2f}×, with no spread measured"
-        if best.median > 1.0:  # faster at the median, yet not beyond the noise
+        if not shown_below_one(best.median):  # as fast or faster at the median, yet not beyond the noise
             low = best.noise_band[0]
             return f"none beyond the noise: {best.label}'s median is {best.median:.2f}×, but it reaches down to {low:.2f}×"
         return NOTHING_PAYS_GAMMA
@@ -397,7 +403,7 @@ class Payoff:
             if chosen.num_runs == 1:
                 return f"Speculation pays here: {chosen.evidence_text()}, and {chosen.short_band_text()}, all above 1×."
             return f"Speculation pays here: {chosen.evidence_text()}, above 1× beyond the noise."
-        if best.median > 1.0:  # faster on the clock, but not beyond the noise: unproven, not disproved
+        if not shown_below_one(best.median):  # as fast or faster on the clock, not beyond the noise: unproven
             return f"Not shown to pay here: {best.evidence_text()}, {best.shortfall_text()}."
         return f"Here speculation does not pay: {best.evidence_text()}, {best.shortfall_text()}."
 

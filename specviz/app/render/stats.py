@@ -8,7 +8,7 @@ from dataclasses import asdict
 from specviz.analysis import theory
 from specviz.app.palette import COLORS
 from specviz.analysis.expectations import expect_here, gpu_text_for
-from specviz.analysis.payoff import Payoff, token_counts_text
+from specviz.analysis.payoff import Payoff, shown_below_one, token_counts_text
 from specviz.catalogue import lane_info
 from specviz.app.render.lanes import RunView, lane_status
 from specviz.app.render.rule import WHY_EXACT_POINTER
@@ -327,7 +327,7 @@ def clock_text(run: RunView, comparison: Comparison) -> str:
                 "so it measures no speedup")
     # a slowdown is never worded as a gain
     return (f"the clock measured {comparison.speedup:.2f}× "
-            f"{'as fast as the target alone' if comparison.speedup >= 1 else 'the speed of the target alone (slower)'}")
+            f"{'the speed of the target alone (slower)' if shown_below_one(comparison.speedup) else 'as fast as the target alone'}")
 
 
 def on_screen_text(run: RunView) -> str:
