@@ -38,8 +38,8 @@ NOTHING_PAYS_GAMMA = "none: the target alone is faster here"
 # The verdict is read at a glance: at most this many words, the bench's detail one click away (verdict_detail_text).
 VERDICT_MAX_WORDS = 30
 # The levers that do not depend on the machine, ending both "what would change it" sentences.
-OTHER_LEVERS = ("a better drafter (higher α̂); or prompt lookup on prompts whose answer copies from them (no draft "
-                "model, so c is near 0).")
+OTHER_LEVERS = ("a drafter that guesses this kind of text better (higher α̂); or prompt lookup on prompts whose answer "
+                "copies from them (no draft model, so c is near 0).")
 # No GPU claim here: what a GPU did for a pair is its record's to say (expectations.gpu_text), said once, for the
 # pair that ran, and nothing where no record measured it.
 WHAT_WOULD_CHANGE_IT = (
