@@ -195,6 +195,25 @@ def test_counts_of_one_are_singular():
     assert "1 token ·" in lone.html("t")
 
 
+def test_a_run_whose_drafts_saved_no_pass_is_not_told_it_made_fewer():
+    """Every draft rejected (a French answer with the default pair's head, 2026-12-05): "3 passes instead of 3.
+    Fewer passes are not yet a speedup" said nothing true; the explainer says none were saved."""
+    run = render.RunView("x", [1], gamma=1, settings={"temperature": 0.0, "max_new_tokens": 8})
+    events = [PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+              RoundEvent("baseline", 0, 1, 0, (), 0, 0, "target", (0,), 0.0, 0.02, 0, 1),
+              RoundEvent("baseline", 1, 2, 0, (), 0, 0, "target", (3,), 0.0, 0.02, 0, 1),
+              FinishEvent("baseline", "eos", 3),
+              PrefillEvent("speculative", 1, 2, 0.012, 1, 1), rejection_round(0, 1), rejection_round(1, 2),
+              FinishEvent("speculative", "eos", 3)]
+    for event in events:
+        run.add(event, decode)
+    explainer = render.explain_html(run)
+    assert "made 3 passes, no fewer than the target alone's 3: the drafter's steps" in explainer
+    assert "instead of 3" not in explainer and "Fewer passes" not in explainer
+    sampled = render.explain_html(make_gamma1_run())  # lanes of 5 and 2 tokens: each lane's own count
+    assert "made 4 passes for 5 tokens (the target alone: 2 for 2). Fewer passes are not yet a speedup" in sampled
+
+
 def test_explainer_cites_rounds_in_order():
     run = make_gamma1_run()  # the bonus example is round 1, the rejection example round 2
     explainer = render.explain_html(run)

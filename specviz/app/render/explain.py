@@ -99,15 +99,23 @@ def explain_speed(run: RunView, comparison: Comparison) -> str:
     """What the rounds added up to, in the algorithm's own counts (α̂, τ, target passes); what that was worth on the
     clock, the formula's prediction and which γ are the result card's, each said there once."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
-    tokens = ("" if speculative.num_tokens == baseline.num_tokens
-              else f" (for {speculative.num_tokens} tokens against {baseline.num_tokens})")
+    passes, draft_cost = count(speculative.num_target_forwards, "pass", "passes"), f"c = {comparison.cost_ratio:.2f}"
+    # the target alone makes one pass a token, so drafts saved passes where the lane made fewer than its tokens
+    saved = speculative.num_target_forwards < speculative.num_tokens
+    if speculative.num_tokens != baseline.num_tokens:  # sampled lanes of different lengths: each lane's own count
+        made = (f"{passes} for {count(speculative.num_tokens, 'token')} (the target alone: "
+                f"{baseline.num_target_forwards} for {baseline.num_tokens})")
+    elif saved:
+        made = f"{passes} instead of {baseline.num_target_forwards}"
+    else:  # no draft saved a pass ("12 passes instead of 12" said nothing)
+        made = f"{passes}, no fewer than the target alone's {baseline.num_target_forwards}"
+    made += (f". Fewer passes are not yet a speedup: every round also runs the drafter (each draft step here cost "
+             f"{draft_cost} of a target step), and a pass over several tokens can cost more than a step" if saved
+             else f": the drafter's steps (each {draft_cost} of a target step) came on top of them")
     return (
         f"Over the run the target accepted α̂ = {comparison.acceptance_rate:.2f} of the drafts it examined, each of "
         f"its passes gave τ = {speculative.tokens_per_target_forward:.2f} tokens after the prefill, and it made "
-        f"{count(speculative.num_target_forwards, 'pass', 'passes')} instead of {baseline.num_target_forwards}{tokens}. "
-        f"Fewer passes are not yet a speedup: every round also runs the drafter (each draft step here cost "
-        f"c = {comparison.cost_ratio:.2f} of a target step), and a pass over several tokens can cost more than a "
-        f"step. What the clock measured is on the result card above; what the formula predicts, and which γ to "
+        f"{made}. What the clock measured is on the result card above; what the formula predicts, and which γ to "
         f"pick, under its <i>Show the arithmetic</i>."
     )
 
