@@ -324,8 +324,13 @@ def test_sampled_lanes_say_same_distribution_not_same_sample():
     run = make_run()  # temperature 1, lanes differ
     stats = render.stats_html(run)
     assert 'class="differ"' in stats and "the same distribution, not the same text" in stats
-    assert "each lane draws its own random sample" in render.explain_html(run)
+    assert "each lane draws its own random sample, so their texts can differ" in render.explain_html(run)
     assert "identical" not in stats
+    same = greedy_pair_of_lanes([3, 4, 5])  # both samples came out the same (as top-k 1 always makes them)
+    same.settings["temperature"] = 0.7
+    explained = render.explain_html(same)
+    assert "each lane draws its own random sample, here both came out the same text" in explained
+    assert "texts can differ" not in explained and "both drew the same text" in render.stats_html(same)
 
 
 def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():

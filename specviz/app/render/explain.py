@@ -10,6 +10,7 @@ from specviz.app.render.rule import (
     rival_story,
 )
 from specviz.app.render.stats import comparison_of
+from specviz.app.render.verdict import same_text
 from specviz.app.render.tokens import (
     ended_at_end_of_text, escape_text, inline_token, prob, sure_text, target_sure_text,
 )
@@ -125,7 +126,9 @@ def explain_sameness(run: RunView) -> str:
     if run.settings.get("temperature", 0) == 0:
         return (f"{GREEDY_KEEP.capitalize()} (greedy: both models pick their most likely token), so the lanes should "
                 "print the same tokens, and the figures above say whether they did, checked token by token.")
+    # top-k 1 leaves the target one token: both samples are then its greedy text, and the card says "✓ yes"
+    drawn = ("here both came out the same text" if same_text(run) else "so their texts can differ")
     return (
-        f"At temperature {run.settings.get('temperature')} each lane draws its own random sample, so their texts differ. "
+        f"At temperature {run.settings.get('temperature')} each lane draws its own random sample, {drawn}. "
         f"{SAME_DISTRIBUTION} The exactness lab draws hundreds of samples from both to show it."
     )
