@@ -179,3 +179,40 @@ def test_a_refused_input_clears_the_last_runs_results():
     assert all(component in values[0] for component in charts)
     assert not any(getattr(component, "elem_id", None) in ("chart-runs", "runs-so-far") for component in values[0])
     assert len(run_coroutine(demo.postprocess_data(run_fn, values[0], None))) == len(run_fn.outputs)
+
+
+def test_out_of_memory_mid_run_is_one_clear_line_and_the_next_run_goes_ahead(monkeypatch):
+    """A run that runs out of memory halfway (a bigger hub pair on a small machine) says so in one line, keeps what
+    it drew, and leaves the page able to run again: nothing of a traceback, no lane left on "generating…"."""
+    import torch
+
+    from specviz.decoding.events import RoundEvent
+
+    real_decode_lanes = live.decode_lanes
+
+    def running_out(*args, **kwargs):
+        rounds = 0
+        for event in real_decode_lanes(*args, **kwargs):
+            yield event
+            rounds += isinstance(event, RoundEvent) and event.lane == "speculative"
+            if rounds == 3:
+                raise torch.OutOfMemoryError("CPU out of memory: tried to allocate 2.00 GiB")
+
+    demo = ui.build_app(preload=False)
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    by_id = lambda values: {getattr(component, "elem_id", None) or type(component).__name__: value  # noqa: E731
+                            for component, value in values.items()}
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
+                "temperature": 0.0, "max-new-tokens": 40}
+    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
+    visitor = SimpleNamespace(session_hash="oom-test")
+    monkeypatch.setattr(live, "decode_lanes", running_out)
+    values = list(run_fn.fn(visitor, *arguments))
+    last = by_id(values[-1])
+    assert "status-error" in last["status"] and "out of memory: pick a smaller model pair or fewer new tokens" in last["status"]
+    assert "Traceback" not in str(values[-1]) and "tried to allocate" not in last["status"]
+    assert "generating…" not in last["lane-speculative"] and 'data-round="2"' in last["lane-speculative"]
+    assert len(run_coroutine(demo.postprocess_data(run_fn, values[-1], None))) == len(run_fn.outputs)
+    monkeypatch.setattr(live, "decode_lanes", real_decode_lanes)
+    again = by_id(list(run_fn.fn(visitor, *arguments))[-1])
+    assert "status-done" in again["status"] and "status-error" not in again["status"]
