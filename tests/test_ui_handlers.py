@@ -33,6 +33,11 @@ def page_handler(demo, name: str, reads: str):
                 and any(component.elem_id == reads for component in block_fn.inputs))
 
 
+def by_elem_id(values: dict) -> dict:
+    """A handler's yielded updates keyed by each output's elem_id (or its class name where it has none)."""
+    return {getattr(component, "elem_id", None) or type(component).__name__: value for component, value in values.items()}
+
+
 @pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
 def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, drafter):
     # Quiet snapshots come while transformers' reference lane runs; with a slow target (the default
@@ -83,7 +88,7 @@ def test_after_stop_what_was_generated_stays_inspectable():
         pytest.fail("the speculative lane never reached round 3")
     stopped = stop_fn.fn(visitor)
     values.close()
-    by_id = {getattr(component, "elem_id", None) or type(component).__name__: value for component, value in stopped.items()}
+    by_id = by_elem_id(stopped)
     assert set(stopped) <= set(stop_fn.outputs)
     assert "Stopped" in by_id["status"] and "pick a round" in by_id["status"]
     assert "Round " in by_id["inspector"] and "inspect-row" in by_id["inspector"]
@@ -154,19 +159,17 @@ def test_a_refused_input_clears_the_last_runs_results():
 
     demo = ui.build_app(preload=False)
     run_fn = page_handler(demo, "on_run", reads="pace")
-    by_id = lambda values: {getattr(component, "elem_id", None) or type(component).__name__: value  # noqa: E731
-                            for component, value in values.items()}
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
                 "temperature": 2.0, "max-new-tokens": 12}
     visitor = SimpleNamespace(session_hash="refused-test")
     arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
-    finished = by_id(list(run_fn.fn(visitor, *arguments))[-1])
+    finished = by_elem_id(list(run_fn.fn(visitor, *arguments))[-1])
     assert "data-round=" in finished["lane-speculative"] and finished["State"] is not None
     refused = {**settings, "temperature": 0.0, "seed": -5}
     arguments = [refused.get(component.elem_id, component.value) for component in run_fn.inputs]
     values = list(run_fn.fn(visitor, *arguments))
     assert len(values) == 1 and set(values[0]) <= set(run_fn.outputs)
-    shown = by_id(values[0])
+    shown = by_elem_id(values[0])
     assert "status-error" in shown["status"] and "seed" in shown["status"]
     empty = dict(zip(("lane-baseline", "lane-speculative"), render.lanes_html(None, names=("baseline", "speculative"))))
     for lane, html in empty.items():  # none of the temperature-2 run's tokens stay: the lanes are as before any run
@@ -200,19 +203,17 @@ def test_out_of_memory_mid_run_is_one_clear_line_and_the_next_run_goes_ahead(mon
 
     demo = ui.build_app(preload=False)
     run_fn = page_handler(demo, "on_run", reads="pace")
-    by_id = lambda values: {getattr(component, "elem_id", None) or type(component).__name__: value  # noqa: E731
-                            for component, value in values.items()}
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
                 "temperature": 0.0, "max-new-tokens": 40}
     arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     visitor = SimpleNamespace(session_hash="oom-test")
     monkeypatch.setattr(live, "decode_lanes", running_out)
     values = list(run_fn.fn(visitor, *arguments))
-    last = by_id(values[-1])
+    last = by_elem_id(values[-1])
     assert "status-error" in last["status"] and "out of memory: pick a smaller model pair or fewer new tokens" in last["status"]
     assert "Traceback" not in str(values[-1]) and "tried to allocate" not in last["status"]
     assert "generating…" not in last["lane-speculative"] and 'data-round="2"' in last["lane-speculative"]
     assert len(run_coroutine(demo.postprocess_data(run_fn, values[-1], None))) == len(run_fn.outputs)
     monkeypatch.setattr(live, "decode_lanes", real_decode_lanes)
-    again = by_id(list(run_fn.fn(visitor, *arguments))[-1])
+    again = by_elem_id(list(run_fn.fn(visitor, *arguments))[-1])
     assert "status-done" in again["status"] and "status-error" not in again["status"]
