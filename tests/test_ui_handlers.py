@@ -35,7 +35,8 @@ def page_handler(demo, name: str, reads: str):
 
 def by_elem_id(values: dict) -> dict:
     """A handler's yielded updates keyed by each output's elem_id (or its class name where it has none)."""
-    return {getattr(component, "elem_id", None) or type(component).__name__: value for component, value in values.items()}
+    return {getattr(component, "elem_id", None) or type(component).__name__: value
+            for component, value in values.items()}
 
 
 @pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
@@ -210,7 +211,8 @@ def test_out_of_memory_mid_run_is_one_clear_line_and_the_next_run_goes_ahead(mon
     monkeypatch.setattr(live, "decode_lanes", running_out)
     values = list(run_fn.fn(visitor, *arguments))
     last = by_elem_id(values[-1])
-    assert "status-error" in last["status"] and "out of memory: pick a smaller model pair or fewer new tokens" in last["status"]
+    assert "status-error" in last["status"]
+    assert "out of memory: pick a smaller model pair or fewer new tokens" in last["status"]
     assert "Traceback" not in str(values[-1]) and "tried to allocate" not in last["status"]
     assert "generating…" not in last["lane-speculative"] and 'data-round="2"' in last["lane-speculative"]
     assert len(run_coroutine(demo.postprocess_data(run_fn, values[-1], None))) == len(run_fn.outputs)
