@@ -114,16 +114,19 @@ def loading_message(request: Request) -> str:
     return message
 
 
+OUT_OF_MEMORY = "out of memory: pick a smaller model pair or fewer new tokens"
+
+
 def describe_error(error: BaseException) -> str:
     """The one line a user sees for anything that stops a run."""
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        return "out of memory: pick a smaller model pair or fewer new tokens"
+        return OUT_OF_MEMORY
     if isinstance(error, ValueError):  # bad input, ModelLoadError, IncompatiblePairError
         return str(error)
     if isinstance(error, MemoryError):
-        return "out of memory: pick a smaller model pair or fewer new tokens"
+        return OUT_OF_MEMORY
     log.exception("run failed")  # full traceback to the server log only
     return f"something went wrong ({type(error).__name__}: {error}); the app is still running, try again"
 
