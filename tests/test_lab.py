@@ -422,9 +422,12 @@ def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_b
     assert "Formula predicts no gain (v = 1), no gain (v = 1.50)" in theory_page.theory_explorer(view).layout.title.text
     # the longest titles (no γ gains; the largest γ on both curves) well inside one line of the chart at 400 px,
     # where 70 characters fitted and 72 ran past its edge
-    longest = [explorer.theory_view(0.3, 0.5, 2.5), explorer.theory_view(0.99, 0.01, 1.0)]
+    longest = [explorer.theory_view(0.3, 0.5, 2.5), explorer.theory_view(0.99, 0.01, 1.0),
+               explorer.theory_view(0.8, 0.01, 1.0)]  # γ 13 to 15 print alike on both curves
     assert all(len(theory_page.theory_title(each)) <= 60 for each in longest), \
         [theory_page.theory_title(each) for each in longest]
+    flat = explorer.theory_view(0.50, 0.086, 1.02)  # γ = 2 and 3 both print 1.47×: the title names both
+    assert "Formula predicts γ = 2–3 (v = 1), γ = 2–3 (v = 1.02)" in theory_page.theory_title(flat)
     good = explorer.theory_view(0.8, 0.05, 1.0)
     note = theory_page.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note  # and the formula's best γ, worded as a prediction

@@ -171,6 +171,22 @@ def test_a_run_that_prints_as_1x_reads_alike_whatever_its_hidden_digits(speedup)
     assert slower.verdict_text().startswith("Here speculation does not pay") and "slower" in slower.verdict_text()
 
 
+def test_gammas_the_formula_cannot_tell_apart_as_printed_are_named_together():
+    """A run at γ = 3 (α̂ 0.50, c 0.086, v 1.02) read "gives 1.47× at γ = 3" and, beside it, "the formula predicts
+    γ = 2 would do best (1.47×)": 1.468× against 1.467×, a gain the page cannot show. Both are named; a clear best
+    stays one γ."""
+    flat = payoff.Payoff(0.50, 0.086, 1.02)
+    assert flat.predicted_gamma == 2 and flat.predicted_ties == [2, 3]
+    assert flat.formula_text().startswith("the formula predicts γ = 2 and 3 would do equally well (1.47×) at this α̂")
+    flatter = payoff.Payoff(0.80, 0.001, 1.0, max_gamma=40)  # nearly free drafts: a broad, flat top
+    ties = flatter.predicted_ties
+    assert len(ties) > 2 and ties == list(range(ties[0], ties[-1] + 1))
+    assert f"γ = {ties[0]} to {ties[-1]} would do equally well" in flatter.formula_text()
+    clear = payoff.Payoff(0.80, 0.05, 1.0)
+    assert clear.predicted_ties == [clear.predicted_gamma]
+    assert clear.formula_text().startswith(f"the formula predicts γ = {clear.predicted_gamma} would do best (")
+
+
 def over_prompts(runs: list[float], num_prompts: int) -> BenchResult:
     """A bench cell that kept every run, in the bench's order (repeat by repeat, prompts in order within each)."""
     return dataclasses.replace(cell(3, statistics.median(runs), min(runs), max(runs)), num_runs=len(runs),

@@ -276,6 +276,19 @@ class Payoff:
         return theory.expected_speedup(self.alpha, self.predicted_gamma, self.cost_ratio, self.verify_cost)
 
     @property
+    def predicted_ties(self) -> list[int]:
+        """The formula's best γ and every γ that prints alike: naming the argmax alone read as a gain over a run's γ
+        that printed the same (γ = 2 "would do best (1.47×)" beside γ = 3's 1.47×)."""
+        return theory.best_gammas(self.alpha, self.cost_ratio, self.max_gamma, self.verify_cost)
+
+    def predicted_gammas_text(self) -> str:
+        """The formula's best γ as the page can show it: one γ, or the ones it cannot tell apart."""
+        ties = self.predicted_ties
+        if len(ties) < 2:
+            return f"γ = {self.predicted_gamma} would do best"
+        return f"{theory.gammas_text(ties)} would do equally well"
+
+    @property
     def predicted_pays(self) -> bool:
         return self.predicted_speedup > 1.0
 
@@ -317,7 +330,7 @@ class Payoff:
         """The formula's best γ at its own α̂, c and v (a run's and a sweep's differ): the one sentence every
         prediction here says, beside the measured answer, never as a second one."""
         if self.predicted_pays:
-            return (f"the formula predicts γ = {self.predicted_gamma} would do best ({self.predicted_speedup:.2f}×) "
+            return (f"the formula predicts {self.predicted_gammas_text()} ({self.predicted_speedup:.2f}×) "
                     f"at this {self.setup_text()}")
         return (f"the formula predicts no γ beats the target alone at this {self.setup_text()} (its best, "
                 f"γ = {self.predicted_gamma}, {self.predicted_speedup:.2f}×)")

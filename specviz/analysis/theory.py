@@ -28,6 +28,21 @@ def best_gamma(alpha: float, cost_ratio: float, max_gamma: int = 16, verify_cost
     return max(range(1, max_gamma + 1), key=lambda gamma: expected_speedup(alpha, gamma, cost_ratio, verify_cost))
 
 
+def best_gammas(alpha: float, cost_ratio: float, max_gamma: int = 16, verify_cost: float = 1.0) -> list[int]:
+    """Every γ whose expected speedup prints as the best's, to the hundredth a page shows: on a flat curve the argmax
+    is one γ of several that no printed figure tells apart. Consecutive, as the curve has one peak."""
+    shown = f"{best_speedup(alpha, cost_ratio, verify_cost, max_gamma):.2f}"
+    return [gamma for gamma in range(1, max_gamma + 1)
+            if f"{expected_speedup(alpha, gamma, cost_ratio, verify_cost):.2f}" == shown]
+
+
+def gammas_text(gammas: list[int]) -> str:
+    """γ = 3; γ = 2 and 3; γ = 20 to 28."""
+    if len(gammas) == 1:
+        return f"γ = {gammas[0]}"
+    return f"γ = {gammas[0]} and {gammas[1]}" if len(gammas) == 2 else f"γ = {gammas[0]} to {gammas[-1]}"
+
+
 def best_speedup(alpha: float, cost_ratio: float, verify_cost: float = 1.0, max_gamma: int = 16) -> float:
     """The expected speedup of the best γ in 1..max_gamma."""
     return max(expected_speedup(alpha, gamma, cost_ratio, verify_cost) for gamma in range(1, max_gamma + 1))

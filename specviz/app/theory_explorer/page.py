@@ -10,6 +10,7 @@ from typing import Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
+from specviz.analysis import theory
 from specviz.analysis.payoff import Payoff, judge_run
 from specviz.analysis.trace import Comparison, compare
 from specviz.app.theory_explorer.view import TheoryView, theory_view
@@ -115,15 +116,18 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 
 
 def theory_title(view: TheoryView) -> str:
-    """The formula's best γ at the sliders, with a free verify and with v, worded as a prediction (the page's
-    recommended γ is measured: GammaAnswer, in the run's arithmetic). The sliders' α and c are the note's, beside
-    it: with them the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at
+    """The formula's best γ at the sliders (with those that print alike), with a free verify and with v, worded as a
+    prediction (the page's recommended γ is measured: GammaAnswer, in the run's arithmetic). The sliders' α and c
+    are the note's, beside it: with them the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at
     α = 0.89, c = 0.66")."""
-    def best_text(best: int, speedups: Sequence[float]) -> str:  # no γ named where none gains
-        return f"γ = {best}" if speedups[best - 1] > 1.0 else "no gain"
+    def best_text(verify_cost: float, speedups: Sequence[float]) -> str:  # no γ named where none gains
+        if max(speedups) <= 1.0:
+            return "no gain"
+        ties = theory.best_gammas(view.alpha, view.cost_ratio, len(view.gammas), verify_cost)
+        return f"γ = {ties[0]}" if len(ties) == 1 else f"γ = {ties[0]}–{ties[-1]}"  # those the note names in words
 
-    return (f"Formula predicts {best_text(view.best_gamma, view.speedups)} (v = 1), "
-            f"{best_text(view.best_gamma_with_verify, view.speedups_with_verify)} (v = {view.verify_cost:.2f})")
+    return (f"Formula predicts {best_text(1.0, view.speedups)} (v = 1), "
+            f"{best_text(view.verify_cost, view.speedups_with_verify)} (v = {view.verify_cost:.2f})")
 
 
 def theory_explorer(view: TheoryView) -> go.Figure:
