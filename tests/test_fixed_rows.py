@@ -71,23 +71,26 @@ def attention_call(rows: torch.Tensor, counts: list[int], width: int):
 
 @needs_kernel
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
-def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_the_width(dtype, tolerance):
+@pytest.mark.parametrize("seen", [70, 1_001])  # a few runs of keys; a long text's, over many of them
+def test_an_attention_row_is_the_same_whatever_rows_run_beside_it_and_whatever_the_width(dtype, tolerance, seen):
     torch.manual_seed(0)
-    keys, values = torch.randn(1, 3, 300, 64, dtype=dtype), torch.randn(1, 3, 300, 64, dtype=dtype)  # (1, kv, L, D)
+    width = (seen + 3 + 63) // 64 * 64
+    length = width + 100
+    keys, values = torch.randn(1, 3, length, 64, dtype=dtype), torch.randn(1, 3, length, 64, dtype=dtype)  # (1, kv, L, D)
     rows = torch.randn(4, 9, 64, dtype=dtype)  # (S, H, D)
-    query, order, visible = attention_call(rows, [70, 71, 72, 1], 128)
+    query, order, visible = attention_call(rows, [seen, seen + 1, seen + 2, 1], width)
     with torch.inference_mode():
         out = fixed_rows.attend(query, keys, values, order, visible, 0.125)  # (1, S, H, D)
         assert out.dtype is dtype
         for place in range(3):
-            scores = 0.125 * rows[place].float().view(3, 3, 64) @ keys[0, :, : 70 + place].float().transpose(1, 2)
-            reference = torch.softmax(scores, -1) @ values[0, :, : 70 + place].float()  # (kv, G, D) in float32
+            scores = 0.125 * rows[place].float().view(3, 3, 64) @ keys[0, :, : seen + place].float().transpose(1, 2)
+            reference = torch.softmax(scores, -1) @ values[0, :, : seen + place].float()  # (kv, G, D) in float32
             assert torch.allclose(out[0, place].float(), reference.view(9, 64), atol=tolerance)
             others = torch.randn(4, 9, 64, dtype=dtype) * 100
             others[3 - place] = rows[place]  # another place, other rows, fillers reading one key, another width
             counts = [1, 1, 1, 1]
-            counts[3 - place] = 70 + place
-            other_query, other_order, other_visible = attention_call(others, counts, 192)
+            counts[3 - place] = seen + place
+            other_query, other_order, other_visible = attention_call(others, counts, width + 64)
             alone = fixed_rows.attend(other_query, keys, values, other_order, other_visible, 0.125)
             assert torch.equal(alone[0, 3 - place], out[0, place]), place
 

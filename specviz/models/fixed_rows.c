@@ -34,7 +34,7 @@ void specviz_rows4(const float *x, const float *w, float *y, long num_out, long 
  * and head h, softmax(scaling·q · K[order[s, j]]ᵀ, j < count_s) · V[order[s, j]], count_s the row's visible keys
  * (a prefix of its order). Each output element is one fixed sequence of operations over its own row's query and
  * its own keys: a score is 8-lane FMAs over the head's dimension then the lanes summed in one order; the softmax
- * takes the max, expf, a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up. Neither the
+ * takes the max, exp (exp_lanes), a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up. Neither the
  * other rows, nor the call's width past count_s, nor the number of rows change any of it. */
 #include <math.h>
 
@@ -54,43 +54,158 @@ static inline float dot_scaled(const float *q, const void *keys, long at, long h
     return sum_lanes(acc);
 }
 
+/* exp of 8 lanes at once, each lane by one fixed sequence of operations on its own value (Cephes' expf: x = n·ln 2
+ * + r, a degree-7 polynomial in r, times 2^n; within 2 ulp of libm's expf over the softmax's x ≤ 0): libm's expf,
+ * one value a call, was a third of the attention over a long text. */
+static inline __m256 exp_lanes(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33654f)), _mm256_set1_ps(88.37626f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+}
+
+/* scores[j] = exp(scores[j] − top) for j < count, 8 at a time; the last few through the same 8-lane code (copied
+ * out and back), so every score takes exp_lanes whatever its place. */
+static inline void exp_scores(float *scores, long count, float top) {
+    __m256 tops = _mm256_set1_ps(top);
+    long j = 0;
+    for (; j + 8 <= count; j += 8)
+        _mm256_storeu_ps(scores + j, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(scores + j), tops)));
+    if (j < count) {
+        float tail[8] = {0};
+        for (long i = j; i < count; i++) tail[i - j] = scores[i];
+        _mm256_storeu_ps(tail, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(tail), tops)));
+        for (long i = j; i < count; i++) scores[i] = tail[i - j];
+    }
+}
+
+/* The scores of KEYS_AT_ONCE keys for one query: each exactly dot_scaled's sequence (its own accumulator, the same
+ * FMAs over d, the lanes summed in the same order), computed side by side. One key's chain of dependent FMAs left
+ * the core waiting on each FMA's latency; eight independent chains keep it busy, and the query is loaded once. */
+#define KEYS_AT_ONCE 8
+static inline void dot_scaled_keys(const float *q, const void *keys, const long *at, long head_dim, int bf16,
+                                   float *scores) {
+    __m256 acc[KEYS_AT_ONCE];
+    for (int i = 0; i < KEYS_AT_ONCE; i++) acc[i] = _mm256_setzero_ps();
+    for (long d = 0; d < head_dim; d += 8) {
+        __m256 q_d = _mm256_loadu_ps(q + d);
+        for (int i = 0; i < KEYS_AT_ONCE; i++) acc[i] = _mm256_fmadd_ps(q_d, load_cached(keys, at[i] + d, bf16), acc[i]);
+    }
+    for (int i = 0; i < KEYS_AT_ONCE; i++) scores[i] = sum_lanes(acc[i]);
+}
+
+/* Σ_j weight_j · v_j over keys first..stop-1 added to out, from j = first up, each of the BLOCKS 8-lane blocks in a
+ * register instead of stored and loaded at every key: the very FMAs, in the same order, on the same values (a
+ * float32 stored and loaded between two runs of keys is unchanged). BLOCKS is a constant at each call, so the
+ * compiler keeps the blocks in registers. */
+static inline __attribute__((always_inline)) void weigh_values(const float *weights, const void *values, long head,
+                                                               const long *slots, long kv_pos_stride, long first,
+                                                               long stop, float *out, int bf16, const int blocks) {
+    __m256 sum[16];
+    for (int b = 0; b < blocks; b++) sum[b] = _mm256_loadu_ps(out + 8 * b);
+    for (long j = first; j < stop; j++) {
+        __m256 weight = _mm256_set1_ps(weights[j]);
+        long at = head + slots[j] * kv_pos_stride;
+        for (int b = 0; b < blocks; b++) sum[b] = _mm256_fmadd_ps(weight, load_cached(values, at + 8 * b, bf16), sum[b]);
+    }
+    for (int b = 0; b < blocks; b++) _mm256_storeu_ps(out + 8 * b, sum[b]);
+}
+
+static void weigh_values_any(const float *weights, const void *values, long head, const long *slots,
+                             long kv_pos_stride, long first, long stop, float *out, int bf16, long head_dim) {
+    if (head_dim == 64) {
+        weigh_values(weights, values, head, slots, kv_pos_stride, first, stop, out, bf16, 8);
+    } else if (head_dim == 128) {
+        weigh_values(weights, values, head, slots, kv_pos_stride, first, stop, out, bf16, 16);
+    } else {
+        for (long j = first; j < stop; j++) {
+            __m256 weight = _mm256_set1_ps(weights[j]);
+            long at = head + slots[j] * kv_pos_stride;
+            for (long d = 0; d < head_dim; d += 8)
+                _mm256_storeu_ps(out + d, _mm256_fmadd_ps(weight, load_cached(values, at + d, bf16),
+                                                          _mm256_loadu_ps(out + d)));
+        }
+    }
+}
+
+#define VALUES_AT_ONCE 32  /* keys whose values every query of a KV head takes in turn: 8 kB at D = 64, in L1 */
+
 /* query (S, H, D) float32 at the strides given (D contiguous); keys and values (kv, L, D), float32 or bfloat16
  * (`bf16`), at the strides given (in elements); order (S, W) and visible (S, W) contiguous; out (S, H, D) float32
- * contiguous; scratch: W + D floats. D a multiple of 8. A bfloat16 cache is read as the float32 values it holds,
- * so both precisions run this one sequence of float32 operations. */
+ * contiguous; scratch: S·H·(W + D) floats. D a multiple of 8. A bfloat16 cache is read as the float32 values it
+ * holds, so both precisions run this one sequence of float32 operations.
+ * Why the loops run in this order: every query head of a KV head (GQA's group), in every row of the call, reads
+ * the same keys and values, so each run of keys is fetched once and used by all of them while it is in L1 (over a
+ * long text a head's keys outgrow L2, and reading them once per query head made attention the step's largest
+ * cost). The order only says when each (row, head)'s operations run, never which: each keeps its own sequence. */
 static inline void attend_rows(const float *query, long q_row_stride, long q_head_stride,
                                const void *keys, const void *values, long kv_head_stride, long kv_pos_stride,
                                const long *order, const unsigned char *visible, long width,
                                float *out, float *scratch, long num_rows, long num_heads, long num_kv_heads,
                                long head_dim, float scaling, int bf16) {
-    float *scores = scratch, *q = scratch + width;
-    long group = num_heads / num_kv_heads;
+    float *scores = scratch, *q = scratch + num_rows * num_heads * width;  /* (S, H, W) and (S, H, D) */
+    long group = num_heads / num_kv_heads, most = 0;
+    long counts[num_rows];
     for (long s = 0; s < num_rows; s++) {
         long count = 0;
         while (count < width && visible[s * width + count]) count++;
-        const long *slots = order + s * width;
+        counts[s] = count;
+        if (count > most) most = count;
         for (long h = 0; h < num_heads; h++) {
             const float *query_row = query + s * q_row_stride + h * q_head_stride;
-            long head = (h / group) * kv_head_stride;
-            for (long d = 0; d < head_dim; d++) q[d] = query_row[d] * scaling;
-            float top = -INFINITY;
-            for (long j = 0; j < count; j++) {
-                scores[j] = dot_scaled(q, keys, head + slots[j] * kv_pos_stride, head_dim, bf16);
-                if (scores[j] > top) top = scores[j];
+            for (long d = 0; d < head_dim; d++) q[(s * num_heads + h) * head_dim + d] = query_row[d] * scaling;
+        }
+    }
+    for (long kv = 0; kv < num_kv_heads; kv++) {
+        long head = kv * kv_head_stride;
+        for (long first = 0; first < most; first += KEYS_AT_ONCE) {  /* the scores, a run of keys at a time */
+            for (long s = 0; s < num_rows; s++) {
+                const long *slots = order + s * width;
+                long stop = first + KEYS_AT_ONCE < counts[s] ? first + KEYS_AT_ONCE : counts[s];
+                long at[KEYS_AT_ONCE];
+                for (long i = first; i < stop; i++) at[i - first] = head + slots[i] * kv_pos_stride;
+                for (long h = kv * group; h < (kv + 1) * group; h++) {
+                    float *row_scores = scores + (s * num_heads + h) * width;
+                    const float *q_row = q + (s * num_heads + h) * head_dim;
+                    if (stop - first == KEYS_AT_ONCE) {
+                        dot_scaled_keys(q_row, keys, at, head_dim, bf16, row_scores + first);
+                    } else {
+                        for (long i = first; i < stop; i++)
+                            row_scores[i] = dot_scaled(q_row, keys, at[i - first], head_dim, bf16);
+                    }
+                }
             }
-            float total = 0.0f;
-            for (long j = 0; j < count; j++) {
-                scores[j] = expf(scores[j] - top);
-                total += scores[j];
+        }
+        for (long s = 0; s < num_rows; s++) {  /* each (row, head)'s softmax: the max, exp, a sum from j = 0 up */
+            for (long h = kv * group; h < (kv + 1) * group; h++) {
+                float *row_scores = scores + (s * num_heads + h) * width;
+                float top = -INFINITY, total = 0.0f;
+                for (long j = 0; j < counts[s]; j++)
+                    if (row_scores[j] > top) top = row_scores[j];
+                exp_scores(row_scores, counts[s], top);
+                for (long j = 0; j < counts[s]; j++) total += row_scores[j];
+                for (long j = 0; j < counts[s]; j++) row_scores[j] = row_scores[j] / total;  /* the weights */
+                float *row_out = out + (s * num_heads + h) * head_dim;
+                for (long d = 0; d < head_dim; d += 8) _mm256_storeu_ps(row_out + d, _mm256_setzero_ps());
             }
-            float *row_out = out + (s * num_heads + h) * head_dim;
-            for (long d = 0; d < head_dim; d += 8) _mm256_storeu_ps(row_out + d, _mm256_setzero_ps());
-            for (long j = 0; j < count; j++) {
-                __m256 weight = _mm256_set1_ps(scores[j] / total);
-                long at = head + slots[j] * kv_pos_stride;
-                for (long d = 0; d < head_dim; d += 8)
-                    _mm256_storeu_ps(row_out + d, _mm256_fmadd_ps(weight, load_cached(values, at + d, bf16),
-                                                                 _mm256_loadu_ps(row_out + d)));
+        }
+        for (long first = 0; first < most; first += VALUES_AT_ONCE) {  /* the values, a run of keys at a time */
+            for (long s = 0; s < num_rows; s++) {
+                long stop = first + VALUES_AT_ONCE < counts[s] ? first + VALUES_AT_ONCE : counts[s];
+                if (stop <= first) continue;
+                for (long h = kv * group; h < (kv + 1) * group; h++)
+                    weigh_values_any(scores + (s * num_heads + h) * width, values, head, order + s * width,
+                                     kv_pos_stride, first, stop, out + (s * num_heads + h) * head_dim, bf16, head_dim);
             }
         }
     }
