@@ -118,8 +118,8 @@ def wire_theory(section: TheorySection, run_state: gr.State) -> None:
 def theory_title(view: TheoryView) -> str:
     """The formula's best γ at the sliders (with those that print alike), with a free verify and with v, worded as a
     prediction (the page's recommended γ is measured: GammaAnswer, in the run's arithmetic). The sliders' α and c
-    are the note's, beside it: with them the title ran to 72 characters and past the chart's edge at 400 px ("… no gain (v = 1.44) at
-    α = 0.89, c = 0.66")."""
+    are the note's, beside it: with them the title ran to 72 characters and past the chart's edge at 400 px
+    ("… no gain (v = 1.44) at α = 0.89, c = 0.66")."""
     def best_text(verify_cost: float, speedups: Sequence[float]) -> str:  # no γ named where none gains
         if max(speedups) <= 1.0:
             return "no gain"
