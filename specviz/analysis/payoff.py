@@ -283,10 +283,8 @@ class Payoff:
 
     def predicted_gammas_text(self) -> str:
         """The formula's best γ as the page can show it: one γ, or the ones it cannot tell apart."""
-        ties = self.predicted_ties
-        if len(ties) < 2:
-            return f"γ = {self.predicted_gamma} would do best"
-        return f"{theory.gammas_text(ties)} would do equally well"
+        ties = self.predicted_ties  # the argmax alone where one γ prints best
+        return f"{theory.gammas_text(ties)} would do {'best' if len(ties) == 1 else 'equally well'}"
 
     @property
     def predicted_pays(self) -> bool:

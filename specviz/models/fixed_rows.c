@@ -34,8 +34,8 @@ void specviz_rows4(const float *x, const float *w, float *y, long num_out, long 
  * and head h, softmax(scaling·q · K[order[s, j]]ᵀ, j < count_s) · V[order[s, j]], count_s the row's visible keys
  * (a prefix of its order). Each output element is one fixed sequence of operations over its own row's query and
  * its own keys: a score is 8-lane FMAs over the head's dimension then the lanes summed in one order; the softmax
- * takes the max, exp (exp_lanes), a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up. Neither the
- * other rows, nor the call's width past count_s, nor the number of rows change any of it. */
+ * takes the max, exp (exp_lanes), a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up.
+ * Neither the other rows, nor the call's width past count_s, nor the number of rows change any of it. */
 #include <math.h>
 
 /* 8 keys' or values' elements as float32, from a float32 cache or a bfloat16 one (bf16 → float32 is exact: the
