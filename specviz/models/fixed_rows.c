@@ -34,7 +34,8 @@ void specviz_rows4(const float *x, const float *w, float *y, long num_out, long 
  * and head h, softmax(scaling·q · K[order[s, j]]ᵀ, j < count_s) · V[order[s, j]], count_s the row's visible keys
  * (a prefix of its order). Each output element is one fixed sequence of operations over its own row's query and
  * its own keys: a score is 8-lane FMAs over the head's dimension then the lanes summed in one order; the softmax
- * takes the max, exp (exp_lanes), a sum from j = 0 up, and a division; the output adds w_j · v_j from j = 0 up.
+ * takes the max, exp (exp_lanes), their sum in one fixed order (exp_scores), and a division; the output adds
+ * w_j · v_j from j = 0 up.
  * Neither the other rows, nor the call's width past count_s, nor the number of rows change any of it. */
 #include <math.h>
 
@@ -74,19 +75,50 @@ static inline __m256 exp_lanes(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
 }
 
-/* scores[j] = exp(scores[j] − top) for j < count, 8 at a time; the last few through the same 8-lane code (copied
- * out and back), so every score takes exp_lanes whatever its place. */
-static inline void exp_scores(float *scores, long count, float top) {
-    __m256 tops = _mm256_set1_ps(top);
+/* The largest of scores[0 … count − 1], 8 lanes at a time, then the lanes, then the last few: the largest is the
+ * same value in any order, so this is the scalar loop's result in an eighth of the steps. */
+static inline float max_score(const float *scores, long count) {
+    __m256 tops = _mm256_set1_ps(-INFINITY);
     long j = 0;
-    for (; j + 8 <= count; j += 8)
-        _mm256_storeu_ps(scores + j, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(scores + j), tops)));
+    for (; j + 8 <= count; j += 8) tops = _mm256_max_ps(tops, _mm256_loadu_ps(scores + j));
+    float lanes[8], top = -INFINITY;
+    _mm256_storeu_ps(lanes, tops);
+    for (int i = 0; i < 8; i++)
+        if (lanes[i] > top) top = lanes[i];
+    for (; j < count; j++)
+        if (scores[j] > top) top = scores[j];
+    return top;
+}
+
+/* scores[j] = exp(scores[j] − top) for j < count, 8 at a time; the last few through the same 8-lane code (copied
+ * out and back), so every score takes exp_lanes whatever its place. Returns their sum in one fixed order for each
+ * count: lane i adds the scores j ≡ i (mod 8) of the whole runs of 8 from j = 0 up, sum_lanes adds the lanes, then
+ * the last few are added in turn. A sum from j = 0 up, one score at a time, waited on each add's latency: over a
+ * long text it cost a verify more than the exp did. */
+static inline float exp_scores(float *scores, long count, float top) {
+    __m256 tops = _mm256_set1_ps(top), sums = _mm256_setzero_ps();
+    long j = 0;
+    for (; j + 8 <= count; j += 8) {
+        __m256 weights = exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(scores + j), tops));
+        _mm256_storeu_ps(scores + j, weights);
+        sums = _mm256_add_ps(sums, weights);
+    }
+    float total = sum_lanes(sums);
     if (j < count) {
         float tail[8] = {0};
         for (long i = j; i < count; i++) tail[i - j] = scores[i];
         _mm256_storeu_ps(tail, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(tail), tops)));
-        for (long i = j; i < count; i++) scores[i] = tail[i - j];
+        for (long i = j; i < count; i++) total += scores[i] = tail[i - j];
     }
+    return total;
+}
+
+/* scores[j] /= total for j < count: 8 divisions at a time, each the IEEE quotient a scalar division gives. */
+static inline void divide_scores(float *scores, long count, float total) {
+    __m256 totals = _mm256_set1_ps(total);
+    long j = 0;
+    for (; j + 8 <= count; j += 8) _mm256_storeu_ps(scores + j, _mm256_div_ps(_mm256_loadu_ps(scores + j), totals));
+    for (; j < count; j++) scores[j] = scores[j] / total;
 }
 
 /* The scores of KEYS_AT_ONCE keys for one query: each exactly dot_scaled's sequence (its own accumulator, the same
@@ -186,15 +218,11 @@ static inline void attend_rows(const float *query, long q_row_stride, long q_hea
                 }
             }
         }
-        for (long s = 0; s < num_rows; s++) {  /* each (row, head)'s softmax: the max, exp, a sum from j = 0 up */
+        for (long s = 0; s < num_rows; s++) {  /* each (row, head)'s softmax: the max, exp and their sum, a division */
             for (long h = kv * group; h < (kv + 1) * group; h++) {
                 float *row_scores = scores + (s * num_heads + h) * width;
-                float top = -INFINITY, total = 0.0f;
-                for (long j = 0; j < counts[s]; j++)
-                    if (row_scores[j] > top) top = row_scores[j];
-                exp_scores(row_scores, counts[s], top);
-                for (long j = 0; j < counts[s]; j++) total += row_scores[j];
-                for (long j = 0; j < counts[s]; j++) row_scores[j] = row_scores[j] / total;  /* the weights */
+                float total = exp_scores(row_scores, counts[s], max_score(row_scores, counts[s]));
+                divide_scores(row_scores, counts[s], total);  /* the weights */
                 float *row_out = out + (s * num_heads + h) * head_dim;
                 for (long d = 0; d < head_dim; d += 8) _mm256_storeu_ps(row_out + d, _mm256_setzero_ps());
             }
