@@ -95,9 +95,16 @@ def test_step_mode_tells_tree_rounds_and_writes_a_normal_tree_runs_text(page):
     page.locator("#drafting-options").get_by_text("Drafting and precision").click()
     page.wait_for_selector("#tree", state="visible")
     set_number(page, "tree", 8)
-    run_and_wait(page)
-    normal_text = "".join(page.locator(f"#lane-speculative :is({KEPT})").all_inner_texts())
-    assert normal_text and page.locator("#lane-speculative .tree-mark").count() > 0
+    run_id = run_and_wait(page)
+    # this run's lane once done (a full CI run of 2026-12-05 read a lane with text and no mark; alone it passed):
+    # read it by its run and say what the run was set to
+    lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"][data-done="true"]')
+    lane.wait_for(timeout=OPEN_ROUND_MS)
+    normal_text = "".join(lane.locator(f":is({KEPT})").all_inner_texts())
+    tree_box = page.locator("#tree input[type=number]").input_value()
+    assert normal_text and lane.locator(".tree-mark").count() > 0, (
+        f"no branch marks in run {run_id}: the tree box reads {tree_box}, the lane has "
+        f"{lane.locator('.round').count()} rounds")
 
     open_section(page, "step-mode")
     page.click("#step-start")
