@@ -29,23 +29,31 @@ def open_round(page, round_element) -> str:
     return number
 
 
+def run_tree_of_8(page):
+    """Set the page's tree to 8, run, and return this run's speculative lane once done, with a branch mark in it.
+    Twice in full CI runs (2026-11-28, 2026-12-05) a lane had no mark and the test alone passed: say what the run
+    was set to."""
+    page.locator("#drafting-options").get_by_text("Drafting and precision").click()
+    page.wait_for_selector("#tree", state="visible")
+    set_number(page, "tree", 8)
+    run_id = run_and_wait(page)
+    lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"][data-done="true"]')
+    lane.wait_for(timeout=OPEN_ROUND_MS)
+    tree_box = page.locator("#tree input[type=number]").input_value()
+    assert lane.locator(".tree-mark").count() > 0, (
+        f"no branch marks in run {run_id}: the tree box reads {tree_box}, the lane has "
+        f"{lane.locator('.round').count()} rounds")
+    return lane
+
+
 def test_a_tree_round_is_drawn_with_its_mask_and_a_rejected_node_says_why(page):
     choose(page, "pair", "tiny-code")
     page.locator("#prompt textarea").fill('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    ')
     set_number(page, "temperature", 0)
     set_number(page, "gamma", 4)
     set_number(page, "max-new-tokens", 40)
-    page.locator("#drafting-options").get_by_text("Drafting and precision").click()
-    page.wait_for_selector("#tree", state="visible")
-    set_number(page, "tree", 8)
-    run_id = run_and_wait(page)
-    lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"]')
-    marks = lane.locator(".tree-mark")
-    # Once in a full CI run (2026-11-28) this lane had no mark and the test alone passed: say what the run was set to.
-    tree_box = page.locator("#tree input[type=number]").input_value()
-    assert marks.count() > 0, (f"no branch marks in run {run_id}: the tree box reads {tree_box}, the lane has "
-                               f"{lane.locator('.round').count()} rounds")
-    assert "branches" in marks.first.get_attribute("title")
+    lane = run_tree_of_8(page)
+    assert "branches" in lane.locator(".tree-mark").first.get_attribute("title")
 
     # Open rounds until one has a rejected node (greedy: a guess that was not the target's own pick).
     rounds = lane.locator(".round")
@@ -92,19 +100,9 @@ def test_step_mode_tells_tree_rounds_and_writes_a_normal_tree_runs_text(page):
     """Step mode on the page's tree: each round's six stages, the tree and its mask as the chart, and, with
     the same seed, the text a normal tree run wrote."""
     choose_tiny_code(page, temperature=1.0)
-    page.locator("#drafting-options").get_by_text("Drafting and precision").click()
-    page.wait_for_selector("#tree", state="visible")
-    set_number(page, "tree", 8)
-    run_id = run_and_wait(page)
-    # this run's lane once done (a full CI run of 2026-12-05 read a lane with text and no mark; alone it passed):
-    # read it by its run and say what the run was set to
-    lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"][data-done="true"]')
-    lane.wait_for(timeout=OPEN_ROUND_MS)
+    lane = run_tree_of_8(page)
     normal_text = "".join(lane.locator(f":is({KEPT})").all_inner_texts())
-    tree_box = page.locator("#tree input[type=number]").input_value()
-    assert normal_text and lane.locator(".tree-mark").count() > 0, (
-        f"no branch marks in run {run_id}: the tree box reads {tree_box}, the lane has "
-        f"{lane.locator('.round').count()} rounds")
+    assert normal_text
 
     open_section(page, "step-mode")
     page.click("#step-start")
