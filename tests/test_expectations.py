@@ -159,6 +159,44 @@ def test_the_line_against_plain_transformers_says_why_a_faster_target_alone_is_f
     assert (FASTER_ALONE in line) is says_why
 
 
+def timed_record(prompt_set: str, alone: float, ours: float, tokens: tuple[int, int] | None) -> dict:
+    report = a_record("cpu-amx", "float32", prompt_set=prompt_set)
+    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=alone, median_ours_over_plain=ours,
+                                 median_hf_speedup=1.2)]
+    if tokens:
+        report["prompt_tokens"] = {"min": tokens[0], "max": tokens[1]}
+    return report
+
+
+def test_a_long_prompts_run_reads_the_records_of_long_prompts_and_a_short_ones_never_does(tmp_path):
+    """On a CPU with AMX transformers reads a long prompt in bfloat16 far faster than any float32 pass, so specviz
+    gains less against it there: a run of 2,000 tokens must not be told the short prompts' 1.99×."""
+    records = write_records(tmp_path, timed_record("held-out", 1.45, 1.99, (30, 70)),
+                            timed_record("long", 1.14, 1.29, (259, 2471)))
+    expectation = expect("cpu-amx", "float32", records)
+    assert [record.prompt_set for record in expectation.records] == ["held-out"]  # the pick, the band, the text
+    short = expectation.against_plain_text(40)
+    assert "held-out prompts of 30–70 tokens" in short and "at 1.99× (γ = 3)" in short and "long" not in short
+    long = expectation.against_plain_text(2000)
+    assert "long prompts of 259–2,471 tokens" in long and "target alone ran at 1.14×" in long and "at 1.29×" in long
+    assert "Those prompts" not in long
+
+
+@pytest.mark.parametrize("tokens, said", [((30, 70), "Those prompts were at most 70 tokens; this one has 2,000"),
+                                          (None, "Those prompts were short; this one has 2,000")])
+def test_a_long_prompts_run_without_records_of_long_prompts_is_told_it_gains_less(tmp_path, tokens, said):
+    expectation = expect("cpu-amx", "float32", write_records(tmp_path, timed_record("held-out", 1.45, 1.99, tokens)))
+    line = expectation.against_plain_text(2000)
+    assert "at 1.99× (γ = 3)" in line and said in line and "over a long prompt specviz gains less" in line
+    assert "Those prompts" not in expectation.against_plain_text(255)
+
+
+def test_the_bench_keeps_how_long_its_prompts_were():
+    from specviz.analysis.bench import prompt_token_range
+
+    assert prompt_token_range([[1] * 12, [2] * 300, [3] * 40]) == {"min": 12, "max": 300}
+
+
 def test_transformers_in_another_precision_is_named_on_the_page_and_in_the_table(tmp_path):
     """`bench --hf-dtype bfloat16` on a float32 run: the figures compare with transformers in bfloat16, and say so."""
     report = a_record("cpu-amx", "float32", prompt_set="held-out")

@@ -292,8 +292,16 @@ def results_to_json(pair: ModelPair, prompts: list[Prompt], config: BenchConfig,
         "recommended_gamma": {t: recommendation["gamma"] for t, recommendation in recommendations.items()},
         "recommended_tree": {t: recommendation["tree"] for t, recommendation in recommendations.items()},
         "recommendation": recommendations,
+        "prompt_tokens": prompt_token_range(encode_prompts(pair, prompts, config.chat)),
         **record_metadata(pair.device, [prompt.text for prompt in prompts], pair.invariance),
     }
+
+
+def prompt_token_range(prompt_ids: list[list[int]]) -> dict:
+    """How long the prompts were as the target read them (chat template included): a page tells a long prompt's
+    run from records of short ones by it."""
+    lengths = [len(ids) for ids in prompt_ids] or [0]
+    return {"min": min(lengths), "max": max(lengths)}
 
 
 @dataclass(frozen=True)

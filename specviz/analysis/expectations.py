@@ -39,7 +39,7 @@ from specviz.catalogue import drafter_info
 
 # The prompt files a record can name, by the words the README and the page use for them.
 PROMPT_SETS = {"prompts.json": "examples", "prompts-heldout.json": "held-out", "prompts-copy-heavy.json": "copy-heavy",
-               "prompts-varied.json": "varied"}
+               "prompts-varied.json": "varied", "prompts-long.json": "long"}
 # The host's settings that change what a bench measures; a record names those that were set.
 RECORDED_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", slots.SWITCH_ENV,
                 fixed_rows.SWITCH_ENV, gguf_rows.SWITCH_ENV, "SPECVIZ_PRECISION", "OMP_NUM_THREADS")
@@ -185,7 +185,10 @@ KIND_WORDS = {
     "cuda": "CUDA GPU",
     "other": "accelerator specviz has no record for",
 }
-PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts", "varied": "varied prompts"}
+PROMPT_SET_WORDS = {"examples": "the example prompts", "held-out": "held-out prompts", "varied": "varied prompts",
+                    "long": "long prompts"}
+LONG_SET = "long"  # its records speak for runs of a long prompt alone, and only they do
+LONG_PROMPT = 256  # a run's prompt of this many tokens or more is long: both lanes read it first, verifies attend over it
 # The order of the README's table and of the page's sentence.
 KIND_ORDER = list(KIND_WORDS)
 PRECISION_ORDER = ["bfloat16", "float16", "float32"]
@@ -237,6 +240,7 @@ class BenchRecord:
     # (γ, our target alone / plain generate(), our speculative lane / plain generate(), its assisted / plain)
     against_plain: tuple[int, float, float, float] | None = None
     against_precision: str | None = None  # transformers' side's precision there (`bench --hf-dtype`), where not ours
+    prompt_tokens: tuple[int, int] | None = None  # the prompts' shortest and longest, as read (None before it was kept)
 
     @property
     def before_slots(self) -> bool:
@@ -282,9 +286,15 @@ def read_record(path: Path) -> BenchRecord:
             attention=(report.get("batch_invariant") or {}).get("attention"),
             against_plain=against_plain_of(report),
             against_precision=other_precision(report.get("against_hf_precision"), report["precision"]),
+            prompt_tokens=token_range_of(report),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path.name} is not a bench record: {type(error).__name__}: {error}") from error
+
+
+def token_range_of(report: dict) -> tuple[int, int] | None:
+    tokens = report.get("prompt_tokens")
+    return (tokens["min"], tokens["max"]) if tokens else None
 
 
 def other_precision(theirs: str | None, ours: str) -> str | None:
@@ -326,6 +336,7 @@ class Expectation:
     records: tuple[BenchRecord, ...]  # those measured on this kind at this precision, examples first
     others: tuple[BenchRecord, ...]  # the default pair's records from other machines, when none matches
     gpus: tuple[BenchRecord, ...] = ()  # on a host without one: what the pair measured on a GPU
+    long_records: tuple[BenchRecord, ...] = ()  # this kind's records of long prompts (LONG_SET), for such runs alone
 
     def text(self) -> str:
         """One or two sentences for the page, figures first, saying where they came from."""
@@ -366,9 +377,12 @@ class Expectation:
                     "ranges above are over prompts, which differ by what they ask, not by noise.")
         return "One run is one noisy sample."
 
-    def against_plain_text(self) -> str:
-        """One line: how specviz compared with plain transformers on this machine kind, where a record timed it."""
-        timed = [record for record in self.records if record.against_plain]
+    def against_plain_text(self, num_prompt_tokens: int = 0) -> str:
+        """One line: how specviz compared with plain transformers on this machine kind, where a record timed it. A
+        run of a long prompt (LONG_PROMPT tokens or more) reads the records of long prompts where there are some;
+        else the line says that its prompts were shorter and that a long one gains less."""
+        long_prompt = num_prompt_tokens >= LONG_PROMPT
+        timed = [record for record in (*(self.long_records if long_prompt else ()), *self.records) if record.against_plain]
         if not timed:
             return ""
         record = timed[0]
@@ -376,10 +390,15 @@ class Expectation:
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
         kernels = f" ({FASTER_ALONE})" if alone >= FASTER_ALONE_FROM else ""
         theirs_in = f" in {record.against_precision}" if record.against_precision else ""
-        return (f"Against plain transformers here (the bench on {set_words(record)}, "
+        line = (f"Against plain transformers here (the bench on {prompts_and_lengths(record)}, "
                 f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
                 f"transformers' generate(){theirs_in}{kernels}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
                 f"transformers' own assisted generation with the draft model at {theirs:.2f}×.")
+        if long_prompt and record.prompt_set != LONG_SET:
+            shorter = f"at most {record.prompt_tokens[1]:,} tokens" if record.prompt_tokens else "short"
+            line += (f" Those prompts were {shorter}; this one has {num_prompt_tokens:,}, and over a long prompt specviz "
+                     "gains less: both lanes read it first, and every verify row attends over all of it.")
+        return line
 
 
 FASTER_ALONE_FROM = 1.1  # a target alone this much faster than plain generate() says why
@@ -484,7 +503,8 @@ def gpu_records(records: Sequence[BenchRecord], pair: str = DEFAULT_PRESET) -> t
     """The pair's records measured on a GPU in its default precision there, held-out and examples first."""
     ordered = sorted((r for r in records if r.pair == preset_name(pair)),
                      key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
-    return tuple(r for r in ordered if r.kind == "cuda" and r.precision == device_default("cuda"))
+    return tuple(r for r in ordered
+                 if r.kind == "cuda" and r.precision == device_default("cuda") and r.prompt_set != LONG_SET)
 
 
 def greedy_words(record: BenchRecord) -> str:
@@ -507,6 +527,14 @@ def prompts_words(record: BenchRecord) -> str:
     return f"{record.chosen_cell(0.0).speedup_text()} on {set_words(record)}"
 
 
+def prompts_and_lengths(record: BenchRecord) -> str:
+    """"long prompts of 259–2,471 tokens": the record's prompts, with their lengths where the record kept them."""
+    if record.prompt_tokens is None:
+        return set_words(record)
+    shortest, longest = record.prompt_tokens
+    return f"{set_words(record)} of {shortest:,}–{longest:,} tokens"
+
+
 def set_words(record: BenchRecord) -> str:
     """The record's prompts in a reader's words: "the example prompts", "held-out prompts"."""
     return PROMPT_SET_WORDS.get(record.prompt_set, record.prompt_set)
@@ -524,13 +552,15 @@ def expect(kind: str, precision: str, records: list[BenchRecord], pair: str = DE
     its records of other machines, named as such."""
     of_pair = [r for r in records if r.pair == preset_name(pair) and (r.threads == 1 or r.kind == "cuda")]
     ordered = sorted(of_pair, key=lambda r: (PROMPT_SET_ORDER.get(r.prompt_set, 9), r.file))
-    matching = tuple(r for r in ordered if r.kind == kind and r.precision == precision)
+    here = [r for r in ordered if r.kind == kind and r.precision == precision]
+    matching = tuple(r for r in here if r.prompt_set != LONG_SET)
+    long_records = tuple(r for r in here if r.prompt_set == LONG_SET)
     gpus = () if kind == "cuda" else gpu_records(of_pair, pair)
     if matching:
-        return Expectation(kind, precision, matching, (), gpus)
+        return Expectation(kind, precision, matching, (), gpus, long_records)
     elsewhere = [r for r in sorted(of_pair, key=table_order)
                  if r.prompt_set == "examples" and r.precision == device_default(r.kind)]
-    return Expectation(kind, precision, (), tuple(elsewhere))
+    return Expectation(kind, precision, (), tuple(elsewhere), long_records=long_records)
 
 
 @lru_cache(maxsize=16)

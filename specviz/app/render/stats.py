@@ -309,7 +309,9 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
     expectation = expect_here(precision=str(run.settings.get("precision"))) if run.settings.get("precision") else None
-    notes = (("against-plain", expectation.against_plain_text() if expectation else ""),
+    prefill = run.baseline.trace.prefill
+    against_plain = expectation.against_plain_text(prefill.num_prompt_tokens if prefill else 0) if expectation else ""
+    notes = (("against-plain", against_plain),
              ("on-screen", on_screen_text(run)),
              ("gap", gap_text(run, comparison) if run.done and same_text(run) else ""),
              ("tau", tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""))
