@@ -107,6 +107,21 @@ def test_greedy_speculative_equals_baseline_and_transformers(pair, prompt, chat,
     assert output[0, len(prompt_ids) :].tolist() == baseline
 
 
+@pytest.mark.parametrize("num_prompt", [1, 3, 4, 5, 8, 9])
+def test_greedy_lanes_agree_from_the_shortest_prompts(pair, num_prompt):
+    """A prompt of up to SLOTS ids is read in calls of call_rows ids (on a CPU one call up to 4, two at 5 and 8),
+    a longer one in a pass of its own (9): the lanes write the same text from each, with the head and the draft."""
+    from specviz.models.slots import SLOTS
+
+    text = "The old lighthouse keeper climbed the spiral stairs every evening at dusk, counting the iron steps aloud"
+    prompt_ids = pair.tokenizer(text, add_special_tokens=False)["input_ids"][:num_prompt]
+    assert len(prompt_ids) == num_prompt and (num_prompt > SLOTS) == (num_prompt == 9)
+    baseline = run_lane(autoregressive_decode, pair, prompt_ids)
+    assert len(baseline) == NUM_NEW  # a completion runs on: every round a verify
+    for drafter, gamma in (("head", 3), ("model", 5)):
+        assert run_lane(speculative_decode, pair, prompt_ids, drafter=drafter, gamma=gamma) == baseline, drafter
+
+
 @pytest.mark.parametrize("gamma", [1, 3, 6])
 @pytest.mark.parametrize(("prompt", "chat"), CASES)
 def test_the_shipped_head_drafts_from_the_targets_states_and_changes_nothing(pair, prompt, chat, gamma):
