@@ -427,14 +427,15 @@ def decode_any(ids):
 # --- one verdict on whether speculation pays ----------------------------------------------------
 
 
-def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.RunView:
-    """Greedy, identical lanes of 4 tokens; the speculative lane's one round takes `speculative_verify_s`."""
-    run = render.RunView("x", [1], gamma=2, settings={"temperature": temperature, "max_new_tokens": 4})
+def timed_run(speculative_verify_s: float, temperature: float = 0.0, num_prompt: int = 1, **settings) -> render.RunView:
+    """Greedy, identical lanes of 4 tokens after a prompt of `num_prompt` ids; the speculative lane's one round
+    takes `speculative_verify_s`."""
+    run = render.RunView("x", [1] * num_prompt, gamma=2, settings={"temperature": temperature, "max_new_tokens": 4, **settings})
     events = [
-        PrefillEvent("baseline", 1, 2, 0.01, 1, 0),
+        PrefillEvent("baseline", num_prompt, 2, 0.01, 1, 0),
         *(RoundEvent("baseline", i, i + 1, 0, (), 0, t, "target", (t,), 0.0, 0.02, 0, 1) for i, t in enumerate([3, 4, 5])),
         FinishEvent("baseline", "max_new_tokens", 4),
-        PrefillEvent("speculative", 1, 2, 0.01, 1, 1),
+        PrefillEvent("speculative", num_prompt, 2, 0.01, 1, 1),
         RoundEvent("speculative", 0, 1, 2, chain(draft(3, 1.0, 1.0, 0.5, "accepted"), draft(4, 1.0, 1.0, 0.5, "accepted"),
                                                  then=(5, "bonus")),
                    2, 5, "bonus", (3, 4, 5), 0.004, speculative_verify_s, 2, 1),
@@ -443,6 +444,23 @@ def timed_run(speculative_verify_s: float, temperature: float = 0.0) -> render.R
     for event in events:
         run.add(event, decode)
     return run
+
+
+@pytest.mark.parametrize("num_prompt, said", [(40, "the bench on held-out prompts of 7–64 tokens"),
+                                               (2000, "the bench on long prompts of 292–2,501 tokens")])
+def test_the_arithmetic_compares_with_plain_transformers_on_prompts_as_long_as_the_runs(monkeypatch, tmp_path,
+                                                                                          num_prompt, said):
+    """The run's own prompt length picks the record its line against plain transformers reads."""
+    from specviz.analysis.expectations import expect
+    from specviz.app.render import stats
+    from tests.test_expectations import timed_record, write_records
+
+    records = write_records(tmp_path, timed_record("held-out", 1.45, 1.99, (7, 64)),
+                            timed_record("long", 1.19, 1.33, (292, 2501)))
+    monkeypatch.setattr(stats, "expect_here", lambda **_: expect("cpu-amx", "float32", records))
+    run = timed_run(0.03, num_prompt=num_prompt, precision="float32")
+    arithmetic = visible_text(stats.arithmetic_html(run, stats.comparison_of(run)))
+    assert said in arithmetic and ("1.33×" in arithmetic) == (num_prompt == 2000)
 
 
 def visible_text(html: str) -> str:
