@@ -528,7 +528,7 @@ def prompts_words(record: BenchRecord) -> str:
 
 
 def prompts_and_lengths(record: BenchRecord) -> str:
-    """"long prompts of 259–2,471 tokens": the record's prompts, with their lengths where the record kept them."""
+    """"long prompts of 292–2,501 tokens": the record's prompts, with their lengths where the record kept them."""
     if record.prompt_tokens is None:
         return set_words(record)
     shortest, longest = record.prompt_tokens
