@@ -309,8 +309,7 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
             f"{speedup(reference, run.speculative.trace):.2f}× transformers'.</p>"
         )
     expectation = expect_here(precision=str(run.settings.get("precision"))) if run.settings.get("precision") else None
-    prefill = run.baseline.trace.prefill
-    against_plain = expectation.against_plain_text(prefill.num_prompt_tokens if prefill else 0) if expectation else ""
+    against_plain = expectation.against_plain_text(len(run.prompt_ids)) if expectation else ""
     notes = (("against-plain", against_plain),
              ("on-screen", on_screen_text(run)),
              ("gap", gap_text(run, comparison) if run.done and same_text(run) else ""),
