@@ -148,24 +148,26 @@ def test_figures_of_different_settings_each_name_their_own(tmp_path):
             "1.40× (1.10–1.90) at γ = 3 with the draft model on held-out prompts, greedy, over the target alone") in text
 
 
+def timed_record(prompt_set: str, alone: float, ours: float, tokens: tuple[int, int] | None = None,
+                 kind: str = "cpu-amx", assisted: float = 1.2) -> dict:
+    """A float32 record that also timed plain transformers (`bench --against-hf`) at γ 3, greedy: the target alone
+    and the speculative lane over plain generate(), transformers' assisted generation over it; `tokens` its prompts'
+    shortest and longest length."""
+    report = a_record(kind, "float32", prompt_set=prompt_set)
+    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=alone, median_ours_over_plain=ours,
+                                 median_hf_speedup=assisted)]
+    if tokens:
+        report["prompt_tokens"] = {"min": tokens[0], "max": tokens[1]}
+    return report
+
+
 @pytest.mark.parametrize("alone, says_why", [(1.52, True), (1.02, False)])
 def test_the_line_against_plain_transformers_says_why_a_faster_target_alone_is_faster(tmp_path, alone, says_why):
-    report = a_record("cpu-avx2", "float32", prompt_set="held-out")
-    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=alone, median_ours_over_plain=2.1,
-                                 median_hf_speedup=0.76)]
+    report = timed_record("held-out", alone, 2.1, kind="cpu-avx2", assisted=0.76)
     line = expect("cpu-avx2", "float32", write_records(tmp_path, report)).against_plain_text()
     assert f"specviz's target alone ran at {alone:.2f}× transformers' generate()" in line
     assert "its speculative lane at 2.10× (γ = 3)" in line and "assisted generation with the draft model at 0.76×" in line
     assert (FASTER_ALONE in line) is says_why
-
-
-def timed_record(prompt_set: str, alone: float, ours: float, tokens: tuple[int, int] | None) -> dict:
-    report = a_record("cpu-amx", "float32", prompt_set=prompt_set)
-    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=alone, median_ours_over_plain=ours,
-                                 median_hf_speedup=1.2)]
-    if tokens:
-        report["prompt_tokens"] = {"min": tokens[0], "max": tokens[1]}
-    return report
 
 
 def test_a_long_prompts_run_reads_the_records_of_long_prompts_and_a_short_ones_never_does(tmp_path):
@@ -199,9 +201,7 @@ def test_the_bench_keeps_how_long_its_prompts_were():
 
 def test_transformers_in_another_precision_is_named_on_the_page_and_in_the_table(tmp_path):
     """`bench --hf-dtype bfloat16` on a float32 run: the figures compare with transformers in bfloat16, and say so."""
-    report = a_record("cpu-amx", "float32", prompt_set="held-out")
-    report["against_hf"] = [dict(temperature=0.0, gamma=3, median_alone_over_plain=1.3, median_ours_over_plain=1.7,
-                                 median_hf_speedup=1.2)]
+    report = timed_record("held-out", 1.3, 1.7)
     report["against_hf_precision"] = "bfloat16"
     [record] = write_records(tmp_path, report)
     assert "transformers' generate() in bfloat16" in expect("cpu-amx", "float32", [record]).against_plain_text()
