@@ -128,6 +128,7 @@ def test_a_draft_position_no_round_reached_says_so_instead_of_a_zero_bar():
     assert list(both.data[0].y) == [1.0, 0.5, 1.0] and not both.layout.annotations  # every position examined
     first = plots.per_position_acceptance(Trace(lane="speculative", rounds=speculative.rounds[:1]))
     assert list(first.data[0].y) == [1.0, 0.0, None]  # accepted, rejected, never examined
+    assert list(first.data[0].text) == ["1 of 1", "0 of 1", ""]  # a rate of 0 draws no bar: its count says it
     [note] = first.layout.annotations
     assert note.text == plots.UNREACHED and note.x == 3
 

@@ -168,8 +168,11 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
     rates = [accepted / examined if examined else None for accepted, examined in counts]
     examined = [examined for _, examined in counts]
     positions = list(range(1, len(rates) + 1))
+    # the counts on each bar: a rate of 0 draws no bar, and "0 of 2" says the target did examine drafts there
+    counts_text = [f"{accepted} of {seen}" if seen else "" for accepted, seen in counts]
     figure.add_bar(
         x=positions, y=rates, name="per position", marker_color=COLORS["accepted"], customdata=examined,
+        text=counts_text, textposition="outside", cliponaxis=False,
         hovertemplate="position %{x}: %{y:.2f} of %{customdata} examined<extra></extra>",
     )
     for position, rate in zip(positions, rates):
@@ -180,7 +183,8 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
         x=positions, y=[speculative.acceptance_rate] * len(positions), mode="lines", name="α̂ (all)",
         line={"dash": "dash", "color": "#444"},
     )
-    figure.update_layout(yaxis_range=[0, 1.05], xaxis={"dtick": 1})
+    # room above a full bar for its count; ticks stop at 1, a share's top
+    figure.update_layout(yaxis={"range": [0, 1.15], "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1]}, xaxis={"dtick": 1})
     return figure
 
 
