@@ -60,13 +60,17 @@ def test_history_keeps_repeats_of_one_setup_bounded_per_session():
     other = timed_run(speculative_verify_s=0.02)
     other.run.settings["gamma"] = 5
     store.add("a", other)
+    tree = timed_run(speculative_verify_s=0.02)
+    tree.run.settings["tree"] = 8  # the same γ and drafter as the first: its row must say it drafted a tree
+    store.add("a", tree)
     store.add("a", make_run())  # sampled, different texts: kept, but no repeat of anything
     runs = store.runs("a")
-    assert [run.number for run in runs] == [1, 2, 3, 4] and store.runs("b") == []
+    assert [run.number for run in runs] == [1, 2, 3, 4, 5] and store.runs("b") == []
     assert history.repeats_of(runs, again) == (first.speedup, again.speedup) and first.speedup > again.speedup
-    assert history.repeats_of(runs, runs[-1]) == ()
+    assert history.repeats_of(runs, runs[-1]) == () and history.repeats_of(runs, runs[3]) == (runs[3].speedup,)  # a tree repeats no chain
     html = runs_table_html(runs)
-    assert html.count("<tr") == 5 and "6 / 7" in html and ">no<" in html
+    assert html.count("<tr") == 6 and "6 / 7" in html and ">no<" in html
+    assert html.count(", a tree of 8<") == 1 and runs[3].tree == 8 and runs[0].tree == 0
     assert "wrote different texts (6 / 7 tokens)" in html
     for _ in range(history.RUNS_KEPT + 5):
         store.add("a", greedy)

@@ -40,6 +40,7 @@ class RunRecord:
     same_text: bool  # both lanes wrote the same tokens: the speed compares like for like
     prompt_text: str
     setup: str  # what makes two runs repeats of each other: prompt, pair and settings but the seed
+    tree: int = 0  # the draft tree's budget; 0: a chain (a tree of 8 and a chain of one γ time very differently)
 
     @property
     def tokens_text(self) -> str:
@@ -81,7 +82,7 @@ def record_of(run: RunView, number: int) -> RunRecord | None:
         return None
     return RunRecord(number, speedup(baseline, speculative), run.gamma, str(run.settings.get("drafter", "")),
                      float(run.settings.get("temperature", 0) or 0), baseline.num_tokens, speculative.num_tokens,
-                     same_text(run), run.prompt_text, setup_key(run))
+                     same_text(run), run.prompt_text, setup_key(run), int(run.settings.get("tree", 0) or 0))
 
 
 class RunHistory:

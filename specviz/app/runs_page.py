@@ -42,11 +42,14 @@ def build_runs_so_far() -> list[gr.Component]:
         return [gr.HTML(table, elem_id="runs-so-far"), gr.Plot(chart, show_label=False, elem_id="chart-runs")]
 
 
-def drafter_label(name: str) -> str:
+def drafter_label(name: str, tree: int = 0) -> str:
+    """The drafter's name, and its tree where it drafted one: two rows of one γ and drafter can be a chain and a
+    tree, whose speeds differ most of all."""
     try:
-        return drafter_info(name).label
+        label = drafter_info(name).label
     except (KeyError, ValueError):
-        return name or "—"
+        label = name or "—"
+    return f"{label}, a tree of {tree}" if tree else label
 
 
 def prompt_label(text: str, max_chars: int = 32) -> str:
@@ -83,7 +86,7 @@ def runs_table_html(runs: Sequence) -> str:
     rows = []
     for run in reversed(runs):
         repeat = ' class="repeat"' if run.setup == last.setup else ""
-        cells = [str(run.number), f"{run.speedup:.2f}×", str(run.gamma), escape_text(drafter_label(run.drafter)),
+        cells = [str(run.number), f"{run.speedup:.2f}×", str(run.gamma), escape_text(drafter_label(run.drafter, run.tree)),
                  f"{run.temperature:g}", run.tokens_text, "yes" if run.same_text else "no",
                  escape_text(prompt_label(run.prompt_text))]
         rows.append(f"<tr{repeat} data-speedup=\"{run.speedup:.4f}\">" +
