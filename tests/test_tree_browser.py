@@ -33,8 +33,9 @@ def run_tree_of_8(page):
     """Set the page's tree to 8, run, and return this run's speculative lane once done, with a branch mark in it.
     Twice in full CI runs (2026-11-28, 2026-12-05) a lane had no mark and the test alone passed. The lane of
     2026-12-05 was, token for token, the chain the same settings draft (a tree of 8 of them branches in 17 of 18
-    rounds): the engine was handed no tree, although set_number had seen the slider's track read 8. Not
-    reproduced in 18 runs of these steps, under two busy cores too; a failure says what the page held."""
+    rounds): the engine was handed no tree, whether set_number's three tries never saw the track take 8 (it then
+    goes on) or the page lost the value after. Not reproduced in 18 runs of these steps, under two busy cores
+    too; a failure says what the page held."""
     page.locator("#drafting-options").get_by_text("Drafting and precision").click()
     page.wait_for_selector("#tree", state="visible")
     set_number(page, "tree", 8)
