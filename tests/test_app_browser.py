@@ -24,12 +24,13 @@ RUN_TIMEOUT_MS = 180_000
 MAX_NEW_TOKENS = 32
 
 
-def set_number(page, elem_id: str, value) -> None:
+def set_number(page, elem_id: str, value) -> bool:
     """Type into a slider's number box (or a gr.Number) and commit it; for a slider, wait until its track
     shows the value, typing it again if it did not take (on a loaded machine a Run clicked at once once read
     the old value, and a value typed while its accordion was still opening was lost twice in full CI runs:
     the theory note kept α = 0.70, a tree run drafted a chain). A value the slider clamps never shows: after
-    three tries the test goes on and its own assertions speak. The browser tests of every file use this one."""
+    three tries the test goes on and its own assertions speak. The browser tests of every file use this one.
+    Returns whether the track was seen to take the value (True for a box without one)."""
     box = page.locator(f"#{elem_id} input[type=number]").first
     box.wait_for(state="visible")
     has_track = page.locator(f"#{elem_id} input[type=range]").count() > 0
@@ -38,13 +39,14 @@ def set_number(page, elem_id: str, value) -> None:
         box.press("Enter")
         box.blur()
         if not has_track:
-            return
+            return True
         try:
             page.wait_for_function("([id, value]) => Number(document.querySelector(`#${id} input[type=range]`).value) === value",
                                    arg=[elem_id, float(value)], timeout=4_000)
-            return
+            return True
         except Exception:  # playwright's TimeoutError: lost, or a clamped or rejected value
             pass
+    return False
 
 
 def click_run(page) -> str:

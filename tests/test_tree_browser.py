@@ -38,13 +38,14 @@ def run_tree_of_8(page):
     too; a failure says what the page held."""
     page.locator("#drafting-options").get_by_text("Drafting and precision").click()
     page.wait_for_selector("#tree", state="visible")
-    set_number(page, "tree", 8)
+    took = set_number(page, "tree", 8)
     run_id = run_and_wait(page)
     lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"][data-done="true"]')
     lane.wait_for(timeout=OPEN_ROUND_MS)
     tree_box = page.locator("#tree input[type=number]").input_value()
     assert lane.locator(".tree-mark").count() > 0, (
-        f"no branch marks in run {run_id}: the tree box reads {tree_box}, the lane has "
+        f"no branch marks in run {run_id}: the tree's track {'took' if took else 'never showed'} 8 before Run, "
+        f"its box reads {tree_box} now, the lane has "
         f"{lane.locator('.round').count()} rounds and begins {lane.inner_text()[:120]!r}")
     return lane
 
