@@ -77,7 +77,9 @@ def test_the_sentence_states_this_runs_numbers():
     drafts = confidence.judged_drafts(confidence_trace())
     assert confidence.confidence_sentence(drafts) == (
         "In this run, where the target was at least 80% sure, 3 of 3 drafts were accepted (100%); "
-        "where it was under 40% sure, 0 of 2 drafts were accepted (0%).")
+        "where it was under 40% sure, 0 of 2 drafts were accepted (0%). These counts are too few to tell the two "
+        "apart.")  # Fisher's p = 0.1: five drafts cannot show that sure positions are easier
+    assert confidence.confidence_sentence(drafts * 3).endswith("(0%).")  # 9 of 9 against 0 of 6: p < 0.001
     only_sure = [d for d in drafts if d.target_confidence >= 0.8][:1]
     assert confidence.confidence_sentence(only_sure, "the sweep's runs") == (
         "In the sweep's runs, where the target was at least 80% sure, 1 of 1 draft was accepted (100%). "
@@ -87,10 +89,34 @@ def test_the_sentence_states_this_runs_numbers():
         confidence.confidence_sentence(middling))
     assert "No judged drafts" in confidence.confidence_sentence([])
     assert "fared worse" not in confidence.confidence_sentence(drafts)
-    # A sampled run with a drafter that often picks another token can reverse the lesson; the sentence says why.
+    # A sampled run with a drafter that often picks another token can reverse the lesson; the sentence says why,
+    # once the counts show it beyond chance.
     reversed_run = [dataclasses.replace(d, accepted=d.target_confidence < 0.4) for d in drafts]
     assert "Here the sure positions fared worse: a position is easy only when the drafter guesses the target's " \
-           "clear pick" in confidence.confidence_sentence(reversed_run)
+           "clear pick" in confidence.confidence_sentence(reversed_run * 3)
+    few = confidence.confidence_sentence(reversed_run)  # 0 of 3 against 2 of 2: p = 0.1
+    assert "fared worse" not in few and few.endswith(confidence.TOO_FEW)
+
+
+def test_a_sweeps_share_a_little_lower_where_the_target_was_sure_is_called_chance_not_a_lesson():
+    """What the page said after a γ sweep: 3 of 5 drafts accepted where the target was sure against 8 of 13
+    where it was not, "the sure positions fared worse" — a gap that chance makes more often than not."""
+    def drafts(accepted: int, judged: int, sure: float) -> list:
+        return [confidence.JudgedDraft(1, sure, i < accepted, i, 0) for i in range(judged)]
+    sentence = confidence.confidence_sentence(drafts(3, 5, 0.9) + drafts(8, 13, 0.2), "the sweep's runs")
+    assert "fared worse" not in sentence and sentence.endswith(confidence.TOO_FEW)
+    sentence = confidence.confidence_sentence(drafts(40, 80, 0.9) + drafts(13, 24, 0.2))  # 50 % against 54 %
+    assert "fared worse" not in sentence and sentence.endswith(confidence.TOO_FEW)
+    assert "fared worse" in confidence.confidence_sentence(drafts(20, 80, 0.9) + drafts(18, 24, 0.2))
+
+
+def test_fisher_p_value_matches_scipy():
+    from scipy.stats import fisher_exact
+    for hits_first, num_first, hits_second, num_second in [(3, 5, 8, 13), (0, 3, 2, 2), (40, 80, 13, 24),
+                                                           (20, 80, 18, 24), (5, 5, 0, 7), (0, 1, 0, 1), (12, 40, 30, 41)]:
+        expected = fisher_exact([[hits_first, num_first - hits_first], [hits_second, num_second - hits_second]]).pvalue
+        ours = confidence.fisher_p_value(hits_first, num_first, hits_first + hits_second, num_first + num_second)
+        assert abs(ours - expected) < 1e-9, (hits_first, num_first, hits_second, num_second, ours, expected)
 
 
 def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets_rates():

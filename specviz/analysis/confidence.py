@@ -8,6 +8,7 @@ by that confidence, and says what the buckets show in the run's own numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -17,6 +18,8 @@ from specviz.analysis.trace import Trace
 CONFIDENCE_EDGES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 SURE = 0.8  # the sentence compares drafts where the target was at least this sure…
 UNSURE = 0.4  # …with those where it was below this
+CHANCE = 0.05  # …and calls one share higher only where chance would part them this far less often than this
+TOO_FEW = " These counts are too few to tell the two apart."
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") 
     if not (sure and unsure):
         missing = f"under {UNSURE:.0%}" if sure else f"at least {SURE:.0%}"
         sentence += f" The target was never {missing} sure at a judged draft."
+    elif not beyond_chance(sure, unsure):
+        # 3 of 5 against 8 of 13 is luck as often as not: no lesson read either way from counts this small
+        sentence += TOO_FEW
     elif accepted_share(sure) < accepted_share(unsure):
         # The chart's lesson runs backwards here (a sampled run with a drafter that often picks another token,
         # say), and a learner needs the reason, or the chart reads as a bug.
@@ -117,3 +123,26 @@ def confidence_sentence(drafts: Sequence[JudgedDraft], where: str = "this run") 
 
 def accepted_share(drafts: Sequence[JudgedDraft]) -> float:
     return sum(draft.accepted for draft in drafts) / len(drafts)
+
+
+def beyond_chance(first: Sequence[JudgedDraft], second: Sequence[JudgedDraft], level: float = CHANCE) -> bool:
+    """Whether two groups' accepted shares differ beyond chance: Fisher's exact test, two-sided, on the 2×2 table
+    of accepted and rejected drafts in each (exact at the few drafts one run judges, where a normal approximation
+    overstates)."""
+    accepted_first = sum(draft.accepted for draft in first)
+    accepted = accepted_first + sum(draft.accepted for draft in second)
+    return fisher_p_value(accepted_first, len(first), accepted, len(first) + len(second)) < level
+
+
+def fisher_p_value(hits_first: int, num_first: int, hits: int, num: int) -> float:
+    """Two-sided p of Fisher's exact test: the chance, with the margins fixed, of a table no likelier than the one
+    seen (`hits_first` of the first group's `num_first`, `hits` of all `num`), from hypergeometric terms in logs."""
+    def log_term(k: int) -> float:  # log P(the first group holds k of the hits)
+        return (log_comb(num_first, k) + log_comb(num - num_first, hits - k) - log_comb(num, hits))
+    seen = log_term(hits_first)
+    low, high = max(0, hits - (num - num_first)), min(num_first, hits)
+    return min(1.0, sum(math.exp(log_term(k)) for k in range(low, high + 1) if log_term(k) <= seen + 1e-9))
+
+
+def log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
