@@ -45,10 +45,10 @@ X_TITLE = "seconds, on the timeline's clock"  # short: the rows' names take the 
 UNUSED = "unused"
 ONE_PASS_TEXT = "1 target forward: all rows at once"
 CUT_TEXT = "cut"
-ROW_WORDS = "A row: one position the target scores, all in this one forward."
-DROPPED_WORDS = "Rows past the cut hold drafts the text did not keep: both models' caches drop their keys and values."
+ROW_WORDS = "A row: one position the target scores in this forward."
+DROPPED_WORDS = "Past the cut: drafts not kept, their keys and values dropped from both caches."
 GUESS_WORDS = "? your guess first: how many drafts will these rows keep?"  # step mode, before the verdicts
-UNUSED_WORDS = "An unused row: scored, but for a position the text never reached this round."
+UNUSED_WORDS = "Unused: scored, for a position the text never reached."
 
 
 @dataclass(frozen=True)
