@@ -140,8 +140,8 @@ def fisher_p_value(hits_first: int, num_first: int, hits: int, num: int) -> floa
     def log_term(k: int) -> float:  # log P(the first group holds k of the hits)
         return (log_comb(num_first, k) + log_comb(num - num_first, hits - k) - log_comb(num, hits))
     seen = log_term(hits_first)
-    low, high = max(0, hits - (num - num_first)), min(num_first, hits)
-    return min(1.0, sum(math.exp(log_term(k)) for k in range(low, high + 1) if log_term(k) <= seen + 1e-9))
+    terms = [log_term(k) for k in range(max(0, hits - (num - num_first)), min(num_first, hits) + 1)]
+    return min(1.0, sum(math.exp(term) for term in terms if term <= seen + 1e-9))  # ties with the seen table count
 
 
 def log_comb(n: int, k: int) -> float:
