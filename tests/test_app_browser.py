@@ -97,7 +97,7 @@ def test_the_default_pair_answers_in_english(page):
     assert "Scotland" in page.locator("#prompt textarea").input_value()
     assert page.locator("#chat input[type=checkbox]").is_checked()
     assert float(page.locator("#temperature input[type=number]").first.input_value()) == 0  # opens greedy
-    page.locator("#drafting-options").get_by_text("Drafting and precision").click()  # a closed accordion draws nothing
+    open_section(page, "drafting-options", "#rivals input[type=number]")  # a closed accordion draws nothing
     assert int(page.locator("#rivals input[type=number]").first.input_value()) == 2  # rival guesses on, as the bench chose
     # The page's own settings, all of them: before batch invariance this very run parted at token 7-8
     # in bfloat16 (4 of 4 runs), and the page then called different texts the target's.

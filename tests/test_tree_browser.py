@@ -36,8 +36,7 @@ def run_tree_of_8(page):
     rounds): the engine was handed no tree, whether set_number's three tries never saw the track take 8 (it then
     goes on) or the page lost the value after. Not reproduced in 18 runs of these steps, under two busy cores
     too; a failure says what the page held."""
-    page.locator("#drafting-options").get_by_text("Drafting and precision").click()
-    page.wait_for_selector("#tree", state="visible")
+    open_section(page, "drafting-options", "#tree input[type=number]")  # clicks again where a click was lost
     took = set_number(page, "tree", 8)
     run_id = run_and_wait(page)
     lane = page.locator(f'#lane-speculative .lane[data-run="{run_id}"][data-done="true"]')
