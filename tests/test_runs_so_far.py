@@ -72,6 +72,8 @@ def test_history_keeps_repeats_of_one_setup_bounded_per_session():
     assert html.count("<tr") == 6 and "6 / 7" in html and ">no<" in html
     assert html.count(", a tree of 8<") == 1 and runs[3].tree == 8 and runs[0].tree == 0
     assert "wrote different texts (6 / 7 tokens)" in html
+    hovered = [row[1] for trace in runs_page.runs_chart(runs).data if trace.type == "scatter" for row in trace.customdata]
+    assert sum(label.endswith(", a tree of 8") for label in hovered) == 1  # the chart's hover names the tree too
     for _ in range(history.RUNS_KEPT + 5):
         store.add("a", greedy)
     assert len(store.runs("a")) == history.RUNS_KEPT

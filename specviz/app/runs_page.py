@@ -119,7 +119,7 @@ def runs_chart(runs: Sequence) -> go.Figure:
             x=[run.number for run in chosen], y=[run.speedup for run in chosen], mode="markers", name=name,
             marker={"size": 11, "color": [colour if run.same_text else "white" for run in chosen],
                     "line": {"color": colour, "width": 2}},
-            customdata=[[run.gamma, run.drafter, run.temperature, run.tokens_text,
+            customdata=[[run.gamma, drafter_label(run.drafter, run.tree), run.temperature, run.tokens_text,
                          "same text" if run.same_text else "different texts"] for run in chosen],
             hovertemplate=("run %{x}: %{y:.2f}×, γ = %{customdata[0]}, %{customdata[1]}, T = %{customdata[2]}, "
                            "%{customdata[3]} tokens (%{customdata[4]})<extra></extra>"),
