@@ -128,9 +128,13 @@ def test_a_draft_position_no_round_reached_says_so_instead_of_a_zero_bar():
     assert list(both.data[0].y) == [1.0, 0.5, 1.0] and not both.layout.annotations  # every position examined
     first = plots.per_position_acceptance(Trace(lane="speculative", rounds=speculative.rounds[:1]))
     assert list(first.data[0].y) == [1.0, 0.0, None]  # accepted, rejected, never examined
-    assert list(first.data[0].text) == ["1 of 1", "0 of 1", ""]  # a rate of 0 draws no bar: its count says it
+    assert list(first.layout.xaxis.ticktext) == ["1<br>1 of 1", "2<br>0 of 1", "3"]  # a rate of 0 draws no bar: its count says it
     [note] = first.layout.annotations
     assert note.text == plots.UNREACHED and note.x == 3
+    # γ = 5 where no round drafted past 3 (the confidence stop): positions 4 and 5 are there, and say why empty
+    wider = plots.per_position_acceptance(speculative, gamma=5)
+    assert list(wider.data[0].y) == [1.0, 0.5, 1.0, None, None]
+    assert [note.x for note in wider.layout.annotations] == [4, 5] and wider.layout.xaxis.ticktext[-1] == "5"
 
 
 def test_empty_traces_give_hint_figures():

@@ -157,22 +157,23 @@ def tokens_vs_time(baseline: Trace, speculative: Trace, *others: Trace, quote_sp
 UNREACHED = "no draft<br>examined here"  # drafting always stopped, or a draft before failed
 
 
-def per_position_acceptance(speculative: Trace) -> go.Figure:
-    """Acceptance at draft position i among drafts the target examined; α̂ for comparison."""
+def per_position_acceptance(speculative: Trace, gamma: int = 0) -> go.Figure:
+    """Acceptance at draft position i among drafts the target examined, for positions 1 to γ (or as far as a
+    round drafted); α̂ for comparison."""
     figure = base_figure("Acceptance by draft position", "draft position", "share accepted", legend_rows=PAGE_LEGEND_ROWS)
     counts = speculative.per_position_counts()
     if not counts:
         return with_hint(figure, "drafting starts after the target-only lane")
+    # positions up to γ even where no round drafted that far (the confidence stop cut every round): a learner who
+    # set γ = 3 asks where position 3 went
+    counts += [(0, 0)] * (gamma - len(counts))
     # a position no draft reached (drafting stopped, or an earlier draft failed, every round) has no rate: no bar,
     # said in words, where a bar of 0 would read "every draft there was rejected"
     rates = [accepted / examined if examined else None for accepted, examined in counts]
     examined = [examined for _, examined in counts]
     positions = list(range(1, len(rates) + 1))
-    # the counts on each bar: a rate of 0 draws no bar, and "0 of 2" says the target did examine drafts there
-    counts_text = [f"{accepted} of {seen}" if seen else "" for accepted, seen in counts]
     figure.add_bar(
         x=positions, y=rates, name="per position", marker_color=COLORS["accepted"], customdata=examined,
-        text=counts_text, textposition="outside", cliponaxis=False,
         hovertemplate="position %{x}: %{y:.2f} of %{customdata} examined<extra></extra>",
     )
     for position, rate in zip(positions, rates):
@@ -183,8 +184,12 @@ def per_position_acceptance(speculative: Trace) -> go.Figure:
         x=positions, y=[speculative.acceptance_rate] * len(positions), mode="lines", name="α̂ (all)",
         line={"dash": "dash", "color": "#444"},
     )
-    # room above a full bar for its count; ticks stop at 1, a share's top
-    figure.update_layout(yaxis={"range": [0, 1.15], "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1]}, xaxis={"dtick": 1})
+    # each position's counts under its number, as the easy-and-hard chart does: a rate of 0 draws no bar and
+    # "0 of 2" says the target did examine drafts there; on the bars the α̂ line crossed them
+    ticks = [f"{position}<br>{accepted} of {seen}" if seen else str(position)
+             for position, (accepted, seen) in zip(positions, counts)]
+    figure.update_layout(yaxis={"range": [0, 1.05], "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1]},
+                         xaxis={"tickmode": "array", "tickvals": positions, "ticktext": ticks})
     return figure
 
 

@@ -49,7 +49,7 @@ CHARTS = (
           live=True, row="race"),
     Chart("chart-accepted", lambda d: plots.accepted_per_round(d.speculative, d.gamma), live=True, row="race"),
     Chart("chart-alpha", lambda d: plots.cumulative_acceptance(d.speculative), row="acceptance"),
-    Chart("chart-position", lambda d: plots.per_position_acceptance(d.speculative), row="acceptance"),
+    Chart("chart-position", lambda d: plots.per_position_acceptance(d.speculative, d.gamma), row="acceptance"),
     Chart("chart-confidence", lambda d: plots_confidence.run_chart(
         d.speculative, plots_confidence.drafted_labels(d.run.speculative) if d.run else {}, d.drafts)),
     Chart("confidence-note", lambda d: plots_confidence.confidence_note_html(d.drafts), html=True),
