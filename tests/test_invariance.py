@@ -238,20 +238,46 @@ def test_a_model_slots_cannot_compute_is_told_not_guaranteed(config_change, word
     assert report.summary().startswith("not guaranteed here") and words in report.summary()
 
 
-def test_float32_linear_layers_run_packed_for_onednn_and_compute_as_before():
-    """A float32 CPU target's linear layers run oneDNN's packed kernel (a cheap verify): the same
-    products up to rounding, and the switch off leaves the target as transformers loads it."""
-    target = make_model("llama", seed=3)
+def onednn_packs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN packs a weight of this dtype on this CPU (bfloat16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)."""
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 16, dtype=dtype), 4)
+    except RuntimeError:
+        return False
+    return torch.backends.mkldnn.is_available()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_cpu_linear_layers_run_packed_for_onednn_and_compute_as_before(dtype):
+    """A CPU target's linear layers run oneDNN's packed kernel wherever oneDNN packs their dtype here (a cheap
+    verify; F.linear reorders the weight at every call): the same products up to rounding, and the switch off
+    leaves the target as transformers loads it."""
+    target = make_model("llama", seed=3).to(dtype)
     reference = copy.deepcopy(target.model.layers[0].self_attn.q_proj)
-    ModelPair.from_models(target, None)
+    pair = ModelPair.from_models(target, None)
     layer = target.model.layers[0].self_attn.q_proj
-    assert getattr(layer.forward, "specviz_packed", False) or not torch.backends.mkldnn.is_available()
-    inputs = torch.randn(3, 48)
+    assert getattr(layer.forward, "specviz_packed", False) == onednn_packs(dtype)
+    assert pair.invariance.exact
+    inputs = torch.randn(3, 48).to(dtype)
     with torch.inference_mode():
-        assert torch.allclose(layer(inputs), reference(inputs), atol=1e-5)
+        assert torch.allclose(layer(inputs).float(), reference(inputs).float(), atol=1e-5 if dtype is torch.float32 else 2e-2)
     plain = invariance.plain_copy(target)
     assert plain.config._attn_implementation == "sdpa"
     assert not any("forward" in vars(m) for m in plain.modules())
+
+
+def test_a_layer_onednn_cannot_pack_keeps_its_own_forward_in_one_shape(monkeypatch):
+    """Where oneDNN refuses to pack (bfloat16 on an AVX2-only CPU), a layer keeps transformers' forward, padded to
+    the call's rows: still one shape, still exact."""
+    def refuse(*args, **kwargs):
+        raise RuntimeError("mkldnn_reorder_linear_weight: bf16 path needs the cpu support avx512bw, avx512vl and avx512dq")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", refuse)
+    target = make_model("llama", seed=3).to(torch.bfloat16)
+    pair = ModelPair.from_models(target, None)
+    layer = target.model.layers[0].self_attn.q_proj
+    assert not getattr(layer.forward, "specviz_packed", False) and getattr(layer.forward, "specviz_padded", False)
+    assert pair.invariance.exact
 
 
 def test_the_switch_leaves_targets_as_loaded(monkeypatch):
@@ -428,22 +454,23 @@ def test_the_row_check_fails_on_linear_layers_that_round_by_their_row_count(monk
         assert_rows_match(target, 128, seed=0, context_lengths=(5,), counts=(4,), tree_sizes=())
 
 
-def test_every_decoding_product_on_a_cpu_has_the_calls_rows():
+def test_every_decoding_product_on_a_cpu_has_the_calls_rows(monkeypatch):
     """On a CPU a call has call_rows rows (4), and every linear product of a step, a verify of 6 (two calls) and
-    generate()'s forwards has exactly that many: the one shape, at a few rows' cost."""
+    generate()'s forwards has exactly that many (through oneDNN's packed kernel, or F.linear where oneDNN cannot
+    pack here): the one shape, at a few rows' cost."""
     rows = slots.call_rows(torch.device("cpu"))
     target = make_model("llama", seed=3).to(torch.bfloat16)
     ModelPair.from_models(target, None)
     seen: list[int] = []
-    original = torch.nn.functional.linear
+    linear, pointwise = torch.nn.functional.linear, torch.ops.mkldnn._linear_pointwise
     with torch.inference_mode():
         cache = SlotCache(target.config, 64)
         forward_new_ids(target, torch.arange(3, 8).view(1, -1), cache, 128)
-        torch.nn.functional.linear = lambda x, w, b=None: (seen.append(x.shape[0]), original(x, w, b))[1]
-        try:
-            forward_new_ids(target, torch.arange(3, 9).view(1, -1), cache, 128)  # a step
-            forward_new_ids(target, torch.arange(3, 15).view(1, -1), cache, 128)  # a verify of 6: two calls
-            target(input_ids=torch.arange(3, 6).view(1, -1), past_key_values=DynamicCache(), use_cache=True)
-        finally:
-            torch.nn.functional.linear = original
+        monkeypatch.setattr(torch.nn.functional, "linear", lambda x, w, b=None: (seen.append(x.shape[0]), linear(x, w, b))[1])
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise",
+                            lambda x, *args: (seen.append(x.shape[0]), pointwise(x, *args))[1])
+        forward_new_ids(target, torch.arange(3, 9).view(1, -1), cache, 128)  # a step
+        forward_new_ids(target, torch.arange(3, 15).view(1, -1), cache, 128)  # a verify of 6: two calls
+        target(input_ids=torch.arange(3, 6).view(1, -1), past_key_values=DynamicCache(), use_cache=True)
+        monkeypatch.undo()
     assert rows < SLOTS and seen and set(seen) == {rows}

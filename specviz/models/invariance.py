@@ -13,7 +13,7 @@ is computed in one shape:
 - in float32 on a CPU, a call's 4 rows through one small C kernel that reads each weight once
   (specviz.models.fixed_rows; the default target's weights read from its GGUF blocks, bitwise the same values:
   specviz.models.gguf_rows), else oneDNN with the weights packed once: MKL's F.linear costs about twice
-  as much at 4 rows as at one;
+  as much at 4 rows as at one; in bfloat16 on a CPU, oneDNN with the weights packed once (`packed`);
 - a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
   forward, where the lanes read the prompt in a pass of its own (its last row's logits alone) and the
   drafts as decoding rows. Inside `prompt_apart(n)` the target's forward splits such a first forward
@@ -42,6 +42,9 @@ from specviz.models.slot_calls import run_rows
 from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, call_rows, slots_wanted, uses_slots
 
 
+PACKED_DTYPES = (torch.float32, torch.bfloat16)  # a CPU target's linear layers in these run oneDNN's packed kernel
+
+
 def padded(plain_forward, block: int = SLOTS):
     """A row-wise layer's forward that computes its rows in products of exactly `block` rows (call_rows: zeros
     fill the last; up to MAX_ROWWISE rows), so a row's result never depends on how many rows ran beside it: a
@@ -68,15 +71,24 @@ def padded(plain_forward, block: int = SLOTS):
 
 
 def packed(layer: torch.nn.Linear):
-    """A float32 linear layer's forward for a CPU: a call's 4 rows through specviz.models.fixed_rows' kernel
-    (where it compiles), other inputs through oneDNN with the weights packed once for small row counts."""
-    weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
+    """A float32 or bfloat16 linear layer's forward for a CPU: in float32 a call's 4 rows through
+    specviz.models.fixed_rows' kernel (where it compiles); other inputs, and every bfloat16 one, through oneDNN
+    with the weights packed once for call_rows rows. Why packed: F.linear hands oneDNN the plain weight at every
+    call, and oneDNN reorders it into its blocked layout first, a pass over the weight each time (a step's 4-row
+    bfloat16 products took 1.2–1.4× their packed time on an Intel Xeon, with AMX and held below it). The lanes'
+    guarantee rests on every decoding call having call_rows rows, not on how this kernel rounds. The layer's own
+    forward where oneDNN cannot pack this dtype here (bfloat16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT),
+    decided once, when the target loads, so a run never changes kernels."""
+    try:
+        weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
+    except RuntimeError:
+        return layer.forward
     bias = None if layer.bias is None else layer.bias.detach()
 
     def through_onednn(inputs: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
 
-    # the kernel multiplies exactly ROWS rows: it serves only where every CPU call has that many
+    # the kernel multiplies exactly ROWS float32 rows: it serves only where every CPU call has that many
     forward = fixed_rows(layer, through_onednn) if call_rows(layer.weight.device) == ROWS else through_onednn
     forward.specviz_packed = True
     return forward
@@ -182,7 +194,7 @@ class Invariance:
 
 
 def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length: int) -> Invariance:
-    """Give the target its one-shape forward (pack float32 linear layers on a CPU, pad every linear layer to
+    """Give the target its one-shape forward (pack a CPU's linear layers for oneDNN, pad every linear layer to
     SLOTS rows, attend in slots), then check a verify against steps; what holds comes back."""
     if not slots_wanted():
         return measure(model, vocab_size, context_length, reason="specviz's one-shape forward is switched off")
@@ -190,7 +202,7 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
     if reason is not None:
         return measure(model, vocab_size, context_length, reason=f"this model's {reason} runs as transformers computes it")
     parameter = next(model.parameters())
-    if parameter.dtype == torch.float32 and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
+    if parameter.dtype in PACKED_DTYPES and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
         replace_forwards(model, (torch.nn.Linear,), "specviz_packed", packed)
     # every linear layer, GPT-2's Conv1D too, padded (around the packed forward where there is one)
     block = call_rows(parameter.device)
