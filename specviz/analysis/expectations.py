@@ -402,7 +402,8 @@ class Expectation:
 
 
 FASTER_ALONE_FROM = 1.1  # a target alone this much faster than plain generate() says why
-FASTER_ALONE = "specviz's own kernels, both lanes alike: every speedup on this page is over that target alone"
+FASTER_ALONE = ("specviz's kernels, in both lanes alike (its own attention; its products' weights packed once at load, or read "
+                "from the model file's 4-bit blocks): every speedup on this page is over that target alone")
 
 BEFORE_SLOTS = (" Those figures predate the CUDA graphs a GPU now runs the target with (every forward in one shape, "
                 "launched as one graph, for both lanes); the speed with them is not measured yet.")
