@@ -238,15 +238,6 @@ def test_a_model_slots_cannot_compute_is_told_not_guaranteed(config_change, word
     assert report.summary().startswith("not guaranteed here") and words in report.summary()
 
 
-def onednn_packs(dtype: torch.dtype) -> bool:
-    """Whether oneDNN packs a weight of this dtype on this CPU (bfloat16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)."""
-    try:
-        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 16, dtype=dtype), 4)
-    except RuntimeError:
-        return False
-    return torch.backends.mkldnn.is_available()
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_cpu_linear_layers_run_packed_for_onednn_and_compute_as_before(dtype):
     """A CPU target's linear layers run oneDNN's packed kernel wherever oneDNN packs their dtype here (a cheap
@@ -256,7 +247,7 @@ def test_cpu_linear_layers_run_packed_for_onednn_and_compute_as_before(dtype):
     reference = copy.deepcopy(target.model.layers[0].self_attn.q_proj)
     pair = ModelPair.from_models(target, None)
     layer = target.model.layers[0].self_attn.q_proj
-    assert getattr(layer.forward, "specviz_packed", False) == onednn_packs(dtype)
+    assert getattr(layer.forward, "specviz_packed", False) == invariance.onednn_packs(dtype)
     assert pair.invariance.exact
     inputs = torch.randn(3, 48).to(dtype)
     with torch.inference_mode():

@@ -45,6 +45,18 @@ from specviz.models.slots import MAX_ROWWISE, SLOTS, SLOTS_LAYOUT, SlotCache, ca
 PACKED_DTYPES = (torch.float32, torch.bfloat16)  # a CPU target's linear layers in these run oneDNN's packed kernel
 
 
+def onednn_packs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN packs a linear weight of this dtype on this CPU (bfloat16 needs AVX-512 BW/VL/DQ or
+    AVX-NE-CONVERT; held to AVX2 it refuses): asked once when a target loads, on a small weight."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 16, dtype=dtype), 4)
+    except RuntimeError:
+        return False
+    return True
+
+
 def padded(plain_forward, block: int = SLOTS):
     """A row-wise layer's forward that computes its rows in products of exactly `block` rows (call_rows: zeros
     fill the last; up to MAX_ROWWISE rows), so a row's result never depends on how many rows ran beside it: a
@@ -76,13 +88,9 @@ def packed(layer: torch.nn.Linear):
     with the weights packed once for call_rows rows. Why packed: F.linear hands oneDNN the plain weight at every
     call, and oneDNN reorders it into its blocked layout first, a pass over the weight each time (a step's 4-row
     bfloat16 products took 1.2–1.4× their packed time on an Intel Xeon, with AMX and held below it). The lanes'
-    guarantee rests on every decoding call having call_rows rows, not on how this kernel rounds. The layer's own
-    forward where oneDNN cannot pack this dtype here (bfloat16 needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT),
-    decided once, when the target loads, so a run never changes kernels."""
-    try:
-        weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
-    except RuntimeError:
-        return layer.forward
+    guarantee rests on every decoding call having call_rows rows, not on how this kernel rounds. Used only where
+    onednn_packs(its dtype), decided once when the target loads, so a run never changes kernels."""
+    weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
     bias = None if layer.bias is None else layer.bias.detach()
 
     def through_onednn(inputs: torch.Tensor) -> torch.Tensor:
@@ -202,7 +210,8 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
     if reason is not None:
         return measure(model, vocab_size, context_length, reason=f"this model's {reason} runs as transformers computes it")
     parameter = next(model.parameters())
-    if parameter.dtype in PACKED_DTYPES and parameter.device.type == "cpu" and torch.backends.mkldnn.is_available():
+    # where oneDNN cannot pack the dtype here, the layers keep their own forward (padded below): still one shape
+    if parameter.dtype in PACKED_DTYPES and parameter.device.type == "cpu" and onednn_packs(parameter.dtype):
         replace_forwards(model, (torch.nn.Linear,), "specviz_packed", packed)
     # every linear layer, GPT-2's Conv1D too, padded (around the packed forward where there is one)
     block = call_rows(parameter.device)
