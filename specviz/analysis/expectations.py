@@ -388,12 +388,12 @@ class Expectation:
         record = timed[0]
         gamma, alone, ours, theirs = record.against_plain
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
-        kernels = f" ({FASTER_ALONE})" if alone >= FASTER_ALONE_FROM else ""
+        kernels = f" {FASTER_ALONE}" if alone >= FASTER_ALONE_FROM else ""
         theirs_in = f" in {record.against_precision}" if record.against_precision else ""
         line = (f"Against plain transformers here (the bench on {prompts_and_lengths(record)}, "
                 f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
-                f"transformers' generate(){theirs_in}{kernels}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
-                f"transformers' own assisted generation with the draft model at {theirs:.2f}×.")
+                f"transformers' generate(){theirs_in}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
+                f"transformers' own assisted generation with the draft model at {theirs:.2f}×.{kernels}")
         if long_prompt and record.prompt_set != LONG_SET:
             shorter = f"at most {record.prompt_tokens[1]:,} tokens" if record.prompt_tokens else "short"
             line += (f" Those prompts were {shorter}; this one has {num_prompt_tokens:,}, and over a long prompt specviz "
@@ -402,8 +402,9 @@ class Expectation:
 
 
 FASTER_ALONE_FROM = 1.1  # a target alone this much faster than plain generate() says why
-FASTER_ALONE = ("specviz's kernels, in both lanes alike (its own attention; its products' weights packed once at load, or read "
-                "from the model file's 4-bit blocks): every speedup on this page is over that target alone")
+FASTER_ALONE = ("specviz's target alone is faster by specviz's own kernels, which both lanes run: its attention, and "
+                "products whose weights are packed once at load or read from the model file's 4-bit blocks. So every "
+                "speedup on this page is speculation's own, over that faster target alone.")
 
 BEFORE_SLOTS = (" Those figures predate the CUDA graphs a GPU now runs the target with (every forward in one shape, "
                 "launched as one graph, for both lanes); the speed with them is not measured yet.")
