@@ -362,14 +362,22 @@ def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
 
 
 def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_noisy():
+    from specviz.app.render.stats import arithmetic_html, comparison_of
+
     run = make_run()
     stats = render.stats_dict(run)
     # verify rounds took 0.025 s against 0.02 s baseline steps
     assert stats["verify_cost"] == 0.025 / 0.02
     assert stats["predicted_with_verify"] < stats["predicted_speedup"]
     html = render.stats_html(run)
-    assert "v = 1.25" in html and 'class="predicted-with-verify"' in html and 'class="noise-note"' in html
-    assert "γ sweep" in html
+    assert "v = 1.25" in html and 'class="predicted-with-verify"' in html
+    # where to watch one run move is said once, under the verdict, not again in the arithmetic: these lanes wrote
+    # different texts (no verdict), so beside the reason; a run with a verdict, inside its noise detail
+    assert html.count('class="noise-note"') == 1 and "γ sweep" in html
+    assert 'class="noise-note"' not in arithmetic_html(run, comparison_of(run))
+    same = render.stats_html(timed_run(0.02, temperature=0.8))
+    verdict_detail = same.split('<details class="verdict-detail"')[1].split("</details>")[0]
+    assert same.count('class="noise-note"') == 1 and 'class="noise-note"' in verdict_detail and "γ sweep" in verdict_detail
     # the prediction is the arithmetic's, said once: How it works tells the rounds' counts and points there
     explainer = render.explain_html(run)
     assert "v = 1.25" not in explainer and "Show the arithmetic" in explainer

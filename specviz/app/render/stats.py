@@ -20,13 +20,6 @@ from specviz.app.render.tokens import escape_text
 from specviz.app.wording import count
 from specviz.analysis.trace import Comparison, Trace, compare, first_divergence, speedup
 
-NOISE_NOTE = (
-    "One run is one noisy sample of the clock: run it again and the same tokens measure a different speedup. "
-    "“Runs on this page so far”, under the charts, shows how far it moves; the γ sweep below gives medians and "
-    "spread over repeated runs."
-)
-
-
 def comparison_of(run: RunView) -> Comparison | None:
     baseline, speculative = run.baseline.trace, run.speculative.trace
     if run.has_lane("speculative") and baseline.rounds and speculative.rounds:
@@ -292,7 +285,8 @@ def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, par
 
 
 def arithmetic_html(run: RunView, comparison: Comparison) -> str:
-    """Behind "Show the arithmetic": the prediction beside the clock, the machine, α̂ against τ, the noise."""
+    """Behind "Show the arithmetic": the prediction beside the clock, the machine, α̂ against τ (the noise is the
+    verdict's own question, answered under it: render.verdict.verdict_html)."""
     text = exactness_html(run) + (
         f'<p class="prediction" style="margin:4px 0">Predicted: Leviathan\'s formula, (1 − α̂^(γ+1)) / '
         f'((1 − α̂)(γc + 1)), gives <b class="predicted-speedup">{comparison.predicted_speedup:.2f}×</b> at '
@@ -316,8 +310,6 @@ def arithmetic_html(run: RunView, comparison: Comparison) -> str:
              ("tau", tau_text(run.speculative.trace, run.gamma, run.baseline.trace) if run.done else ""))
     text += "".join(f'<p class="{name}" style="margin:2px 0;color:#555;font-size:13.5px">{escape_text(words)}</p>'
                     for name, words in notes if words)
-    if run.done:
-        text += f'<p class="noise-note" style="margin:2px 0;color:#555">{NOISE_NOTE}</p>'
     return text
 
 

@@ -101,13 +101,24 @@ def which_gamma_html(answer: GammaAnswer) -> str:
             f"{escape_text(answer.text())}</span>")
 
 
+# The page's one answer to "how far does one run move?" ends here: where to watch it move, on this page.
+NOISE_ON_THIS_PAGE = ("Run it again and the same tokens measure a different speedup: “Runs on this page so far”, under "
+                      "the charts, shows how far it moves; the γ sweep below gives medians and spread over repeated runs.")
+
+
 def verdict_html(payoff: Payoff | None, no_verdict: str = "") -> str:
     """The verdict as the page shows it: one short sentence (payoff.VERDICT_MAX_WORDS at most), and the bench's detail
-    (where the band was measured, why nothing pays, what would change it) one click away."""
+    (where the band was measured, why nothing pays, what would change it, where to watch one run move) one click
+    away."""
     if payoff is None:
-        return f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
+        html = f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
+        if no_verdict != UNFINISHED:  # two samples of different texts: repeats are still where a speed is measured
+            html += (f'<p class="noise-note" style="margin:0 0 4px;font-size:13.5px;color:#444">'
+                     f"{escape_text(NOISE_ON_THIS_PAGE)}</p>")
+        return html
     return (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
             f"<b>{escape_text(payoff.verdict_text())}</b></p>"
             f'<details class="verdict-detail" style="margin:0 0 4px;font-size:13.5px;color:#444">'
             f'<summary style="cursor:pointer">Why, and how the noise was measured</summary>'
-            f"{escape_text(payoff.verdict_detail_text())}</details>")
+            f'{escape_text(payoff.verdict_detail_text())} <span class="noise-note">{escape_text(NOISE_ON_THIS_PAGE)}'
+            "</span></details>")
