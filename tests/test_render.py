@@ -361,6 +361,18 @@ def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
     assert "×" not in done_summary(same)  # the card says it, once
 
 
+def test_a_verify_cheaper_than_a_step_is_called_the_clocks_noise():
+    """v < 1 reads as if checking three tokens cost less than writing one: the gap paragraph says what it measured."""
+    from specviz.app.render.stats import comparison_of, gap_text
+
+    faster = timed_run(0.016)  # a verify of 16 ms against steps of 20 ms
+    assert comparison_of(faster).verify_cost == pytest.approx(0.8)
+    assert "A verify cost below 1 (v = 0.80) is the clock's" in gap_text(faster, comparison_of(faster))
+    assert "took 20 % less time than the target alone's steps" in gap_text(faster, comparison_of(faster))
+    slower = timed_run(0.025)
+    assert "below 1" not in gap_text(slower, comparison_of(slower))
+
+
 def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_noisy():
     from specviz.app.render.stats import arithmetic_html, comparison_of
 
