@@ -119,6 +119,24 @@ def test_generate_bad_input_is_a_clear_error_not_a_traceback(local_pair):
     assert result.returncode == 2 and "prompt is empty" in result.stderr
 
 
+def test_generate_takes_the_prompt_on_its_own_as_it_takes_its_flag(local_pair):
+    """`generate "…"`, as a newcomer types it, runs what `generate --prompt "…"` runs; no prompt, or two, is an
+    error that says how to give one."""
+    from specviz.cli.arguments import parse_arguments
+
+    target, draft = local_pair
+    result = run_cli("generate", "w1 w2 w3", "--target", target, "--draft", draft, "--max-new-tokens", "24",
+                     "--ignore-eos", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["baseline"]["token_ids"] == generate_json(local_pair)["baseline"]["token_ids"]
+    assert parse_arguments(["generate", "--prompt", "hi"]).prompt == parse_arguments(["generate", "hi"]).prompt == "hi"
+    assert not hasattr(parse_arguments(["generate", "hi"]), "prompt_given")
+    for args, said in ((["generate"], 'a prompt is needed: python -m specviz generate "your prompt"'),
+                       (["generate", "hi", "--prompt", "hi"], "the prompt was given twice")):
+        result = run_cli(*args)
+        assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_bench_json_on_the_tiny_code_pair(tmp_path):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps(["def f(x):\n    return", {"prompt": "import os\nimport", "chat": False}]))

@@ -54,9 +54,36 @@ def add_setting_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...
             options["choices"] = [value for _, value in setting.choices]
         elif setting.parse in ("whole", "real"):
             options["type"] = int if setting.parse == "whole" else float
-        if setting.default is None:  # no default: the command needs it (the prompt)
-            options = {"required": True, "help": setting.cli_help}
+        if setting.default is None:  # no default: the command needs it (the prompt), as its flag or on its own
+            parser.add_argument(given_dest(name), nargs="?", default=None, metavar=name.upper(),
+                                help=f"{setting.cli_help} (the same as {setting.flag})")
+            options = {"default": None, "help": setting.cli_help}
         parser.add_argument(setting.flag, **options)
+
+
+def given_dest(name: str) -> str:
+    """Where a needed setting given on its own (positionally) lands, before parse_arguments settles it."""
+    return f"{name}_given"
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with each needed setting (the prompt) taken from its flag or from the text given on its own:
+    `generate "Why is the sky blue?"` does what `generate --prompt "Why is the sky blue?"` does; neither is an
+    error that says how to give it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for setting in SETTINGS:
+        if not hasattr(args, given_dest(setting.name)):
+            continue
+        given, flagged = getattr(args, given_dest(setting.name)), getattr(args, setting.name)
+        delattr(args, given_dest(setting.name))
+        if given is not None and flagged is not None:
+            parser.error(f"the {setting.name} was given twice, on its own and as {setting.flag}: give it once")
+        if given is None and flagged is None:
+            parser.error(f'a {setting.name} is needed: python -m specviz {args.command} "your {setting.name}" '
+                         f'(or {setting.flag} "your {setting.name}")')
+        setattr(args, setting.name, flagged if flagged is not None else given)
+    return args
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from specviz.catalogue import drafter_info, run_lanes
-from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, build_parser
+from specviz.cli.arguments import BENCH_SETTINGS, GENERATE_SETTINGS, parse_arguments
 from specviz.cli.terminal import drafter_description, play, show_figures
 from specviz.decoding.config import DecodeConfig
 from specviz.gpu.parts import MIB, pack, part_bytes_for, travelling_bytes
@@ -311,7 +311,7 @@ def run_gpurun(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     from specviz.models.convert import TargetUnavailableError
     from specviz.models.errors import IncompatiblePairError, ModelLoadError
 
