@@ -361,9 +361,11 @@ def test_a_sampled_run_whose_texts_differ_is_never_quoted_as_a_speedup():
     assert "×" not in done_summary(same)  # the card says it, once
 
 
-def test_a_verify_cheaper_than_a_step_is_called_the_clocks_noise():
-    """v < 1 reads as if checking three tokens cost less than writing one: the gap paragraph says what it measured."""
+def test_a_verify_cheaper_than_a_step_is_called_the_clocks_noise(capsys):
+    """v < 1 reads as if checking three tokens cost less than writing one: the gap paragraph says what it measured,
+    and the command line's figures say it in the same words."""
     from specviz.app.render.stats import comparison_of, gap_text
+    from specviz.cli.terminal import print_figures
 
     faster = timed_run(0.016)  # a verify of 16 ms against steps of 20 ms
     assert comparison_of(faster).verify_cost == pytest.approx(0.8)
@@ -371,6 +373,10 @@ def test_a_verify_cheaper_than_a_step_is_called_the_clocks_noise():
     assert "took 20 % less time than the target alone's steps" in gap_text(faster, comparison_of(faster))
     slower = timed_run(0.025)
     assert "below 1" not in gap_text(slower, comparison_of(slower))
+    print_figures(faster)
+    assert "A verify cost below 1 (v = 0.80) is the clock's" in capsys.readouterr().out
+    print_figures(slower)
+    assert "below 1" not in capsys.readouterr().out
 
 
 def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_noisy():

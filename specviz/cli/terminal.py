@@ -70,7 +70,7 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 
 def print_figures(view_run) -> None:
-    from specviz.app.render.stats import comparison_of, lane_rows
+    from specviz.app.render.stats import comparison_of, faster_verify_text, lane_rows
     from specviz.app.render.tau import tau_text
     from specviz.app.render.verdict import no_verdict_text, run_payoff
 
@@ -90,6 +90,8 @@ def print_figures(view_run) -> None:
             f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
             f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
+        if faster_verify_text(comparison.verify_cost):  # the page's answer to v < 1, in the same words
+            print(faster_verify_text(comparison.verify_cost).strip())
         print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
         payoff = run_payoff(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
         print(payoff.full_verdict_text() if payoff is not None else no_verdict_text(view_run))
