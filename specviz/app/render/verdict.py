@@ -110,12 +110,8 @@ def verdict_html(payoff: Payoff | None, no_verdict: str = "") -> str:
     """The verdict as the page shows it: one short sentence (payoff.VERDICT_MAX_WORDS at most), and the bench's detail
     (where the band was measured, why nothing pays, what would change it, where to watch one run move) one click
     away."""
-    if payoff is None:
-        html = f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
-        if no_verdict != UNFINISHED:  # two samples of different texts: repeats are still where a speed is measured
-            html += (f'<p class="noise-note" style="margin:0 0 4px;font-size:13.5px;color:#444">'
-                     f"{escape_text(NOISE_ON_THIS_PAGE)}</p>")
-        return html
+    if payoff is None:  # no speedup quoted, so no noise to watch: the reason says what does compare
+        return f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
     return (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
             f"<b>{escape_text(payoff.verdict_text())}</b></p>"
             f'<details class="verdict-detail" style="margin:0 0 4px;font-size:13.5px;color:#444">'
