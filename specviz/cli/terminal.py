@@ -90,8 +90,9 @@ def print_figures(view_run) -> None:
             f"speedup = {comparison.speedup:.2f}× measured, {comparison.predicted_speedup:.2f}× predicted (Leviathan, v = 1), "
             f"{comparison.predicted_with_verify:.2f}× with the measured v"
         )
-        if faster_verify_text(comparison.verify_cost):  # the page's answer to v < 1, in the same words
-            print(faster_verify_text(comparison.verify_cost).strip())
+        faster = faster_verify_text(comparison.verify_cost)  # the page's answer to v < 1, in the same words
+        if faster:
+            print(faster)
         print(tau_text(view_run.speculative.trace, view_run.gamma, view_run.baseline.trace))
         payoff = run_payoff(view_run, comparison)  # the page's verdict, in the same words (none for unequal texts)
         print(payoff.full_verdict_text() if payoff is not None else no_verdict_text(view_run))

@@ -137,7 +137,7 @@ def gap_text(run: RunView, comparison: Comparison) -> str:
     measured_tokens = speculative.tokens_per_target_forward  # τ: the table's figure, counted the same way
     round_steps = sum(event.draft_s + event.verify_s for event in rounds) / len(rounds) / step_s
     in_rounds = measured_tokens / round_steps if round_steps > 0 else 0.0
-    return (
+    text = (
         f"Where the prediction and the clock part, in target steps (one step = {step_s * 1000:.1f} ms here): the "
         f"formula expects {expected_tokens:.2f} tokens per round for γ·c + v = {gamma}×{comparison.cost_ratio:.2f} + "
         f"{comparison.verify_cost:.2f} = {gamma * comparison.cost_ratio + comparison.verify_cost:.2f} steps. "
@@ -145,7 +145,9 @@ def gap_text(run: RunView, comparison: Comparison) -> str:
         f"short) for {drafts:.1f} draft steps and a verify, {round_steps:.2f} steps in all: {in_rounds:.2f}× inside the "
         f"rounds. The rest of the gap to the measured {comparison.speedup:.2f}× is outside them: both prefills (the "
         f"speculative one also fills the draft's cache) and the first token, which each lane takes from the target."
-    ) + faster_verify_text(comparison.verify_cost)
+    )
+    faster = faster_verify_text(comparison.verify_cost)
+    return f"{text} {faster}" if faster else text
 
 
 def faster_verify_text(verify_cost: float) -> str:
@@ -153,7 +155,7 @@ def faster_verify_text(verify_cost: float) -> str:
     and what the figure measured instead."""
     if round(verify_cost, 2) >= 1:
         return ""
-    return (f" A verify cost below 1 (v = {verify_cost:.2f}) is the clock's, not the work's: a verify does at least a "
+    return (f"A verify cost below 1 (v = {verify_cost:.2f}) is the clock's, not the work's: a verify does at least a "
             f"step's work, so where the speculative lane's verifies took {100 * (1 - verify_cost):.0f} % less time than "
             "the target alone's steps, the machine ran faster while they ran: the noise the verdict's band is about.")
 
