@@ -31,7 +31,8 @@ from specviz.models.pairs import ModelPair
 from specviz.models.int8 import cpu_supports
 from specviz.models.precision import cpu_has_native_bf16
 from specviz.models.precision import cpu_has_amx as amx_in_use  # AMX present and not held back by the host
-from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
+from tests.tiny_models import (ARCHITECTURES, DRAFT_NOISE, OTHER_ARCHITECTURES, make_model, make_other_model, noisy_copy,
+                               random_prompts)
 
 COUNTS = (2, 4, 8)
 
@@ -236,6 +237,27 @@ def test_a_model_slots_cannot_compute_is_told_not_guaranteed(config_change, word
     report = invariance.make_batch_invariant(target, 128, 128)
     assert target.config._attn_implementation != SLOTS_LAYOUT and not report.by_construction and not report.exact
     assert report.summary().startswith("not guaranteed here") and words in report.summary()
+
+
+@pytest.mark.parametrize("arch, words", [("falcon", "attention written outside transformers' attention interface"),
+                                         ("stablelm", "attention written outside transformers' attention interface"),
+                                         ("mixtral", "weights outside linear layers (MixtralExperts")])
+def test_a_hub_architecture_slots_cannot_serve_runs_as_transformers_computes_it(arch, words):
+    """A model whose attention is its own code never reaches slots (StableLM's, plugged in all the same, crashed
+    in a padded layer; Falcon's ignored it, and the page said "not guaranteed here: , so"), and a mixture of
+    experts multiplies each expert with however many rows chose it, outside any linear layer specviz pads (its
+    check at load found a verify off from steps while the page called it exact by construction). Each now
+    loads as transformers computes it, says why it is not guaranteed, and decodes in both lanes."""
+    assert set(OTHER_ARCHITECTURES) == {"falcon", "stablelm", "mixtral"}  # one case each
+    target = make_other_model(arch)
+    pair = ModelPair.from_models(target, noisy_copy(target, 0.03), name=f"tiny-{arch}")
+    report = pair.invariance
+    assert target.config._attn_implementation != SLOTS_LAYOUT and not report.by_construction and not report.exact
+    assert report.summary().startswith(f"not guaranteed here: this model has {words}"), report.summary()
+    assert not any(getattr(layer.forward, "specviz_padded", False) for layer in target.modules())
+    config = DecodeConfig(gamma=3, max_new_tokens=12, stop_at_eos=False, drafter="model")
+    for decode in (autoregressive_decode, speculative_decode):
+        assert Trace.from_events(decode(pair, [5, 9, 17], config)).num_tokens == 12
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])

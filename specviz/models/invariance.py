@@ -20,8 +20,9 @@ is computed in one shape:
   at the prompt's n ids into those two forwards, so generate() computes every row as the lanes do.
 
 measure() still compares a verify with steps when a target loads: a check that the construction holds
-(a failure there is a bug to report), never what decides it. A model slots cannot compute (soft-capped
-attention, a sliding window) keeps transformers' attention, and the page says it is not guaranteed.
+(a failure there is a bug to report), never what decides it. A model slots cannot compute (attention outside
+transformers' attention interface, soft-capping, a sliding window, products outside linear layers such as a
+mixture of experts') runs as transformers computes it, and the page says it is not guaranteed.
 """
 
 from __future__ import annotations
@@ -157,13 +158,30 @@ def replace_forwards(model: torch.nn.Module, kinds: tuple[type, ...], mark: str,
 
 
 def why_not_slots(model: torch.nn.Module) -> str | None:
-    """What keeps a target out of slots (which compute plain softmax attention over every earlier key)."""
+    """What keeps a target out of slots, as "this model has …" ends; None where slots serve it. Slots compute
+    plain softmax attention over every earlier key, plugged in through transformers' attention interface, and
+    pad linear layers to a call's rows: a model that needs more, or whose products are not all linear layers
+    (a mixture of experts multiplies each expert's weights with however many rows chose it, so a row's
+    rounding depends on the others), keeps its own."""
     config = model.config
+    if not getattr(type(model), "_supports_attention_backend", False):
+        return "attention written outside transformers' attention interface"
     if getattr(config, "attn_logit_softcapping", None):
         return "soft-capped attention"
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         return "a sliding attention window"
+    unpadded = layers_with_weights_outside_linear(model)
+    if unpadded:
+        return f"weights outside linear layers ({', '.join(unpadded)}), which specviz cannot pad to a call's rows"
     return None
+
+
+def layers_with_weights_outside_linear(model: torch.nn.Module) -> list[str]:
+    """The kinds of layer holding a weight matrix that no padded layer computes (an embedding table is read
+    row by row, so it needs none): experts and routers of a mixture of experts, a convolution."""
+    padded_kinds = (torch.nn.Linear, Conv1D, torch.nn.Embedding)
+    return sorted({type(layer).__name__ for layer in model.modules() if not isinstance(layer, padded_kinds)
+                   and any(weight.ndim >= 2 for weight in layer.parameters(recurse=False))})
 
 
 @dataclass(frozen=True)
@@ -208,7 +226,7 @@ def make_batch_invariant(model: torch.nn.Module, vocab_size: int, context_length
         return measure(model, vocab_size, context_length, reason="specviz's one-shape forward is switched off")
     reason = why_not_slots(model)
     if reason is not None:
-        return measure(model, vocab_size, context_length, reason=f"this model's {reason} runs as transformers computes it")
+        return measure(model, vocab_size, context_length, reason=f"this model has {reason} and runs as transformers computes it")
     parameter = next(model.parameters())
     # where oneDNN cannot pack the dtype here, the layers keep their own forward (padded below): still one shape
     if parameter.dtype in PACKED_DTYPES and parameter.device.type == "cpu" and onednn_packs(parameter.dtype):
