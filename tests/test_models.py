@@ -21,7 +21,7 @@ from specviz.models.pairs import ModelPair
 from specviz.models.precision import PRECISION_ENV, choose_device_and_dtype, cpu_has_native_bf16, device_default
 from specviz.models.presets import PRESETS, resolve_pair
 from specviz.analysis.trace import Trace
-from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
+from tests.tiny_models import EOS_ID, make_model, make_other_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
 
 DECODERS = (autoregressive_decode, speculative_decode, decode_lanes)
 
@@ -241,6 +241,38 @@ def test_a_draft_folder_without_a_tokenizer_uses_the_targets_if_the_vocabulary_m
     make_model("gpt2", vocab_size=80, hidden=32).save_pretrained(tmp_path / "other-draft")
     with pytest.raises(IncompatiblePairError, match="no tokenizer of its own.*80 tokens.*64"):
         load_pair(target=target_dir, draft=str(tmp_path / "other-draft"), device="cpu")
+
+
+@pytest.mark.parametrize("arch, words", [("mamba", "(MambaForCausalLM) is a recurrent model"),
+                                         ("lfm2", "(Lfm2ForCausalLM) has conv layers beside its attention")])
+def test_a_model_whose_state_cannot_step_back_is_refused_at_load(tmp_path, arch, words):
+    """Rejected drafts are dropped by cutting the caches back; a recurrent model's running state cannot be (a
+    tiny Mamba loaded, then failed in its first round with "only one element tensors can be converted to Python
+    scalars"; LFM2 with "list index out of range" at load). Refused when the pair loads, as target or draft,
+    through the loader the page uses, in words that name the model and the way out."""
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
+    model_dir = save_local_model(tmp_path / arch, make_other_model(arch), tokenizer)
+    with pytest.raises(ModelLoadError, match=r"the target \(") as error:
+        load_pair(target=model_dir, draft=model_dir, device="cpu", precision="float32")
+    assert words in str(error.value) and "pick a transformer (attention) model" in str(error.value)
+    attention_model = make_model("llama")
+    with pytest.raises(ModelLoadError, match=r"the draft \(") as error:
+        ModelPair.from_models(attention_model, make_other_model(arch))
+    assert words in str(error.value)
+
+
+def test_a_target_that_fails_the_check_at_load_is_refused_with_what_failed(monkeypatch):
+    """Any other model whose forward cannot run the lanes' path (a verify against steps through the cache the
+    lanes cut back) is refused at load with the error it gave, never in a visitor's run."""
+    from specviz.models import invariance
+
+    def failing_check(*args, **kwargs):
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(invariance, "measure", failing_check)
+    with pytest.raises(ModelLoadError, match=r"the target \(LlamaForCausalLM\) failed the check every target runs when "
+                                             r"it loads.*\(IndexError: list index out of range\)"):
+        ModelPair.from_models(make_model("llama", seed=5), None)
 
 
 def test_local_custom_pair_loads_and_decodes(tmp_path):

@@ -84,8 +84,11 @@ def make_model(
 
 # Hub architectures beyond the presets' that slots cannot serve, each for its own reason (models.invariance.
 # why_not_slots), as tiny random configs: attention in the model's own code (Falcon, StableLM: outside
-# transformers' attention interface) and a mixture of experts (Mixtral: products outside linear layers).
-OTHER_ARCHITECTURES = {"falcon": {}, "stablelm": {}, "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2}}
+# transformers' attention interface) and a mixture of experts (Mixtral: products outside linear layers); and
+# ones no round can serve (models.pairs.refuse_recurrent): a recurrent model (Mamba) and a hybrid whose
+# convolution layers keep a running state (LFM2).
+OTHER_ARCHITECTURES = {"falcon": {}, "stablelm": {}, "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
+                       "mamba": {"state_size": 8, "expand": 2}, "lfm2": {"layer_types": ["conv", "full_attention"]}}
 
 
 def make_other_model(arch: str, seed: int = 0, vocab_size: int = 128):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 
 class ModelLoadError(ValueError):
-    """A model could not be loaded (unknown id, no network, out of memory, bad folder)."""
+    """A model could not be loaded (unknown id, no network, out of memory, bad folder) or cannot serve
+    speculative decoding (a recurrent model)."""
 
 
 class IncompatiblePairError(ValueError):

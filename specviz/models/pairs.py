@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from specviz.catalogue import DrafterInfo
+from specviz.models.errors import ModelLoadError
 from specviz.models.int8 import quantize_linears
 from specviz.models.invariance import Invariance, make_batch_invariant
 from specviz.models.precision import precision_name
@@ -145,6 +146,8 @@ class ModelPair:
         target gets its batch-invariant forward here (specviz.models.invariance), so every lane,
         transformers' generate() included, runs it; the pair records which guarantee holds."""
         models = [target] + ([draft] if draft is not None else [])
+        for role, model in zip(("target", "draft"), models):
+            refuse_recurrent(role, model)
         vocab_size = min([model.config.vocab_size for model in models]
                          + ([len(tokenizer)] if tokenizer is not None else []))
         eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else target.config.eos_token_id
@@ -156,7 +159,44 @@ class ModelPair:
         context_length = min(context_length_of(model) for model in models)
         return cls(target=target, draft=draft, tokenizer=tokenizer, device=device, vocab_size=vocab_size,
                    context_length=context_length, eos_id=eos_id, name=name, draft_head_rows=draft_head_rows,
-                   invariance=make_batch_invariant(target, vocab_size, context_length))
+                   invariance=checked_at_load(target, vocab_size, context_length))
+
+
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
+
+
+def checked_at_load(target, vocab_size: int, context_length: int) -> Invariance:
+    """The target's one-shape forward and its check at load (a verify against single steps through the cache
+    the lanes cut back): a model that cannot even run that check cannot serve a round, so it is refused here
+    with what failed, not in the middle of a visitor's run."""
+    try:
+        return make_batch_invariant(target, vocab_size, context_length)
+    except torch.OutOfMemoryError:
+        raise
+    except (RuntimeError, IndexError, KeyError, TypeError, AttributeError, NotImplementedError) as error:
+        raise ModelLoadError(
+            f"the target ({type(target).__name__}) failed the check every target runs when it loads, a verify "
+            f"against single steps through the cache speculative decoding cuts back ({type(error).__name__}: "
+            f"{error}): it cannot serve speculative decoding here") from error
+
+
+def refuse_recurrent(role: str, model) -> None:
+    """Speculative decoding drops the drafts the target rejects by cutting both models' caches back. A recurrent
+    model (Mamba, RWKV, RecurrentGemma, hybrids such as Jamba: transformers marks them stateful) folds the
+    text into a running state that cannot be cut back, and so do the convolution layers of a hybrid such as
+    LFM2 (its config's layer_types): neither can serve a round (transformers' assisted generation refuses the
+    stateful ones too). Said at load, before a run fails inside a round."""
+    layer_types = getattr(model.config, "layer_types", None) or ()
+    others = sorted({str(kind) for kind in layer_types if kind not in ATTENTION_LAYER_TYPES})
+    if getattr(type(model), "_is_stateful", False):
+        what = "is a recurrent model: it keeps a running state of the text"
+    elif others:
+        what = f"has {', '.join(others)} layers beside its attention, which keep a running state of the text"
+    else:
+        return
+    raise ModelLoadError(f"the {role} ({type(model).__name__}) {what}, and that state cannot step back to drop the "
+                         f"drafts the target rejects, which speculative decoding does every round; pick a transformer "
+                         f"(attention) model")
 
 
 def context_length_of(model) -> int:
