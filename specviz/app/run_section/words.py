@@ -92,8 +92,8 @@ def precision_info() -> str:
                "run in software, several times slower.")
     # how it is exact is the result card's one answer ("Exact here", per model): here only that both precisions are
     return (f"{why} Either precision, on any CPU or GPU, keeps the lanes' text identical at temperature 0 by "
-            "construction; after a run, “Exact here” in the result card's Show the arithmetic says how, and where a "
-            "model's attention keeps it out")
+            "construction for the preset pairs and most hub models; after a run, “Exact here” in the result card's Show "
+            "the arithmetic says how, or why not for a hub model it cannot promise")
 
 
 # --- the status line -------------------------------------------------------------------------------------------
