@@ -252,6 +252,8 @@ def test_a_model_whose_state_cannot_step_back_is_refused_at_load(tmp_path, arch,
     through the loader the page uses, in words that name the model and the way out."""
     tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
     model_dir = save_local_model(tmp_path / arch, make_other_model(arch), tokenizer)
+    for weights in tmp_path.joinpath(arch).glob("*.safetensors"):
+        weights.unlink()  # refused from its config alone: a Space never downloads weights it would refuse
     with pytest.raises(ModelLoadError, match=r"the target \(") as error:
         load_pair(target=model_dir, draft=model_dir, device="cpu", precision="float32")
     assert words in str(error.value) and "pick a transformer (attention) model" in str(error.value)

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import constants, try_to_load_from_cache
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from specviz.models import compact, convert, gguf_rows, hosting
 from specviz.models.draft_head import load_head
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
 from specviz.models.int8 import int8_available, quantize_linears
-from specviz.models.pairs import ModelPair, RowScorer
+from specviz.models.pairs import ModelPair, RowScorer, refuse_recurrent
 from specviz.models.precision import choose_device_and_dtype
 from specviz.models.presets import DEFAULT_PRESET, PairPreset, resolve_pair
 from specviz.models.slots import slots_wanted
@@ -80,6 +81,17 @@ def check_tokenizers(target_id: str, target_tokenizer, draft_id: str, draft_toke
             f"the target {target_id!r} ({len(target_tokenizer)} tokens, {type(target_tokenizer).__name__}) and the "
             f"draft {draft_id!r} ({len(draft_tokenizer)} tokens, {type(draft_tokenizer).__name__}) use different "
             f"vocabularies; {ONE_TOKENIZER}")
+
+
+def refuse_before_download(role: str, model_id: str) -> None:
+    """A model no round can serve (pairs.refuse_recurrent) is refused from its config, before its weights
+    download; a config that does not load, or names no causal LM, is left to load_model to report."""
+    try:
+        config = AutoConfig.from_pretrained(model_id, local_files_only=is_local(model_id))
+        model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    except Exception:  # noqa: BLE001 (load_model says what is wrong, with the model's own error)
+        return
+    refuse_recurrent(role, model_class, config)
 
 
 def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: bool = False):
@@ -198,6 +210,8 @@ def build_pair(spec: PairPreset, device: torch.device, dtype: torch.dtype, int8_
     target_id = spec.resolved_target_id()
     check_hub_access([target_id, spec.draft_id])
     target_tokenizer = load_tokenizer(target_id)
+    for role, model_id in (("target", target_id), ("draft", spec.draft_id)):
+        refuse_before_download(role, model_id)
     if not shares_target_tokenizer(spec.draft_id):
         check_tokenizers(target_id, target_tokenizer, spec.draft_id, load_tokenizer(spec.draft_id))
     target_model = load_model(target_id, device, dtype, spread=True)

@@ -147,7 +147,7 @@ class ModelPair:
         transformers' generate() included, runs it; the pair records which guarantee holds."""
         models = [target] + ([draft] if draft is not None else [])
         for role, model in zip(("target", "draft"), models):
-            refuse_recurrent(role, model)
+            refuse_recurrent(role, type(model), model.config)
         vocab_size = min([model.config.vocab_size for model in models]
                          + ([len(tokenizer)] if tokenizer is not None else []))
         eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else target.config.eos_token_id
@@ -180,21 +180,22 @@ def checked_at_load(target, vocab_size: int, context_length: int) -> Invariance:
             f"{error}): it cannot serve speculative decoding here") from error
 
 
-def refuse_recurrent(role: str, model) -> None:
+def refuse_recurrent(role: str, model_class: type, config) -> None:
     """Speculative decoding drops the drafts the target rejects by cutting both models' caches back. A recurrent
     model (Mamba, RWKV, RecurrentGemma, hybrids such as Jamba: transformers marks them stateful) folds the
     text into a running state that cannot be cut back, and so do the convolution layers of a hybrid such as
     LFM2 (its config's layer_types): neither can serve a round (transformers' assisted generation refuses the
-    stateful ones too). Said at load, before a run fails inside a round."""
-    layer_types = getattr(model.config, "layer_types", None) or ()
+    stateful ones too). Said at load (from the config alone, before any weights download: loading.build_pair),
+    before a run fails inside a round."""
+    layer_types = getattr(config, "layer_types", None) or ()
     others = sorted({str(kind) for kind in layer_types if kind not in ATTENTION_LAYER_TYPES})
-    if getattr(type(model), "_is_stateful", False):
+    if getattr(model_class, "_is_stateful", False):
         what = "is a recurrent model: it keeps a running state of the text"
     elif others:
         what = f"has {', '.join(others)} layers beside its attention, which keep a running state of the text"
     else:
         return
-    raise ModelLoadError(f"the {role} ({type(model).__name__}) {what}, and that state cannot step back to drop the "
+    raise ModelLoadError(f"the {role} ({model_class.__name__}) {what}, and that state cannot step back to drop the "
                          f"drafts the target rejects, which speculative decoding does every round; pick a transformer "
                          f"(attention) model")
 
