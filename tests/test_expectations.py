@@ -119,7 +119,7 @@ def test_the_matching_records_answer_with_examples_first(tmp_path):
     expectation = expect("cpu-native-bf16", "bfloat16", records)
     assert [r.prompt_set for r in expectation.records] == ["examples", "held-out"]
     text = expectation.text()
-    assert text.startswith("What to expect here (a CPU with native bf16 but no AMX, in bfloat16, one thread)")
+    assert text.startswith("What to expect here with the smollm2-135m pair (a CPU with native bf16 but no AMX, in bfloat16, one thread)")
     # one setting for both figures: said once, each figure named by its prompts
     assert ("at γ = 3 with the EAGLE-style head, greedy, over the target alone, the bench measured 1.39× (1.09–1.89) "
             "on the example prompts and 1.38× (1.08–1.88) on held-out prompts (Some, 2026-11-25).") in text
@@ -302,7 +302,7 @@ def test_a_gpu_record_is_named_for_its_gpu_and_read_on_any_cuda_host_whatever_it
     records = write_records(tmp_path, a_gpu_record(), a_record(median=1.39))
     assert [r.file for r in records if r.kind == "cuda"] == ["cuda-h200--bfloat16--held-out.json"]
     text = expect("cuda", "bfloat16", records).text()
-    assert text.startswith("What to expect here (a CUDA GPU, in bfloat16): the bench measured 1.13× (0.83–1.63)")
+    assert text.startswith("What to expect here with the smollm2-135m pair (a CUDA GPU, in bfloat16): the bench measured 1.13× (0.83–1.63)")
     # why, in the GPU record's own figures (expectations.gpu_why_text), never a CPU's
     assert expectations.gpu_why_text(next(r for r in records if r.kind == "cuda")) in text and "1.39×" not in text
     # its runs reach 0.83× and it kept none of them: that is not called noise, nor a gain

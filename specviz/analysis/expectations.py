@@ -355,7 +355,9 @@ class Expectation:
             source = f" ({first.machine}, {first.date})" if one_source else ""
             measured = (f"{settings.pop()}, greedy, over the target alone, the bench measured {figures}{source}" if shared
                         else f"the bench measured {figures}, greedy, over the target alone{source}")
-            return (f"What to expect here ({where}{thread_words(first.threads, first.kind)}): {measured}. "
+            # the records are one pair's (the default's): said, since the card shows this whatever pair is picked
+            return (f"What to expect here with the {first.pair} pair ({where}{thread_words(first.threads, first.kind)}): "
+                    f"{measured}. "
                     f"{self.noise_text()}"
                     + (f" {gpu_why_text(first)}{BEFORE_SLOTS if first.before_slots else ''}" if self.kind == "cuda"
                        else gpu_words_for(self.gpus)))
