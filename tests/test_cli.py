@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis.expectations import read_record, run_spread
-from tests.tiny_models import make_model, make_tokenizer, noisy_copy
+from tests.tiny_models import make_model, make_other_model, make_tokenizer, noisy_copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -207,3 +207,24 @@ def test_generate_prints_the_pages_verdict(local_pair):
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith(("Speculation pays here:", "Not shown to pay here:", "Here speculation does not pay:")), last
     assert "one noisy sample" in last and "recommended γ" not in result.stdout
+    # the promise first, as the page's card puts it: the same text, checked, and whether it is guaranteed here
+    assert "same text as the target alone: yes (12 tokens, checked token by token · exact by construction here)" in result.stdout
+    assert "not guaranteed here" not in result.stdout
+
+
+def test_generate_says_when_the_same_text_is_not_guaranteed_and_why(tmp_path):
+    """A hub architecture slots cannot serve (Falcon's own attention code): the terminal says so, with the
+    reason the page's "Exact here" gives."""
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
+    target = make_other_model("falcon")
+    paths = []
+    for name, model in (("target", target), ("draft", noisy_copy(target, 0.03))):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+        paths.append(str(tmp_path / name))
+    result = run_cli("generate", "w1 w2 w3", "--target", paths[0], "--draft", paths[1], "--max-new-tokens", "8",
+                     "--no-chat")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "checked token by token · not guaranteed here)" in result.stdout
+    assert ("\nnot guaranteed here: this model has attention written outside transformers' attention interface"
+            in result.stdout)

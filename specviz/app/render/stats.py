@@ -260,6 +260,12 @@ def speed_note(run: RunView, payoff: Payoff | None, parting: int | None) -> str:
 
 def same_text_tile(run: RunView, parting: int | None) -> str:
     """Did the speculative lane write the target's text: the product's promise, checked token by token."""
+    value, note = same_text_words(run, parting)
+    return card_tile("Same text as the target alone", value, note, "same-text")
+
+
+def same_text_words(run: RunView, parting: int | None) -> tuple[str, str]:
+    """The answer and its note, for the card's tile and the terminal's figures alike."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
     guarantee = "" if not run.settings.get("exactness") else (
         " · exact by construction here" if run.settings.get("bitwise_verify") else " · not guaranteed here")
@@ -273,7 +279,7 @@ def same_text_tile(run: RunView, parting: int | None) -> str:
         value, note = "✓ so far", f"agrees wherever both have tokens ({speculative.num_tokens} vs {baseline.num_tokens})"
     else:  # sampled lanes: two samples of one distribution
         value, note = "different samples", f"temperature {run.settings.get('temperature', 0):g}: the same distribution"
-    return card_tile("Same text as the target alone", value, note, "same-text")
+    return value, note
 
 
 def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, parting: int | None) -> str:
