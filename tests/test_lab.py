@@ -440,6 +440,8 @@ def test_the_theory_explorer_gives_the_last_runs_measured_verdict():
     note = theory_page.theory_note_html(0.35, 0.3, 1.8, slow, 16, theory.min_paying_alpha(0.3, 1.8))
     assert "Here speculation does not pay: this run measured 0.46× at γ = 16" in note
     assert "pays" not in note.replace('data-pays="false"', "")
+    # its detail (the noise, what would change it) has one home, under the result card: here only where it is
+    assert "verdict-detail" not in note and "noise-note" not in note and "under the result card" in note
 
 
 def test_step_mode_names_the_targets_favourite_after_a_rejection_by_its_text():

@@ -106,14 +106,20 @@ NOISE_ON_THIS_PAGE = ("Run it again and the same tokens measure a different spee
                       "the charts, shows how far it moves; the γ sweep below gives medians and spread over repeated runs.")
 
 
-def verdict_html(payoff: Payoff | None, no_verdict: str = "") -> str:
+DETAIL_UNDER_THE_CARD = "Why, and how its noise was measured: under the result card."
+
+
+def verdict_html(payoff: Payoff | None, no_verdict: str = "", detail: bool = True) -> str:
     """The verdict as the page shows it: one short sentence (payoff.VERDICT_MAX_WORDS at most), and the bench's detail
     (where the band was measured, why nothing pays, what would change it, where to watch one run move) one click
-    away."""
+    away. `detail` False: the sentence alone and where its detail is (the theory explorer; the card holds it)."""
     if payoff is None:  # no speedup quoted, so no noise to watch: the reason says what does compare
         return f'<p class="verdict" data-pays="none" style="margin:6px 0 2px"><b>{escape_text(no_verdict)}</b></p>'
-    return (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
-            f"<b>{escape_text(payoff.verdict_text())}</b></p>"
+    sentence = (f'<p class="verdict" data-pays="{str(payoff.pays).lower()}" style="margin:6px 0 2px">'
+                f"<b>{escape_text(payoff.verdict_text())}</b>")
+    if not detail:
+        return f'{sentence} <span class="verdict-pointer">{escape_text(DETAIL_UNDER_THE_CARD)}</span></p>'
+    return (f"{sentence}</p>"
             f'<details class="verdict-detail" style="margin:0 0 4px;font-size:13.5px;color:#444">'
             f'<summary style="cursor:pointer">Why, and how the noise was measured</summary>'
             f'{escape_text(payoff.verdict_detail_text())} <span class="noise-note">{escape_text(NOISE_ON_THIS_PAGE)}'

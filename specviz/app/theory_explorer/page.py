@@ -224,15 +224,15 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
             comparison.acceptance_rate, comparison.cost_ratio, comparison.verify_cost, gamma, comparison.speedup)
         where = "the diamond" if on_chart else "not on the chart: its lanes wrote different texts"
         measured = (f"<p style='margin:0'><b>Measured</b>, the last run (γ = {gamma}, {where}):</p>"
-                    + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff)))
+                    # the verdict's sentence; its detail (the noise, what would change it) has one home, the card's
+                    + (verdict_html(None, payoff) if isinstance(payoff, str) else verdict_html(payoff, detail=False)))
         if on_chart:
             lines.append(
                 f"Read the diamond against the curves at γ = {gamma}: the solid blue curve takes a (γ+1)-token verify "
                 "to cost one target step, the dashed orange one v steps (the slider's v; after a run, the run's own), "
                 "and what is left between the dashed curve and the diamond is what the formula leaves out: rounds the "
                 "drafter cut short, the prefills, the host's work between forwards. The run's arithmetic, under the "
-                "result card, gives each figure and which γ to pick; one run is one noisy sample, and the γ sweep "
-                "below repeats runs.")
+                "result card, gives each figure and which γ to pick; the γ sweep below repeats runs.")
         else:
             # why there is no point is said above ("not on the chart") and in the verdict: here only where to look
             lines.append("The γ sweep below times repeated runs at this temperature and puts their median on its chart.")
