@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from transformers import PretrainedConfig
 
 from specviz.catalogue import DrafterInfo
 from specviz.models.errors import ModelLoadError
@@ -165,7 +166,7 @@ class ModelPair:
 ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
 
 
-def checked_at_load(target, vocab_size: int, context_length: int) -> Invariance:
+def checked_at_load(target: nn.Module, vocab_size: int, context_length: int) -> Invariance:
     """The target's one-shape forward and its check at load (a verify against single steps through the cache
     the lanes cut back): a model that cannot even run that check cannot serve a round, so it is refused here
     with what failed, not in the middle of a visitor's run."""
@@ -180,7 +181,7 @@ def checked_at_load(target, vocab_size: int, context_length: int) -> Invariance:
             f"{error}): it cannot serve speculative decoding here") from error
 
 
-def refuse_recurrent(role: str, model_class: type, config) -> None:
+def refuse_recurrent(role: str, model_class: type, config: PretrainedConfig) -> None:
     """Speculative decoding drops the drafts the target rejects by cutting both models' caches back. A recurrent
     model (Mamba, RWKV, RecurrentGemma, hybrids such as Jamba: transformers marks them stateful) folds the
     text into a running state that cannot be cut back, and so do the convolution layers of a hybrid such as
