@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from specviz.analysis.architectures import tiny_model
 from specviz.analysis.expectations import read_record, run_spread
-from tests.tiny_models import make_model, make_other_model, make_tokenizer, noisy_copy
+from tests.tiny_models import make_model, make_tokenizer, noisy_copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -216,7 +217,7 @@ def test_generate_says_when_the_same_text_is_not_guaranteed_and_why(tmp_path):
     """A hub architecture slots cannot serve (Falcon's own attention code): the terminal says so, with the
     reason the page's "Exact here" gives."""
     tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
-    target = make_other_model("falcon")
+    target = tiny_model("falcon")
     paths = []
     for name, model in (("target", target), ("draft", noisy_copy(target, 0.03))):
         model.save_pretrained(tmp_path / name)

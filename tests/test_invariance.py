@@ -17,6 +17,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from specviz.analysis.architectures import tiny_model
 from specviz.analysis.bench import load_prompts
 from specviz.analysis.selfcheck_measures import transformers_greedy
 from specviz.analysis.trace import Trace
@@ -31,7 +32,7 @@ from specviz.models.pairs import ModelPair
 from specviz.models.int8 import cpu_supports
 from specviz.models.precision import cpu_has_native_bf16
 from specviz.models.precision import cpu_has_amx as amx_in_use  # AMX present and not held back by the host
-from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, make_other_model, noisy_copy, random_prompts
+from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
 COUNTS = (2, 4, 8)
 
@@ -247,7 +248,7 @@ def test_a_hub_architecture_slots_cannot_serve_runs_as_transformers_computes_it(
     experts multiplies each expert with however many rows chose it, outside any linear layer specviz pads (its
     check at load found a verify off from steps while the page called it exact by construction). Each now
     loads as transformers computes it, says why it is not guaranteed, and decodes in both lanes."""
-    target = make_other_model(arch)
+    target = tiny_model(arch)
     pair = ModelPair.from_models(target, noisy_copy(target, 0.03), name=f"tiny-{arch}")
     report = pair.invariance
     assert target.config._attn_implementation != SLOTS_LAYOUT and not report.by_construction and not report.exact

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import specviz.models.precision
+from specviz.analysis.architectures import tiny_model
 from specviz.decoding.config import MAX_GAMMA, DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, decode_lanes, speculative_decode
 from specviz.models.errors import IncompatiblePairError, ModelLoadError
@@ -21,7 +22,7 @@ from specviz.models.pairs import ModelPair
 from specviz.models.precision import PRECISION_ENV, choose_device_and_dtype, cpu_has_native_bf16, device_default
 from specviz.models.presets import PRESETS, resolve_pair
 from specviz.analysis.trace import Trace
-from tests.tiny_models import EOS_ID, make_model, make_other_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
+from tests.tiny_models import EOS_ID, make_model, make_tokenizer, noisy_copy, random_prompts, tiny_pair
 
 DECODERS = (autoregressive_decode, speculative_decode, decode_lanes)
 
@@ -251,7 +252,7 @@ def test_a_model_whose_state_cannot_step_back_is_refused_at_load(tmp_path, arch,
     scalars"; LFM2 with "list index out of range" at load). Refused when the pair loads, as target or draft,
     through the loader the page uses, in words that name the model and the way out."""
     tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(125)])
-    model_dir = save_local_model(tmp_path / arch, make_other_model(arch), tokenizer)
+    model_dir = save_local_model(tmp_path / arch, tiny_model(arch), tokenizer)
     for weights in tmp_path.joinpath(arch).glob("*.safetensors"):
         weights.unlink()  # refused from its config alone: a Space never downloads weights it would refuse
     with pytest.raises(ModelLoadError, match=r"the target \(") as error:
@@ -259,7 +260,7 @@ def test_a_model_whose_state_cannot_step_back_is_refused_at_load(tmp_path, arch,
     assert words in str(error.value) and "pick a transformer (attention) model" in str(error.value)
     attention_model = make_model("llama")
     with pytest.raises(ModelLoadError, match=r"the draft \(") as error:
-        ModelPair.from_models(attention_model, make_other_model(arch))
+        ModelPair.from_models(attention_model, tiny_model(arch))
     assert words in str(error.value)
 
 

@@ -16,7 +16,7 @@ from specviz.models.loading import load_pair
 
 SMALL = SelfCheckConfig(pair="tiny-code", device="cpu", minutes=4, precisions=("float32",), gammas=(1, 3),
                         max_new_tokens=8, num_prompts=1, bench_gammas=(2,), bench_trees=(0,), temperatures=(0.0,),
-                        skip=("record", "against generate", "profile", "slots off"))
+                        skip=("record", "against generate", "profile", "architectures", "slots off"))
 
 
 def checked(config: SelfCheckConfig, out) -> tuple[bool, str, dict]:
@@ -78,7 +78,7 @@ def test_the_self_check_refuses_model_flags_it_would_not_use(capsys):
 def test_the_self_check_times_transformers_and_the_rounds_host_work(tmp_path):
     """What users already run (plain generate() and its assisted generation with the draft model) beside the
     lanes, added to the pair's own drafter's record; and a round's host time and reads, the GPU run's pace."""
-    config = replace(SMALL, skip=("record", "slots off"), max_new_tokens=12, num_prompts=2)
+    config = replace(SMALL, skip=("record", "architectures", "slots off"), max_new_tokens=12, num_prompts=2)
     exact, text, checks = checked(config, tmp_path)
     assert exact
     (default,) = [row for row in checks["against_hf"] if row["gamma"] is None]
@@ -90,3 +90,22 @@ def test_the_self_check_times_transformers_and_the_rounds_host_work(tmp_path):
     table = (tmp_path / "table.txt").read_text()
     assert "against transformers (greedy" in table and "its assisted generation" in table
     assert "host reads a round" in (tmp_path / "profile.txt").read_text()
+
+
+def test_the_self_check_gives_each_hub_architecture_its_verdict_and_holds_the_exact_ones_to_the_target_alone(tmp_path):
+    """Tiny random models of the hub's architectures (analysis.architectures), on this machine: slots serve the
+    attention models transformers' interface computes, the others say why not, recurrent ones are refused; the
+    same run on a lent GPU captures every served one in CUDA graphs."""
+    from specviz.analysis.architectures import ARCHITECTURES, EXACT, NOT_GUARANTEED, REFUSED
+
+    only = replace(SMALL, skip=("exactness", "bench", "record", "against generate", "profile", "slots off"))
+    exact, text, checks = checked(only, tmp_path)
+    results = {result["arch"]: result for result in checks["architectures"]}
+    assert set(results) == set(ARCHITECTURES) and exact
+    assert {result["verdict"] for result in results.values()} == {EXACT, NOT_GUARANTEED, REFUSED}
+    for arch, result in results.items():
+        assert result["verdict"] == result["expected"], result
+        assert (result["runs"] == 3 and result["parted"] == 0) if result["verdict"] == EXACT else True, result
+    assert sum(result["rejections"] for result in results.values() if result["verdict"] == EXACT) > 0  # drafts fail too
+    assert "recurrent model" in results["mamba"]["reason"] and "experts" not in results["llama"]["reason"]
+    assert f"architectures: {len(ARCHITECTURES)}/{len(ARCHITECTURES)} as expected; greedy runs parted where exact: 0/" in text

@@ -82,27 +82,6 @@ def make_model(
     return model
 
 
-# Hub architectures beyond the presets' that slots cannot serve, each for its own reason (models.invariance.
-# why_not_slots), as tiny random configs: attention in the model's own code (Falcon, StableLM: outside
-# transformers' attention interface) and a mixture of experts (Mixtral: products outside linear layers); and
-# ones no round can serve (models.pairs.refuse_recurrent): a recurrent model (Mamba) and a hybrid whose
-# convolution layers keep a running state (LFM2).
-OTHER_ARCHITECTURES = {"falcon": {}, "stablelm": {}, "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
-                       "mamba": {"state_size": 8, "expand": 2}, "lfm2": {"layer_types": ["conv", "full_attention"]}}
-
-
-def make_other_model(arch: str, seed: int = 0, vocab_size: int = 128):
-    """A 2-layer random causal LM of a hub architecture the presets do not use, float32 eval mode."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.for_model(arch, vocab_size=vocab_size, hidden_size=64, intermediate_size=128,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                  max_position_embeddings=128, initializer_range=0.3, bos_token_id=BOS_ID,
-                                  eos_token_id=EOS_ID, pad_token_id=PAD_ID, **OTHER_ARCHITECTURES[arch])
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config).float().eval()
-
-
 def noisy_copy(model, noise: float, seed: int = 1):
     """The model with N(0, noise²) added to every weight: a draft that mostly agrees with it."""
     draft = copy.deepcopy(model)

@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 import transformers
 
+from specviz.analysis.architectures import EXACT, architectures_line, check_architectures
 from specviz.analysis.bench import BENCH_ENGINE, BenchConfig, Prompt, load_prompts, run_against_hf
 from specviz.analysis.expectations import describe_machine
 from specviz.analysis.host_time import HostConfig, format_host_profile, profile_rounds, round_line
@@ -43,7 +44,7 @@ from specviz.models.slots import slots_switched, slots_wanted
 PAGE_MODULES = ("gradio", "plotly")  # not on the GPU machine: the run must never import them
 # Each phase's weight in the time left; the default precision's exactness matters most (the page's).
 WEIGHTS = {"exactness": 1.5, "exactness, other precision": 0.7, "bench": 3.5, "record": 0.15, "against generate": 0.5,
-           "profile": 0.7, "slots off": 1.0, "bench, other precision": 0.6}
+           "profile": 0.7, "architectures": 0.3, "slots off": 1.0, "bench, other precision": 0.6}
 HOST_PROMPTS = 4  # prompts the host-time profile runs (two passes and a counted one each)
 RECORDED_RUN = "first-example.json.gz"  # the page's first example, every default: a replay at this device's pace
 
@@ -222,6 +223,17 @@ class SelfCheck:
             add_part(f"CUDA graphs replayed alone, 50 back to back\n{format_replays(replays)}")
         return time.monotonic() > deadline
 
+    def architectures(self, deadline: float) -> bool:
+        """Hub architectures as tiny random models, on this device in its default precision: the verdict each gets
+        when it loads (exact, not guaranteed, refused) against the one expected, and greedy identity where exact."""
+        dtype = choose_device_and_dtype(str(self.device), self.precisions[0])[1]
+        results, cut = check_architectures(self.device, dtype, deadline)
+        self.checks["architectures"] = results
+        self.out.write("checks.json", self.checks)
+        self.exact &= not any(result["verdict"] == EXACT and result["parted"] for result in results)
+        self.out.say(architectures_line(results))
+        return cut
+
     def slots_off(self, deadline: float) -> bool:
         """The pair's own drafter benched again with slots off, on the same prompts and machine: what slots
         cost or gain, side by side."""
@@ -232,14 +244,16 @@ class SelfCheck:
         """(phase, its work given its deadline, its weight), in order of what matters: per precision, whether a
         verify is bitwise a step and greedy identity; the bench for every drafter in the default precision; the
         first example recorded as a run; the target alone against generate() (is the baseline fair?); where a
-        forward's time goes; in slots, the pair's own drafter benched with slots off; the other precisions' bench."""
+        forward's time goes; hub architectures as tiny models (analysis.architectures); in slots, the pair's own
+        drafter benched with slots off; the other precisions' bench."""
         first, others = self.precisions[0], self.precisions[1:]
         phases = ([(f"exactness {p}", partial(self.exactness, p),
                     WEIGHTS["exactness" if p == first else "exactness, other precision"]) for p in self.precisions]
                   + [(f"bench {first}", partial(self.bench, first), WEIGHTS["bench"]),
                      ("record the first example", self.record, WEIGHTS["record"]),
                      (f"against generate {first}", self.against_generate, WEIGHTS["against generate"]),
-                     (f"profile {first}", self.profile, WEIGHTS["profile"])]
+                     (f"profile {first}", self.profile, WEIGHTS["profile"]),
+                     (f"architectures {first}", self.architectures, WEIGHTS["architectures"])]
                   + ([(f"slots off, bench {first}", self.slots_off, WEIGHTS["slots off"])] if slots_wanted() else [])
                   + [(f"bench {p}", partial(self.bench, p), WEIGHTS["bench, other precision"]) for p in others])
         return [phase for phase in phases if not phase[0].startswith(self.config.skip or "\0")]
@@ -354,6 +368,7 @@ def format_table(header: str, checks: dict, records: dict[str, dict], profile_li
     lines = [header, "", f"{'precision':<9} {'verify vs steps':<28} {'identical':>9} prompts (examples, held-out)"]
     lines += [exactness_row(result) for result in checks["exactness"]] + [generate_line(checks["baseline_vs_generate"])]
     lines += [hf_line(checks["against_hf"])] if "against_hf" in checks else []
+    lines += [architectures_line(checks["architectures"])] if "architectures" in checks else []
     lines += ["", "bench, best γ per record and temperature (1 repeat; records.json has every cell):", *best_rows(records)]
     lines += ["", f"profile: {profile_line or 'not run'}", "phases: " + "; ".join(
         f"{p['phase']} {p.get('used_s', '?')}/{p['budget_s']} s{' CUT' if p['cut'] else ''}" for p in phases)]
