@@ -163,7 +163,9 @@ class ModelPair:
                    invariance=checked_at_load(target, vocab_size, context_length))
 
 
-ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "attention")
+# layer_types entries of layers that keep a running state of the text (LFM2's "conv"); other entries name kinds
+# of attention or of feed-forward ("sparse", "dense"), which a cache of keys and values serves
+STATE_LAYER_TYPES = ("conv", "short_conv", "linear_attention", "mamba", "mamba2", "ssm", "recurrent", "rwkv")
 
 
 def checked_at_load(target: nn.Module, vocab_size: int, context_length: int) -> Invariance:
@@ -189,7 +191,7 @@ def refuse_recurrent(role: str, model_class: type, config: PretrainedConfig) -> 
     stateful ones too). Said at load (from the config alone, before any weights download: loading.build_pair),
     before a run fails inside a round."""
     layer_types = getattr(config, "layer_types", None) or ()
-    others = sorted({str(kind) for kind in layer_types if kind not in ATTENTION_LAYER_TYPES})
+    others = sorted({str(kind) for kind in layer_types if kind in STATE_LAYER_TYPES})
     if getattr(model_class, "_is_stateful", False):
         what = "is a recurrent model: it keeps a running state of the text"
     elif others:
