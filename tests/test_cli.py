@@ -17,9 +17,11 @@ from tests.tiny_models import make_model, make_tokenizer, noisy_copy
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: int = 240, typed: str | None = None) -> subprocess.CompletedProcess:
+    """The command line as a user runs it; `typed`: what they would type at a prompt, if one appeared."""
     return subprocess.run(
-        [sys.executable, "-m", "specviz", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "specviz", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        input=typed,
     )
 
 
@@ -229,3 +231,20 @@ def test_generate_says_when_the_same_text_is_not_guaranteed_and_why(tmp_path):
     assert "checked token by token · not guaranteed here)" in result.stdout
     assert ("\nnot guaranteed here: this model has attention written outside transformers' attention interface"
             in result.stdout)
+
+
+def test_a_model_that_needs_its_own_code_is_refused_without_asking(local_pair, tmp_path):
+    """A repository with code of its own (its config's auto_map): transformers asked "Do you wish to run the custom
+    code? [y/N]" on the terminal, three times, and a "y" would have run it; specviz never runs a model's own code,
+    says so, and asks nothing."""
+    folder = tmp_path / "custom-code"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "my_custom_lm", "architectures": ["MyCustomLM"], "vocab_size": 64,
+        "auto_map": {"AutoConfig": "configuration_my.MyConfig", "AutoModelForCausalLM": "modeling_my.MyCustomLM"}}))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((Path(local_pair[0]) / name).read_bytes())
+    result = run_cli("generate", "w1 w2", "--target", str(folder), "--draft", local_pair[1], "--no-chat", typed="y\n")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "Do you wish to run the custom code" not in result.stdout + result.stderr
+    assert "needs code of its own from its repository (transformers' trust_remote_code), which specviz never runs" in result.stderr

@@ -336,7 +336,7 @@ def plain_target(pair: ModelPair, precision: str | None = None):
     if compact.is_compact(pair.target.name_or_path):
         return plain_copy(pair.target)
     dtype = PRECISIONS[precision] if precision else parameter.dtype
-    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=dtype, trust_remote_code=False)
     return model.to(parameter.device).eval()
 
 

@@ -2,7 +2,8 @@
 
 Pure policy, no UI: `load_pair` asks `check_model_id` about both model ids of a custom pair
 before it loads anything or looks in its pair cache. Presets are chosen by the operator and
-skip these checks. `trust_remote_code` is never set, whatever the policy.
+skip these checks. A model's own code is never run, whatever the policy (`trust_remote_code=False` on every
+load: loading.NO_REMOTE_CODE).
 
 Environment variables (`HostingPolicy.from_env` reads them at each load; "a Space" is a Hugging Face
 Space, which sets ``SPACE_ID``; elsewhere the CLI or a local ``python app.py`` is run by its operator):

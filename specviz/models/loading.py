@@ -42,9 +42,14 @@ def read_head_rows(draft_id: str) -> torch.Tensor | None:
         raise ModelLoadError(f"the draft's {HEAD_ROWS_FILE} is unreadable ({error}): delete it to use the whole head") from error
 
 
+# Never a model's own code from its repository: transformers would otherwise ask "run the custom code? [y/N]" on
+# a terminal (15 s, and a "y" runs it), and a server's visitor could name any repository.
+NO_REMOTE_CODE = {"trust_remote_code": False}
+
+
 def load_tokenizer(model_id: str):
     try:
-        return AutoTokenizer.from_pretrained(model_id, local_files_only=is_local(model_id))
+        return AutoTokenizer.from_pretrained(model_id, local_files_only=is_local(model_id), **NO_REMOTE_CODE)
     except Exception as error:  # transformers raises OSError, ValueError, HTTP errors...
         raise ModelLoadError(describe_load_failure(model_id, error)) from error
 
@@ -54,6 +59,9 @@ def is_local(model_id: str) -> bool:
 
 
 def describe_load_failure(model_id: str, error: Exception) -> str:
+    if "trust_remote_code" in str(error):  # transformers' words would tell the user to pass a flag specviz has not
+        return (f"{model_id!r} needs code of its own from its repository (transformers' trust_remote_code), which "
+                f"specviz never runs: pick a model transformers supports as it is installed")
     if is_local(model_id):
         return f"could not load the model folder {model_id!r}: {error}"
     if looks_like_path(model_id):
@@ -87,7 +95,7 @@ def refuse_before_download(role: str, model_id: str) -> None:
     """A model no round can serve (pairs.refuse_recurrent) is refused from its config, before its weights
     download; a config that does not load, or names no causal LM, is left to load_model to report."""
     try:
-        config = AutoConfig.from_pretrained(model_id, local_files_only=is_local(model_id))
+        config = AutoConfig.from_pretrained(model_id, local_files_only=is_local(model_id), **NO_REMOTE_CODE)
         model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
     except Exception:  # noqa: BLE001 (load_model says what is wrong, with the model's own error)
         return
@@ -96,7 +104,7 @@ def refuse_before_download(role: str, model_id: str) -> None:
 
 def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: bool = False):
     """from_pretrained in eval mode; `spread` lets accelerate place a too-big target across devices."""
-    kwargs = {"dtype": dtype, "local_files_only": is_local(model_id)}
+    kwargs = {"dtype": dtype, "local_files_only": is_local(model_id), **NO_REMOTE_CODE}
     if spread and device.type == "cuda":
         kwargs["device_map"] = "auto"  # accelerate fills the GPU first, then CPU memory
     try:
