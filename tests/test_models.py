@@ -264,6 +264,21 @@ def test_a_model_whose_state_cannot_step_back_is_refused_at_load(tmp_path, arch,
     assert words in str(error.value)
 
 
+def test_a_model_that_writes_no_text_left_to_right_is_refused_in_one_sentence(tmp_path):
+    """An encoder-decoder (T5) named as a pair's model: transformers' refusal listed some 400 config classes (3,249
+    characters); the config alone now says what it is and what to pick, before any weights are read."""
+    from transformers import AutoConfig, T5ForConditionalGeneration
+
+    tokenizer = make_tokenizer(["<s>", "</s>", "<pad>"] + [f"w{i}" for i in range(61)])
+    config = AutoConfig.for_model("t5", vocab_size=64, d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16)
+    model_dir = save_local_model(tmp_path / "t5", T5ForConditionalGeneration(config), tokenizer)
+    for weights in tmp_path.joinpath("t5").glob("*.safetensors"):
+        weights.unlink()
+    with pytest.raises(ModelLoadError, match=r"the target '.*t5' is no causal language model \(a t5 model") as error:
+        load_pair(target=model_dir, draft=model_dir, device="cpu", precision="float32")
+    assert len(str(error.value)) < 300 and "HuggingFaceTB/SmolLM2-135M-Instruct" in str(error.value)
+
+
 def test_a_target_that_fails_the_check_at_load_is_refused_with_what_failed(monkeypatch):
     """Any other model whose forward cannot run the lanes' path (a verify against steps through the cache the
     lanes cut back) is refused at load with the error it gave, never in a visitor's run."""

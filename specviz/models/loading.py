@@ -92,14 +92,19 @@ def check_tokenizers(target_id: str, target_tokenizer, draft_id: str, draft_toke
 
 
 def refuse_before_download(role: str, model_id: str) -> None:
-    """A model no round can serve (pairs.refuse_recurrent) is refused from its config, before its weights
-    download; a config that does not load, or names no causal LM, is left to load_model to report."""
+    """A model no round can serve is refused from its config, before its weights download: one that is no causal
+    LM (transformers' own refusal lists some 400 config classes), or a recurrent one (pairs.refuse_recurrent). A
+    config that does not load is left to load_model to report, with the model's own error."""
     try:
         config = AutoConfig.from_pretrained(model_id, local_files_only=is_local(model_id), **NO_REMOTE_CODE)
-        model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
-    except Exception:  # noqa: BLE001 (load_model says what is wrong, with the model's own error)
+    except Exception:  # noqa: BLE001
         return
-    refuse_recurrent(role, model_class, config)
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ModelLoadError(
+            f"the {role} {model_id!r} is no causal language model (a {config.model_type} model, which transformers "
+            f"does not load as one that writes text left to right, as speculative decoding needs): pick one such as "
+            f"{hosting.EXAMPLE_ID}")
+    refuse_recurrent(role, MODEL_FOR_CAUSAL_LM_MAPPING[type(config)], config)
 
 
 def load_model(model_id: str, device: torch.device, dtype: torch.dtype, spread: bool = False):
