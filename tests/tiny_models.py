@@ -9,7 +9,6 @@ acceptance is neither ~0 nor ~1.
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import torch
@@ -24,6 +23,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from specviz.analysis.architectures import noisy_copy, random_prompts  # noqa: F401 (the tests import them from here)
 from specviz.models.pairs import ModelPair
 
 ARCHITECTURES = ("gpt2", "gpt_neox", "llama", "qwen2")
@@ -82,16 +82,6 @@ def make_model(
     return model
 
 
-def noisy_copy(model, noise: float, seed: int = 1):
-    """The model with N(0, noise²) added to every weight: a draft that mostly agrees with it."""
-    draft = copy.deepcopy(model)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in draft.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * noise)
-    return draft.eval()
-
-
 # Weight noise that turns a target into a draft with middling acceptance (measured: greedy α ≈ 0.4-0.55).
 DRAFT_NOISE = {"gpt2": 0.05, "gpt_neox": 0.05, "llama": 0.02, "qwen2": 0.02}
 
@@ -113,16 +103,6 @@ def tiny_pair(
     target = make_model(arch, seed, vocab_size, 2, hidden, context_length, init_std)
     draft = noisy_copy(target, DRAFT_NOISE[arch] if noise is None else noise, seed + 1000)
     return ModelPair.from_models(target, draft, name=f"tiny-{arch}")
-
-
-def random_prompts(num_prompts: int, vocab_size: int, seed: int = 0, min_len: int = 1, max_len: int = 12) -> list[list[int]]:
-    """Prompts of random ids (special ids excluded so no prompt carries an EOS)."""
-    generator = torch.Generator().manual_seed(seed)
-    prompts = []
-    for _ in range(num_prompts):
-        length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
-        prompts.append(torch.randint(3, vocab_size, (length,), generator=generator).tolist())
-    return prompts
 
 
 def make_tokenizer(tokens: list[str]):

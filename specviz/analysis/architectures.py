@@ -11,6 +11,7 @@ tests' models of these kinds. Random weights, no download: what holds here is th
 
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
@@ -59,14 +60,29 @@ def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
 
 
 def noisy_copy(model: torch.nn.Module, noise: float, seed: int = 1) -> torch.nn.Module:
-    """The model with N(0, noise²) added to every weight: a draft that mostly agrees with it."""
-    draft = AutoModelForCausalLM.from_config(model.config).float().eval()
-    draft.load_state_dict(model.state_dict())
+    """The model with N(0, noise²) added to every weight: a draft that mostly agrees with it (the tests' too)."""
+    draft = copy.deepcopy(model)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in draft.parameters():
             parameter.add_(torch.randn(parameter.shape, generator=generator) * noise)
-    return draft
+    return draft.eval()
+
+
+def random_prompts(num_prompts: int, vocab_size: int, seed: int = 0, min_len: int = 1, max_len: int = 12) -> list[list[int]]:
+    """Prompts of random ids (special ids excluded so no prompt carries an EOS; the tests' too)."""
+    generator = torch.Generator().manual_seed(seed)
+    prompts = []
+    for _ in range(num_prompts):
+        length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
+        prompts.append(torch.randint(3, vocab_size, (length,), generator=generator).tolist())
+    return prompts
+
+
+def unchecked(arch: str) -> dict:
+    """An architecture's result before any run: its expected verdict, nothing counted yet."""
+    return {"arch": arch, "expected": ARCHITECTURES[arch][1], "runs": 0, "parted": 0, "reference_parted": 0,
+            "rejections": 0, "reason": ""}
 
 
 def check_architecture(arch: str, device: torch.device, dtype: torch.dtype, num_prompts: int = 3,
@@ -75,19 +91,14 @@ def check_architecture(arch: str, device: torch.device, dtype: torch.dtype, num_
     the speculative lane and, where exact, of the reference lane (transformers' assisted generation) too."""
     target = tiny_model(arch)
     draft = noisy_copy(target, 0.03)
-    expected = ARCHITECTURES[arch][1]
-    result = {"arch": arch, "expected": expected, "runs": 0, "parted": 0, "reference_parted": 0, "rejections": 0,
-              "reason": ""}
+    result = unchecked(arch)
     try:
         pair = ModelPair.from_models(target.to(device, dtype), draft.to(device, dtype), name=f"tiny-{arch}")
     except ModelLoadError as error:
         return {**result, "verdict": REFUSED, "reason": str(error)}
     result.update(verdict=EXACT if pair.invariance.exact else NOT_GUARANTEED, reason=pair.invariance.reason)
-    generator = torch.Generator().manual_seed(len(arch))
     config = DecodeConfig(gamma=3, max_new_tokens=max_new_tokens, stop_at_eos=False, drafter="model")
-    for _ in range(num_prompts):
-        prompt_ids = torch.randint(3, VOCAB, (int(torch.randint(2, 12, (1,), generator=generator)),),
-                                   generator=generator).tolist()
+    for prompt_ids in random_prompts(num_prompts, VOCAB, seed=len(arch), min_len=2, max_len=11):
         alone = Trace.from_events(autoregressive_decode(pair, prompt_ids, config)).token_ids
         speculative = Trace.from_events(speculative_decode(pair, prompt_ids, config))
         result["runs"] += 1
@@ -107,9 +118,7 @@ def check_architectures(device: torch.device, dtype: torch.dtype, deadline: floa
         try:
             results.append(check_architecture(arch, device, dtype))
         except Exception as error:  # noqa: BLE001 — one architecture's crash is what this check is for
-            results.append({"arch": arch, "expected": ARCHITECTURES[arch][1], "verdict": "failed",
-                            "reason": f"{type(error).__name__}: {error}", "runs": 0, "parted": 0,
-                            "reference_parted": 0, "rejections": 0})
+            results.append({**unchecked(arch), "verdict": "failed", "reason": f"{type(error).__name__}: {error}"})
     return results, False
 
 
@@ -127,6 +136,6 @@ def architectures_line(results: list[dict]) -> str:
     return (f"architectures: {len(as_expected)}/{len(results)} as expected; greedy runs parted where exact: "
             f"{sum(r['parted'] for r in exact)}/{sum(r['runs'] for r in exact)}"
             + (f" ({', '.join(parted)})" if parted else "")
-            + f", of the reference lane {sum(r.get('reference_parted', 0) for r in exact)}/{sum(r['runs'] for r in exact)}"
+            + f", of the reference lane {sum(r['reference_parted'] for r in exact)}/{sum(r['runs'] for r in exact)}"
             + (f"; where not guaranteed: {', '.join(loose)}" if loose else "")
             + (f"; not as expected: {', '.join(off)}" if off else ""))
