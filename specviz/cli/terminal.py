@@ -70,15 +70,15 @@ def play(view_run, events, decode, quiet: bool) -> None:
 
 
 def print_figures(view_run) -> None:
-    from specviz.app.render.stats import comparison_of, faster_verify_text, lane_rows, same_text_words
+    from specviz.app.render.stats import comparison_of, faster_verify_text, lane_rows, not_guaranteed_why, same_text_words
     from specviz.app.render.tau import tau_text
     from specviz.app.render.verdict import no_verdict_text, run_payoff
 
     # the promise first, as on the page's card: is it the target's text, and is that guaranteed here (and why not)
     value, note = same_text_words(view_run, view_run.greedy_parting())
     print(f"same text as the target alone: {value.removeprefix('✓ ').removeprefix('✗ ')} ({note})")
-    if view_run.settings.get("exactness") and not view_run.settings.get("bitwise_verify"):
-        print(view_run.settings["exactness"])  # "not guaranteed here: …", with why
+    if (why := not_guaranteed_why(view_run)) is not None:
+        print(why)
     names = list(view_run.lane_names)
     rows = [
         (label, ["—" if value is None else format(value, spec) for value in values])

@@ -264,11 +264,18 @@ def same_text_tile(run: RunView, parting: int | None) -> str:
     return card_tile("Same text as the target alone", value, note, "same-text")
 
 
+def not_guaranteed_why(run: RunView) -> str | None:
+    """The run's "not guaranteed here: …" sentence where its greedy lanes are not exact by construction, else None."""
+    if run.settings.get("exactness") and not run.settings.get("bitwise_verify"):
+        return run.settings["exactness"]
+    return None
+
+
 def same_text_words(run: RunView, parting: int | None) -> tuple[str, str]:
     """The answer and its note, for the card's tile and the terminal's figures alike."""
     baseline, speculative = run.baseline.trace, run.speculative.trace
     guarantee = "" if not run.settings.get("exactness") else (
-        " · exact by construction here" if run.settings.get("bitwise_verify") else " · not guaranteed here")
+        " · not guaranteed here" if not_guaranteed_why(run) else " · exact by construction here")
     if not (baseline.done and speculative.done):
         value, note = "…", f"checked once both lanes finish{guarantee}"
     elif parting is not None:
