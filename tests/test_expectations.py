@@ -204,7 +204,8 @@ def test_transformers_in_another_precision_is_named_on_the_page_and_in_the_table
     report = timed_record("held-out", 1.3, 1.7)
     report["against_hf_precision"] = "bfloat16"
     [record] = write_records(tmp_path, report)
-    assert "transformers' generate() in bfloat16" in expect("cpu-amx", "float32", [record]).against_plain_text()
+    line = expect("cpu-amx", "float32", [record]).against_plain_text()
+    assert "transformers' generate() (transformers in bfloat16, specviz in float32)" in line
     assert "(transformers in bfloat16)" in speed_table_row(record)
     report["against_hf_precision"] = "float32"  # the same as ours: nothing to say
     [same] = write_records(tmp_path, report)

@@ -391,7 +391,9 @@ class Expectation:
         gamma, alone, ours, theirs = record.against_plain
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
         kernels = f" {FASTER_ALONE}" if alone >= FASTER_ALONE_FROM else ""
-        theirs_in = f" in {record.against_precision}" if record.against_precision else ""
+        # both precisions named where they differ: "generate() in bfloat16" alone read as specviz's precision
+        theirs_in = (f" (transformers in {record.against_precision}, specviz in {record.precision})"
+                     if record.against_precision else "")
         line = (f"Against plain transformers here (the bench on {prompts_and_lengths(record)}, "
                 f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
                 f"transformers' generate(){theirs_in}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
