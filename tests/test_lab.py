@@ -432,6 +432,11 @@ def test_the_theory_explorer_words_a_prediction_as_one_and_never_garbles_alpha_b
     note = theory_page.theory_note_html(good.alpha, good.cost_ratio, good.verify_cost, None, None, good.paying_alpha)
     assert "in the green area (α &gt; c)" in note  # and the formula's best γ, worded as a prediction
     assert Payoff(good.alpha, good.cost_ratio, good.verify_cost).formula_text()[1:] in note
+    # c + v under one (a run measured v = 0.88): every α gains by the formula, which is said, not "α above 0.00"
+    cheap = explorer.theory_view(0.67, 0.06, 0.88)
+    note = theory_page.theory_note_html(cheap.alpha, cheap.cost_ratio, cheap.verify_cost, None, None,
+                                        cheap.paying_alpha)
+    assert "above 0.00" not in note and "a gain at any α, even 0: at γ = 1 a round costs c + v = 0.94" in note
 
 
 def test_the_theory_explorer_gives_the_last_runs_measured_verdict():

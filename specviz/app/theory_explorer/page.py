@@ -211,6 +211,9 @@ def theory_note_html(alpha: float, cost_ratio: float, verify_cost: float, compar
                 "predicts no gain")
     if paying_alpha is None:
         with_v = f"with v = {verify_cost:.2f} no α is enough at c = {cost_ratio:.2f}"
+    elif paying_alpha == 0.0:  # c + v < 1: "needs α above 0.00" would read as a threshold; it is none
+        with_v = (f"with v = {verify_cost:.2f} the formula predicts a gain at any α, even 0: at γ = 1 a round costs "
+                  f"c + v = {cost_ratio + verify_cost:.2f} target steps, under one, and always yields a token")
     else:
         side = "above" if alpha > paying_alpha else "below"
         with_v = (f"with v = {verify_cost:.2f} a gain needs α above {paying_alpha:.2f} (the orange line), and "
