@@ -24,7 +24,7 @@ from specviz.analysis.trace import Trace
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import autoregressive_decode, speculative_decode
 from specviz.decoding.forward import crop_cache, forward_new_ids, move_cache_positions
-from specviz.models import invariance, slots
+from specviz.models import fixed_rows, invariance, slots
 from specviz.models.slots import SLOTS, SLOTS_LAYOUT, SlotCache
 from specviz.models.loading import load_pair
 from specviz.models.presets import ASSETS_DIR
@@ -276,6 +276,37 @@ def test_cpu_linear_layers_run_packed_for_onednn_and_compute_as_before(dtype):
     plain = invariance.plain_copy(target)
     assert plain.config._attn_implementation == "sdpa"
     assert not any("forward" in vars(m) for m in plain.modules())
+
+
+@pytest.mark.skipif(fixed_rows.rows_kernel() is None, reason="specviz's C kernel needs x86 with AVX2 and a compiler")
+def test_onednns_copy_of_a_weight_is_made_only_for_calls_that_take_it():
+    """Where the C kernel takes a float32 call's 4 rows (one thread), oneDNN's packed copy of each weight (as large
+    as the weight) is not made at load, nor by a prompt's own pass (F.linear over the weight as loaded); the first
+    decoding call under several threads makes it, and greedy lanes stay identical there too."""
+    target = make_model("llama", seed=3)
+    draft = noisy_copy(target, DRAFT_NOISE["llama"])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        pair = ModelPair.from_models(target, draft)
+        layers = [m for m in target.modules() if isinstance(m, torch.nn.Linear)]
+        copies = [layer.forward.specviz_onednn_weight for layer in layers]
+        assert copies and all(copy is not None and not copy.ready for copy in copies)
+        prompt = random_prompts(1, target.config.vocab_size, seed=5, min_len=40, max_len=40)[0]  # past MAX_ROWWISE
+        config = DecodeConfig(gamma=3, max_new_tokens=10, stop_at_eos=False, drafter="model")
+        alone = Trace.from_events(autoregressive_decode(pair, prompt, config)).token_ids
+        assert Trace.from_events(speculative_decode(pair, prompt, config)).token_ids == alone
+        assert not any(copy.ready for copy in copies)
+        torch.set_num_threads(2)  # a run under two threads: its 4-row calls take oneDNN's kernel
+        several = Trace.from_events(autoregressive_decode(pair, prompt, config)).token_ids
+        assert Trace.from_events(speculative_decode(pair, prompt, config)).token_ids == several
+        assert all(copy.ready for copy in copies)
+        # a target loaded while torch runs several threads has its copies made at load, outside any run's time
+        loaded_so = make_model("llama", seed=3)
+        ModelPair.from_models(loaded_so, None)
+        assert all(m.forward.specviz_onednn_weight.ready for m in loaded_so.modules() if isinstance(m, torch.nn.Linear))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_a_layer_onednn_cannot_pack_keeps_its_own_forward_in_one_shape(monkeypatch):

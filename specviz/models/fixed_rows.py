@@ -28,8 +28,9 @@ both lanes), and each output element is one fixed sequence of FMAs and adds over
 whatever the other rows hold. The attention's row depends on its query and its visible keys alone: not on the
 other rows, their number, or the call's key width. It is compiled with the system's C compiler ($CC, else cc or gcc; flags fixed
 here) into the user cache the first time a float32 target loads on a CPU with AVX2 (well under a second).
-Without a compiler, on another CPU, at another row count (a prompt's own pass) or while torch runs more than one
-thread, a layer keeps oneDNN's packed kernel: a run never changes its thread count, so every decoding call of a
+Without a compiler or on another CPU a layer keeps oneDNN's packed kernel; a prompt's own pass (another row count)
+reads the weight as loaded through F.linear, and while torch runs more than one thread a call's 4 rows take oneDNN's
+packed kernel (specviz.models.invariance.packed): a run never changes its thread count, so every decoding call of a
 run takes the same kernel. The attention kernel serves every float32 and bfloat16 call on a CPU where it compiles,
 whatever the thread count (it runs on one). `SPECVIZ_FIXED_ROWS=0` keeps torch's operators everywhere (to compare).
 """

@@ -13,7 +13,8 @@ is computed in one shape:
 - in float32 on a CPU, a call's 4 rows through one small C kernel that reads each weight once
   (specviz.models.fixed_rows; the default target's weights read from its GGUF blocks, bitwise the same values:
   specviz.models.gguf_rows), else oneDNN with the weights packed once: MKL's F.linear costs about twice
-  as much at 4 rows as at one; in bfloat16 on a CPU, oneDNN with the weights packed once (`packed`);
+  as much at 4 rows as at one; in bfloat16 on a CPU, oneDNN with the weights packed once (`packed`, which
+  says when oneDNN's copy is made where the C kernel serves);
 - a prompt read alone: transformers' assisted generation reads the prompt and its first drafts in one
   forward, where the lanes read the prompt in a pass of its own (its last row's logits alone) and the
   drafts as decoding rows. Inside `prompt_apart(n)` the target's forward splits such a first forward
@@ -80,6 +81,7 @@ def padded(plain_forward, block: int = SLOTS):
 
     forward.specviz_padded = True
     forward.specviz_packed = getattr(plain_forward, "specviz_packed", False)  # padded around oneDNN's packed kernel
+    forward.specviz_onednn_weight = getattr(plain_forward, "specviz_onednn_weight", None)
     return forward
 
 
@@ -90,17 +92,53 @@ def packed(layer: torch.nn.Linear):
     call, and oneDNN reorders it into its blocked layout first, a pass over the weight each time (a step's 4-row
     bfloat16 products took 1.2–1.4× their packed time on an Intel Xeon, with AMX and held below it). The lanes'
     guarantee rests on every decoding call having call_rows rows, not on how this kernel rounds. Used only where
-    onednn_packs(its dtype), decided once when the target loads, so a run never changes kernels."""
-    weight = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), call_rows(layer.weight.device))  # oneDNN's layout
+    onednn_packs(its dtype), decided once when the target loads, so a run never changes kernels.
+
+    Where the kernel serves the layer, oneDNN's copy of the weight (as large as the weight: 540 MB for the default
+    target) serves only 4-row calls while torch runs several threads, so it is packed at load only if torch runs
+    several threads then, else at the first such call (OnDemand); a prompt's own pass (more than MAX_ROWWISE rows)
+    reads the weight as loaded through F.linear, as fast at those row counts. Each row count still takes one kernel
+    in a run: 4-row calls the C kernel (one thread) or oneDNN (several), longer ones F.linear."""
+    weight = layer.weight.detach()
     bias = None if layer.bias is None else layer.bias.detach()
+    rows = call_rows(weight.device)
+    onednn_weight = OnDemand(lambda: torch.ops.mkldnn._reorder_linear_weight(weight, rows))  # oneDNN's layout
 
     def through_onednn(inputs: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(inputs, onednn_weight(), bias, "none", [], "")
+
+    def off_kernel(inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.shape[:-1].numel() == ROWS:  # a decoding call while torch runs several threads
+            return through_onednn(inputs)
+        return torch.nn.functional.linear(inputs, weight, bias)  # a prompt's own pass: no second copy of the weight
 
     # the kernel multiplies exactly ROWS float32 rows: it serves only where every CPU call has that many
-    forward = fixed_rows(layer, through_onednn) if call_rows(layer.weight.device) == ROWS else through_onednn
+    forward = fixed_rows(layer, off_kernel) if rows == ROWS else through_onednn
+    if forward is off_kernel:  # the kernel cannot serve this layer: oneDNN takes every call, as before
+        forward = through_onednn
+    if forward is through_onednn or torch.get_num_threads() > 1:
+        onednn_weight()  # packed now: it serves this run's decoding calls
     forward.specviz_packed = True
+    forward.specviz_onednn_weight = onednn_weight  # whether oneDNN's copy exists yet (its `ready`)
     return forward
+
+
+class OnDemand:
+    """A value computed at its first call (once, under a lock: two visitors' runs may decode at once), then kept."""
+
+    def __init__(self, compute):
+        self.compute, self.value, self.lock = compute, None, threading.Lock()
+
+    def __call__(self):
+        if self.value is None:
+            with self.lock:
+                if self.value is None:
+                    self.value = self.compute()
+        return self.value
+
+    @property
+    def ready(self) -> bool:
+        return self.value is not None
 
 
 _PROMPT = threading.local()  # the prompt length of the generate() call running in this thread, if any
