@@ -32,7 +32,7 @@ import contextlib
 import copy
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from transformers import DynamicCache
@@ -126,7 +126,7 @@ def packed(layer: torch.nn.Linear):
 class OnDemand:
     """A value computed at its first call (once, under a lock: two visitors' runs may decode at once), then kept."""
 
-    def __init__(self, compute):
+    def __init__(self, compute: Callable[[], torch.Tensor]):
         self.compute, self.value, self.lock = compute, None, threading.Lock()
 
     def __call__(self):
