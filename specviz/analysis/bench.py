@@ -29,6 +29,7 @@ from specviz.decoding.engine import autoregressive_decode, clock, longest_text, 
 from specviz.decoding.events import Event
 from specviz.models import compact
 from specviz.models.invariance import plain_copy
+from specviz.models.loading import NO_REMOTE_CODE
 from specviz.models.pairs import ModelPair
 from specviz.models.precision import PRECISIONS
 from specviz.models.presets import ASSETS_DIR
@@ -336,7 +337,7 @@ def plain_target(pair: ModelPair, precision: str | None = None):
     if compact.is_compact(pair.target.name_or_path):
         return plain_copy(pair.target)
     dtype = PRECISIONS[precision] if precision else parameter.dtype
-    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=dtype, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(pair.target.name_or_path, dtype=dtype, **NO_REMOTE_CODE)
     return model.to(parameter.device).eval()
 
 
