@@ -26,7 +26,7 @@ from specviz.models.slots import SLOTS_LAYOUT, SlotCache, group_calls, key_width
 from tests.graph_replay import ReplayGraph
 from tests.test_head import with_head
 from tests.test_host_time import rounds_and_reads
-from tests.test_invariance import assert_rows_match
+from tests.test_invariance import assert_rows_match, verify_and_steps
 from tests.tiny_models import ARCHITECTURES, DRAFT_NOISE, make_model, noisy_copy, random_prompts
 
 
@@ -70,6 +70,49 @@ def test_a_verify_across_a_key_block_runs_as_calls_each_of_a_steps_shape():
     assert len(group_calls(plan_rows(3, 17), block=64)) == 3  # at most SLOTS rows a call
 
 
+def test_where_the_width_cannot_reach_a_row_a_call_spans_a_key_blocks_edge():
+    rows = plan_rows(62, 4)  # slots 62..65 read 63..66 keys: a step at 62 or 63 reads 64 keys, at 64 or 65 128
+    assert [[row.slot for row in call] for call in group_calls(rows, block=64, per_call=4)] == [[62, 63], [64, 65]]
+    (call,) = group_calls(rows, block=64, per_call=4, widths_matter=False)
+    assert slots.call_width(call, 64) == 128 and slots.mixed_widths(call, 64)
+    assert not slots.mixed_widths(call[2:], 64)
+    # a tree's deeper node may read fewer keys than the one before it: the call reads its widest row's width
+    tree = plan_rows(62, 3, parents=(-1, 0))  # slots 62, 63, 64 read 63, 64 and 65 keys
+    assert slots.call_width(tree[:2], 64) == 64 and slots.call_width(list(reversed(tree)), 64) == 128
+
+
+def verify_calls(pair: ModelPair, context: int, count: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """How many calls a verify of `count` ids after `context` (a prompt's own pass) made in a slot cache, its logits
+    and a step's each."""
+    made = []
+    real_fill = slot_calls.fill_inputs
+    ids = torch.randint(0, pair.vocab_size, (1, context + count), generator=torch.Generator().manual_seed(context))
+    with pytest.MonkeyPatch.context() as patch, torch.inference_mode():
+        patch.setattr(slot_calls, "fill_inputs", lambda inputs, rows, *args, **kwargs: made.append(len(rows))
+                      or real_fill(inputs, rows, *args, **kwargs))
+        cache = SlotCache(pair.target.config, pair.context_length)
+        verify, steps = verify_and_steps(pair.target, pair.vocab_size, ids[:, :context], ids[:, context:],
+                                         new_cache=lambda: cache)
+    return len(made) - count, verify, steps  # the steps after it made one call each
+
+
+@pytest.mark.skipif(not (fixed_rows.kernel_runs_here() and fixed_rows.c_compiler()),
+                    reason="the width-free attention is fixed_rows' C kernel, which needs an x86 CPU with AVX2 and a compiler")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+def test_on_a_cpu_a_verify_across_a_key_blocks_edge_is_one_call_only_where_the_kernel_attends(slots_on, monkeypatch,
+                                                                                              dtype):
+    pair = slot_pair("llama", dtype)
+    calls, verify, steps = verify_calls(pair, 62, 4)  # rows at slots 62..65: a step at 64 reads the next block
+    assert calls == 1 and torch.equal(verify, steps)
+    monkeypatch.setenv(fixed_rows.SWITCH_ENV, "0")  # torch's attention products, whose sums may follow the width
+    calls, verify, steps = verify_calls(pair, 62, 4)
+    assert calls == 2 and torch.equal(verify, steps)
+    # a call of two widths through torch's products is refused, not computed: nothing rounds by the width unseen
+    monkeypatch.setattr(slot_calls, "widths_free", lambda cache: True)
+    with pytest.raises(RuntimeError, match="several key widths"):
+        verify_calls(pair, 62, 4)
+
+
 def test_a_tree_node_reads_the_text_then_its_path_at_its_depth():
     rows = plan_rows(10, 5, parents=(-1, 0, 0, 1))  # the text's last id, then 4 nodes
     assert [(row.slot, row.position, row.prefix, row.extra) for row in rows] == [
@@ -87,8 +130,8 @@ def test_in_slots_a_verify_rounds_like_steps_trees_and_rivals_too(slots_on, arch
     pair = slot_pair(arch, dtype)
     assert pair.invariance.exact and pair.invariance.padded_layers > 0  # every linear layer computes SLOTS rows
     new_cache = functools.partial(SlotCache, pair.target.config, pair.context_length)
-    with torch.inference_mode():  # a context of 60 puts a verify across the CPU's 64-key block
-        assert_rows_match(pair.target, pair.vocab_size, seed=ARCHITECTURES.index(arch), context_lengths=(5, 40, 60),
+    with torch.inference_mode():  # a context of 62 puts a verify's call across the CPU's 64-key block
+        assert_rows_match(pair.target, pair.vocab_size, seed=ARCHITECTURES.index(arch), context_lengths=(5, 40, 62),
                           new_cache=new_cache)
 
 

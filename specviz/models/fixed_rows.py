@@ -189,6 +189,13 @@ def fixed_rows(layer: torch.nn.Linear, fallback: Callable[[torch.Tensor], torch.
     return forward
 
 
+def attention_serves(dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether `attend` computes a CPU call's attention for a cache of this precision and head width here (then no
+    row's result depends on the call's key width: specviz.models.slots.widths_free)."""
+    return (kernel_wanted() and dtype in (torch.float32, torch.bfloat16) and head_dim % 8 == 0
+            and attention_kernel(dtype) is not None)
+
+
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor, visible: torch.Tensor,
            scaling: float) -> torch.Tensor | None:
     """A call's attention through fixed_rows.c: query (1, H, S, D), key and value (1, kv, L, D), each row s over the
@@ -198,10 +205,10 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: t
     result is rounded to bfloat16 once: no step of it depends on the other rows either.
     Called once a layer per call, so it keeps to a few tensor operations."""
     dtype = query.dtype
-    kernel = attention_kernel(dtype) if kernel_wanted() and dtype in (torch.float32, torch.bfloat16) else None
-    if (kernel is None or query.device.type != "cpu" or query.requires_grad or query.shape[0] != 1
-            or query.shape[-1] % 8 or key.dtype is not dtype or value.dtype is not dtype):
+    if (not attention_serves(dtype, query.shape[-1]) or query.device.type != "cpu" or query.requires_grad
+            or query.shape[0] != 1 or key.dtype is not dtype or value.dtype is not dtype):
         return None
+    kernel = attention_kernel(dtype)
     _, num_heads, num_rows, head_dim = query.shape
     if dtype is not torch.float32:
         query = query.float()  # (1, H, S, D): 4 rows, a few kB

@@ -14,8 +14,9 @@ from typing import Callable, Sequence
 import torch
 from transformers import DynamicCache
 
-from specviz.models.slots import (SLOTS, SLOTS_LAYOUT, ZERO_GPU_ENV, CallInputs, SlotCache, fill_inputs, group_calls,
-                                  call_rows, key_block, key_width, lower_layer_states, plan_rows)
+from specviz.models.slots import (SLOTS, SLOTS_LAYOUT, ZERO_GPU_ENV, CallInputs, SlotCache, call_rows, call_width,
+                                  fill_inputs, group_calls, key_block, key_width, lower_layer_states, mixed_widths,
+                                  plan_rows, widths_free)
 
 
 @dataclass
@@ -29,8 +30,7 @@ class Captured:
 def base_call(model, cache: SlotCache, inputs: CallInputs, **kwargs):
     """A causal LM's base model over one call's S rows (its output (1, S, ·))."""
     return model.base_model(input_ids=inputs.ids, position_ids=inputs.positions, attention_mask=inputs.visible,
-                            past_key_values=cache, use_cache=True, specviz_order=inputs.order, specviz_sets=inputs.sets,
-                            **kwargs)
+                            past_key_values=cache, use_cache=True, **inputs.attention_kwargs(), **kwargs)
 
 
 def logits_and_states(model, output, layers: tuple[int, ...] | None, last_only: bool = False) -> tuple[torch.Tensor, ...]:
@@ -101,12 +101,13 @@ def run_calls(cache: SlotCache, new_ids: torch.Tensor, parents: Sequence[int],
     rows = plan_rows(cache.length, new_ids.shape[1], parents)
     if rows[-1].slot >= cache.capacity:
         raise ValueError(f"a forward past this cache's {cache.capacity} positions")
-    block = key_block(new_ids.device)
+    block, free = key_block(new_ids.device), widths_free(cache)
     parts, done = [], 0
-    for rows_of_call in group_calls(rows, block, call_rows(new_ids.device)):
-        width = key_width(rows_of_call[0].num_keys, block)
+    for rows_of_call in group_calls(rows, block, call_rows(new_ids.device), widths_matter=not free):
+        width = call_width(rows_of_call, block)
         inputs = inputs_at(cache, width, width, new_ids.device)
         fill_inputs(inputs, rows_of_call, new_ids[0, done : done + len(rows_of_call)], cache.capacity, cache.graphed)
+        inputs.mixed_widths = free and mixed_widths(rows_of_call, block)
         if prepare is not None:
             prepare(done, done + len(rows_of_call))
         cache.write_at = inputs.write_at
@@ -179,8 +180,7 @@ def run_head_rows(head, embed, cache: SlotCache, features: torch.Tensor, next_id
         buffer[0, stop - first :].zero_()
 
     def body(inputs: CallInputs) -> tuple[torch.Tensor]:
-        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, specviz_order=inputs.order,
-                     specviz_sets=inputs.sets),)
+        return (head(buffer, embed(inputs.ids), cache, inputs.positions, inputs.visible, **inputs.attention_kwargs()),)
 
     return run_calls(cache, next_ids, parents, body, ("head", features.shape[-1]), prepare)[0]  # (n, d)
 
@@ -221,7 +221,7 @@ def run_head_chain(head, embed, score: ScoreFn, cache: SlotCache, state: torch.T
             feed[0, :1].copy_(predicted)
             cache.write_at = inputs.write_at
             predicted = head(feed, embed(inputs.ids), cache, inputs.positions, inputs.visible,
-                             specviz_order=inputs.order, specviz_sets=inputs.sets)[0, :1]  # (1, d)
+                             **inputs.attention_kwargs())[0, :1]  # (1, d)
             logits, confidence = score(predicted)  # (1, vocab), 0-d
             next_id = logits.argmax(-1)  # (1,)
             ids.append(next_id)

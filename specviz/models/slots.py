@@ -6,7 +6,10 @@ own keys (or its call's shared prefix of them, on a CPU: attend_sets), to a widt
 block. A row's result then depends on its own inputs alone, never on how many
 rows ran beside it: a verify rounds like a step *by construction*, on any device and in any precision,
 whatever kernel the device picks for that one shape (oneDNN's AMX kernels round a row differently by the row
-count; cuBLAS picks kernels by the key count: neither can matter).
+count; cuBLAS picks kernels by the key count: neither can matter). A call's rows read the width a step at their
+place reads, so a verify across a key block's edge is two calls; on a CPU where fixed_rows' attention serves (it
+reads each row's visible keys and nothing past them) the width cannot reach a row, and such a verify is one call
+(widths_free).
 
 The one decoding path, on every device, for both lanes (so the baseline stays fair); on CUDA each (width,
 outputs) call is also captured once as a CUDA graph, which needs that one shape too. Other forwards compute
@@ -31,7 +34,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
 
-from specviz.models.fixed_rows import attend
+from specviz.models.fixed_rows import attend, attention_serves
 
 SLOTS = 8  # query rows per call on a GPU (a verify of γ ≤ 7 in one graph), the most any call has; the trash slots
 SLOTS_LAYOUT = "specviz_slots"  # the attention name transformers knows it by
@@ -116,13 +119,15 @@ def plan_rows(length: int, num_new: int, parents: Sequence[int] = ()) -> list[Ro
     return rows
 
 
-def group_calls(rows: list[Row], block: int, per_call: int = SLOTS) -> list[list[Row]]:
-    """Consecutive rows of one key width, at most `per_call` a call (call_rows): each row reads exactly the width
-    a step at its place reads, so its call has a step's shape."""
+def group_calls(rows: list[Row], block: int, per_call: int = SLOTS, widths_matter: bool = True) -> list[list[Row]]:
+    """Consecutive rows, at most `per_call` a call (call_rows). Where `widths_matter`, a call's rows are of one key
+    width: each row reads exactly the width a step at its place reads, so its call has a step's shape. Where they do
+    not (widths_free), a call's rows may end either side of a key block's edge and read the widest one's width
+    (call_width): a verify across the edge is one call, not two."""
     calls: list[list[Row]] = []
     for row in rows:
-        width = key_width(row.num_keys, block)
-        if calls and len(calls[-1]) < per_call and key_width(calls[-1][0].num_keys, block) == width:
+        if (calls and len(calls[-1]) < per_call
+                and (not widths_matter or key_width(calls[-1][0].num_keys, block) == key_width(row.num_keys, block))):
             calls[-1].append(row)
         else:
             calls.append([row])
@@ -131,6 +136,17 @@ def group_calls(rows: list[Row], block: int, per_call: int = SLOTS) -> list[list
 
 def key_width(num_keys: int, block: int) -> int:
     return -(-num_keys // block) * block
+
+
+def call_width(rows: list[Row], block: int) -> int:
+    """The keys a call of these rows reads: its widest row's width (a tree node may read fewer keys than one before
+    it)."""
+    return key_width(max(row.num_keys for row in rows), block)
+
+
+def mixed_widths(rows: list[Row], block: int) -> bool:
+    """Whether a call's rows would read different widths as steps (only where widths_free lets them share a call)."""
+    return len({key_width(row.num_keys, block) for row in rows}) > 1
 
 
 @dataclass
@@ -145,6 +161,7 @@ class CallInputs:
     # On a CPU, the call's key sets (attend_sets): the text's prefix, read by every causal and filler row (index
     # None), then one per tree or rival row, its own keys in order: (the rows reading it, its index (W,) or None)
     sets: tuple[tuple[tuple[int, ...], torch.Tensor | None], ...] = ()
+    mixed_widths: bool = False  # rows a step would run at different widths share this call (widths_free)
 
     @classmethod
     def empty(cls, width: int, device: torch.device) -> "CallInputs":
@@ -173,11 +190,29 @@ class CallInputs:
         counts = self.packed[2 * self.num_rows : 3 * self.num_rows]  # (S,): how many keys each row sees
         return (self.keys.view(1, -1) < counts.view(-1, 1)).view(self.num_rows, 1, 1, -1)  # (S, 1, 1, W) bool
 
+    def attention_kwargs(self) -> dict:
+        """What slots_attention reads of this call besides its mask, as a model's forward passes it on."""
+        return {"specviz_order": self.order, "specviz_sets": self.sets, "specviz_mixed_widths": self.mixed_widths}
+
 
 def shares_key_sets(device: torch.device, graphed: bool = False) -> bool:
     """Whether calls carry their key sets (attend_sets): on a CPU, eagerly. A CUDA graph replays one control
     flow for every call of its width, so graphed calls (and CUDA's) gather each row's keys (attend_gathered)."""
     return device.type == "cpu" and not graphed
+
+
+def widths_free(cache: "SlotCache") -> bool:
+    """Whether no row's result can depend on its call's key width in this cache, so rows either side of a key block's
+    edge may share a call (group_calls): on a CPU, eagerly, where fixed_rows.attend computes the attention, which
+    reads each row's own visible keys and nothing past them (its test holds the width to that); every other part of
+    a call works row by row over the hidden dimension. Not where the attention is torch's products over the width
+    (attend_sets, attend_gathered: their kernels may sum a row's weighted values in another order at another width),
+    nor in a CUDA graph (captured per width). A cache not yet written to says no: its first call is split as a step
+    would be, exact either way."""
+    if cache.graphed or not cache.layers or not cache.layers[0].is_initialized:
+        return False
+    keys = cache.layers[0].keys  # (1, kv, L, D)
+    return keys.device.type == "cpu" and attention_serves(keys.dtype, keys.shape[-1])
 
 
 def to_device(values: Sequence, device: torch.device) -> torch.Tensor:
@@ -264,7 +299,8 @@ class SlotCache(StaticCache):
 
 def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                    specviz_order: torch.Tensor | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+                    specviz_order: torch.Tensor | None = None, specviz_mixed_widths: bool = False,
+                    **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention signature. In a slots call: query (1, H, S, D), key and value the whole
     cache (1, kv, L, D), specviz_order (S, W) and the mask (S, 1, 1, W) → (1, S, H, D). Any other forward
     (transformers' generate(), a prompt pass, the load-time check) goes to outside_slots."""
@@ -276,18 +312,23 @@ def slots_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch
             else contextlib.nullcontext():  # one labelled block for `specviz profile`; free otherwise
         if specviz_order is None:
             return outside_slots(query, key, value, attention_mask, scaling), None
-        return attend_rows(query, key, value, specviz_order, attention_mask, scaling, kwargs.get("specviz_sets")), None
+        return attend_rows(query, key, value, specviz_order, attention_mask, scaling, kwargs.get("specviz_sets"),
+                           specviz_mixed_widths), None
 
 
 def attend_rows(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, order: torch.Tensor,
-                visible: torch.Tensor, scaling: float, sets: tuple = ()) -> torch.Tensor:
+                visible: torch.Tensor, scaling: float, sets: tuple = (), mixed_widths: bool = False) -> torch.Tensor:
     """One call's attention: query (1, H, S, D), each row over the keys `order` (S, W) names in key and value
     (1, kv, L, D), `visible` (S, 1, 1, W) of them → (1, S, H, D). In float32 or bfloat16 on a CPU, one C call computes each row
     over its own keys where the cache holds them (fixed_rows.attend); else, with the call's key `sets` (a CPU's
-    calls carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own."""
+    calls carry them: attend_sets), rows that read the same keys share one product; else each row gathers its own.
+    A call of `mixed_widths` (widths_free) is the C call's alone: torch's products would see its width."""
     out = attend(query, key, value, order, visible, scaling)  # a CPU (float32, bfloat16): one C call (fixed_rows)
     if out is not None:
         return out
+    if mixed_widths:
+        raise RuntimeError("a slots call of rows of several key widths needs fixed_rows' attention, which cannot "
+                           "serve here: its rows would round by the call's width")
     if sets:
         return attend_sets(query, key, value, sets, visible, scaling)
     return attend_gathered(query, key, value, order, visible, scaling)
@@ -389,7 +430,7 @@ def calls_over(rows: list[Row], device: torch.device) -> list[tuple[int, CallInp
     """The calls a slots forward over these rows would make: (how many real rows, its inputs), in row order."""
     calls = []
     for rows_of_call in group_calls(rows, key_block(device), call_rows(device)):
-        inputs = CallInputs.empty(key_width(rows_of_call[0].num_keys, key_block(device)), device)
+        inputs = CallInputs.empty(call_width(rows_of_call, key_block(device)), device)
         fill_inputs(inputs, rows_of_call, inputs.ids.new_zeros(len(rows_of_call)), trash=0)  # only the keys are read
         calls.append((len(rows_of_call), inputs))
     return calls
