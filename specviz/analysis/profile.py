@@ -12,6 +12,7 @@ scaled to the unprofiled median wall time: the shares are the profiler's, the to
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 
@@ -26,6 +27,18 @@ from specviz.models.slots import PROFILE_LABEL
 from specviz.models.pairs import ModelPair
 
 PARTS = ("projections", "attention", "output head", "other ops", "Python & framework")
+
+# Kineto's levels run VERBOSE 0 … ERROR 4, USDT 5: since torch 2.13 every profiler start and stop prints a USDT
+# line to stderr (about 60 for one `specviz profile`), and only a level above all of them hides those.
+QUIET_KINETO_LEVEL = "6"
+
+
+def profiled(device: torch.device, **options) -> profile:
+    """torch's profiler over the device's activities, its per-start chatter off unless KINETO_LOG_LEVEL says
+    otherwise (Kineto reads it when a profiler first starts in the process; set it to 4 to see its errors)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO_LEVEL)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    return profile(activities=activities, **options)
 
 
 @dataclass(frozen=True)
@@ -126,19 +139,18 @@ def profile_count(pair: ModelPair, ids: torch.Tensor, cache: DynamicCache, num_t
     head_shape = output_shape(pair.target)  # (rows, hidden)
     walls = [time_forward(pair, all_ids, cache, config.context_length, parents) for _ in range(config.repeats)]
     on_gpu = pair.device.type == "cuda"
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
-    profiled = []
+    profiled_parts = []
     for _ in range(config.profiled_repeats):
         crop_cache(cache, config.context_length)
-        with profile(activities=activities, record_shapes=True) as profiler:
+        with profiled(pair.device, record_shapes=True) as profiler:
             start = clock(pair.device)
             forward_new_ids(pair.target, all_ids, cache, pair.vocab_size, parents=parents)
             profiled_wall = clock(pair.device) - start
         parts, ops_s = split_profile(profiler.events(), head_shape, on_gpu)
         parts["Python & framework"] = max(0.0, profiled_wall - ops_s)
-        profiled.append(parts)
+        profiled_parts.append(parts)
     wall = statistics.median(walls)
-    mean_parts = {part: statistics.fmean(p[part] for p in profiled) for part in PARTS}
+    mean_parts = {part: statistics.fmean(p[part] for p in profiled_parts) for part in PARTS}
     scale = wall / sum(mean_parts.values())
     return ForwardProfile(num_tokens, wall, (min(walls), max(walls)),
                           {part: seconds * scale for part, seconds in mean_parts.items()}, tree)

@@ -10,12 +10,11 @@ from itertools import zip_longest
 from typing import Callable, Iterator
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from specviz.analysis.bench import (BENCH_ENGINE, BenchConfig, Prompt, encode_prompts, ours_rate, pool, results_to_json,
                                     timed_runs)
 from specviz.analysis.expectations import record_name
-from specviz.analysis.profile import ProfileConfig, format_profile, profile_target
+from specviz.analysis.profile import ProfileConfig, format_profile, profile_target, profiled
 from specviz.analysis.trace import Trace, first_parting
 from specviz.catalogue import DRAFTER_CATALOGUE
 from specviz.decoding.config import DecodeConfig
@@ -184,9 +183,8 @@ def profile_one_run(pair: ModelPair, prompt: Prompt, config: SelfCheckConfig) ->
     ids = encode_prompts(pair, [prompt], None)[0]
     decode = DecodeConfig(max_new_tokens=config.max_new_tokens)
     Trace.from_events(speculative_decode(pair, ids, decode))  # warm-up: kernels chosen, caches made
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if pair.device.type == "cuda" else [])
     started = clock(pair.device)
-    with profile(activities=activities) as profiler:
+    with profiled(pair.device) as profiler:
         trace = Trace.from_events(speculative_decode(pair, ids, decode))
     wall_s = clock(pair.device) - started
     averages = profiler.key_averages()
