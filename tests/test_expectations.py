@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specviz.analysis import expectations
-from specviz.analysis.expectations import (BENCH_DIR, FASTER_ALONE, expect, invocation, load_records, machine_kind, read_record,
+from specviz.analysis.expectations import (BENCH_DIR, FASTER_ALONE, against_plain_text, expect, invocation, load_records, machine_kind, read_record,
                                            record_name, run_spread, speed_table_cells, speed_table_row)
 from specviz.models.presets import DEFAULT_PRESET
 
@@ -159,6 +159,21 @@ def timed_record(prompt_set: str, alone: float, ours: float, tokens: tuple[int, 
     if tokens:
         report["prompt_tokens"] = {"min": tokens[0], "max": tokens[1]}
     return report
+
+
+def test_the_comparison_with_plain_transformers_gives_each_lanes_range_over_the_prompts(tmp_path):
+    """A median alone hides the prompts that ran slower: the table and the page give the range beside it."""
+    report = timed_record("held-out", 1.36, 2.02)
+    report["against_hf"][0].update(min_alone_over_plain=1.12, max_alone_over_plain=1.92, min_ours_over_plain=0.97,
+                                   max_ours_over_plain=2.66)
+    [record] = write_records(tmp_path, report)
+    assert against_plain_text(record) == "γ 3: alone 1.36× (1.12–1.92), speculative 2.02× (0.97–2.66); transformers' assisted 1.20×"
+    line = expect("cpu-amx", "float32", [record]).against_plain_text()
+    assert "Prompt by prompt the target alone ranged 1.12–1.92×, the lane 0.97–2.66×." in line
+    # a record that kept medians only says no range rather than an invented one
+    [bare] = write_records(tmp_path, timed_record("held-out", 1.36, 2.02))
+    assert against_plain_text(bare) == "γ 3: alone 1.36×, speculative 2.02×; transformers' assisted 1.20×"
+    assert "Prompt by prompt" not in expect("cpu-amx", "float32", [bare]).against_plain_text()
 
 
 @pytest.mark.parametrize("alone, says_why", [(1.52, True), (1.02, False)])

@@ -218,6 +218,23 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class AgainstPlain:
+    """A record's greedy comparison with plain transformers at one γ, whole calls timed end to end: medians over
+    its runs and, for specviz's two lanes, the range over them (None in a record that kept no range)."""
+
+    gamma: int
+    alone: float  # our target alone / plain generate()
+    ours: float  # our speculative lane / plain generate()
+    assisted: float  # transformers' assisted generation with the same draft model / plain generate()
+    alone_range: tuple[float, float] | None = None
+    ours_range: tuple[float, float] | None = None
+
+    @staticmethod
+    def range_text(bounds: tuple[float, float] | None) -> str:
+        return f" ({bounds[0]:.2f}–{bounds[1]:.2f})" if bounds else ""
+
+
+@dataclass(frozen=True)
 class BenchRecord:
     """One kept `bench --json` output."""
 
@@ -236,9 +253,8 @@ class BenchRecord:
     cells: tuple[Cell, ...]
     prompts_of: int | None = None  # the set's size where the run was cut before its end (a GPU lease's minutes)
     attention: str | None = None  # the target's attention when measured (specviz.models.slots on CUDA since)
-    # greedy, end to end against transformers on the target loaded plainly (`bench --against-hf`), where measured:
-    # (γ, our target alone / plain generate(), our speculative lane / plain generate(), its assisted / plain)
-    against_plain: tuple[int, float, float, float] | None = None
+    # greedy, end to end against transformers on the target loaded plainly (`bench --against-hf`), where measured
+    against_plain: AgainstPlain | None = None
     against_precision: str | None = None  # transformers' side's precision there (`bench --hf-dtype`), where not ours
     prompt_tokens: tuple[int, int] | None = None  # the prompts' shortest and longest, as read (None before it was kept)
 
@@ -302,7 +318,7 @@ def other_precision(theirs: str | None, ours: str) -> str | None:
     return theirs if theirs != ours else None
 
 
-def against_plain_of(report: dict) -> tuple[int, float, float, float] | None:
+def against_plain_of(report: dict) -> AgainstPlain | None:
     """A record's greedy comparison with plain transformers at the bench's first γ (its `against_hf` rows that
     timed plain generate(): the ones made since those rows carry it), else None."""
     rows = [row for row in report.get("against_hf") or () if row.get("temperature") == 0 and row.get("gamma")
@@ -310,7 +326,13 @@ def against_plain_of(report: dict) -> tuple[int, float, float, float] | None:
     if not rows:
         return None
     row = min(rows, key=lambda r: r["gamma"])
-    return row["gamma"], row["median_alone_over_plain"], row["median_ours_over_plain"], row["median_hf_speedup"]
+
+    def bounds(lane: str) -> tuple[float, float] | None:
+        low, high = row.get(f"min_{lane}_over_plain"), row.get(f"max_{lane}_over_plain")
+        return (low, high) if low is not None and high is not None else None
+
+    return AgainstPlain(row["gamma"], row["median_alone_over_plain"], row["median_ours_over_plain"],
+                        row["median_hf_speedup"], bounds("alone"), bounds("ours"))
 
 
 def machine_words(machine: dict) -> str:
@@ -388,16 +410,21 @@ class Expectation:
         if not timed:
             return ""
         record = timed[0]
-        gamma, alone, ours, theirs = record.against_plain
+        plain = record.against_plain
         # a faster target alone is specviz's kernels, not speculation: the card's speedup is over that target alone
-        kernels = f" {FASTER_ALONE}" if alone >= FASTER_ALONE_FROM else ""
+        kernels = f" {FASTER_ALONE}" if plain.alone >= FASTER_ALONE_FROM else ""
         # both precisions named where they differ: "generate() in bfloat16" alone read as specviz's precision
         theirs_in = (f" (transformers in {record.against_precision}, specviz in {record.precision})"
                      if record.against_precision else "")
-        line = (f"Against plain transformers here (the bench on {prompts_and_lengths(record)}, "
-                f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at {alone:.2f}× "
-                f"transformers' generate(){theirs_in}, its speculative lane at {ours:.2f}× (γ = {gamma}), and "
-                f"transformers' own assisted generation with the draft model at {theirs:.2f}×.{kernels}")
+        # medians over the prompts, each lane's range beside it: a user's own prompt may land anywhere in it
+        spread = (f" Prompt by prompt the target alone ranged {plain.alone_range[0]:.2f}–{plain.alone_range[1]:.2f}×, "
+                  f"the lane {plain.ours_range[0]:.2f}–{plain.ours_range[1]:.2f}×."
+                  if plain.alone_range and plain.ours_range else "")
+        line = (f"Against plain transformers here (medians of the bench on {prompts_and_lengths(record)}, "
+                f"greedy, whole calls, {record.machine}, {record.date}): specviz's target alone ran at "
+                f"{plain.alone:.2f}× transformers' generate(){theirs_in}, its speculative lane at {plain.ours:.2f}× "
+                f"(γ = {plain.gamma}), and transformers' own assisted generation with the draft model at "
+                f"{plain.assisted:.2f}×.{spread}{kernels}")
         if long_prompt and record.prompt_set != LONG_SET:
             shorter = f"at most {record.prompt_tokens[1]:,} tokens" if record.prompt_tokens else "short"
             line += (f" Those prompts were {shorter}; this one has {num_prompt_tokens:,}, and over a long prompt specviz "
@@ -682,9 +709,10 @@ def against_plain_text(record: BenchRecord) -> str:
     assisted generation beside them, whole calls timed end to end ("—" where the record did not time them)."""
     if record.against_plain is None:
         return "—"
-    gamma, alone, ours, theirs = record.against_plain
+    plain = record.against_plain
     theirs_in = f" (transformers in {record.against_precision})" if record.against_precision else ""
-    return f"alone {alone:.2f}×, speculative {ours:.2f}× (γ {gamma}); transformers' assisted {theirs:.2f}×{theirs_in}"
+    return (f"γ {plain.gamma}: alone {plain.alone:.2f}×{plain.range_text(plain.alone_range)}, speculative "
+            f"{plain.ours:.2f}×{plain.range_text(plain.ours_range)}; transformers' assisted {plain.assisted:.2f}×{theirs_in}")
 
 
 def speed_table_row(record: BenchRecord) -> str:
