@@ -395,6 +395,8 @@ def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_nois
     same = render.stats_html(timed_run(0.02, temperature=0.8))
     verdict_detail = same.split('<details class="verdict-detail"')[1].split("</details>")[0]
     assert same.count('class="noise-note"') == 1 and 'class="noise-note"' in verdict_detail and "γ sweep" in verdict_detail
+    # the bench's band is a quiet machine's: the note says a busy one moves a run further, and why
+    assert "on a busy machine one run moves further" in verdict_detail and "one after the other" in verdict_detail
     # the prediction is the arithmetic's, said once: How it works tells the rounds' counts and points there
     explainer = render.explain_html(run)
     assert "v = 1.25" not in explainer and "Show the arithmetic" in explainer
