@@ -213,10 +213,16 @@ class Measurement:
             return (f"The band is the spread of {self.num_runs} runs of this setup: a gain counts only where all of "
                     "it is above 1×.")
         if self.spread is not None:
-            return f"The band: {self.band_text()}."
+            return f"The band: {self.band_text()}. {BUSY_MACHINE}"
         return ("How far one run moves here has not been measured (no bench record for this machine and setup, and "
                 "too few repeats on this page), so one run cannot say it is beyond the noise: run it again, and the "
                 "runs-so-far table shows the spread.")
+
+
+# A bench measures its band with nothing else running. A machine whose speed swings (another program, a shared host's
+# other tenants) moves one run further, and the lanes run one after the other, so a swing lands on one lane only.
+BUSY_MACHINE = ("That band is a quiet machine's: on a busy one a run moves further, since the lanes run one after the "
+                "other and a slow spell slows only one of them.")
 
 
 @dataclass(frozen=True)

@@ -102,12 +102,8 @@ def which_gamma_html(answer: GammaAnswer) -> str:
 
 
 # The page's one answer to "how far does one run move?" ends here: where to watch it move, on this page.
-# The bench measures its band with nothing else running; a machine whose speed swings (another program, a shared
-# host's other tenants) moves a run further, and the lanes run one after the other, so a swing lands on one lane.
 NOISE_ON_THIS_PAGE = ("Run it again and the same tokens measure a different speedup: “Runs on this page so far”, under "
-                      "the charts, shows how far it moves; the γ sweep below gives medians and spread over repeated runs. "
-                      "The bench measured its band with nothing else running: on a busy machine one run moves further, "
-                      "since the lanes run one after the other and a slow spell slows only one of them.")
+                      "the charts, shows how far it moves; the γ sweep below gives medians and spread over repeated runs.")
 
 
 DETAIL_UNDER_THE_CARD = "Why, and how its noise was measured: under the result card."
