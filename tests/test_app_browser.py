@@ -627,9 +627,11 @@ def test_after_stop_the_run_stays_inspectable(page):
     # answer took over 15 s; alone, and beside two busy processes, it comes in well under 1 s
     page.wait_for_function("n => document.querySelector('#inspector').innerText.includes('Round ' + n + ':')",
                            arg=other, timeout=30_000)
-    # the round drawn above the words: its forwards, and the verify's rows stacked
+    # the round drawn above the words: its forwards, and the verify's rows stacked. The figure comes in the same
+    # update as the words, and plotly draws it after: 10 s was once too little in a clean-clone CI run on a busy
+    # 2-core host (2026-12-06, the suite 3.5 min slower than that afternoon), so it gets the words' 30 s
     page.wait_for_function("n => (document.querySelector('#chart-round .gtitle')?.textContent || '').startsWith("
-                           "'Round ' + n + ':')", arg=other, timeout=10_000)
+                           "'Round ' + n + ':')", arg=other, timeout=30_000)
     assert page.locator("#chart-round .bars path").count() >= 3  # a draft forward and at least two rows
     top = page.locator("#inspector-section").evaluate("e => e.getBoundingClientRect().top")
     assert -2 <= top <= 60, top  # scrolled to the inspector, not left below the charts
