@@ -141,6 +141,9 @@ class LaneInfo:
     by_default: bool = False  # in a run unless the run asks otherwise (the reference lane is asked for)
     redraws: bool = True  # False: its decoder runs in a thread of its own, and redrawing would take its CPU
     in_transformers: bool = False  # transformers' generate() drafts here: its title names what it ran instead
+    # True: it runs in turns with the run's other such lanes (events.take_turns), so a slow spell of the machine
+    # falls on all of them; False: alone, after them (generate() is one call, timed end to end)
+    in_turns: bool = True
 
 
 LANE_CATALOGUE: tuple[LaneInfo, ...] = (  # colours: grey, then Okabe-Ito blue and reddish purple
@@ -151,7 +154,7 @@ LANE_CATALOGUE: tuple[LaneInfo, ...] = (  # colours: grey, then Okabe-Ito blue a
     # its rounds are not drawn: generate() reports tokens, not its rounds' drafts
     LaneInfo(name="reference", decoder="specviz.decoding.reference:reference_decode",
              title="transformers generate() (reference)", label="transformers", colour="#CC79A7", names_drafter=True,
-             redraws=False, in_transformers=True),
+             redraws=False, in_transformers=True, in_turns=False),
 )
 
 LANE_INFO: dict[str, LaneInfo] = {info.name: info for info in LANE_CATALOGUE}

@@ -11,7 +11,7 @@ import torch
 
 from specviz.analysis import confidence
 from specviz.analysis.trace import Trace
-from specviz.app import plots_confidence, render
+from specviz.app import plots, plots_confidence, render
 from specviz.app.gamma_sweep import measure as sweep, page as sweep_page
 from specviz.app.charts.page import chart_values
 from specviz.decoding.events import (
@@ -62,7 +62,7 @@ def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
     assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
     hint = plots_confidence.run_chart(older, {}).layout.annotations[0].text
     assert "this recording predates the target's confidence" in hint
-    assert plots_confidence.run_chart(Trace(), {}).layout.annotations[0].text == "drafting starts after the target-only lane"
+    assert plots_confidence.run_chart(Trace(), {}).layout.annotations[0].text == plots.NO_ROUND_YET
 
 
 def test_buckets_count_every_draft_once_and_one_lands_in_the_last():
@@ -134,7 +134,7 @@ def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets
                                                   "80%–100%<br>3/3"]  # a band with nothing accepted still says so
     assert figure.layout.xaxis.tickangle == 0  # level, on two lines: tilted, a phone's chart lost the last band's
     empty = plots_confidence.acceptance_by_confidence([], {})
-    assert not empty.data and empty.layout.annotations[0].text == "drafting starts after the target-only lane"
+    assert not empty.data and empty.layout.annotations[0].text == plots.NO_ROUND_YET
     note = plots_confidence.confidence_note_html(drafts)
     assert 'data-drafts="5"' in note and "3 of 3 drafts were accepted" in note
 

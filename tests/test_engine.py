@@ -408,16 +408,37 @@ def test_same_seed_same_run_different_seed_different_run():
         assert any(ids != first.token_ids for ids in others)
 
 
-def test_decode_lanes_yields_baseline_then_speculative():
-    pair = tiny_pair("gpt2")
-    events = list(decode_lanes(pair, [3, 4, 5], DecodeConfig(gamma=3, max_new_tokens=12, stop_at_eos=False)))
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_decode_lanes_takes_turns_and_each_lane_writes_what_it_writes_alone(arch, monkeypatch):
+    """The target alone and the speculative lane take turns (events.take_turns), the reference lane after them; each
+    lane's events are those it gives run alone. Where the target runs in slots, the warm-up makes both lanes' target
+    caches, so no lane's clock pays for one (GPT-2's target runs as transformers computes it: no slots)."""
+    pair = tiny_pair(arch)
+    config = DecodeConfig(gamma=3, max_new_tokens=12, stop_at_eos=False)
+    made = []
+    made_one = slot_calls.SlotCache.__init__
+    monkeypatch.setattr(slot_calls.SlotCache, "__init__", lambda cache, *args, **kwargs: made.append(1) or
+                        made_one(cache, *args, **kwargs))
+    slot_calls.POOL.free.pop(pair.target, None)  # this pair's first run: the pool has none of its caches yet
+    events, made_before_first = [], None
+    for event in decode_lanes(pair, [3, 4, 5], config, lanes=("baseline", "speculative", "reference")):
+        made_before_first = len(made) if made_before_first is None else made_before_first
+        events.append(event)
     lanes = [event.lane for event in events]
-    assert lanes == sorted(lanes)  # "baseline" < "speculative": all baseline events come first
-    finishes = [event for event in events if isinstance(event, FinishEvent)]
-    assert [f.lane for f in finishes] == ["baseline", "speculative"]
-    baseline = Trace.from_events(e for e in events if e.lane == "baseline")
-    speculative = Trace.from_events(e for e in events if e.lane == "speculative")
-    assert baseline.token_ids == speculative.token_ids  # greedy
+    assert lanes[:2] == ["baseline", "speculative"]  # both read their prompts before either goes on
+    turns = lanes[:lanes.index("reference")]
+    assert turns.count("baseline") > 2 and turns.count("speculative") > 2
+    assert any(a != b for a, b in zip(turns, turns[1:]) if a == "speculative")  # the target alone came back after it
+    assert set(lanes[lanes.index("reference"):]) == {"reference"}  # alone, after the turns
+    alone = {"baseline": autoregressive_decode(pair, [3, 4, 5], config),
+             "speculative": speculative_decode(pair, [3, 4, 5], config)}
+    for lane, decoded in alone.items():
+        assert without_timings(Trace.from_events(e for e in events if e.lane == lane)) == \
+            without_timings(Trace.from_events(decoded))
+    assert Trace.from_events(e for e in events if e.lane == "reference").token_ids == \
+        Trace.from_events(e for e in events if e.lane == "baseline").token_ids  # greedy
+    if arch == "llama":
+        assert made_before_first == len(made) >= 2 and len(slot_calls.POOL.free[pair.target]) == 2
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from specviz.app import live, render
-from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import FinishEvent, PrefillEvent, RoundEvent, model_seconds, take_turns
 from tests.rounds import chain, draft
 from tests.test_render import decode
 
@@ -23,8 +23,20 @@ def lane_events(lane: str, rounds: int) -> list:
     return events + [FinishEvent(lane, "max_new_tokens", rounds + 1)]
 
 
-def new_run(lanes=("baseline", "speculative", "reference")) -> render.RunView:
-    return render.RunView("x", [1], gamma=1, settings={"temperature": 0.0}, lanes=lanes)
+def new_run(lanes=("baseline", "speculative", "reference"), in_turns: bool = False) -> render.RunView:
+    """A run view; `in_turns`: a run whose lanes take turns, as every live run now does (False: as runs recorded
+    before, one lane after another)."""
+    settings = {"temperature": 0.0, **({live.IN_TURNS: True} if in_turns else {})}
+    return render.RunView("x", [1], gamma=1, settings=settings, lanes=lanes)
+
+
+def in_turns(*lanes: list) -> list:
+    """Hand-made lanes' events as the engine interleaves them (events.take_turns, by their model seconds)."""
+    return list(take_turns([(events[0].lane, iter_events(events)) for events in lanes]))
+
+
+def iter_events(events: list):
+    yield from events
 
 
 def test_pace_shows_every_speculative_round_and_waits_without_touching_timings(monkeypatch):
@@ -34,7 +46,7 @@ def test_pace_shows_every_speculative_round_and_waits_without_touching_timings(m
     events = lane_events("baseline", 3) + lane_events("speculative", 5)
     # a Progress shares the live run object: note what each one showed while it was current
     shown_rounds = [len(p.run.speculative.trace.rounds) for p in live.stream_events(run, events, decode, pace_s=0.25)
-                    if p.active == "speculative"]
+                    if "speculative" in p.active]
     assert waits == [0.25] * 5  # one wait after each drafting round shown, none for the baseline
     assert shown_rounds[-5:] == [1, 2, 3, 4, 5]  # each round drawn on its own
     assert run.speculative.trace.wall_s == pytest.approx(0.01 + 5 * 0.034)  # the engine's clocks only
@@ -44,7 +56,7 @@ def test_pace_shows_every_speculative_round_and_waits_without_touching_timings(m
 
 
 def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypatch):
-    """The page draws while no lane's clock runs: after every redraw of a running lane comes a
+    """The page draws while no lane's clock runs: after every redraw while a lane still runs comes a
     wait, and only then is the engine asked for its next event."""
     log = []
     monkeypatch.setattr(live.time, "sleep", lambda s: log.append(("wait", s)))
@@ -57,16 +69,16 @@ def test_a_live_run_pauses_after_each_redraw_before_the_engine_runs_on(monkeypat
             log.append(("pull", type(event).__name__))
             yield event
 
-    events = pulled(lane_events("baseline", 2) + lane_events("speculative", 2))
-    for progress in live.stream_events(new_run(("baseline", "speculative")), events, decode, settle_s=0.05):
-        active = progress.active  # a lane named before its prefill is the next to run, not yet running
-        log.append(("drawn", active if active and progress.run.lane(active).trace.prefill else None))
-    drawn_running = [i for i, entry in enumerate(log) if entry[0] == "drawn" and entry[1] is not None]
-    assert len(drawn_running) == 6  # each lane's prefill and two rounds
-    for i in drawn_running:
+    events = pulled(in_turns(lane_events("baseline", 2), lane_events("speculative", 2)))
+    for progress in live.stream_events(new_run(("baseline", "speculative"), in_turns=True), events, decode,
+                                       settle_s=0.05):
+        log.append(("drawn", bool(live.lanes_now(progress.run)[0])))
+    drawn = [i for i, entry in enumerate(log) if entry[0] == "drawn"]
+    assert len(drawn) == 8 and [log[i] for i in drawn].count(("drawn", True)) == 7  # each event, the last ends the run
+    for i in drawn[:-1]:  # a lane finished while the other runs on: its clock runs next, so the drawing settles too
         assert log[i + 1] == ("wait", 0.05), log[i:i + 3]
-    # a finished lane's last redraw needs no wait: nothing is timed until the next lane's prefill
-    assert ("drawn", None) in log and log.count(("wait", 0.05)) == 6
+    # the run's last redraw needs no wait: nothing is timed after it
+    assert log[-1] == ("drawn", False) and log.count(("wait", 0.05)) == 7
     # a replay (no settle) and the pace keep their own waits only
     log.clear()
     list(live.stream_events(new_run(("baseline",)), lane_events("baseline", 2), decode))
@@ -77,32 +89,35 @@ def test_drawing_a_live_run_takes_at_most_its_share_of_the_time(monkeypatch):
     """Redrawing every chart twice a second doubled a lane's time on screen. Each event here takes 0.1 s of
     engine time and each redraw 0.1 s of drawing: progress is still drawn, but the drawing beyond what must be
     drawn (each lane's first token and its end) stays within DRAW_SHARE of the time; only a lane's end redraws
-    every chart, and each lane's time on screen is its model work plus its share of the drawing."""
+    every chart, and the lanes' time on screen is their model work plus the drawing's share."""
     now = [0.0]
     monkeypatch.setattr(live.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(live.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+    last = []  # the event the engine gave last
 
     def engine(events):
         for event in events:
             now[0] += 0.1
+            last[:] = [event]
             yield event
 
-    run = new_run(("baseline", "speculative"))
+    run = new_run(("baseline", "speculative"), in_turns=True)
+    events = in_turns(lane_events("baseline", 60), lane_events("speculative", 40))
     forced, optional, all_charts = 0, 0, 0
-    for progress in live.stream_events(run, engine(lane_events("baseline", 60) + lane_events("speculative", 40)), decode,
-                                       settle_s=0.05, live=True):
+    for progress in live.stream_events(run, engine(events), decode, settle_s=0.05, live=True):
         now[0] += 0.05  # drawing this Progress; the settle adds as much again
-        # a Progress shares the live run: what it shows is read now
-        first_token = progress.active and not progress.run.lane(progress.active).trace.rounds
-        forced += bool(progress.lane_finished or first_token)
-        optional += not (progress.lane_finished or first_token)
+        must = isinstance(last[0], (PrefillEvent, FinishEvent))  # a lane's first token, a lane's end
+        forced += must
+        optional += not must
         all_charts += progress.lane_finished
     assert optional >= 5  # the lanes still move on screen
     assert 0.1 * optional <= live.DRAW_SHARE * now[0]
     assert all_charts == 2  # every chart redrawn at each lane's end only
-    for lane in (run.baseline, run.speculative):
-        # each event: 0.1 s, of which the trace's clocks hold 0.02–0.034 s; the rest is the engine outside them
-        assert 0.1 * len(lane.trace.rounds) < lane.shown_s <= 0.1 * len(lane.trace.rounds) * 1.25
+    # the lanes took turns: the target alone (60 steps of 0.02 s against 40 rounds of 0.034 s) ends first, and the
+    # last lane's time on screen is every event's 0.1 s (the first prefill's own, before it, not counted) plus the
+    # drawing
+    assert run.baseline.shown_s < run.speculative.shown_s
+    assert 0.1 * (len(events) - 1) < run.speculative.shown_s <= 0.1 * (len(events) - 1) * 1.25
 
 
 def test_the_reference_lane_is_not_redrawn_while_it_runs():
@@ -112,7 +127,7 @@ def test_the_reference_lane_is_not_redrawn_while_it_runs():
              for p in live.stream_events(run, events, decode)
              if p.run.lane("reference").trace.prefill is not None and not p.quiet]
     # its prefill (to say it started) and its finish; never one of its 30 rounds on its own
-    assert shown == [(0, "reference", False), (30, None, True)]
+    assert shown == [(0, ("reference",), False), (30, (), True)]
 
 
 def test_the_reference_lane_still_offers_a_chance_to_stop(monkeypatch):
@@ -133,16 +148,56 @@ def test_a_run_past_the_hosts_time_cap_stops_with_a_message():
         list(live.stream_events(new_run(), slow_events(), decode, max_run_s=1))
 
 
-def test_once_a_lane_finishes_the_next_lane_says_it_is_reading_the_prompt():
-    """During the speculative lane's prefill of a long prompt its box says it reads the prompt, not "waiting"."""
+def test_lanes_taking_turns_both_say_they_run_and_one_not_begun_says_it_is_reading_the_prompt():
+    """During the speculative lane's prefill of a long prompt its box says it reads the prompt, not "waiting": in
+    turns, right after the target alone's first token; in a run recorded one lane after another, once the first ends."""
+    run = new_run(("baseline", "speculative", "reference"), in_turns=True)
+    events = in_turns(lane_events("baseline", 3), lane_events("speculative", 3)) + lane_events("reference", 3)
+    progresses = live.stream_events(run, events, decode)
+    first = next(progresses)
+    assert first.active == ("baseline", "speculative") and run.speculative.trace.prefill is None
+    htmls = render.lanes_html(run, first.active)
+    assert "generating…" in htmls[0] and "reading the prompt…" in htmls[1] and "waiting" in htmls[2]
+    assert next(progresses).active == ("baseline", "speculative") and run.speculative.trace.prefill is not None
+    # the reference lane runs alone after the turns, and says it runs only from its first token (it is not redrawn)
+    after_turns = [p.active for p in progresses if run.speculative.trace.done and run.baseline.trace.done]
+    assert after_turns[0] == () and ("reference",) in after_turns and after_turns[-1] == ()
+
     run = new_run(("baseline", "speculative"))
-    events = lane_events("baseline", 1) + lane_events("speculative", 1)
-    for progress in live.stream_events(run, events, decode):
+    for progress in live.stream_events(run, lane_events("baseline", 1) + lane_events("speculative", 1), decode):
         if run.baseline.trace.done and run.speculative.trace.prefill is None:
-            assert progress.active == "speculative"
+            assert progress.active == ("speculative",)
             assert "reading the prompt…" in render.lanes_html(run, progress.active)[1]
             break
     else:
         pytest.fail("no redraw between the lanes")
-    assert live.next_lane(new_run(("baseline", "reference"))) == "baseline"
-    assert live.next_lane(new_run(("reference",))) is None  # not redrawn while it runs: never named
+
+
+def test_the_lanes_take_turns_by_their_model_time_and_stop_together():
+    """events.take_turns: each next event from the lane whose model work so far is least, never two at once; a
+    consumer that stops early closes every lane (their caches go back)."""
+    events = in_turns(lane_events("baseline", 6), lane_events("speculative", 4))
+    spent = {"baseline": 0.0, "speculative": 0.0}
+    for event in events:  # the lane that moved had the least model work so far among those unfinished
+        others = [spent[lane] for lane in spent if lane != event.lane and not done_before(events, event, lane)]
+        assert all(spent[event.lane] <= other for other in others), event
+        spent[event.lane] += model_seconds(event)
+    assert [type(e).__name__ for e in events[:2]] == ["PrefillEvent", "PrefillEvent"]
+    assert sorted(events, key=lambda e: e.lane) == sorted(lane_events("baseline", 6) + lane_events("speculative", 4),
+                                                          key=lambda e: e.lane)  # each lane's own order, all of it
+    closed = []
+
+    def lane(events, name):
+        try:
+            yield from events
+        finally:
+            closed.append(name)
+    turns = take_turns([("baseline", lane(lane_events("baseline", 6), "baseline")),
+                        ("speculative", lane(lane_events("speculative", 4), "speculative"))])
+    next(turns), next(turns), next(turns)
+    turns.close()
+    assert sorted(closed) == ["baseline", "speculative"]
+
+
+def done_before(events: list, event, lane: str) -> bool:
+    return any(isinstance(e, FinishEvent) and e.lane == lane for e in events[:events.index(event)])

@@ -12,9 +12,9 @@ from specviz.app.inspector import words as inspector_words
 from specviz.cli import main
 from specviz.decoding.config import DecodeConfig
 from specviz.decoding.engine import decode_lanes
-from specviz.decoding.events import PrefillEvent, RoundEvent
+from specviz.decoding.events import PrefillEvent, RoundEvent, model_seconds
 from specviz.analysis.confidence import judged_drafts
-from specviz.analysis.run import RUN_VERSION, Run, RunFileError, event_seconds, recorded_runs, replay
+from specviz.analysis.run import IN_TURNS, RUN_VERSION, Run, RunFileError, recorded_runs, replay
 from tests.tiny_models import tiny_pair
 
 LANES = ("baseline", "speculative", "reference")
@@ -31,10 +31,26 @@ def live_run(temperature: float = 0.8, drafter: str = "model", lanes=LANES) -> r
     config = DecodeConfig(gamma=3, temperature=temperature, top_k=20, max_new_tokens=16, seed=4, inspect=True,
                           stop_at_eos=False, drafter=drafter)
     view = render.RunView("nine eight seven", prompt_ids, config.gamma, {"temperature": temperature, "drafter": drafter,
-                          "max_new_tokens": 16, "pair": "tiny"}, run_id=1, lanes=lanes)
+                          "max_new_tokens": 16, "pair": "tiny", IN_TURNS: True}, run_id=1, lanes=lanes)
+    view.live_order = []  # the events as the engine gave them
     for event in decode_lanes(pair, prompt_ids, config, lanes):
         view.add(event, decode_of(pair))
+        view.live_order.append(event)
     return view
+
+
+def test_a_run_whose_lanes_took_turns_replays_them_in_the_same_order(tmp_path):
+    """A run file keeps each lane's events; the turns depend only on their recorded model seconds, so a saved run
+    gives its events in the order the engine gave them. A run recorded before lanes took turns: one lane after
+    another."""
+    view = live_run()
+    lanes = [event.lane for event in view.live_order]
+    assert lanes[:2] == ["baseline", "speculative"] and lanes != sorted(lanes, key=LANES.index)  # turns were taken
+    path = tmp_path / "run.json"
+    view.run.save(path)
+    assert Run.load(path).events() == view.live_order
+    view.run.settings.pop(IN_TURNS)
+    assert [event.lane for event in view.run.events()] == sorted(lanes, key=LANES.index)
 
 
 def test_a_saved_run_reloads_equal_event_for_event(tmp_path):
@@ -76,9 +92,9 @@ def test_replay_waits_each_events_recorded_time_divided_by_the_speed():
     waits = []
     events = list(replay(run, speed=4.0, sleep=waits.append))
     assert events == run.events()
-    model_time = sum(event_seconds(event) for event in run.events())
+    model_time = sum(model_seconds(event) for event in run.events())
     assert sum(waits) == pytest.approx(model_time / 4.0)
-    assert event_seconds(run.lanes["baseline"].prefill) == run.lanes["baseline"].prefill.prefill_s
+    assert model_seconds(run.lanes["baseline"].prefill) == run.lanes["baseline"].prefill.prefill_s
     for bad in (0, -1, float("nan"), "fast"):
         with pytest.raises(ValueError, match="replay speed must be"):
             list(replay(run, speed=bad))
@@ -177,8 +193,8 @@ def test_a_run_recorded_on_the_gpu_replays_at_its_pace_and_says_where_it_ran():
     verdict = stats_dict(view)["verdict"]
     assert "on a CUDA GPU in bfloat16" in verdict and "CPU" not in verdict, verdict
     assert "or one on a GPU" not in verdict
-    model_seconds = sum(event_seconds(event) for event in saved.events())
-    assert 0 < model_seconds < 5  # the GPU's own pace, replayed as measured
+    replayed_s = sum(model_seconds(event) for event in saved.events())
+    assert 0 < replayed_s < 5  # the GPU's own pace, replayed as measured
 
 
 def test_after_a_cpu_run_of_the_default_pair_the_machine_line_gives_the_gpus_figure():
@@ -216,6 +232,11 @@ def test_cli_saves_and_replays_a_run(tmp_path, capsys):
     assert main(["replay", str(path), "--speed", "1000"]) == 0
     played = capsys.readouterr().out
     assert "Speculative decoding · prompt lookup" in played and "transformers generate()" in played
+    # the lanes took turns and the file says so; the terminal still prints one lane at a time (cli.terminal.lane_by_lane)
+    assert Run.load(path).settings[IN_TURNS] is True
+    assert [event.lane for event in Run.load(path).events()][:2] == ["baseline", "speculative"]
+    assert played.index("── Target only") < played.index("── Speculative") < played.index("── transformers")
+    assert live["baseline"]["text"] in played  # uncoloured (the target's own tokens), in one piece
     (tmp_path / "bad.json").write_text("{}")
     assert main(["replay", str(tmp_path / "bad.json")]) == 2
     assert "not a specviz run file" in capsys.readouterr().err

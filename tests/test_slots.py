@@ -187,6 +187,9 @@ def test_the_stand_in_replays_what_it_captured_as_a_cuda_graph_does():
         ReplayGraph(lambda: (fixed[fixed > 1],))  # a boolean index: its size is known on the host only
 
 
+GRAPHS = 2 * 6 + 2 * 2  # the graphs a run of the test's pair captures (below)
+
+
 def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_graphs, monkeypatch):
     pair = with_head(slot_pair("llama"), scale=3.0, rows=torch.arange(3, 100), layers=(1,))
     prompt_ids = random_prompts(1, pair.vocab_size, seed=3, min_len=50, max_len=50)[0]
@@ -194,17 +197,19 @@ def test_graphs_are_captured_at_warm_up_and_replayed_run_after_run(replayed_grap
     first = Trace.from_events(e for e in decode_lanes(pair, prompt_ids, config) if e.lane == "speculative")
     # 50 + 30 new + a round's drafts + 1 reach 2 key blocks of 64: 2 widths × 6 variants (the target alone; the
     # target with the states the head reads; the head over those states, and over its own predictions; the draft
-    # model's logits, and its hidden states for its head rows)
-    assert len(replayed_graphs) == 12
+    # model's logits, and its hidden states for its head rows), and the target's two variants again in its second
+    # cache (the lanes take turns, each with a cache of its own)
+    assert len(replayed_graphs) == GRAPHS
+    assert len(slot_calls.POOL.free[pair.target]) == 2 and all(len(cache.graphs) == 4 for cache in slot_calls.POOL.free[pair.target])
     again = [Trace.from_events(decode(pair, prompt_ids, config)) for decode in (autoregressive_decode, speculative_decode)]
-    assert len(replayed_graphs) == 12  # the pool handed back the same caches, their graphs with them
+    assert len(replayed_graphs) == GRAPHS  # the pool handed back the same caches, their graphs with them
     assert first.token_ids == again[0].token_ids == again[1].token_ids
     # a tree of 12 verifies in two calls of one width: the first call's outputs must survive the second's replay
     tree = Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, tree=12)))
-    assert tree.token_ids == first.token_ids and len(replayed_graphs) == 12
+    assert tree.token_ids == first.token_ids and len(replayed_graphs) == GRAPHS
     model = [Trace.from_events(speculative_decode(pair, prompt_ids, dataclasses.replace(config, drafter="model", tree=tree)))
              for tree in (0, 6)]
-    assert model[0].token_ids == model[1].token_ids == first.token_ids and len(replayed_graphs) == 12
+    assert model[0].token_ids == model[1].token_ids == first.token_ids and len(replayed_graphs) == GRAPHS
     for model_ in (pair.target, pair.head.body, pair.draft):
         slot_calls.POOL.free.pop(model_)
     slot_calls.POOL.graphs_on = lambda device: False  # (monkeypatched already: undone after the test)
@@ -290,7 +295,7 @@ def test_the_gpu_runs_profile_replays_every_pooled_graph_alone_and_runs_stay_as_
         {(network, width, str(variant)) for network, model in (("target", pair.target), ("head", pair.head.body),
                                                                ("draft model", pair.draft))
          for width, variant in slot_calls.POOL.free[model][0].graphs})
-    assert len(replays) == len(replayed_graphs) == 12
+    assert len(replays) == 12 and len(replayed_graphs) == GRAPHS  # the table: one cache's graphs per network
     assert all(entry["replay_ms"] >= entry["launch_ms"] > 0 for entry in replays)
     assert len(format_replays(replays).splitlines()) == 1 + len(replays)
     assert Trace.from_events(speculative_decode(pair, prompt_ids, config)).token_ids == before.token_ids

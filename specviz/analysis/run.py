@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specviz.decoding.events import Event, PrefillEvent, RoundEvent
+from specviz.catalogue import lane_info
+from specviz.decoding.events import Event, model_seconds, take_turns
 from specviz.analysis.trace import Trace
 
 RUNS_DIR = Path(__file__).resolve().parents[2] / "assets" / "runs"  # recorded runs the page offers
@@ -24,6 +25,10 @@ RUN_FORMAT = "specviz-run"
 # 2: every round stores its nodes (RoundEvent.nodes), a chain as a linear tree. Version 1 told most rounds as their
 # chain views (`drafted`, `rivals`, `tree`); it is refused, and the runs in assets/ were rewritten as version 2.
 RUN_VERSION = 2
+# A run's setting saying its lanes took turns (take_turns); runs recorded before went one lane after another
+IN_TURNS = "lanes_in_turns"
+# What a run of engine.decode_lanes records of how its lanes ran, wherever it is recorded (the page, the CLI)
+DECODED_IN_TURNS = {IN_TURNS: True}
 MAX_RUN_FILE_BYTES = 20_000_000  # a 512-token run with the inspector's details is ~1 MB
 Decode = Callable[[list[int]], str]
 
@@ -51,8 +56,12 @@ class Run:
         return self.lanes.get(lane) or Trace(lane=lane)
 
     def events(self) -> list[Event]:
-        """Every event in the order it happened: the lanes ran one after another."""
-        return [event for trace in self.lanes.values() for event in trace.events()]
+        """Every event in the order it happened. A run whose lanes took turns (IN_TURNS) takes them again: the turns
+        depend only on the model seconds its events recorded, so the same rule gives the same order; then each other
+        lane, alone. Runs recorded before lanes took turns ran one lane after another."""
+        turns = [lane for lane in self.lanes if self.settings.get(IN_TURNS) and lane_info(lane).in_turns]
+        taken = list(take_turns([(lane, iter(self.lanes[lane].events())) for lane in turns])) if turns else []
+        return taken + [event for lane, trace in self.lanes.items() if lane not in turns for event in trace.events()]
 
     @property
     def done(self) -> bool:
@@ -161,15 +170,6 @@ def check_header(data) -> None:
         )
 
 
-def event_seconds(event: Event) -> float:
-    """The model time an event stands for: how long the live run took to produce it."""
-    if isinstance(event, PrefillEvent):
-        return event.prefill_s
-    if isinstance(event, RoundEvent):
-        return event.draft_s + event.verify_s
-    return 0.0
-
-
 def check_speed(speed: float) -> float:
     try:
         speed = float(speed)
@@ -184,7 +184,7 @@ def replay(run: Run, speed: float = 1.0, sleep: Callable[[float], None] = time.s
     """The run's events again, each after the model time it took live, divided by `speed`."""
     speed = check_speed(speed)
     for event in run.events():
-        delay = event_seconds(event) / speed
+        delay = model_seconds(event) / speed
         if delay > 0 and not math.isinf(speed):
             sleep(delay)
         yield event

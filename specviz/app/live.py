@@ -6,7 +6,7 @@ PLOT_REFRESH_S, all of it within DRAW_SHARE of the time); a pace slows how fast 
 they run: the engine is a generator, paused while the page waits, and its clocks only run
 inside it. A live run's events are computed in a worker thread, one each time the page asks, so
 that a Stop can end a forward between two layers (specviz.models.interrupt). A live run's snapshots also say how
-far it has got (Headway: its lane, tokens, the time left), for the status line.
+far it has got (Headway: the lanes running, their tokens, the time left), for the status line.
 
 Drawing is not free, and it must not land inside the engine's clocks. A redraw makes the
 server build HTML and JSON (in gradio's event loop, beside the engine's thread) and the
@@ -33,6 +33,7 @@ from specviz.app.render.lanes import RunView
 from specviz.app.request import POLICY, Request, check_run_time
 from specviz.analysis.expectations import loaded_settings
 from specviz.analysis.prefill import recording_prefills
+from specviz.analysis.run import DECODED_IN_TURNS, IN_TURNS
 from specviz.analysis.trace import first_divergence
 
 LANE_REFRESH_S = 0.25  # redraw the lanes at most this often (the first token is shown at once)
@@ -59,15 +60,18 @@ Decode = Callable[[list[int]], str]
 
 @dataclass(frozen=True)
 class Headway:
-    """How far a live run has got, for its status line: the lane running, its tokens written of those asked, and
-    the seconds the run has left by the lanes' measured pace (None until it is measurable)."""
+    """How far a live run has got, for its status line: the lanes running now (those taking turns, or the one lane
+    that runs alone after them) with the tokens each has written, the lanes still to come after them, the tokens
+    asked, and the seconds the run has left by the lanes' measured pace (None until it is measurable)."""
 
-    lane: str
-    lane_number: int  # 1-based, of num_lanes
-    num_lanes: int
-    num_tokens: int
+    running: tuple[tuple[str, int], ...]  # (lane, its tokens so far), in the run's order
+    later: tuple[str, ...]
     max_new_tokens: int | None
     seconds_left: float | None
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        return tuple(lane for lane, _ in self.running)
 
 
 @dataclass
@@ -75,7 +79,7 @@ class Progress:
     """What the page should show now: the run so far, which lane is running, what changed."""
 
     run: RunView
-    active: str | None  # lane generating now, None when done
+    active: tuple[str, ...]  # the lanes generating now, their boxes say so (running_lanes); () when done
     redraw_plots: bool
     finished: bool = False
     divergence_gap: float | None = None  # greedy lanes that parted: the target's top-2 logit gap there
@@ -136,9 +140,10 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
     """Feed events into the run view, yielding a Progress whenever the page is due a redraw.
 
     After each redraw the events wait `pace_s` (a drafting round shown at a pace) or `settle_s`
-    (any other redraw of a lane still running) before the engine is asked for more. Redraws that only
+    (any other redraw while a lane still runs) before the engine is asked for more. Redraws that only
     show progress keep the drawing under DRAW_SHARE of the time; a lane's first token and its end are
-    always drawn. `live`: each lane's time on screen is kept (LaneView.shown_s), to say beside its model work.
+    always drawn. `live`: each lane's time on screen is kept (LaneView.shown_s, from the moment the run's first lane
+    began reading its prompt to the lane's end), to say beside its model work.
 
     transformers' reference lane runs in a thread of its own while its events arrive, so the
     page is not redrawn until it finishes: drawing would take the CPU from the lane being timed.
@@ -146,12 +151,12 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
     run between two of them.
     """
     last_lanes, last_plots = 0.0, time.perf_counter()  # charts first redrawn PLOT_REFRESH_S in
-    started = lane_began = time.perf_counter()  # lane_began: when the running lane began reading its prompt
-    first_token = last_said = started  # when the running lane wrote its first token; when a quiet lane's was said
+    started = last_said = time.perf_counter()  # last_said: when a quiet lane's progress was last said
+    began: float | None = None  # when the run's first lane began reading its prompt (setting up before is no lane's)
     drawn_s = 0.0  # time spent drawing (the consumer's work on each Progress, the settle after it)
 
     def headway(now: float) -> Headway | None:  # a live run's status line: how far it has got
-        return headway_of(run, now - lane_began, now - first_token) if live else None
+        return headway_of(run, now - began) if live and began is not None else None
     for event in events:
         check_run_time(started, max_run_s)
         run.add(event, decode)
@@ -159,70 +164,89 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         lane = lane_info(event.lane)
         paced = pace_s > 0 and isinstance(event, RoundEvent) and lane.drafts
         now = time.perf_counter()
-        if isinstance(event, PrefillEvent):  # the lane began reading its prompt then (setting up before is not its time)
-            lane_began, first_token = now - event.prefill_s, now
-        if live and finished_lane:
-            run.lane(event.lane).shown_s = now - lane_began
+        if isinstance(event, PrefillEvent) and began is None:
+            began = now - event.prefill_s
+        if live and finished_lane and began is not None:
+            run.lane(event.lane).shown_s = now - began
         if not lane.redraws and isinstance(event, RoundEvent):
             if now - last_lanes >= QUIET_EVERY_S:
                 said = now - last_said >= STATUS_EVERY_S
-                yield Progress(run, event.lane, False, quiet=True, headway=headway(now) if said else None)
+                yield Progress(run, running_lanes(run), False, quiet=True, headway=headway(now) if said else None)
                 last_lanes = time.perf_counter()
                 last_said = last_lanes if said else last_said
             continue
         within_share = drawn_s <= DRAW_SHARE * (now - started)
         if paced or finished_lane or isinstance(event, PrefillEvent) or (now - last_lanes >= LANE_REFRESH_S and within_share):
             redraw_plots = finished_lane or (now - last_plots >= PLOT_REFRESH_S and within_share)
-            yield Progress(run, next_lane(run) if finished_lane else event.lane, redraw_plots, lane_finished=finished_lane,
-                           headway=headway(now))
+            active = running_lanes(run)
+            yield Progress(run, active, redraw_plots, lane_finished=finished_lane, headway=headway(now))
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes
             if paced:
                 time.sleep(pace_s)
-            elif settle_s > 0 and not finished_lane:
+            elif settle_s > 0 and lanes_now(run)[0]:  # a lane's clock runs next: the drawing settles first
                 time.sleep(settle_s)
             drawn_s += time.perf_counter() - now - (pace_s if paced else 0.0)  # a pace is the visitor's choice
 
 
-def headway_of(run: RunView, lane_s: float, decoding_s: float) -> Headway | None:
-    """How far a run has got: its first lane not done, its tokens, and the time the run has left (seconds_left).
-    `lane_s`: seconds since that lane began reading its prompt; `decoding_s`: since its first token."""
-    running = [name for name in run.lane_names if not run.lane(name).trace.done]
+def lanes_now(run: RunView) -> tuple[list[str], list[str]]:
+    """The lanes running now and those after them, in the engine's order (engine.decode_lanes): in a run whose
+    lanes take turns (its settings say IN_TURNS) every unfinished lane of the turns, then each other lane alone; in
+    a run recorded before lanes took turns, one lane after another."""
+    unfinished = [name for name in run.lane_names if not run.lane(name).trace.done]
+    turns = [name for name in unfinished if lane_info(name).in_turns] if run.settings.get(IN_TURNS) else []
+    running = turns or unfinished[:1]
+    return running, [name for name in unfinished if name not in running]
+
+
+def running_lanes(run: RunView) -> tuple[str, ...]:
+    """The lanes whose boxes say they run ("generating…", or "reading the prompt…" before their first token); a lane
+    the page does not redraw while it runs (transformers' reference lane) only from its first token: said before,
+    "reading the prompt…" would stay to its end."""
+    return tuple(name for name in lanes_now(run)[0]
+                 if lane_info(name).redraws or run.lane(name).trace.prefill is not None)
+
+
+def headway_of(run: RunView, run_s: float) -> Headway | None:
+    """How far a run has got: the lanes running now, their tokens, and the time the run has left (seconds_left).
+    `run_s`: seconds since its first lane began reading its prompt."""
+    running, later = lanes_now(run)
     if not running:
         return None
-    trace = run.lane(running[0]).trace
-    return Headway(running[0], run.lane_names.index(running[0]) + 1, len(run.lane_names), trace.num_tokens,
-                   run.settings.get("max_new_tokens"), seconds_left(run, running, lane_s, decoding_s))
+    return Headway(tuple((name, run.lane(name).trace.num_tokens) for name in running), tuple(later),
+                   run.settings.get("max_new_tokens"), seconds_left(run, running, later, run_s))
 
 
-def seconds_left(run: RunView, running: list[str], lane_s: float, decoding_s: float) -> float | None:
-    """The running lane's tokens still to come at its own pace so far, then each lane after it as long as the
-    finished lanes took on screen (before any has finished, as long as this one will take in all); None until
-    either is measured. Tokens still to come: as many as a finished lane wrote (greedy lanes write the same text,
-    which may end before the tokens asked), else those asked; an estimate, since a lane may end early."""
-    trace = run.lane(running[0]).trace
-    finished = [run.lane(name) for name in run.lane_names if run.lane(name).trace.done and run.lane(name).shown_s]
-    per_lane_s = sum(lane.shown_s for lane in finished) / len(finished) if finished else None
-    expected = finished[0].trace.num_tokens if finished else run.settings.get("max_new_tokens")
-    started = trace.prefill is not None
-    timed = trace.num_tokens - 1  # tokens written after the first, in decoding_s
-    if started and expected and timed >= MIN_TIMED_TOKENS and decoding_s > 0:
-        this_left_s = max(expected - trace.num_tokens, 0) * decoding_s / timed
-        per_lane_s = per_lane_s or lane_s + this_left_s
-    elif per_lane_s is not None:
-        this_left_s = max(per_lane_s - (lane_s if started else 0.0), 0.0)
-    else:
+def seconds_left(run: RunView, running: list[str], later: list[str], run_s: float) -> float | None:
+    """The model work still to come, on the page's clock: each running lane's tokens still to come at its own pace so
+    far (one not yet timed MIN_TIMED_TOKENS after its first: as long as a finished lane's model work took, less its
+    own so far), each lane after them as long as a finished lane's (before any has finished, as the running lanes'
+    will in all, on average), all scaled by the run's wall time over its model work so far (the drawing, the engine
+    outside its clocks). None until that can be said. Tokens still to come: as many as a finished lane wrote (greedy
+    lanes write the same text, which may end before the tokens asked), else those asked; an estimate, since a lane
+    may end early."""
+    traces = [run.lane(name).trace for name in run.lane_names]
+    model_s = sum(trace.wall_s for trace in traces)
+    finished = [trace for trace in traces if trace.done]
+    finished_s = sum(trace.wall_s for trace in finished) / len(finished) if finished else None
+    expected = finished[0].num_tokens if finished else run.settings.get("max_new_tokens")
+    left_s, totals_s = 0.0, []
+    for name in running:
+        trace = run.lane(name).trace
+        timed = trace.num_tokens - 1  # tokens written after the first
+        if trace.prefill is not None and expected and timed >= MIN_TIMED_TOKENS:
+            this_left_s = max(expected - trace.num_tokens, 0) * (trace.wall_s - trace.prefill.prefill_s) / timed
+        elif finished_s is not None:
+            this_left_s = max(finished_s - trace.wall_s, 0.0)
+        else:
+            return None
+        left_s += this_left_s
+        totals_s.append(trace.wall_s + this_left_s)
+    if model_s <= 0:
         return None
-    return this_left_s + per_lane_s * (len(running) - 1)
-
-
-def next_lane(run: RunView) -> str | None:
-    """The lane the engine runs next once one finishes (it reads the prompt before its first token), or None;
-    None too for a lane the page does not redraw while it runs (transformers' reference lane), which would
-    keep saying so to its end."""
-    name = next((name for name in run.lane_names if not run.lane(name).trace.done), None)
-    return name if name is not None and lane_info(name).redraws else None
+    per_lane_s = finished_s if finished_s is not None else sum(totals_s) / len(totals_s)
+    return (left_s + per_lane_s * len(later)) * max(run_s / model_s, 1.0)
 
 
 def never_stopped() -> bool:
@@ -237,8 +261,8 @@ def stopped_by(session: str | None, section: str, started: float) -> StopCheck:
 
 def run_settings(request: Request, pair: ModelPair) -> dict:
     """What a run records of its setup: the settings asked for, then what loading the pair settled (device,
-    precision, the verify's invariance)."""
-    return {**request.settings, **loaded_settings(pair)}
+    precision, the verify's invariance), and that its lanes take turns (a replay then says so as the run did)."""
+    return {**request.settings, **loaded_settings(pair), **DECODED_IN_TURNS}
 
 
 def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id: int = 0,
@@ -254,9 +278,9 @@ def stream_run(request: Request, pair: ModelPair, prompt_ids: list[int], run_id:
     try:
         yield from stream_events(run, events, pair.decode, pace_s, POLICY.max_run_s, settle_s=REDRAW_SETTLE_S, live=True)
     except RunStopped:
-        yield Progress(run, None, False, quiet=True)
+        yield Progress(run, (), False, quiet=True)
         return
-    yield Progress(run, None, True, finished=True, divergence_gap=divergence_gap(run, pair))
+    yield Progress(run, (), True, finished=True, divergence_gap=divergence_gap(run, pair))
 
 
 def divergence_gap(run: RunView, pair: ModelPair) -> float | None:

@@ -59,6 +59,7 @@ def speculative_rounds(trace: Trace) -> list[RoundEvent]:
 
 
 DRAFTED_WHY = " (drafting stopped: the drafter was unsure)"
+NO_ROUND_YET = "each drafting round appears here as the speculative lane decides it"  # a chart before the first round
 
 
 def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
@@ -68,7 +69,7 @@ def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
                          legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
-        return with_hint(figure, "drafting starts after the target-only lane")
+        return with_hint(figure, NO_ROUND_YET)
     # behind each bar, how many the drafter proposed: below the γ line where it stopped unsure (or the text's
     # end was near), and above a rejection the drafts never examined
     figure.add_bar(
@@ -120,7 +121,7 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     figure = base_figure("Acceptance rate α̂ so far", "round", "α̂", legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
-        return with_hint(figure, "drafting starts after the target-only lane")
+        return with_hint(figure, NO_ROUND_YET)
     xs, ys = [], []
     accepted = examined = 0
     for event in rounds:
@@ -163,7 +164,7 @@ def per_position_acceptance(speculative: Trace, gamma: int = 0) -> go.Figure:
     figure = base_figure("Acceptance by draft position", "draft position", "share accepted", legend_rows=PAGE_LEGEND_ROWS)
     counts = speculative.per_position_counts()
     if not counts:
-        return with_hint(figure, "drafting starts after the target-only lane")
+        return with_hint(figure, NO_ROUND_YET)
     # positions up to γ even where no round drafted that far (the confidence stop cut every round): a learner who
     # set γ = 3 asks where position 3 went
     counts += [(0, 0)] * (gamma - len(counts))

@@ -245,7 +245,7 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
                                         f"{settings_note}."), **values}
     try:
         yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
-        finished = page_values(page, Progress(view, None, True, finished=True), session, live=False)
+        finished = page_values(page, Progress(view, (), True, finished=True), session, live=False)
         yield {**finished, page.status: render.status_html(f"{done_summary(view)} {settings_note}.", "done", run=run_id)}
     except Exception as error:  # noqa: BLE001
         yield show_error(page, error, run_id, session)

@@ -57,6 +57,7 @@ def prepare_pair(args):
 def run_generate(args) -> int:
     from specviz.decoding.drafters import draft_head_variant
     from specviz.analysis.expectations import loaded_settings
+    from specviz.analysis.run import DECODED_IN_TURNS
     from specviz.decoding.engine import decode_lanes
     from specviz.app.render.lanes import RunView
 
@@ -69,7 +70,8 @@ def run_generate(args) -> int:
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
     lanes = run_lanes(("reference",) if args.reference else ())
-    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), **loaded_settings(pair)}
+    settings = {**asdict(config), "pair": pair.name, "chat": pair.uses_chat(args.chat), **loaded_settings(pair),
+                **DECODED_IN_TURNS}
     view_run = RunView(args.prompt, prompt_ids, config.gamma, settings, chat=pair.uses_chat(args.chat), lanes=lanes)
     play(view_run, decode_lanes(pair, prompt_ids, config, lanes), pair.decode, quiet=args.json)
     if args.save:

@@ -49,13 +49,38 @@ def lane_summary(view) -> dict:
     return summary
 
 
+def lane_by_lane(events):
+    """The events regrouped lane by lane, in the order the lanes began: the lanes take turns (events.take_turns),
+    and a terminal prints one lane's text at a time. The first lane's come as they happen; a later lane's wait until
+    the lanes before it are done, then come at once."""
+    from specviz.decoding.events import FinishEvent
+
+    order: list[str] = []  # lanes in the order their first event came
+    held: dict[str, list] = {}
+    done: set[str] = set()
+    for event in events:
+        if event.lane not in held:
+            order.append(event.lane)
+            held[event.lane] = []
+        held[event.lane].append(event)
+        if isinstance(event, FinishEvent):
+            done.add(event.lane)
+        while order:  # the first unfinished lane's events, and whole lanes finished before it
+            lane = order[0]
+            yield from held[lane]
+            held[lane] = []
+            if lane not in done:
+                break
+            order.pop(0)
+
+
 def play(view_run, events, decode, quiet: bool) -> None:
-    """Feed events into the run view; unless quiet, print each lane as it grows."""
+    """Feed events into the run view; unless quiet, print each lane as it grows, one lane at a time."""
     from specviz.decoding.events import FinishEvent, PrefillEvent
     from specviz.app.render.lanes import lane_title
 
     legend = " ".join(ANSI[k] + k + ANSI_RESET for k in ("accepted", "rejected", "unexamined", "resample", "bonus"))
-    for event in events:
+    for event in lane_by_lane(events):
         view_run.add(event, decode)
         if quiet:
             continue

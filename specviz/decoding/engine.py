@@ -28,7 +28,7 @@ from transformers import DynamicCache
 from specviz.catalogue import DEFAULT_LANES, LANE_INFO, drafter_info, resolve, run_lanes
 from specviz.decoding.config import DecodeConfig, next_gamma
 from specviz.decoding.drafters import DrafterFactory, prepare_draft_graphs, prepare_head_graphs
-from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent
+from specviz.decoding.events import Event, FinishEvent, PrefillEvent, RoundEvent, take_turns
 from specviz.decoding.forward import forward_new_ids, forward_new_ids_with_hidden, target_cache_for, target_forward
 from specviz.decoding.rounds import (AcceptRule, TreeRule, draft_branches, draft_chain, settle_round,
                                      verify_round)
@@ -188,15 +188,16 @@ def top2_logit_gap(pair: ModelPair, ids: list[int]) -> float:
 
 
 @torch.inference_mode()
-def warm_up(pair: ModelPair, longest: int = 0, chain_steps: int = 0) -> None:
+def warm_up(pair: ModelPair, longest: int = 0, chain_steps: int = 0, target_caches: int = 1) -> None:
     """A few throwaway forwards so first-call costs (allocation, kernel choice) are never timed; where the
-    target runs in slots on CUDA, the graphs of every call a run of up to `longest` positions meets, the head's
-    drafting chains up to `chain_steps` (γ − 1) among them."""
+    target runs in slots, `target_caches` of its caches made (one per lane alive at once) and on CUDA the graphs
+    of every call a run of up to `longest` positions meets, the head's drafting chains up to `chain_steps` (γ − 1)
+    among them."""
     if longest and uses_slots(pair.target):
         filler = torch.zeros(1, 1, dtype=torch.long, device=pair.device)  # (1, 1)
         variants = (None,) + ((tuple(pair.head.target_layers),) if pair.head is not None else ())
         steps = [functools.partial(run_rows, pair.target, new_ids=filler, layers=layers) for layers in variants]
-        prepare_pooled(pair.target, pair.context_length, pair.device, longest, steps)
+        prepare_pooled(pair.target, pair.context_length, pair.device, longest, steps, copies=target_caches)
         if pair.head is not None:
             prepare_head_graphs(pair, longest, chain_steps)
         if pair.draft is not None:
@@ -216,8 +217,8 @@ def warm_up(pair: ModelPair, longest: int = 0, chain_steps: int = 0) -> None:
 
 
 def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, lanes: Sequence[str] = DEFAULT_LANES) -> Iterator[Event]:
-    """The lanes one after another, never concurrently, after a warm-up: no lane's timing
-    ever shares the machine with another's."""
+    """The lanes after a warm-up: those the engine steps (LaneInfo.in_turns) in turns (take_turns), never two
+    forwards at once, then each other lane alone (transformers' generate(), one call timed end to end)."""
     run_lanes(lanes)  # raises for a lane the catalogue lacks
     check_run(pair, prompt_ids, config)
     if any(LANE_INFO[lane].drafts for lane in lanes):
@@ -225,6 +226,9 @@ def decode_lanes(pair: ModelPair, prompt_ids: list[int], config: DecodeConfig, l
     # (pair, prompt_ids, config, lane=name) → events, resolved by name from the catalogue when a run asks for it,
     # so the reference lane (built on this module) needs no import here
     decoders = [(lane, resolve(LANE_INFO[lane].decoder)) for lane in lanes]
-    warm_up(pair, longest_text(pair, len(prompt_ids), config), config.gamma - 1)
+    in_turns = [(lane, decode) for lane, decode in decoders if LANE_INFO[lane].in_turns]
+    warm_up(pair, longest_text(pair, len(prompt_ids), config), config.gamma - 1, target_caches=max(1, len(in_turns)))
+    yield from take_turns([(lane, decode(pair, prompt_ids, config, lane=lane)) for lane, decode in in_turns])
     for lane, decode in decoders:
-        yield from decode(pair, prompt_ids, config, lane=lane)
+        if not LANE_INFO[lane].in_turns:
+            yield from decode(pair, prompt_ids, config, lane=lane)

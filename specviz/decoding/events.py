@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Literal, NamedTuple, Union
+from typing import Iterator, Literal, NamedTuple, Sequence, Union
 
 # A lane's name tags each of its events: "baseline" (the target alone), "speculative" (ours),
 # "reference" (transformers' generate); a run may hold any number of lanes.
@@ -237,6 +237,39 @@ class FinishEvent:
 
 
 Event = Union[PrefillEvent, RoundEvent, FinishEvent]
+
+
+def model_seconds(event: Event) -> float:
+    """The seconds of model work (and sampling) an event reports: a prefill's, a round's drafting and verifying."""
+    if isinstance(event, PrefillEvent):
+        return event.prefill_s
+    if isinstance(event, RoundEvent):
+        return event.draft_s + event.verify_s
+    return 0.0
+
+
+def take_turns(streams: Sequence[tuple[str, Iterator[Event]]]) -> Iterator[Event]:
+    """The lanes' events interleaved, never computed at once: each next event comes from the unfinished lane whose
+    model work so far is least (ties: the first listed), so each lane's clock runs while the others wait and a
+    slow spell of a shared machine falls on all of them alike, not on whichever lane ran then. Every lane keeps its
+    own caches and generator, so what it writes is what it writes alone."""
+    running = dict(streams)
+    spent = {lane: 0.0 for lane in running}
+    try:
+        while running:
+            lane = min(running, key=spent.__getitem__)  # dicts keep order: min returns the first of equals
+            event = next(running[lane], None)
+            if event is None:  # a lane cut short (a stopped run's record) ends without a FinishEvent
+                del running[lane]
+                continue
+            spent[lane] += model_seconds(event)
+            yield event
+            if isinstance(event, FinishEvent):
+                del running[lane]
+    finally:  # a consumer that stops early: every lane's caches go back now, not when collected
+        for events in running.values():
+            if hasattr(events, "close"):  # a decoder's generator: its `with` blocks end
+                events.close()
 
 
 EVENT_TYPES = {cls.__name__: cls for cls in (PrefillEvent, RoundEvent, FinishEvent)}

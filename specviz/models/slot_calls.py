@@ -315,17 +315,22 @@ def given_back(model, cache):
 
 
 def prepare_pooled(model, capacity: int, device: torch.device, longest: int,
-                   steps: Sequence[Callable[[SlotCache], object]]) -> int:
-    """prepare_graphs on a cache of `model` from the pool, given back after: the next run gets it, graphs and all;
-    without graphs, its buffers made (one throwaway step), so no lane's timing pays for them."""
-    cache = pooled_cache(model, capacity)
+                   steps: Sequence[Callable[[SlotCache], object]], copies: int = 1) -> int:
+    """prepare_graphs on `copies` caches of `model` from the pool (one per lane a run keeps alive at once), given
+    back after: the next run gets them, graphs and all; without graphs, their buffers made (one throwaway step), so
+    no lane's timing pays for them."""
+    caches = [pooled_cache(model, capacity) for _ in range(copies)]  # held together: the pool hands out distinct ones
     try:
-        if steps and not cache.graphed and not all(layer.is_initialized for layer in cache.layers):
-            # a cache makes its buffers (the whole capacity, zeroed) at its first write: here, untimed, not in the
-            # first lane's prompt pass (0.15 s of the target alone's first run on a 2-core Xeon, more on a busy one)
-            cache.length = min(key_block(device), cache.capacity) - 1
-            steps[0](cache)
-            cache.length = 0
-        return prepare_graphs(cache, device, longest, steps)
+        captured = 0
+        for cache in caches:
+            if steps and not cache.graphed and not all(layer.is_initialized for layer in cache.layers):
+                # a cache makes its buffers (the whole capacity, zeroed) at its first write: here, untimed, not in the
+                # first lane's prompt pass (0.15 s of the target alone's first run on a 2-core Xeon, more on a busy one)
+                cache.length = min(key_block(device), cache.capacity) - 1
+                steps[0](cache)
+                cache.length = 0
+            captured += prepare_graphs(cache, device, longest, steps)
+        return captured
     finally:
-        POOL.release(model, cache)
+        for cache in caches:
+            POOL.release(model, cache)

@@ -1,5 +1,5 @@
 """Where the time went, drawn (specviz.analysis.trace): one row per lane, each from 0 on its own clock (the
-lanes run one after the other), target forwards as tall blocks as wide as they took and draft forwards as thin
+lanes take turns, and each lane's clock runs only in its own turns), target forwards as tall blocks as wide as they took and draft forwards as thin
 blocks under them. The lane that finishes first is the faster one: the speedup is seen, not just read.
 """
 

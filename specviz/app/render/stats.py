@@ -349,15 +349,18 @@ def clock_text(run: RunView, comparison: Comparison) -> str:
 
 
 def on_screen_text(run: RunView) -> str:
-    """What one watched beside what the speedup compares: each lane's time on screen is its model work plus the
-    page drawing it as it ran (a live run's; "" for a replay or an unfinished run)."""
+    """What one watched beside what the speedup compares: when each lane finished on screen (LaneView.shown_s, from
+    the moment the first lane began reading its prompt), its model work, and what the page's drawing took (a live
+    run's; "" for a replay or an unfinished run). The lanes take turns, so each waited while the other computed."""
     lanes = (run.baseline, run.speculative)
     if any(lane.shown_s is None or not lane.trace.done for lane in lanes):
         return ""
     (baseline, speculative), (model_b, model_s) = lanes, (lane.trace.wall_s for lane in lanes)
-    return (f"On screen the lanes took {baseline.shown_s:.1f} s and {speculative.shown_s:.1f} s: the model work the "
-            f"speedup compares ({model_b:.1f} s and {model_s:.1f} s) plus the page drawing them as they ran "
-            f"({max(0.0, baseline.shown_s - model_b):.1f} s and {max(0.0, speculative.shown_s - model_s):.1f} s).")
+    drawing_s = max(0.0, max(baseline.shown_s, speculative.shown_s) - model_b - model_s)
+    return (f"On screen the target alone finished {baseline.shown_s:.1f} s after the run began and speculative "
+            f"decoding {speculative.shown_s:.1f} s after. The lanes take turns, one forward at a time, so each waits "
+            f"while the other computes: their model work, which the speedup compares, took {model_b:.1f} s and "
+            f"{model_s:.1f} s, and the page drawing them as they ran {drawing_s:.1f} s.")
 
 
 def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: float | None = None) -> str:

@@ -142,7 +142,7 @@ def build_lanes() -> tuple[dict[str, gr.HTML], gr.HTML]:
     return boxes, card
 
 
-def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: str | None = None,
+def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: tuple[str, ...] = (),
                 stopped: bool = False) -> dict:
     """Every lane box; one not in a run by default shows only while the run has it."""
     htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)

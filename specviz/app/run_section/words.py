@@ -98,21 +98,27 @@ def precision_info() -> str:
 
 # --- the status line -------------------------------------------------------------------------------------------
 
-# While a live run goes on (a long run said only "Generating…" for minutes): which lane, how far, and how long the
+# While a live run goes on (a long run said only "Generating…" for minutes): which lanes, how far, and how long the
 # run has left once that is measured.
-RUNNING_TEXT = "Lane {number} of {lanes}, {title}: {done} of {asked} tokens"
+LANE_TOKENS_TEXT = "{label} {done} of {asked} tokens"
+RUNNING_TEXT = {1: "Running: {lanes}", 2: "Lanes taking turns: {lanes}"}  # by how many run at once (2: or more)
+LATER_TEXT = "then {lanes}"
 TIME_LEFT_TEXT = "about {time} left in all"
-TIME_UNKNOWN_TEXT = "the time left is said once its first tokens are timed"
+TIME_UNKNOWN_TEXT = "the time left is said once their first tokens are timed"
 
 
 def running_summary(headway: Headway) -> str:
-    """The status line during a live run: the lane running, its tokens written of those asked, the time left."""
-    info = lane_info(headway.lane)
-    said = RUNNING_TEXT.format(number=headway.lane_number, lanes=headway.num_lanes, title=info.title,
-                               done=headway.num_tokens, asked=headway.max_new_tokens or "?")
-    left = (TIME_UNKNOWN_TEXT if headway.seconds_left is None else
-            TIME_LEFT_TEXT.format(time=duration_text(headway.seconds_left)))
-    return f"{said}; {left}."
+    """The status line during a live run: the lanes running (taking turns), each one's tokens written of those
+    asked, the lanes to come, the time left."""
+    asked = headway.max_new_tokens or "?"
+    lanes = ", ".join(LANE_TOKENS_TEXT.format(label=lane_info(name).label, done=done, asked=asked)
+                      for name, done in headway.running)
+    parts = [RUNNING_TEXT[min(len(headway.running), 2)].format(lanes=lanes)]
+    if headway.later:
+        parts.append(LATER_TEXT.format(lanes=", ".join(lane_info(name).label for name in headway.later)))
+    parts.append(TIME_UNKNOWN_TEXT if headway.seconds_left is None else
+                 TIME_LEFT_TEXT.format(time=duration_text(headway.seconds_left)))
+    return "; ".join(parts) + "."
 
 
 def done_summary(run: render.RunView) -> str:
