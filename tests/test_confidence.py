@@ -62,7 +62,7 @@ def test_judged_drafts_are_the_examined_ones_and_a_rival_position_counts_once():
     assert confidence.judged_drafts(older) == []  # a run recorded before the confidence was kept: no points
     hint = plots_confidence.run_chart(older, {}).layout.annotations[0].text
     assert "this recording predates the target's confidence" in hint
-    assert plots_confidence.run_chart(Trace(), {}).layout.annotations[0].text == plots.NO_ROUND_YET
+    assert plots_confidence.run_chart(Trace(), {}).layout.annotations[0].text == plots.ROUNDS_AT_LANE_END
 
 
 def test_buckets_count_every_draft_once_and_one_lands_in_the_last():
@@ -134,7 +134,7 @@ def test_the_chart_draws_a_point_per_judged_draft_with_its_token_and_the_buckets
                                                   "80%–100%<br>3/3"]  # a band with nothing accepted still says so
     assert figure.layout.xaxis.tickangle == 0  # level, on two lines: tilted, a phone's chart lost the last band's
     empty = plots_confidence.acceptance_by_confidence([], {})
-    assert not empty.data and empty.layout.annotations[0].text == plots.NO_ROUND_YET
+    assert not empty.data and empty.layout.annotations[0].text == plots.ROUNDS_AT_LANE_END
     note = plots_confidence.confidence_note_html(drafts)
     assert 'data-drafts="5"' in note and "3 of 3 drafts were accepted" in note
 
@@ -150,6 +150,21 @@ def test_the_page_draws_it_with_the_runs_other_charts():
     assert "' f'" in next(trace for trace in figure.data if trace.meta == "accepted").hovertext  # the lane's own labels
     assert "at least 80% sure, 3 of 3 drafts were accepted" in note
     assert len(chart_values(None)) == len(values)  # the empty page has the same outputs
+
+
+def test_a_chart_without_rounds_says_when_they_will_come_by_whether_it_is_live():
+    """A live chart draws each round as it is decided; the others wait for a lane's end (their hint says so, where
+    "as decided" would be wrong while the lanes take turns)."""
+    from specviz.app.charts.page import CHARTS
+
+    hints = {chart.elem_id: [a.text for a in figure.layout.annotations]
+             for chart, figure in zip(CHARTS, chart_values(None)) if not chart.html}
+    for chart in CHARTS:
+        if chart.html:
+            continue
+        wrong = plots.ROUNDS_AT_LANE_END if chart.live else plots.NO_ROUND_YET
+        assert wrong not in hints[chart.elem_id], chart.elem_id
+    assert plots.NO_ROUND_YET in hints["chart-accepted"] and plots.ROUNDS_AT_LANE_END in hints["chart-alpha"]
 
 
 def test_the_sweeps_chart_pools_its_runs_and_names_each_points_gamma():

@@ -59,7 +59,10 @@ def speculative_rounds(trace: Trace) -> list[RoundEvent]:
 
 
 DRAFTED_WHY = " (drafting stopped: the drafter was unsure)"
-NO_ROUND_YET = "each drafting round appears here as the speculative lane decides it"  # a chart before the first round
+# What a chart without rounds says: a live chart (charts.page.CHARTS) draws each round as it is decided; the others are
+# drawn when a lane finishes, since redrawing them during a run would take the lanes' CPU
+NO_ROUND_YET = "each drafting round appears here as the speculative lane decides it"
+ROUNDS_AT_LANE_END = "the speculative lane's rounds are drawn here when a lane finishes"
 
 
 def accepted_per_round(speculative: Trace, gamma: int) -> go.Figure:
@@ -121,7 +124,7 @@ def cumulative_acceptance(speculative: Trace) -> go.Figure:
     figure = base_figure("Acceptance rate α̂ so far", "round", "α̂", legend_rows=PAGE_LEGEND_ROWS)
     rounds = speculative_rounds(speculative)
     if not rounds:
-        return with_hint(figure, NO_ROUND_YET)
+        return with_hint(figure, ROUNDS_AT_LANE_END)
     xs, ys = [], []
     accepted = examined = 0
     for event in rounds:
@@ -164,7 +167,7 @@ def per_position_acceptance(speculative: Trace, gamma: int = 0) -> go.Figure:
     figure = base_figure("Acceptance by draft position", "draft position", "share accepted", legend_rows=PAGE_LEGEND_ROWS)
     counts = speculative.per_position_counts()
     if not counts:
-        return with_hint(figure, NO_ROUND_YET)
+        return with_hint(figure, ROUNDS_AT_LANE_END)
     # positions up to γ even where no round drafted that far (the confidence stop cut every round): a learner who
     # set γ = 3 asks where position 3 went
     counts += [(0, 0)] * (gamma - len(counts))

@@ -14,7 +14,7 @@ from specviz.analysis.confidence import ConfidenceBucket, JudgedDraft, bucket_dr
 from specviz.analysis.trace import Trace
 from specviz.app.palette import COLORS
 from specviz.app.render.pieces import PART_LABEL
-from specviz.app.plots import NO_ROUND_YET, PAGE_LEGEND_ROWS, base_figure, label_of, two_line_title, with_hint
+from specviz.app.plots import PAGE_LEGEND_ROWS, ROUNDS_AT_LANE_END, base_figure, label_of, two_line_title, with_hint
 
 if TYPE_CHECKING:  # annotations only
     from specviz.app.render.lanes import LaneView
@@ -32,7 +32,7 @@ def spread(index: int) -> float:
 
 
 def acceptance_by_confidence(drafts: Sequence[JudgedDraft], labels: Mapping[int, str], title: str = TITLE,
-                             hint: str = NO_ROUND_YET) -> go.Figure:
+                             hint: str = ROUNDS_AT_LANE_END) -> go.Figure:
     """Per-bucket share accepted (bars) with every judged draft over it (points: y 1 accepted, 0 rejected,
     spread a little so points do not hide each other)."""
     figure = base_figure(title, X_TITLE, "share accepted · each point a draft", legend_rows=PAGE_LEGEND_ROWS)
