@@ -88,7 +88,8 @@ class LaneView:
     first_text: str = ""
     round_texts: dict[int, RoundTexts] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)  # token id → text alone (inspector charts)
-    # A live run: seconds the lane took on screen, its model work plus the page's drawing while it ran (None: a replay)
+    # A live run: seconds on screen from the run's first lane reading its prompt to this lane's end: its model work, the
+    # other lane's turns and the page's drawing (None: a replay)
     shown_s: float | None = None
 
     def __post_init__(self):
