@@ -248,3 +248,20 @@ def test_a_model_that_needs_its_own_code_is_refused_without_asking(local_pair, t
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
     assert "needs code of its own from its repository (transformers' trust_remote_code), which specviz never runs" in result.stderr
+
+
+def test_the_terminal_prints_lanes_taking_turns_one_at_a_time_and_keeps_a_lane_cut_short():
+    """cli.terminal.lane_by_lane: the lanes' turns regrouped lane by lane, in the order they began, each lane's own
+    order kept; a lane without a FinishEvent (a stopped run) still gives every event it has."""
+    from specviz.cli.terminal import lane_by_lane
+    from specviz.decoding.events import take_turns
+    from tests.test_live import iter_events, lane_events
+
+    baseline, speculative = lane_events("baseline", 6), lane_events("speculative", 4)
+    turns = list(take_turns([("baseline", iter_events(baseline)), ("speculative", iter_events(speculative))]))
+    assert [e.lane for e in turns] != sorted(e.lane for e in turns)  # interleaved
+    assert list(lane_by_lane(turns)) == baseline + speculative
+    cut = [event for event in turns if event != speculative[-1]]  # the speculative lane stopped before its end
+    assert list(lane_by_lane(cut)) == baseline + speculative[:-1]
+    cut = [event for event in turns if event != baseline[-1]]  # the first lane cut: the other waits, then comes
+    assert list(lane_by_lane(cut)) == baseline[:-1] + speculative

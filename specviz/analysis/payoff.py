@@ -221,7 +221,8 @@ class Measurement:
 
 # A bench measures its band with nothing else running. A machine whose speed swings (another program, a shared host's
 # other tenants) moves one run further: the lanes take turns (events.take_turns), so a slow spell falls on both, but a
-# spell shorter than a few turns still lands on one (measured: one run 91-113 % of its median in turns at a busy hour).
+# spell shorter than a few turns still lands on one (measured on the built code at a busy hour, 2026-12-07: one run
+# 86-111 % of its median in turns, 65-117 % one lane after the other; assets/bench/README.md, "Lanes in turns").
 BUSY_MACHINE = ("That band is a quiet machine's: on a busy one a run moves further. The lanes take turns, so a slow "
                 "spell slows both, but not always alike.")
 

@@ -178,8 +178,7 @@ def stream_events(run: RunView, events: Iterable[Event], decode: Decode, pace_s:
         within_share = drawn_s <= DRAW_SHARE * (now - started)
         if paced or finished_lane or isinstance(event, PrefillEvent) or (now - last_lanes >= LANE_REFRESH_S and within_share):
             redraw_plots = finished_lane or (now - last_plots >= PLOT_REFRESH_S and within_share)
-            active = running_lanes(run)
-            yield Progress(run, active, redraw_plots, lane_finished=finished_lane, headway=headway(now))
+            yield Progress(run, running_lanes(run), redraw_plots, lane_finished=finished_lane, headway=headway(now))
             last_lanes = time.perf_counter()
             if redraw_plots:
                 last_plots = last_lanes

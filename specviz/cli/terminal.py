@@ -52,7 +52,8 @@ def lane_summary(view) -> dict:
 def lane_by_lane(events):
     """The events regrouped lane by lane, in the order the lanes began: the lanes take turns (events.take_turns),
     and a terminal prints one lane's text at a time. The first lane's come as they happen; a later lane's wait until
-    the lanes before it are done, then come at once."""
+    the lanes before it are done, then come at once; a lane cut short (no FinishEvent: a stopped run) still gives
+    every event it has, after the stream ends."""
     from specviz.decoding.events import FinishEvent
 
     order: list[str] = []  # lanes in the order their first event came
@@ -72,6 +73,8 @@ def lane_by_lane(events):
             if lane not in done:
                 break
             order.pop(0)
+    for lane in order:  # what the stream left unfinished
+        yield from held[lane]
 
 
 def play(view_run, events, decode, quiet: bool) -> None:
