@@ -122,6 +122,19 @@ def test_generate_bad_input_is_a_clear_error_not_a_traceback(local_pair):
     assert result.returncode == 2 and "prompt is empty" in result.stderr
 
 
+def test_generate_refuses_an_empty_prompt_before_loading_the_pair(monkeypatch, capsys):
+    """An empty prompt needs no models to be refused: the message comes at once, not after the default pair's load."""
+    from specviz.cli import commands
+    from specviz.models import loading
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the pair was loaded for an empty prompt")
+
+    monkeypatch.setattr(loading, "load_pair", no_load)
+    assert commands.main(["generate", "--threads", "1", " \n "]) == 2
+    assert "the prompt is empty" in capsys.readouterr().err
+
+
 def test_generate_takes_the_prompt_on_its_own_as_it_takes_its_flag(local_pair):
     """`generate "…"`, as a newcomer types it, runs what `generate --prompt "…"` runs; no prompt, or two, is an
     error that says how to give one."""

@@ -18,7 +18,7 @@ from specviz.models import convert
 from specviz.catalogue import run_lanes
 from specviz.decoding.config import DecodeConfig
 from specviz.models.loading import load_pair
-from specviz.models.pairs import ModelPair
+from specviz.models.pairs import ModelPair, refuse_empty_prompt
 from specviz.models.precision import check_precision
 from specviz.models.presets import DEFAULT_PRESET, PRESETS, default_drafter_for, preset_name
 from specviz.app.settings import (  # noqa: F401 — CUSTOM, POLICY and the number checks are read from here too
@@ -63,8 +63,7 @@ class Request:
         run's); every one not given takes its declared default. ValueError with the user's message."""
         raw = bind(PARSE_SIGNATURE, values, named)
         prompt = raw["prompt"]
-        if prompt is None or not str(prompt).strip():
-            raise ValueError("the prompt is empty: type some text (or click an example) and press Run")
+        refuse_empty_prompt(prompt, hint="type some text (or click an example) and press Run")
         pair_name = preset_name(raw["pair"] or DEFAULT_PRESET)  # an old name (a saved run, a script) is today's
         if pair_name != CUSTOM and pair_name not in PRESETS:
             raise ValueError(f"unknown model pair {pair_name!r}; choose one of: {', '.join([*PRESETS, CUSTOM])}")

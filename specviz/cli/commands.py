@@ -60,6 +60,7 @@ def run_generate(args) -> int:
     from specviz.analysis.run import DECODED_IN_TURNS
     from specviz.decoding.engine import decode_lanes
     from specviz.app.render.lanes import RunView
+    from specviz.models.pairs import refuse_empty_prompt
 
     config = config_from(
         args, GENERATE_SETTINGS, DecodeConfig, elsewhere=("prompt", "chat", "reference"),
@@ -67,6 +68,7 @@ def run_generate(args) -> int:
         inspect=bool(args.save),  # a saved run keeps the inspector's top-k of p, q and the residual
     )
     config.validate()
+    refuse_empty_prompt(args.prompt)  # before the load: an empty prompt needs no models to be refused
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
     lanes = run_lanes(("reference",) if args.reference else ())

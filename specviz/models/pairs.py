@@ -123,8 +123,7 @@ class ModelPair:
     def encode(self, prompt_text: str, chat: bool | None = None, max_tokens: int = 0) -> list[int]:
         """Prompt text → ids, with the messages a user needs for empty or too-long prompts; `max_tokens` is a
         host's cap (hosting.HostingPolicy.max_prompt_tokens; 0: the context length alone)."""
-        if not prompt_text or not prompt_text.strip():
-            raise ValueError("the prompt is empty: type some text to continue")
+        refuse_empty_prompt(prompt_text)
         ids = self.tokenizer(self.format_prompt(prompt_text, chat), add_special_tokens=False)["input_ids"]
         if not ids:
             raise ValueError("the prompt is empty after tokenizing: type some text to continue")
@@ -166,6 +165,13 @@ class ModelPair:
 # layer_types entries of layers that keep a running state of the text (LFM2's "conv"); other entries name kinds
 # of attention or of feed-forward ("sparse", "dense"), which a cache of keys and values serves
 STATE_LAYER_TYPES = ("conv", "short_conv", "linear_attention", "mamba", "mamba2", "ssm", "recurrent", "rwkv")
+
+
+def refuse_empty_prompt(prompt_text: str | None, hint: str = "type some text to continue") -> None:
+    """ValueError for a prompt of nothing but white space: callers check the text before loading a pair too,
+    so an empty prompt is refused at once rather than after the models' load."""
+    if prompt_text is None or not str(prompt_text).strip():
+        raise ValueError(f"the prompt is empty: {hint}")
 
 
 def checked_at_load(target: nn.Module, vocab_size: int, context_length: int) -> Invariance:
