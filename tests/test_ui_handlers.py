@@ -99,6 +99,13 @@ def test_after_stop_what_was_generated_stays_inspectable():
     assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
     why = re.search(r"why it stopped</td>(.*?)</tr>", by_id["stats"]).group(1)  # a reason, never "—"
     assert "stopped" in why and "—" not in why, why
+    # The card: the lanes will never finish, so it checks the tokens both wrote and quotes no speedup of unequal
+    # work (it said "checked once both lanes finish" and "1.71× so far" when a Stop left lanes without a FinishEvent)
+    card = by_id["stats"].split('class="arithmetic"')[0]
+    assert "✓ so far" in card and "agrees wherever both have tokens" in card, card
+    assert "checked once both lanes finish" not in card and "(so far)" not in card
+    assert "stopped: the lanes did unequal work" in card and "the run did not finish" in card
+    assert 'class="speedup"' in card and re.search(r'class="speedup"[^>]*>—<', card), card
 
 
 def test_a_replay_puts_the_runs_settings_into_the_controls():

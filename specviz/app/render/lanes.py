@@ -250,6 +250,9 @@ class RunView:
         # The verdict of this page's last γ sweep of the same setup but γ (specviz.app.history): its recommended γ
         # is measured over several γ, so the stats quote it as the one recommendation. None for the API and the CLI.
         self.sweep: Payoff | None = None
+        # A Stop, an error or the host's time cap ended the run while lanes were open: the engine's stream ends
+        # there, so those lanes never get a FinishEvent; the page marks the run (cut_short) when it shows it stopped.
+        self.cut_short = False
 
     @classmethod
     def replaying(cls, saved: Run, run_id: int = 0) -> "RunView":
@@ -291,7 +294,7 @@ class RunView:
     @property
     def was_stopped(self) -> bool:
         """A Stop ended some lane: the lanes were cut at different lengths and did unequal work."""
-        return any(self.lane(name).trace.done and self.lane(name).trace.finish.stop_reason == "stopped"
+        return self.cut_short or any(self.lane(name).trace.done and self.lane(name).trace.finish.stop_reason == "stopped"
                    for name in self.lane_names)
 
     def greedy_parting(self) -> int | None:
@@ -299,10 +302,10 @@ class RunView:
         if self.settings.get("temperature", 0) != 0 or not (self.has_lane("speculative") and self.has_lane("baseline")):
             return None
         baseline, speculative = self.baseline.trace, self.speculative.trace
+        if self.was_stopped:  # a Stop cuts the lanes at different lengths: they part only where both have tokens
+            return first_divergence(speculative, baseline)
         if not (baseline.done and speculative.done):
             return None
-        if self.was_stopped:
-            return first_divergence(speculative, baseline)  # a Stop cuts the lanes at different lengths: not a parting
         return first_parting(speculative.token_ids, baseline.token_ids)
 
 

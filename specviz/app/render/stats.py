@@ -276,7 +276,7 @@ def same_text_words(run: RunView, parting: int | None) -> tuple[str, str]:
     baseline, speculative = run.baseline.trace, run.speculative.trace
     guarantee = "" if not run.settings.get("exactness") else (
         " · not guaranteed here" if not_guaranteed_why(run) else " · exact by construction here")
-    if not (baseline.done and speculative.done):
+    if not (baseline.done and speculative.done) and not run.was_stopped:
         value, note = "…", f"checked once both lanes finish{guarantee}"
     elif parting is not None:
         value, note = "✗ no", f"parted at token {parting + 1} (marked ▾){guarantee}"
@@ -291,7 +291,7 @@ def same_text_words(run: RunView, parting: int | None) -> tuple[str, str]:
 
 def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, parting: int | None) -> str:
     """The run in four figures (speedup, τ, α̂, same text) and one sentence of verdict, right under the lanes."""
-    state = " (so far)" if not run.done else ""
+    state = " (so far)" if not (run.done or run.was_stopped) else ""
     # a ratio of unequal work is never shown as a speedup figure: its tile says why instead
     shown = f"{comparison.speedup:.2f}×" if speedup_is_quoted(run) else "—"
     speed = (f'<b class="speedup" data-speedup="{comparison.speedup:.4f}" style="color:{COLORS["bonus"]}">'
@@ -304,7 +304,7 @@ def result_card(run: RunView, comparison: Comparison, payoff: Payoff | None, par
              + card_tile("α̂: drafts accepted", f"{comparison.acceptance_rate:.0%}", "of the drafts the target examined",
                          "alpha"))
     verdict = ""
-    if payoff is not None or (run.done and parting is None):  # never a verdict on unequal work: say why not
+    if payoff is not None or ((run.done or run.was_stopped) and parting is None):  # never one on unequal work: say why
         verdict = verdict_html(payoff, no_verdict_text(run))
     return f'<div class="result-card"><div style="display:flex;gap:10px;flex-wrap:wrap">{tiles}</div>{verdict}</div>'
 
