@@ -310,7 +310,7 @@ def test_the_card_says_a_stopped_greedy_lane_agrees_so_far_not_that_it_drew_anot
     ):
         run.add(event, decode)
     card = render.stats_html(run).split('class="arithmetic"')[0]
-    assert "✓ so far" in card and "agrees wherever both have tokens (3 vs 4)" in card
+    assert "✓ so far" in card and "agrees wherever both have tokens (speculative 3, the target alone 4)" in card
     assert "stopped: the lanes did unequal work" in card and "the run did not finish" in card
     assert "different samples" not in card and "parted" not in card
 

@@ -283,7 +283,8 @@ def same_text_words(run: RunView, parting: int | None) -> tuple[str, str]:
     elif baseline.token_ids == speculative.token_ids:
         value, note = "✓ yes", f"{count(baseline.num_tokens, 'token')}, checked token by token{guarantee}"
     elif run.settings.get("temperature", 0) == 0:  # greedy, one lane stopped sooner (a Stop): the shared part agrees
-        value, note = "✓ so far", f"agrees wherever both have tokens ({speculative.num_tokens} vs {baseline.num_tokens})"
+        value, note = "✓ so far", (f"agrees wherever both have tokens (speculative {speculative.num_tokens}, "
+                                           f"the target alone {baseline.num_tokens})")
     else:  # sampled lanes: two samples of one distribution
         value, note = "different samples", f"temperature {run.settings.get('temperature', 0):g}: the same distribution"
     return value, note
@@ -399,8 +400,8 @@ def agreement_html(run: RunView, divergence_gap: float | None = None) -> str:
             css, words = "agree", ("identical to the target alone, checked token by token "
                                    f"({baseline.num_tokens} tokens)")
         elif index is None:
-            css, words = "agree", (f"agrees with the target alone wherever both have tokens ({other.num_tokens} vs "
-                                   f"{baseline.num_tokens})")
+            css, words = "agree", (f"agrees with the target alone wherever both have tokens ({other.num_tokens} written "
+                                   f"here, {baseline.num_tokens} by the target alone)")
         elif greedy:
             gap = (f"; the target's top-2 logit gap there is {divergence_gap:.3g}"
                    if divergence_gap is not None and name == "speculative" else "")
