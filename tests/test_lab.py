@@ -363,6 +363,19 @@ def test_the_rule_picks_the_tree_budget_as_it_picks_gamma_and_says_what_a_tree_t
     assert [t.meta for t in sweep_page.gamma_sweep(alone).data if str(t.meta).startswith("measured")] == ["measured"]
 
 
+def test_a_stopped_sections_progress_line_keeps_its_count_but_no_time_left():
+    """After Stop the sweep's and the lab's progress line still said "about 28 s left" above "Stopped: …"."""
+    from types import SimpleNamespace
+
+    from specviz.app.section_jobs import progress_html, record_stopped
+
+    status = progress_html(4, 14, "timed runs", 11.0)
+    assert "about 28 s left" in status
+    stopped = record_stopped(SimpleNamespace(session_hash="progress-line"), "sweep", status, "the runs made so far.")
+    assert "4 of 14 timed runs · 11 s" in stopped and "left" not in stopped, stopped
+    assert stopped.count("Stopped: the runs made so far.") == 1
+
+
 def test_a_stop_press_ends_only_the_jobs_it_came_after():
     presses = StopPresses()
     started = 100.0

@@ -5,6 +5,7 @@ out alike."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Iterable, Iterator, Sequence, TypeVar
 
@@ -23,6 +24,7 @@ from specviz.models.pairs import ModelPair
 # which no section runs.
 CONTROL_NAMES = tuple(name for name in NAMES if name != "reference")
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
+TIME_LEFT = re.compile(r' · <span class="time-left"[^>]*>[^<]*</span>')  # progress_html's time left, as it writes it
 
 Item = TypeVar("Item")
 
@@ -62,6 +64,8 @@ def record_stopped(visitor: gr.Request | None, section: str, previous_status: st
     previous_status = previous_status or ""
     if 'data-kind="stopped"' in previous_status:
         return previous_status
+    # nothing is left to wait for: the progress line's "about 28 s left" would read as if the job went on
+    previous_status = TIME_LEFT.sub("", previous_status)
     return f'{previous_status}<div class="status-info" data-kind="stopped">Stopped: {escape_text(what)}</div>'
 
 
