@@ -615,6 +615,8 @@ def test_after_stop_the_run_stays_inspectable(page):
                            timeout=10_000)
     time.sleep(1.5)  # a paced run wakes within a second: nothing it sends may undo that
     assert "stopped" in page.locator("#lane-speculative .lane-figures").inner_text()
+    card = page.locator(".result-card").inner_text()  # no speedup quoted for unequal work, nothing awaited
+    assert "stopped: the lanes did unequal work" in card and "checked once both lanes finish" not in card, card
     page.click("#round-picker input")
     assert page.locator("ul[role=listbox] li").count() >= 3
     page.keyboard.press("Escape")
