@@ -278,3 +278,18 @@ def test_the_terminal_prints_lanes_taking_turns_one_at_a_time_and_keeps_a_lane_c
     assert list(lane_by_lane(cut)) == baseline + speculative[:-1]
     cut = [event for event in turns if event != baseline[-1]]  # the first lane cut: the other waits, then comes
     assert list(lane_by_lane(cut)) == baseline[:-1] + speculative
+
+
+def test_bench_says_what_is_wrong_with_a_prompts_file(tmp_path, capsys):
+    """A prompts file that is missing, a folder, not JSON or empty: one line saying so, before any model loads (a
+    folder gave a traceback)."""
+    from specviz.cli import commands
+
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "empty.json").write_text("[]", encoding="utf-8")
+    expected = {tmp_path / "missing.json": "cannot read the prompts file", tmp_path: "cannot read the prompts file",
+                tmp_path / "broken.json": "is not JSON", tmp_path / "empty.json": "holds no usable prompts"}
+    for path, words in expected.items():
+        assert commands.main(["bench", "--prompts", str(path)]) == 2
+        error = capsys.readouterr().err
+        assert words in error and "Traceback" not in error, error

@@ -119,8 +119,15 @@ class BenchResult:
 def load_prompts(path: str | Path | None = None) -> list[Prompt]:
     """A JSON list (strings, or {"prompt": text, "chat": bool} objects), or one prompt per line."""
     path = Path(path) if path else DEFAULT_PROMPTS_FILE
-    text = path.read_text(encoding="utf-8")
-    entries = json.loads(text) if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:  # missing, a folder, not text: said, never a traceback
+        raise ValueError(f"cannot read the prompts file {path}: {getattr(error, 'strerror', None) or error}") from error
+    try:
+        entries = json.loads(text) if path.suffix == ".json" else [line for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error.msg}, line {error.lineno}): give a JSON list of prompts, or "
+                         "one prompt per line in a file not named .json") from error
     prompts = [to_prompt(entry) for entry in entries] if isinstance(entries, list) else []
     if not prompts or not all(p is not None and p.text.strip() for p in prompts):
         raise ValueError(f"{path} holds no usable prompts")
