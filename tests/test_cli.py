@@ -293,3 +293,19 @@ def test_bench_says_what_is_wrong_with_a_prompts_file(tmp_path, capsys):
         assert commands.main(["bench", "--prompts", str(path)]) == 2
         error = capsys.readouterr().err
         assert words in error and "Traceback" not in error, error
+
+
+def test_generate_refuses_a_save_path_it_could_not_write_before_the_run(monkeypatch, capsys, tmp_path):
+    """`--save` naming a folder, or a file in a missing folder, is said before the models load: it was found only
+    after the whole run, as a traceback (a folder) or a bare errno."""
+    from specviz.cli import commands
+    from specviz.models import loading
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the pair was loaded for a run whose file cannot be saved")
+
+    monkeypatch.setattr(loading, "load_pair", no_load)
+    for path, words in ((tmp_path, "that is a folder"), (tmp_path / "missing" / "run.json", "does not exist")):
+        assert commands.main(["generate", "--threads", "1", "--save", str(path), "Name a blue fruit."]) == 2
+        error = capsys.readouterr().err
+        assert words in error and "Traceback" not in error, error

@@ -69,6 +69,8 @@ def run_generate(args) -> int:
     )
     config.validate()
     refuse_empty_prompt(args.prompt)  # before the load: an empty prompt needs no models to be refused
+    if args.save:
+        check_save_path(args.save)
     pair = prepare_pair(args)
     prompt_ids = pair.encode(args.prompt, args.chat)
     lanes = run_lanes(("reference",) if args.reference else ())
@@ -83,6 +85,15 @@ def run_generate(args) -> int:
     if args.save and not args.json:
         print(f"\nsaved the run to {args.save}: `python -m specviz replay {args.save}` plays it back")
     return 0
+
+
+def check_save_path(path: str) -> None:
+    """ValueError, before any work, where `--save` could not write its file once the run is done."""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"--save {path}: that is a folder; name a file in it, e.g. {target / 'run.json'}")
+    if not target.parent.is_dir():
+        raise ValueError(f"--save {path}: the folder {target.parent} does not exist")
 
 
 def run_replay(args) -> int:
@@ -323,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                 "selfcheck": run_selfcheck, "gpurun": run_gpurun}
     try:
         return handlers[args.command](args)
-    except (ValueError, ModelLoadError, IncompatiblePairError, FileNotFoundError, TargetUnavailableError) as error:
+    # OSError: a file the command reads or writes (a record, a saved run, its own output) said in one line
+    except (ValueError, ModelLoadError, IncompatiblePairError, OSError, TargetUnavailableError) as error:
         print(f"specviz: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
