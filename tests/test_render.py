@@ -404,18 +404,19 @@ def test_the_prediction_uses_the_measured_verify_cost_and_one_run_is_called_nois
 def test_stopped_lanes_say_so():
     run = render.RunView("x", [1], gamma=3, settings={"temperature": 1.0})
     run.add(PrefillEvent("baseline", 1, 2, 0.01, 1, 0), decode)
-    baseline_html, speculative_html = render.lanes_html(run, active="baseline", stopped=True)
-    assert "generating" not in baseline_html + speculative_html
-    assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
     assert "generating…" in render.lanes_html(run, active="baseline")[0]
     # The lane about to run first reads the prompt, which takes long for a long one: it says so.
     assert "reading the prompt…" in render.lanes_html(run, active="speculative")[1]
-    # The stats' "why it stopped" row gives the reason beside a lane saying "stopped", never "—".
-    stats = render.stats_html(run, stopped=True)
-    row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
-    assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
     going = re.search(r"why it stopped</td>(.*?)</tr>", render.stats_html(run)).group(1)
     assert re.findall(r">([^<]*)</td>", going) == ["—", "—"]  # a run still going says nothing yet
+    run.cut_short = True  # as the page marks a run it shows stopped (ui_handlers.stopped_values)
+    baseline_html, speculative_html = render.lanes_html(run, active="baseline")
+    assert "generating" not in baseline_html + speculative_html
+    assert "stopped" in baseline_html and "not run (stopped)" in speculative_html
+    # The stats' "why it stopped" row gives the reason beside a lane saying "stopped", never "—".
+    stats = render.stats_html(run)
+    row = re.search(r"why it stopped</td>(.*?)</tr>", stats).group(1)
+    assert re.findall(r">([^<]*)</td>", row) == ["stopped", "not run (stopped)"], row
 
 
 def test_the_resampled_token_always_has_its_bar_and_its_probabilities():

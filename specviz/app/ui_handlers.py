@@ -108,8 +108,8 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
 def stopped_values(page: Page, run: render.RunView) -> dict:
     """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
     generated stays inspectable."""
-    run.cut_short = True  # its open lanes will get no FinishEvent: the card and charts then say it stopped
-    return {**lane_values(page.lanes, run, stopped=True), page.stats: render.stats_html(run, stopped=True),
+    run.cut_short = True  # its open lanes will get no FinishEvent: lanes, card and charts then say it stopped
+    return {**lane_values(page.lanes, run), page.stats: render.stats_html(run),
             **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
 
 

@@ -374,10 +374,9 @@ def empty_lane_html(name: str) -> str:
             f'<div class="lane-text" style="{LANE_STYLE}color:#666;font-family:inherit">{words}</div></div>')
 
 
-def lanes_html(run: RunView | None, active: Sequence[str] = (), names: Sequence[str] | None = None,
-               stopped: bool = False) -> tuple[str, ...]:
-    """Each named lane's HTML (default: the run's lanes); `active` names the lanes now generating,
-    `stopped` says the run was stopped, so lanes still open say so instead of "generating…"."""
+def lanes_html(run: RunView | None, active: Sequence[str] = (), names: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Each named lane's HTML (default: the run's lanes); `active` names the lanes now generating. In a run cut
+    short (RunView.cut_short) the lanes still open say they stopped instead of "generating…"."""
     if run is None:
         return tuple(empty_lane_html(name) for name in names or DEFAULT_LANES)
     limit = run.settings.get("max_new_tokens")
@@ -389,7 +388,7 @@ def lanes_html(run: RunView | None, active: Sequence[str] = (), names: Sequence[
                          f"{escape_text(lane_info(name).title)}: off for this run</div>")
             continue
         view = run.lane(name)
-        status = lane_status(view.trace, name in active, limit, stopped)
+        status = lane_status(view.trace, name in active, limit, run.cut_short)
         htmls.append(view.html(lane_title(run, name), status, run.run_id,
                                parting=parting if name in ("baseline", "speculative") else None))
     return tuple(htmls)

@@ -86,7 +86,7 @@ def lane_rows(traces: list[Trace], limit: int | None, stopped: bool = False) -> 
     ]
 
 
-def lanes_table(run: RunView, stopped: bool = False) -> str:
+def lanes_table(run: RunView) -> str:
     names = list(run.lane_names)
     traces = [run.lane(name).trace for name in names]
     cell = 'style="padding:3px 12px;border-bottom:1px solid #eee;text-align:right"'
@@ -99,7 +99,7 @@ def lanes_table(run: RunView, stopped: bool = False) -> str:
         f'<tr><td style="padding:3px 12px;border-bottom:1px solid #eee">{name}</td>'
         + "".join(f"<td {cell}>{fmt(value, spec)}</td>" for value in values)
         + "</tr>"
-        for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"), stopped)
+        for name, values, spec in lane_rows(traces, run.settings.get("max_new_tokens"), run.cut_short)
     )
     columns = "".join(f'<th {head} data-lane="{name}">{lane_info(name).label}</th>' for name in names)
     return (
@@ -431,7 +431,7 @@ def expectation_html() -> str:
     return f'<div class="expect-here" style="color:#555;margin-top:4px">{escape_text(expectation.text())}</div>'
 
 
-def stats_html(run: RunView | None, divergence_gap: float | None = None, stopped: bool = False) -> str:
+def stats_html(run: RunView | None, divergence_gap: float | None = None) -> str:
     if run is None or not run.baseline.trace.prefill:
         return f'<div class="stats" style="color:#999">Statistics appear once a run starts.{expectation_html()}</div>'
     comparison = comparison_of(run)
@@ -442,6 +442,6 @@ def stats_html(run: RunView | None, divergence_gap: float | None = None, stopped
         f'<details class="arithmetic" style="margin-top:6px"><summary style="cursor:pointer;color:#444">'
         f"Show the arithmetic: prediction vs clock, α̂ vs τ, the machine, each lane</summary>"
         f'{arithmetic}{agreement_html(run, divergence_gap)}'
-        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run, stopped)}{theory}</div>'
+        f'<div style="display:flex;gap:28px;flex-wrap:wrap;align-items:flex-start">{lanes_table(run)}{theory}</div>'
         f"</details></div>"
     )

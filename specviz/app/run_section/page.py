@@ -142,10 +142,9 @@ def build_lanes() -> tuple[dict[str, gr.HTML], gr.HTML]:
     return boxes, card
 
 
-def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: tuple[str, ...] = (),
-                stopped: bool = False) -> dict:
+def lane_values(boxes: dict[str, gr.HTML], run: render.RunView | None, active: tuple[str, ...] = ()) -> dict:
     """Every lane box; one not in a run by default shows only while the run has it."""
-    htmls = render.lanes_html(run, active, names=PAGE_LANES, stopped=stopped)
+    htmls = render.lanes_html(run, active, names=PAGE_LANES)
     values = {}
     for (name, box), html in zip(boxes.items(), htmls):
         shown = lane_info(name).by_default or bool(run and run.has_lane(name))
