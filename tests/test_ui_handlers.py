@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.app import live, replay_page, settings, ui
+from specviz.app import live, replay_page, settings, ui, ui_handlers
 from specviz.app.request import Request, clamped_note
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
@@ -81,20 +81,23 @@ def test_after_stop_what_was_generated_stays_inspectable():
                 "pace": "slow (4 rounds/s)"}  # each round drawn: a run this fast is otherwise drawn at its end only
     arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     visitor = SimpleNamespace(session_hash="stop-test")
+    page = stop_fn.fn.__self__
     values = run_fn.fn(visitor, *arguments)
+    live_run = None  # what the page's session holds: each update's run being drawn
     for value in values:  # run until the speculative lane has shown a few rounds, then press Stop
-        if "data-round=\"3\"" in str(value.get(next(c for c in run_fn.outputs if c.elem_id == "lane-speculative"), "")):
+        live_run = value.get(page.live_run, live_run)
+        if "data-round=\"3\"" in str(value.get(page.lanes["speculative"], "")):
             break
     else:
         pytest.fail("the speculative lane never reached round 3")
-    stopped = stop_fn.fn(visitor)
+    stopped = stop_fn.fn(live_run, visitor)
     values.close()
     by_id = by_elem_id(stopped)
-    assert set(stopped) <= set(stop_fn.outputs)
+    assert set(stopped) <= set(stop_fn.outputs) and stopped[page.live_run] is None
     assert "Stopped" in by_id["status"] and "pick a round" in by_id["status"]
     assert "Round " in by_id["inspector"] and "inspect-row" in by_id["inspector"]
     assert len(by_id["round-picker"].choices) >= 3
-    assert by_id["State"] is not None and by_id["State"].speculative.trace.rounds
+    assert stopped[page.run_state] is not None and stopped[page.run_state].speculative.trace.rounds
     assert "In this run" in by_id["explainer"]
     assert "stopped" in by_id["lane-speculative"] and "generating…" not in by_id["lane-speculative"]
     why = re.search(r"why it stopped</td>(.*?)</tr>", by_id["stats"]).group(1)  # a reason, never "—"
@@ -106,6 +109,30 @@ def test_after_stop_what_was_generated_stays_inspectable():
     assert "checked once both lanes finish" not in card and "(so far)" not in card
     assert "stopped: the lanes did unequal work" in card and "the run did not finish" in card
     assert 'class="speedup"' in card and re.search(r'class="speedup"[^>]*>—<', card), card
+
+
+def test_stop_with_no_run_going_says_so_and_leaves_the_page_as_it_is():
+    """Stop after a run finished (or before any) drew the lanes' "stopped" words over nothing or said "Stopped: the
+    lanes show how far they got" beside a finished run; between Run and the run's first drawing it ends the run."""
+    demo = ui.build_app(preload=False)
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
+                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
+    page = stop_fn.fn.__self__
+    visitor = SimpleNamespace(session_hash="idle-stop-test")
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "temperature": 0.0,
+                "max-new-tokens": 8}
+    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
+    live_run = ui_handlers.on_queued(page)[page.live_run]  # Run pressed
+    assert live_run == ui_handlers.QUEUED
+    for value in run_fn.fn(visitor, *arguments):
+        live_run = value.get(page.live_run, live_run)
+        assert live_run is None or live_run == ui_handlers.QUEUED or live_run.lane_names, live_run
+    assert live_run is None  # the run finished: nothing left to stop
+    for live_run, said in ((None, "Nothing to stop"), (ui_handlers.QUEUED, "Stopped before the run wrote a token")):
+        stopped = stop_fn.fn(live_run, visitor)
+        assert set(stopped) == {page.status, page.live_run} and stopped[page.live_run] is None, stopped
+        assert said in stopped[page.status]
 
 
 def test_a_replay_puts_the_runs_settings_into_the_controls():

@@ -72,6 +72,24 @@ def across_a_fork(fn, *args, **kwargs) -> list:
     return received
 
 
+def across_a_fork_until(fn, args: list, done) -> list:
+    """`across_a_fork`, ended as a Stop ends ZeroGPU's worker: once a received value is `done`, the worker goes."""
+    arguments, results = SimpleQueue(), SimpleQueue()
+    arguments.put((args, {}))
+    process = multiprocessing.get_context("fork").Process(target=worker, args=(fn, arguments, results))
+    process.start()
+    received = []
+    try:
+        while (item := results.get())[0] == "value":
+            received.append(item[1])
+            if done(item[1]):
+                break
+    finally:
+        process.kill()
+        process.join(timeout=60)
+    return received
+
+
 @pytest.fixture(scope="module")
 def demo():
     return ui.build_app(preload=False)
@@ -120,6 +138,32 @@ def test_the_api_crosses_a_fork_with_its_texts(demo):
     received = across_a_fork(generate, PROMPT, pair="tiny-code", chat=False, max_new_tokens=8)
     target_text, speculative_text, stats = received[-1]
     assert holds_no_torch(received) and target_text == speculative_text and stats["speculative"]["text"]
+
+
+def test_stop_marks_the_lanes_of_a_run_that_a_forked_worker_draws(demo):
+    """On a ZeroGPU Space the run goes on in a forked worker and Stop's handler runs in the page's process, so
+    what the worker keeps in memory never reaches Stop: Stop reads the run its last update carried. (When the run
+    was kept in the worker's memory, Stop there said "Stopped" and left the lanes on "generating…", the card
+    awaiting the end of lanes that would never end.)"""
+    run_fn = model_handlers(demo)["on_run"]
+    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
+                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
+    page = stop_fn.fn.__self__
+    arguments = small_arguments(run_fn, **{"max-new-tokens": 64, "reference": False, "pace": "slow (4 rounds/s)"})
+
+    def at_round_3(value) -> bool:
+        return 'data-round="3"' in str(zerogpu.to_components(value, run_fn.outputs).get(page.lanes["speculative"], ""))
+
+    received = across_a_fork_until(run_fn.fn.on_device, arguments, at_round_3)
+    assert received and at_round_3(received[-1]), "the worker's run never drew round 3"
+    live_run = None  # the page's session: what each crossed update left in it
+    for value in received:
+        live_run = zerogpu.to_components(value, run_fn.outputs).get(page.live_run, live_run)
+    stopped = stop_fn.fn(live_run, SimpleNamespace(session_hash="zerogpu-test"))
+    lane = stopped[page.lanes["speculative"]]
+    assert "stopped" in lane and "generating…" not in lane, lane
+    card = stopped[page.stats].split('class="arithmetic"')[0]
+    assert "stopped: the lanes did unequal work" in card and "checked once both lanes finish" not in card, card
 
 
 def test_step_mode_goes_on_where_its_session_crossed_a_process(demo):

@@ -111,7 +111,7 @@ def wire_run(page: Page) -> None:
     controls = page.controls
     # At once, before the queue: a visitor behind another's run saw "Ready: press Run." beside gradio's own
     # "queue: 1/1"; on_run's first word replaces this one when the run starts.
-    queued = page.run_button.click(on_queued, None, [page.status], **QUIET)
+    queued = page.run_button.click(MethodType(on_queued, page), None, [page.status, page.live_run], **QUIET)
     run_event = queued.then(
         zerogpu.on_gpu(MethodType(on_run, page), page.run_outputs, page.status, run_tokens),
         [controls[name] for name in RUN_INPUTS], page.run_outputs,
@@ -123,7 +123,7 @@ def wire_run(page: Page) -> None:
         [*page.run_outputs, *page.replayed.values()], api_visibility="private", concurrency_id=REPLAY_JOBS,
         concurrency_limit=4, show_progress="hidden",
     )
-    page.stop_button.click(MethodType(on_stop, page), None, page.stop_outputs, cancels=[run_event, replay_event],
+    page.stop_button.click(MethodType(on_stop, page), [page.live_run], page.stop_outputs, cancels=[run_event, replay_event],
                            queue=False, api_visibility="private")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import gradio as gr
@@ -32,27 +32,28 @@ from specviz.app.run_section.page import lane_values
 from specviz.app.run_section.words import done_summary, running_summary
 
 run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
-# session → the run it is watching, so Stop can mark its lanes; bounded, since a visitor who
-# closes the tab mid-run never finishes (or stops) it
-live_runs: OrderedDict[str, render.RunView] = OrderedDict()
-LIVE_RUNS_KEPT = 64
+QUEUED = "queued"  # Page.live_run between Run and the run's first drawing: a Stop then ends a run that drew nothing
 RUN_INPUTS = (*NAMES, "pace")  # on_run's values, in its order: every setting, then the on-screen pace
 
 
 # --- runs, without the page -----------------------------------------------------------------------
 
 
-def stopped_message(run: render.RunView | None) -> str:
-    if run is None or not round_choices(run):
+NOTHING_TO_STOP = "Nothing to stop: no run is going. Run starts one."
+STOPPED_BEFORE_DRAWING = "Stopped before the run wrote a token."
+
+
+def stopped_message(run: render.RunView) -> str:
+    if not round_choices(run):
         return "Stopped: the lanes show how far they got."
     return "Stopped: the lanes show how far they got; pick a round or click a drafted token to inspect it."
 
 
-def watch(session: str | None, run: render.RunView) -> None:
-    live_runs[session] = run
-    live_runs.move_to_end(session)
-    while len(live_runs) > LIVE_RUNS_KEPT:
-        live_runs.popitem(last=False)
+@dataclass
+class Drawing:
+    """The run a handler is drawing, so that its error path keeps what was drawn (marked as cut short)."""
+
+    run: render.RunView | None = None
 
 
 def session_of(request: gr.Request | None) -> str | None:
@@ -92,11 +93,11 @@ def page_values(page: Page, progress: Progress, session: str | None = None, live
         return status or {page.status: gr.skip()}
     kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
     values = {**kept, **status, **lane_values(page.lanes, run, progress.active),
-              page.stats: render.stats_html(run, progress.divergence_gap)}
+              page.stats: render.stats_html(run, progress.divergence_gap),
+              page.live_run: None if progress.finished else run}
     if progress.redraw_plots:
         values.update(zip(page.charts, chart_values(run, live_only=not (progress.finished or progress.lane_finished))))
     if progress.finished:
-        live_runs.pop(session, None)
         values.update(inspect_values(page, run))
         values.update({
             page.status: render.status_html(done_summary(run), "done", run=run.run_id),
@@ -109,7 +110,7 @@ def stopped_values(page: Page, run: render.RunView) -> dict:
     """A run that ended early (Stop, an error, the time cap): its lanes say they stopped, and what was
     generated stays inspectable."""
     run.cut_short = True  # its open lanes will get no FinishEvent: lanes, card and charts then say it stopped
-    return {**lane_values(page.lanes, run), page.stats: render.stats_html(run),
+    return {**lane_values(page.lanes, run), page.stats: render.stats_html(run), page.live_run: None,
             **dict(zip(page.charts, chart_values(run))), **inspect_values(page, run)}
 
 
@@ -117,10 +118,11 @@ def stopped_page(page: Page, run: render.RunView) -> dict:
     return {page.status: render.status_html(stopped_message(run), "info", run=run.run_id), **stopped_values(page, run)}
 
 
-def page_updates(page: Page, progresses: Iterable[Progress], session: str | None, started: float) -> Iterator[dict]:
+def page_updates(page: Page, progresses: Iterable[Progress], session: str | None, started: float,
+                 drawing: Drawing) -> Iterator[dict]:
     """The page's values for each snapshot of a live or replayed run, until Stop is pressed."""
     for progress in progresses:
-        watch(session, progress.run)
+        drawing.run = progress.run
         values = page_values(page, progress, session)  # rendering takes a while: Stop may come meanwhile
         if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
             # The job's last update can reach the page after Stop's own (a paced run sleeps
@@ -131,10 +133,11 @@ def page_updates(page: Page, progresses: Iterable[Progress], session: str | None
         yield values
 
 
-def show_error(page: Page, error: BaseException, run_id: int, session: str | None = None) -> dict:
+def show_error(page: Page, error: BaseException, run_id: int, run: render.RunView | None = None) -> dict:
+    """The error said in the status line; `run`: what the handler had drawn of its run, kept and marked as cut
+    short (None: nothing was drawn)."""
     message = describe_error(error)
-    values = {page.status: render.status_html(message, "error", run=run_id)}
-    run = live_runs.pop(session, None)
+    values = {page.status: render.status_html(message, "error", run=run_id), page.live_run: None}
     if run is None:
         # A refused input: the page clears what the last run drew, whose settings the controls no
         # longer hold (seed −5 beside a temperature-2 lane); marking it stale instead would have to
@@ -193,9 +196,10 @@ QUEUED_TEXT = ("Queued: runs take turns on the model, one at a time; yours start
                "ends (gradio's line here shows your place and the seconds waited).")
 
 
-def on_queued():
-    """Run was pressed: the status says the run is queued until on_run, its first word, takes over."""
-    return render.status_html(QUEUED_TEXT, "info", run=0)
+def on_queued(page: Page) -> dict:
+    """Run was pressed: the status says the run is queued until on_run, its first word, takes over; a Stop now
+    ends it."""
+    return {page.status: render.status_html(QUEUED_TEXT, "info", run=0), page.live_run: QUEUED}
 
 
 def on_run(page: Page, request: gr.Request, *values):
@@ -218,12 +222,13 @@ def on_run(page: Page, request: gr.Request, *values):
         return
     lanes = "the target alone first, then speculative decoding" + (", then transformers" if parsed.reference else "")
     yield start_values(page, run_id, f"Generating with γ = {parsed.config.gamma}: {lanes}… {reading}".strip())
+    drawing = Drawing()
     try:
         # Stop ends the model's work between two of its layers, so a long prompt's reading stops too
         progresses = stream_run(parsed, model_pair, prompt_ids, run_id, pace_s, stopped_by(session, "run", started))
-        yield from page_updates(page, progresses, session, started)
+        yield from page_updates(page, progresses, session, started, drawing)
     except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
-        yield show_error(page, error, run_id, session)
+        yield show_error(page, error, run_id, drawing.run)
 
 
 def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
@@ -244,18 +249,21 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
     yield {**start_values(page, run_id, f"Replaying a saved run ({saved.settings.get('pair', 'unknown pair')}, γ = "
                                         f"{saved.settings.get('gamma')}) {replay_pace_words(speed_name)}. "
                                         f"{settings_note}."), **values}
+    drawing = Drawing()
     try:
-        yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started)
+        yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started,
+                                drawing)
         finished = page_values(page, Progress(view, (), True, finished=True), session, live=False)
         yield {**finished, page.status: render.status_html(f"{done_summary(view)} {settings_note}.", "done", run=run_id)}
     except Exception as error:  # noqa: BLE001
-        yield show_error(page, error, run_id, session)
+        yield show_error(page, error, run_id, drawing.run)
 
 
-def on_stop(page: Page, request: gr.Request):
-    session = session_of(request)
-    record_stop(session, "run")
-    run = live_runs.pop(session, None)
-    if run is None:
-        return {page.status: render.status_html(stopped_message(run), "info", run=0)}
-    return stopped_page(page, run)
+def on_stop(page: Page, live_run: render.RunView | str | None, request: gr.Request) -> dict:
+    """Stop: the run being drawn (`live_run`, as its last update left it) says how far it got; a run queued or
+    still loading is ended before it drew anything; with none going, Stop says so and leaves the page alone."""
+    record_stop(session_of(request), "run")
+    if isinstance(live_run, render.RunView):
+        return stopped_page(page, live_run)
+    said = STOPPED_BEFORE_DRAWING if live_run == QUEUED else NOTHING_TO_STOP
+    return {page.status: render.status_html(said, "info", run=0), page.live_run: None}

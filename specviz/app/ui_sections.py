@@ -26,6 +26,10 @@ class Page(RunSection):
 
     charts: list[gr.Component]  # the run's charts, then the sentence under the confidence chart: redrawn together
     run_state: gr.State  # the RunView the inspector, token clicks and the theory explorer read
+    # The run being drawn, as its last update left it, for Stop (ui_handlers.on_stop): None when none is, QUEUED
+    # between Run and its first drawing. The updates carry it because on a ZeroGPU Space the run's own process is
+    # a forked worker: what it keeps in memory never reaches Stop's handler.
+    live_run: gr.State
     replay: Replay
     inspector: Inspector
     explainer: gr.HTML
@@ -43,13 +47,13 @@ class Page(RunSection):
 
     @property
     def stop_outputs(self) -> list[gr.Component]:
-        return [self.status, *self.lanes.values(), self.stats, *self.charts, self.run_state,
+        return [self.status, *self.lanes.values(), self.stats, *self.charts, self.run_state, self.live_run,
                 self.inspector.round_picker, *self.inspector.outputs, self.explainer]
 
 
 def build_page() -> Page:
     """The main page, top to bottom, inside the Blocks being built (the teaching sections follow it)."""
-    run_state = gr.State(None)
+    run_state, live_run = gr.State(None), gr.State(None)
     run = build_run_section()
     charts = build_charts()
     runs_so_far = runs_page.build_runs_so_far()
@@ -59,5 +63,5 @@ def build_page() -> Page:
     with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
         explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
     build_drafters_about()
-    return Page(**vars(run), charts=charts, run_state=run_state, replay=replay, inspector=inspector,
+    return Page(**vars(run), charts=charts, run_state=run_state, live_run=live_run, replay=replay, inspector=inspector,
                 explainer=explainer, runs_so_far=runs_so_far)

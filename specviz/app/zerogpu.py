@@ -8,6 +8,8 @@
   worker's side an update is keyed by its output's place (`to_places`) and keyed by the component again on the
   page's side (`to_components`). Nothing that crosses holds a tensor: returning CUDA tensors hangs the call.
 - Generator functions stream and async ones are refused: every handler here is a plain generator or function.
+- Stop's handler runs in the page's process, the run in the worker: what the worker keeps in memory never reaches
+  Stop, so a run's updates carry the run being drawn (`Page.live_run`) and Stop reads it from the session.
 - `duration` is a callable of the call's own arguments (a shorter request queues first): each section says how
   many tokens its call may generate (`tokens_of`), and `seconds_for` turns that into a budget.
 - A visitor whose quota cannot cover the budget gets ZeroGPU's reason in the section's status line.
