@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.app import live, replay_page, settings, ui, ui_handlers
+from specviz.app import live, render, replay_page, settings, ui, ui_handlers
 from specviz.app.request import Request, clamped_note
 from specviz.models.presets import preset_name
 from specviz.analysis.run import Run
@@ -133,6 +133,26 @@ def test_stop_with_no_run_going_says_so_and_leaves_the_page_as_it_is():
         stopped = stop_fn.fn(live_run, visitor)
         assert set(stopped) == {page.status, page.live_run} and stopped[page.live_run] is None, stopped
         assert said in stopped[page.status]
+
+
+def test_a_run_stopped_before_its_first_round_says_no_speedup_will_come():
+    demo = ui.build_app(preload=False)
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
+                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
+    page = stop_fn.fn.__self__
+    visitor = SimpleNamespace(session_hash="early-stop-test")
+    settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "temperature": 0.0,
+                "max-new-tokens": 64}
+    values = run_fn.fn(visitor, *[settings.get(component.elem_id, component.value) for component in run_fn.inputs])
+    for value in values:  # the first drawing: the target alone has read the prompt, the speculative lane not yet
+        if isinstance(value.get(page.live_run), render.RunView):
+            live_run = value[page.live_run]
+            break
+    values.close()
+    assert not live_run.speculative.trace.rounds
+    stats = stop_fn.fn(live_run, visitor)[page.stats]
+    assert "the run was stopped before the speculative lane ran a round" in stats and "appears once" not in stats
 
 
 def test_a_replay_puts_the_runs_settings_into_the_controls():
