@@ -367,13 +367,44 @@ def test_a_stopped_sections_progress_line_keeps_its_count_but_no_time_left():
     """After Stop the sweep's and the lab's progress line still said "about 28 s left" above "Stopped: …"."""
     from types import SimpleNamespace
 
-    from specviz.app.section_jobs import progress_html, record_stopped
+    from specviz.app.section_jobs import going, progress_html, record_stopped
 
     status = progress_html(4, 14, "timed runs", 11.0)
     assert "about 28 s left" in status
-    stopped = record_stopped(SimpleNamespace(session_hash="progress-line"), "sweep", status, "the runs made so far.")
+    stopped = record_stopped(SimpleNamespace(session_hash="progress-line"), "sweep", going(status),
+                             "the runs made so far.", "γ sweep")
     assert "4 of 14 timed runs · 11 s" in stopped and "left" not in stopped, stopped
     assert stopped.count("Stopped: the runs made so far.") == 1
+
+
+# the tiny pair, a small lab and sweep; every other control at the page's own default
+SMALL_JOBS = {"prompt": "def add(a, b):\n    return a + b\n\n\ndef add(", "chat": False, "pair": "tiny-code",
+              "drafter": "model", "gamma": 2, "temperature": 1.0, "max-new-tokens": 8, "lab-n": 100, "sweep-from": 1,
+              "sweep-to": 2, "sweep-repeats": 1}
+
+
+@pytest.mark.parametrize("name, section, job", [("on_lab_run", "lab", "lab"), ("on_sweep_run", "sweep", "γ sweep")])
+def test_a_sections_stop_ends_a_job_that_goes_on_and_says_when_none_does(name, section, job):
+    """The lab's and the sweep's Stop, pressed with no job going (before any, or after one ended), added
+    "Stopped: the chart shows the runs made so far." under a finished result; now it says nothing is going. Every
+    status a job shows before its last says it goes on (from the queued line at Run), so a Stop then ends it."""
+    from types import SimpleNamespace
+
+    from specviz.app.section_jobs import GOING, going, on_section_queued, record_stopped
+
+    demo = ui.build_app(preload=False)
+    block_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == name)
+    visitor = SimpleNamespace(session_hash=f"idle-{section}")
+    arguments = [SMALL_JOBS.get(component.elem_id, component.value) for component in block_fn.inputs]
+    statuses = [on_section_queued()] + [values[0] for values in block_fn.fn(visitor, *arguments)]
+    assert len(statuses) >= 3 and "status-error" not in statuses[-1], statuses[-1]
+    assert all(GOING in status for status in statuses[:-1]) and GOING not in statuses[-1]
+    for status in ("", statuses[-1]):  # before any job, and after one ended
+        said = record_stopped(visitor, section, status, "the results so far.", job)
+        assert f"Nothing to stop: no {job} is going." in unescape(said) and "Stopped:" not in said
+        assert record_stopped(visitor, section, said, "the results so far.", job) == said  # once, however often
+    for status in statuses[:-1]:
+        assert "Stopped: the results so far." in record_stopped(visitor, section, status, "the results so far.", job)
 
 
 def test_a_stop_press_ends_only_the_jobs_it_came_after():

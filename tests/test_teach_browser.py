@@ -138,6 +138,10 @@ def test_lab_shows_p_values_and_catches_the_wrong_rule(page):
                 for item in page.locator("#lab-status .lab-p").all()}
     print(f"lab, wrong rule, N = 300: p = {p_values}")
     assert p_values["speculative"] < 0.01  # the wrong rule is caught
+    page.click("#lab-stop")  # with the lab done, Stop has nothing to end and says so, under the result
+    page.wait_for_selector('#lab-status [data-kind="idle"]', timeout=10_000)
+    assert "Nothing to stop: no lab is going." in page.locator("#lab-status").inner_text()
+    assert page.locator('#lab-status [data-kind="stopped"]').count() == 0
     assert p_values["baseline"] > 0.01  # the target alone, same test, passes
     traces = chart_traces(page, "chart-exactness")
     assert {"baseline", "speculative", "exact"} <= set(traces)

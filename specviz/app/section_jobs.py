@@ -11,6 +11,7 @@ from typing import Iterable, Iterator, Sequence, TypeVar
 
 import gradio as gr
 
+from specviz.app import render
 from specviz.app.live import record_stop, stop_presses, stopped_by
 from specviz.app.render.tokens import escape_text
 from specviz.app.request import POLICY, Request
@@ -25,6 +26,10 @@ from specviz.models.pairs import ModelPair
 CONTROL_NAMES = tuple(name for name in NAMES if name != "reference")
 REDRAW_S = 1.0  # the lab and the sweep redraw at most this often
 TIME_LEFT = re.compile(r' · <span class="time-left"[^>]*>[^<]*</span>')  # progress_html's time left, as it writes it
+# On a long section's status while its job is queued, loading or drawing its progress: what Stop has to end. A
+# section's status is the one state its Stop reads from the page (ZeroGPU runs the job in a forked worker).
+GOING = 'data-job="going"'
+QUEUED_TEXT = "Queued: model jobs take turns, one at a time; this one starts when the model is free."
 
 Item = TypeVar("Item")
 
@@ -57,13 +62,33 @@ def time_limit_note(what: str) -> str:
     return f"this server stops {what} after {POLICY.max_run_s} s so other visitors get a turn; the results so far are shown"
 
 
-def record_stopped(visitor: gr.Request | None, section: str, previous_status: str | None, what: str) -> str:
+def going(status: str) -> str:
+    """A status that says the section's job goes on after it (queued, loading, part done)."""
+    return f"<div {GOING}>{status}</div>"
+
+
+def still_going(values: tuple) -> tuple:
+    """A job's values, its status (the first) marked as going on."""
+    return going(values[0]), *values[1:]
+
+
+def on_section_queued() -> str:
+    """Run was pressed: at once, before the queue, the status says the job is queued (and Stop can end it)."""
+    return going(render.status_html(QUEUED_TEXT, "info"))
+
+
+def record_stopped(visitor: gr.Request | None, section: str, previous_status: str | None, what: str,
+                   job: str) -> str:
     """A long section's Stop: record the press (its job checks for it), then add the stopped line to its status
-    (once, however often pressed)."""
+    (once, however often pressed); with no job going (none yet, or the last one ended), say that instead of a
+    stopped line over a finished result. `job`: what the section runs, for "no {job} is going"."""
     record_stop(session_of(visitor), section)
     previous_status = previous_status or ""
-    if 'data-kind="stopped"' in previous_status:
+    if 'data-kind="stopped"' in previous_status or 'data-kind="idle"' in previous_status:
         return previous_status
+    if GOING not in previous_status:
+        idle = f"Nothing to stop: no {job} is going."
+        return f'{previous_status}<div class="status-info" data-kind="idle">{escape_text(idle)}</div>'
     # nothing is left to wait for: the progress line's "about 28 s left" would read as if the job went on
     previous_status = TIME_LEFT.sub("", previous_status)
     return f'{previous_status}<div class="status-info" data-kind="stopped">Stopped: {escape_text(what)}</div>'

@@ -19,7 +19,8 @@ from specviz.app.plots import SECTION_HEIGHT, base_figure, label_of, separate_ti
 from specviz.app.render.tokens import escape_text, inline_token, status_html
 from specviz.app.request import describe_error, whole_number
 from specviz.app.section_jobs import (
-    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
+    REDRAW_S, going, load_prompt, on_section_queued, over_time, parse_controls, progress_html, record_stopped,
+    still_going, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.app.render.rule import SETTINGS_EXACT, WRONG_CHAIN, WRONG_RULE
@@ -114,9 +115,9 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
         draws.check_lab(config, planned)
         settings = lab_settings_text(request.settings["pair"], config.temperature, config.top_k, config.top_p,
                                      config.gamma, drafter_info(config.drafter).label, config.tree)
-        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), gr.skip()
+        yield going(render.status_html(f"Loading the {request.settings['pair']} pair…")), gr.skip()
         pair, prompt_ids = load_prompt(request)
-        yield render.status_html("Computing the target's exact distribution…"), gr.skip()
+        yield going(render.status_html("Computing the target's exact distribution…")), gr.skip()
         labels, start, last_drawn, tally = None, "", 0.0, None
         tallies = draws.run_lab(pair, prompt_ids, config, planned, wrong)
         for tally in until_stopped(tallies, pair, session, "lab", started):
@@ -129,7 +130,7 @@ def on_lab_run(section: LabSection, visitor: gr.Request, num_draws_value, wrong_
                 yield lab_values(tally, labels, wrong, started, start, settings, time_limit_note("the lab"))
                 return
             if time.perf_counter() - last_drawn >= REDRAW_S:
-                yield lab_values(tally, labels, wrong, started, start, settings)
+                yield still_going(lab_values(tally, labels, wrong, started, start, settings))
                 last_drawn = time.perf_counter()
         yield lab_values(tally, labels, wrong, started, start, settings)
     except RunStopped:  # Stop: the job ends there, the stopped line stays
@@ -148,7 +149,8 @@ def on_lab_example(section: LabSection) -> tuple:
 
 
 def on_lab_stop(previous_status, visitor: gr.Request) -> str:
-    return record_stopped(visitor, "lab", previous_status, "the chart and the p-values are for the draws made so far.")
+    return record_stopped(visitor, "lab", previous_status, "the chart and the p-values are for the draws made so far.",
+                          "lab")
 
 
 # --- wiring -------------------------------------------------------------------------------------------------------
@@ -165,7 +167,9 @@ def lab_tokens(section: LabSection):
 def wire_lab(section: LabSection, inputs: list, page_status: gr.HTML, concurrency_id: str) -> None:
     """Run streams the tally into the status and the histogram; Stop cancels it; the example sets controls and
     says so in the lab and in the page's status line."""
-    lab_event = section.run_button.click(
+    queued = section.run_button.click(on_section_queued, None, section.status, queue=False, api_visibility="private",
+                                      show_progress="hidden")
+    lab_event = queued.then(
         zerogpu.on_gpu(MethodType(on_lab_run, section), [section.status, section.chart], section.status,
                        lab_tokens(section)),
         [section.num_draws, section.wrong_rule, *inputs], [section.status, section.chart], api_visibility="private", concurrency_id=concurrency_id,

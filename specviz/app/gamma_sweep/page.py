@@ -28,7 +28,8 @@ from specviz.app.render.verdict import same_text, spread_for, verdict_html
 from specviz.app.settings import SETTING
 from specviz.app.request import Request, describe_error, whole_number
 from specviz.app.section_jobs import (
-    REDRAW_S, load_prompt, over_time, parse_controls, progress_html, record_stopped, time_limit_note, until_stopped,
+    REDRAW_S, going, load_prompt, on_section_queued, over_time, parse_controls, progress_html, record_stopped,
+    still_going, time_limit_note, until_stopped,
 )
 from specviz.app.ui_handlers import session_of
 from specviz.decoding.config import MAX_GAMMA
@@ -108,7 +109,7 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         gammas = measure.sweep_gamma_range(whole_number(smallest_value, "smallest γ", 1, MAX_GAMMA),
                                          whole_number(largest_value, "largest γ", 1, MAX_GAMMA))
         config = measure.sweep_config(request.config, gammas, whole_number(repeats_value, "repeats"))
-        yield render.status_html(f"Loading the {request.settings['pair']} pair…"), *[gr.skip()] * AFTER_STATUS
+        yield going(render.status_html(f"Loading the {request.settings['pair']} pair…")), *[gr.skip()] * AFTER_STATUS
         pair, prompt_ids = load_prompt(request)
         temperature = request.config.temperature
         spread = spread_for(run_settings(request, pair))  # a cell of one repeat is judged as one run is, here
@@ -123,10 +124,11 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
                 restated = keep_sweep(session, request, pair, view, run) if finished else not_restated()
-                yield (sweep_status_html(progress.num_done, progress.num_total,
-                                         time.perf_counter() - started, view, note),
-                       gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
-                       plots_confidence.confidence_note_html(drafts, "the sweep's runs"), *restated)
+                values = (sweep_status_html(progress.num_done, progress.num_total,
+                                            time.perf_counter() - started, view, note),
+                          gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
+                          plots_confidence.confidence_note_html(drafts, "the sweep's runs"), *restated)
+                yield values if finished or late else still_going(values)
                 last_drawn = time.perf_counter()
             if late:
                 return
@@ -155,7 +157,7 @@ def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: mea
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
-    return record_stopped(visitor, "sweep", previous_status, "the chart shows the runs made so far.")
+    return record_stopped(visitor, "sweep", previous_status, "the chart shows the runs made so far.", "γ sweep")
 
 
 # --- wiring -------------------------------------------------------------------------------------------------------
@@ -176,7 +178,9 @@ def sweep_tokens(section: SweepSection):
 def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str) -> None:
     """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup."""
     outputs = [*section.outputs, run_state, stats]  # keep_sweep's RESTATED last
-    sweep_event = section.run_button.click(
+    queued = section.run_button.click(on_section_queued, None, section.status, queue=False, api_visibility="private",
+                                      show_progress="hidden")
+    sweep_event = queued.then(
         zerogpu.on_gpu(MethodType(on_sweep_run, section), outputs, section.status, sweep_tokens(section)),
         [section.smallest, section.largest, section.repeats, run_state, *inputs], outputs,
         api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden",
