@@ -39,6 +39,19 @@ def by_elem_id(values: dict) -> dict:
             for component, value in values.items()}
 
 
+def run_and_stop(demo):
+    """The main page's run handler, its Stop's (not the lab's or the sweep's) and the Page both are bound to."""
+    run_fn = page_handler(demo, "on_run", reads="pace")
+    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
+                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
+    return run_fn, stop_fn, stop_fn.fn.__self__
+
+
+def page_arguments(block_fn, settings: dict) -> list:
+    """A handler's inputs: `settings` by elem_id, every other control at the page's own default."""
+    return [settings.get(component.elem_id, component.value) for component in block_fn.inputs]
+
+
 @pytest.mark.parametrize("drafter", ["model", "prompt-lookup"])
 def test_the_run_handler_always_yields_updates_gradio_can_apply(monkeypatch, drafter):
     # Quiet snapshots come while transformers' reference lane runs; with a slow target (the default
@@ -72,17 +85,12 @@ def test_the_replay_status_names_its_speed_once():
 def test_after_stop_what_was_generated_stays_inspectable():
     """Stop mid-run: the inspector opens a round, the round picker lists the rounds, the run is in the
     session for token clicks, and the explainer speaks of this run."""
-    demo = ui.build_app(preload=False)
-    run_fn = page_handler(demo, "on_run", reads="pace")
-    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
-                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))  # not the lab's
+    run_fn, stop_fn, page = run_and_stop(ui.build_app(preload=False))
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
                 "temperature": 0.0, "max-new-tokens": 64,  # the drafter picking tiny-code brings
                 "pace": "slow (4 rounds/s)"}  # each round drawn: a run this fast is otherwise drawn at its end only
-    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     visitor = SimpleNamespace(session_hash="stop-test")
-    page = stop_fn.fn.__self__
-    values = run_fn.fn(visitor, *arguments)
+    values = run_fn.fn(visitor, *page_arguments(run_fn, settings))
     live_run = None  # what the page's session holds: each update's run being drawn
     for value in values:  # run until the speculative lane has shown a few rounds, then press Stop
         live_run = value.get(page.live_run, live_run)
@@ -114,18 +122,13 @@ def test_after_stop_what_was_generated_stays_inspectable():
 def test_stop_with_no_run_going_says_so_and_leaves_the_page_as_it_is():
     """Stop after a run finished (or before any) drew the lanes' "stopped" words over nothing or said "Stopped: the
     lanes show how far they got" beside a finished run; between Run and the run's first drawing it ends the run."""
-    demo = ui.build_app(preload=False)
-    run_fn = page_handler(demo, "on_run", reads="pace")
-    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
-                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
-    page = stop_fn.fn.__self__
+    run_fn, stop_fn, page = run_and_stop(ui.build_app(preload=False))
     visitor = SimpleNamespace(session_hash="idle-stop-test")
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "temperature": 0.0,
                 "max-new-tokens": 8}
-    arguments = [settings.get(component.elem_id, component.value) for component in run_fn.inputs]
     live_run = ui_handlers.on_queued(page)[page.live_run]  # Run pressed
     assert live_run == ui_handlers.QUEUED
-    for value in run_fn.fn(visitor, *arguments):
+    for value in run_fn.fn(visitor, *page_arguments(run_fn, settings)):
         live_run = value.get(page.live_run, live_run)
         assert live_run is None or live_run == ui_handlers.QUEUED or live_run.lane_names, live_run
     assert live_run is None  # the run finished: nothing left to stop
@@ -136,15 +139,11 @@ def test_stop_with_no_run_going_says_so_and_leaves_the_page_as_it_is():
 
 
 def test_a_run_stopped_before_its_first_round_says_no_speedup_will_come():
-    demo = ui.build_app(preload=False)
-    run_fn = page_handler(demo, "on_run", reads="pace")
-    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
-                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
-    page = stop_fn.fn.__self__
+    run_fn, stop_fn, page = run_and_stop(ui.build_app(preload=False))
     visitor = SimpleNamespace(session_hash="early-stop-test")
     settings = {"prompt": PROMPT, "chat": False, "pair": "tiny-code", "drafter": "model", "temperature": 0.0,
                 "max-new-tokens": 64}
-    values = run_fn.fn(visitor, *[settings.get(component.elem_id, component.value) for component in run_fn.inputs])
+    values = run_fn.fn(visitor, *page_arguments(run_fn, settings))
     for value in values:  # the first drawing: the target alone has read the prompt, the speculative lane not yet
         if isinstance(value.get(page.live_run), render.RunView):
             live_run = value[page.live_run]

@@ -22,6 +22,7 @@ from spaces.zero.gradio import error as zerogpu_error
 
 from specviz.app import ui, zerogpu
 from specviz.app.step_mode import page as step_page
+from tests.test_ui_handlers import run_and_stop
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def add(a, b):\n    return a + b\n\n\ndef add("
@@ -146,9 +147,7 @@ def test_stop_marks_the_lanes_of_a_run_that_a_forked_worker_draws(demo):
     was kept in the worker's memory, Stop there said "Stopped" and left the lanes on "generating…", the card
     awaiting the end of lanes that would never end.)"""
     run_fn = model_handlers(demo)["on_run"]
-    stop_fn = next(block_fn for block_fn in demo.fns.values() if getattr(block_fn.fn, "__name__", "") == "on_stop"
-                   and any(component.elem_id == "lane-speculative" for component in block_fn.outputs))
-    page = stop_fn.fn.__self__
+    _, stop_fn, page = run_and_stop(demo)
     arguments = small_arguments(run_fn, **{"max-new-tokens": 64, "reference": False, "pace": "slow (4 rounds/s)"})
 
     def at_round_3(value) -> bool:
