@@ -123,8 +123,8 @@ def wire_run(page: Page) -> None:
         [*page.run_outputs, *page.replayed.values()], api_visibility="private", concurrency_id=REPLAY_JOBS,
         concurrency_limit=4, show_progress="hidden",
     )
-    page.stop_button.click(MethodType(on_stop, page), [page.live_run], page.stop_outputs, cancels=[run_event, replay_event],
-                           queue=False, api_visibility="private")
+    page.stop_button.click(MethodType(on_stop, page), [page.live_run], page.stop_outputs,
+                           cancels=[run_event, replay_event], queue=False, api_visibility="private")
 
 
 def run_tokens(request, *values) -> int:

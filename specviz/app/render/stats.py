@@ -368,7 +368,8 @@ def headline_html(run: RunView, comparison: Comparison | None, divergence_gap: f
     """A parting said first, in plain words; then the result card. The rest is the arithmetic's."""
     if comparison is None:
         if run.was_stopped:  # no round will come: "appears once…" would wait for nothing
-            return exactness_html(run) + "<p>No speedup: the run was stopped before the speculative lane ran a round.</p>"
+            return (exactness_html(run)
+                    + "<p>No speedup: the run was stopped before the speculative lane ran a round.</p>")
         return exactness_html(run) + "<p>Speedup appears once the speculative lane has run a round.</p>"
     parting = run.greedy_parting()
     payoff = run_payoff(run, comparison) if run.done else None
