@@ -53,19 +53,19 @@ def test_the_pages_repeats_become_the_band():
 
 
 def test_history_keeps_repeats_of_one_setup_bounded_per_session():
-    store = history.RunHistory()
+    store = history.SessionRuns()
     greedy = timed_run(speculative_verify_s=0.02)
-    first = store.add("a", greedy)
-    again = store.add("a", timed_run(speculative_verify_s=0.03))
+    first = store.add(greedy)
+    again = store.add(timed_run(speculative_verify_s=0.03))
     other = timed_run(speculative_verify_s=0.02)
     other.run.settings["gamma"] = 5
-    store.add("a", other)
+    store.add(other)
     tree = timed_run(speculative_verify_s=0.02)
     tree.run.settings["tree"] = 8  # the same γ and drafter as the first: its row must say it drafted a tree
-    store.add("a", tree)
-    store.add("a", make_run())  # sampled, different texts: kept, but no repeat of anything
-    runs = store.runs("a")
-    assert [run.number for run in runs] == [1, 2, 3, 4, 5] and store.runs("b") == []
+    store.add(tree)
+    store.add(make_run())  # sampled, different texts: kept, but no repeat of anything
+    runs = store.runs()
+    assert [run.number for run in runs] == [1, 2, 3, 4, 5] and history.SessionRuns().runs() == []
     assert history.repeats_of(runs, again) == (first.speedup, again.speedup) and first.speedup > again.speedup
     assert history.repeats_of(runs, runs[-1]) == () and history.repeats_of(runs, runs[3]) == (runs[3].speedup,)  # a tree repeats no chain
     html = runs_table_html(runs)
@@ -75,8 +75,8 @@ def test_history_keeps_repeats_of_one_setup_bounded_per_session():
     hovered = [row[1] for trace in runs_page.runs_chart(runs).data if trace.type == "scatter" for row in trace.customdata]
     assert sum(label.endswith(", a tree of 8") for label in hovered) == 1  # the chart's hover names the tree too
     for _ in range(history.RUNS_KEPT + 5):
-        store.add("a", greedy)
-    assert len(store.runs("a")) == history.RUNS_KEPT
+        store.add(greedy)
+    assert len(store.runs()) == history.RUNS_KEPT and store.runs()[-1].number == history.RUNS_KEPT + 10
     figure = runs_page.runs_chart(runs[:2])
     assert [list(trace.y) for trace in figure.data if trace.type == "scatter"] == [[first.speedup, again.speedup]]
 
@@ -88,8 +88,11 @@ def test_the_page_lists_its_runs_and_judges_the_third_repeat_by_their_spread():
                 "temperature": 0.0, "max-new-tokens": 16}
     arguments = [settings.get(component.elem_id, component.value) for component in block_fn.inputs]
     request = SimpleNamespace(session_hash="runs-so-far-test")
+    kept = block_fn.inputs[0]  # the visitor's runs so far: the page's session sends them in and keeps what comes back
+    session_runs = None
     for _ in range(3):
-        values = list(block_fn.fn(request, *arguments))
+        values = list(block_fn.fn(request, session_runs, *arguments[1:]))
+        session_runs = values[-1][kept]
     final = {getattr(component, "elem_id", None): value for component, value in values[-1].items()}
     assert 'data-runs="3"' in final["runs-so-far"]
     assert "Your 3 runs of this setup (same prompt and settings) measured" in final["runs-so-far"]
@@ -108,29 +111,33 @@ def test_a_sweep_of_the_runs_setup_gives_the_statistics_their_recommended_gamma(
     settings = {"prompt": "def add(a, b):\n", "chat": False, "pair": "tiny-code", "drafter": "model", "gamma": 3,
                 "temperature": 0.0, "max-new-tokens": 16, "sweep-from": 1, "sweep-to": 2, "sweep-repeats": 2}
     request = SimpleNamespace(session_hash="sweep-recommends-test")
+    session = {}  # the page's session: the visitor's runs so far, which each call reads and writes back
 
     def run(prompt: str) -> tuple[dict, render.RunView]:
         arguments = [{**settings, "prompt": prompt}.get(component.elem_id, component.value) for component in run_fn.inputs]
-        final = list(run_fn.fn(request, *arguments))[-1]
+        final = list(run_fn.fn(request, session.get("runs"), *arguments[1:]))[-1]
+        session["runs"] = next(value for value in final.values() if isinstance(value, history.SessionRuns))
         state = next(value for component, value in final.items() if isinstance(value, render.RunView))
         return {getattr(component, "elem_id", None): value for component, value in final.items()}, state
 
     first, last_run = run(settings["prompt"])
     # before a sweep: the bench's pick for this machine and pair, and none for a pair no record measured
     assert payoff.NOTHING_WHERE in unescape(first["stats"]) and payoff.SWEEP_WHERE not in unescape(first["stats"])
-    arguments = [last_run if component.elem_id is None and component.value is None else
-                 settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    arguments = [settings.get(component.elem_id, component.value) for component in sweep_fn.inputs]
+    run_at, runs_at = 3, 4  # after the smallest γ, the largest and the repeats: the last run, then the runs so far
+    arguments[run_at], arguments[runs_at] = last_run, session["runs"]
     *_, swept = sweep_fn.fn(request, *arguments)
+    session["runs"] = swept[-1]
     recommended = re.search(r'id="sweep-recommended" data-gamma="(\w+)"', swept[0]).group(1)
-    answer = payoff.sweep_answer(history.run_history.sweep_of(request.session_hash, last_run))
+    answer = payoff.sweep_answer(session["runs"].sweep_of(last_run))
     assert recommended == str(answer.gamma if answer.gamma is not None else "none")
     again = run(settings["prompt"])[0]
-    for stats in (swept[-1], again["stats"]):  # at once, and in the next run of the setup
+    for stats in (swept[-2], again["stats"]):  # at once, and in the next run of the setup
         assert answer.text() in unescape(stats), stats
     # said there only: How it works and the theory explorer point to the arithmetic, and name no other γ
     assert "Recommended" not in unescape(again["explainer"]) and "Show the arithmetic" in again["explainer"]
     # the run goes back with the sweep's answer as a new object, so whatever redraws from the state quotes it
-    swept_run = swept[-2]
+    swept_run = swept[-3]
     assert isinstance(swept_run, render.RunView) and swept_run is not last_run and swept_run.sweep is not None
     assert last_run.sweep is None
     *_, explorer_note = theory_page.on_measured_run(swept_run)

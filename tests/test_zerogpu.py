@@ -165,6 +165,25 @@ def test_stop_marks_the_lanes_of_a_run_that_a_forked_worker_draws(demo):
     assert "stopped: the lanes did unequal work" in card and "checked once both lanes finish" not in card, card
 
 
+def test_the_runs_so_far_go_on_when_each_run_crosses_a_fresh_worker(demo):
+    """ZeroGPU forks a new worker where it sees fit (another GPU, a worker that died): the visitor's runs so far
+    and their repeats go to and fro with each call, or the second run of a visit said it was the first. (They were
+    kept in the server's memory, which on a Space is the worker's.)"""
+    run_fn = model_handlers(demo)["on_run"]
+    _, _, page = run_and_stop(demo)
+    assert run_fn.inputs[0] is page.session_runs
+    arguments = small_arguments(run_fn, reference=False)
+    session_runs = None
+    for number in (1, 2):
+        arguments[1] = session_runs  # after the visitor: the runs so far the page's session holds
+        updates = [zerogpu.to_components(value, run_fn.outputs) for value in across_a_fork(run_fn.fn.on_device,
+                                                                                         *arguments)]
+        session_runs = next(update[page.session_runs] for update in reversed(updates) if page.session_runs in update)
+        assert [record.number for record in session_runs.runs()] == list(range(1, number + 1))
+    table = next(update for update in reversed(updates) if page.runs_so_far[0] in update)[page.runs_so_far[0]]
+    assert 'data-runs="2"' in table, table
+
+
 def test_step_mode_goes_on_where_its_session_crossed_a_process(demo):
     """Start and two Next presses, each in a fresh fork: the session crosses without the models and the engine's
     generator, and the run resumes by replaying its rounds to the same text as one process's presses."""

@@ -3,23 +3,22 @@
 No gradio here. Each finished live run leaves one small `RunRecord` (its speedup, γ, drafter, token
 counts, whether the lanes wrote the same text, and a key naming its setup); runs of one setup are
 repeats, and their speedups are the verdict's band once there are enough (payoff.MIN_REPEATS).
-Kept per browser session on the server, bounded both ways (sessions and runs), since a visitor who
-closes the tab never says so. Replays are not kept: they repeat a recorded clock, not a new one.
+Kept in the visitor's session on the page (a gr.State the run and the sweep read and write back), bounded, so a
+long visit stays small. Not in the server's memory: on a ZeroGPU Space the run goes on in a forked worker, and a
+store there is the worker's, forgotten whenever ZeroGPU forks a new one. Replays are not kept: they repeat a
+recorded clock, not a new one.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specviz.analysis.payoff import Payoff
 from specviz.app.render.lanes import RunView
 from specviz.app.render.verdict import same_text
 from specviz.analysis.trace import speedup
 
-SESSIONS_KEPT = 256
 RUNS_KEPT = 40  # per session: the table and the chart stay readable, and memory stays bounded
 # Settings that do not change what a run measures: the seed only picks the sample (and greedy runs need none
 # to repeat); the others are the machine's own, the same for every run on it.
@@ -85,48 +84,31 @@ def record_of(run: RunView, number: int) -> RunRecord | None:
                      same_text(run), run.prompt_text, setup_key(run), int(run.settings.get("tree", 0) or 0))
 
 
-class RunHistory:
-    """Session → its runs, oldest first; gradio runs handlers of different visitors in different threads."""
+@dataclass
+class SessionRuns:
+    """One visitor's runs so far, oldest first, and their last finished sweep."""
 
-    def __init__(self) -> None:
-        self.sessions: OrderedDict[str | None, list[RunRecord]] = OrderedDict()
-        self.numbers: dict[str | None, int] = {}
-        self.sweeps: OrderedDict[str | None, SweepRecord] = OrderedDict()  # session → its last finished sweep
-        self.lock = threading.Lock()
+    records: list[RunRecord] = field(default_factory=list)
+    numbered: int = 0  # runs numbered so far: the oldest drop out of `records`, the numbers go on
+    sweep: SweepRecord | None = None
 
-    def add(self, session: str | None, run: RunView) -> RunRecord | None:
+    def add(self, run: RunView) -> RunRecord | None:
         """Keep a finished run; returns its record (None when it had no speed to keep)."""
-        with self.lock:
-            number = self.numbers.get(session, 0) + 1
-            record = record_of(run, number)
-            if record is None:
-                return None
-            self.numbers[session] = number
-            runs = self.sessions.setdefault(session, [])
-            runs.append(record)
-            del runs[:-RUNS_KEPT]
-            self.sessions.move_to_end(session)
-            while len(self.sessions) > SESSIONS_KEPT:
-                gone, _ = self.sessions.popitem(last=False)
-                self.numbers.pop(gone, None)
-            return record
+        record = record_of(run, self.numbered + 1)
+        if record is None:
+            return None
+        self.numbered += 1
+        self.records.append(record)
+        del self.records[:-RUNS_KEPT]
+        return record
 
-    def runs(self, session: str | None) -> list[RunRecord]:
-        with self.lock:
-            return list(self.sessions.get(session, ()))
+    def runs(self) -> list[RunRecord]:
+        return list(self.records)
 
-    def add_sweep(self, session: str | None, record: SweepRecord) -> None:
-        with self.lock:
-            self.sweeps[session] = record
-            self.sweeps.move_to_end(session)
-            while len(self.sweeps) > SESSIONS_KEPT:
-                self.sweeps.popitem(last=False)
-
-    def sweep_of(self, session: str | None, run: RunView) -> Payoff | None:
-        """The verdict of the session's last sweep where it measured this run's setup (its prompt and settings but γ)."""
-        with self.lock:
-            record = self.sweeps.get(session)
-        return record.payoff if record is not None and record.setup == sweep_key(run.prompt_text, run.settings) else None
+    def sweep_of(self, run: RunView) -> Payoff | None:
+        """The verdict of the last sweep where it measured this run's setup (its prompt and settings but γ)."""
+        sweep = self.sweep
+        return sweep.payoff if sweep is not None and sweep.setup == sweep_key(run.prompt_text, run.settings) else None
 
 
 def repeats_of(runs: list[RunRecord], record: RunRecord) -> tuple[float, ...]:
@@ -135,5 +117,3 @@ def repeats_of(runs: list[RunRecord], record: RunRecord) -> tuple[float, ...]:
         return ()
     return tuple(run.speedup for run in runs if run.setup == record.setup and run.same_text)
 
-
-run_history = RunHistory()

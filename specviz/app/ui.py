@@ -82,7 +82,8 @@ def build_app(preload: bool = True) -> gr.Blocks:
     with gr.Blocks(title=TITLE, delete_cache=(3600, 3600)) as demo:
         page = build_page()
         # step mode, exactness lab, theory explorer, γ sweep
-        build_sections(page.controls, page.run_state, page.status, page.stats, concurrency_id=MODEL_JOBS)
+        build_sections(page.controls, page.run_state, page.status, page.stats, page.session_runs,
+                       concurrency_id=MODEL_JOBS)
         wire_run(page)
         wire_inspector(page.inspector, page.run_state, page.lanes)
         wire_controls(page)
@@ -92,18 +93,19 @@ def build_app(preload: bool = True) -> gr.Blocks:
 
 
 def build_sections(controls: dict[str, gr.Component], run_state: gr.State, status: gr.HTML, stats: gr.HTML,
-                   concurrency_id: str = "model") -> None:
+                   session_runs: gr.State, concurrency_id: str = "model") -> None:
     """Add the four sections below the run to the Blocks being built and wire them to the main page's controls,
     so every section works on the settings the visitor already chose; each section's layout, handlers and words
     are its own package's. `status` is the main page's status line and `stats` the last run's statistics (a γ
-    sweep of its setup gives them its recommended γ); model jobs go through the page's model
+    sweep of its setup gives them its recommended γ), `session_runs` the visitor's runs so far (the sweep keeps its
+    verdict there); model jobs go through the page's model
     queue, `concurrency_id`, on a borrowed GPU on a ZeroGPU Space (specviz.app.zerogpu)."""
     names = [name for name in CONTROL_NAMES if name in controls]
     inputs = [controls[name] for name in names]
     wire_step_mode(build_step_mode(names), inputs, concurrency_id)
     wire_lab(build_lab(names, controls), inputs, status, concurrency_id)
     wire_theory(build_theory(), run_state)
-    wire_sweep(build_sweep(names), inputs, run_state, stats, concurrency_id)
+    wire_sweep(build_sweep(names), inputs, run_state, stats, session_runs, concurrency_id)
 
 
 def wire_run(page: Page) -> None:
@@ -114,7 +116,7 @@ def wire_run(page: Page) -> None:
     queued = page.run_button.click(MethodType(on_queued, page), None, [page.status, page.live_run], **QUIET)
     run_event = queued.then(
         zerogpu.on_gpu(MethodType(on_run, page), page.run_outputs, page.status, run_tokens),
-        [controls[name] for name in RUN_INPUTS], page.run_outputs,
+        [page.session_runs, *(controls[name] for name in RUN_INPUTS)], page.run_outputs,
         api_visibility="private", concurrency_id=MODEL_JOBS, show_progress="full", show_progress_on=[page.status],
     )
     replay = page.replay
@@ -127,7 +129,7 @@ def wire_run(page: Page) -> None:
                            cancels=[run_event, replay_event], queue=False, api_visibility="private")
 
 
-def run_tokens(request, *values) -> int:
+def run_tokens(request, session_runs, *values) -> int:
     """The most tokens a run may generate, all its lanes together (ZeroGPU's budget for it)."""
     named = dict(zip(RUN_INPUTS, values))
     lanes = 3 if named.get("reference") else 2
@@ -169,7 +171,7 @@ def api_tokens(*values, **named) -> int:
         bound = settings.bind(settings.API_SIGNATURE, values, named)
     except Exception:  # noqa: BLE001 — the call itself says what is wrong
         bound = {}
-    return run_tokens(None, *(bound.get(name) for name in RUN_INPUTS))
+    return run_tokens(None, None, *(bound.get(name) for name in RUN_INPUTS))
 
 
 # gradio documents the API from the function's signature and annotations: both come from the declarations,

@@ -21,7 +21,7 @@ from specviz.app.settings import NAMES
 from specviz.app.request import Request, describe_error, loading_message
 from specviz.analysis.prefill import reading_note_for
 from specviz.analysis.run import Run, check_speed, replay
-from specviz.app.history import repeats_of, run_history
+from specviz.app.history import SessionRuns, repeats_of
 from specviz.app.runs_page import runs_values
 from specviz.app.inspector.page import inspector_values
 from specviz.app.inspector.words import default_round, round_choices
@@ -75,23 +75,26 @@ def inspect_values(page: Page, run: render.RunView) -> dict:
     }
 
 
-def keep_run(page: Page, session: str | None, run: render.RunView) -> dict:
-    """A finished live run joins the session's runs so far; its repeats there become its verdict's band."""
-    record = run_history.add(session, run)
-    runs = run_history.runs(session)
+def keep_run(page: Page, session_runs: SessionRuns, run: render.RunView) -> dict:
+    """A finished live run joins the visitor's runs so far (written back to the session); its repeats there become
+    its verdict's band."""
+    record = session_runs.add(run)
+    runs = session_runs.runs()
     if record is not None:
         run.repeats = repeats_of(runs, record)
-    run.sweep = run_history.sweep_of(session, run)
-    return dict(zip(page.runs_so_far, runs_values(runs)))
+    run.sweep = session_runs.sweep_of(run)
+    return {**dict(zip(page.runs_so_far, runs_values(runs))), page.session_runs: session_runs}
 
 
-def page_values(page: Page, progress: Progress, session: str | None = None, live: bool = True) -> dict:
+def page_values(page: Page, progress: Progress, session_runs: SessionRuns | None = None) -> dict:
+    """The page's values for a snapshot; a finished live run joins `session_runs` (None: a replay, not kept)."""
     run = progress.run
     status = ({page.status: render.status_html(running_summary(progress.headway), "info", run=run.run_id)}
               if progress.headway is not None and not progress.finished else {})
     if progress.quiet:  # a chance to stop, and at times a status line; gradio reads an empty dict as one bare value
         return status or {page.status: gr.skip()}
-    kept = keep_run(page, session, run) if progress.finished and live else {}  # first: the stats read the repeats
+    # first: the stats read the repeats
+    kept = keep_run(page, session_runs, run) if progress.finished and session_runs is not None else {}
     values = {**kept, **status, **lane_values(page.lanes, run, progress.active),
               page.stats: render.stats_html(run, progress.divergence_gap),
               page.live_run: None if progress.finished else run}
@@ -119,11 +122,12 @@ def stopped_page(page: Page, run: render.RunView) -> dict:
 
 
 def page_updates(page: Page, progresses: Iterable[Progress], session: str | None, started: float,
-                 drawing: Drawing) -> Iterator[dict]:
-    """The page's values for each snapshot of a live or replayed run, until Stop is pressed."""
+                 drawing: Drawing, session_runs: SessionRuns | None = None) -> Iterator[dict]:
+    """The page's values for each snapshot of a live or replayed run, until Stop is pressed; a live run that
+    finishes joins `session_runs`."""
     for progress in progresses:
         drawing.run = progress.run
-        values = page_values(page, progress, session)  # rendering takes a while: Stop may come meanwhile
+        values = page_values(page, progress, session_runs)  # rendering takes a while: Stop may come meanwhile
         if stop_presses.since(session, "run", started):  # Stop came before gradio's cancel
             # The job's last update can reach the page after Stop's own (a paced run sleeps
             # through the cancel, and gradio then re-sends the last value it had), so the
@@ -202,8 +206,9 @@ def on_queued(page: Page) -> dict:
     return {page.status: render.status_html(QUEUED_TEXT, "info", run=0), page.live_run: QUEUED}
 
 
-def on_run(page: Page, request: gr.Request, *values):
-    """Run the page's settings: `values` are RUN_INPUTS' controls, in its order."""
+def on_run(page: Page, request: gr.Request, session_runs: SessionRuns | None, *values):
+    """Run the page's settings: `values` are RUN_INPUTS' controls, in its order; `session_runs` the visitor's runs
+    so far (None before the first)."""
     run_id = next(run_numbers)
     started = time.perf_counter()
     session = session_of(request)
@@ -226,7 +231,7 @@ def on_run(page: Page, request: gr.Request, *values):
     try:
         # Stop ends the model's work between two of its layers, so a long prompt's reading stops too
         progresses = stream_run(parsed, model_pair, prompt_ids, run_id, pace_s, stopped_by(session, "run", started))
-        yield from page_updates(page, progresses, session, started, drawing)
+        yield from page_updates(page, progresses, session, started, drawing, session_runs or SessionRuns())
     except Exception as error:  # noqa: BLE001 — keep what was drawn, say what happened
         yield show_error(page, error, run_id, drawing.run)
 
@@ -253,7 +258,7 @@ def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
     try:
         yield from page_updates(page, stream_events(view, replay(saved, speed), saved.replayed_decode), session, started,
                                 drawing)
-        finished = page_values(page, Progress(view, (), True, finished=True), session, live=False)
+        finished = page_values(page, Progress(view, (), True, finished=True))
         yield {**finished, page.status: render.status_html(f"{done_summary(view)} {settings_note}.", "done", run=run_id)}
     except Exception as error:  # noqa: BLE001
         yield show_error(page, error, run_id, drawing.run)

@@ -30,6 +30,7 @@ class Page(RunSection):
     # between Run and its first drawing. The updates carry it because on a ZeroGPU Space the run's own process is
     # a forked worker: what it keeps in memory never reaches Stop's handler.
     live_run: gr.State
+    session_runs: gr.State  # the visitor's runs so far and last sweep (history.SessionRuns), read and written back
     replay: Replay
     inspector: Inspector
     explainer: gr.HTML
@@ -43,7 +44,7 @@ class Page(RunSection):
     @property
     def run_outputs(self) -> list[gr.Component]:
         """What a run or a replay updates, in one order for gradio."""
-        return [*self.stop_outputs, self.replay.download, *self.runs_so_far]
+        return [*self.stop_outputs, self.replay.download, *self.runs_so_far, self.session_runs]
 
     @property
     def stop_outputs(self) -> list[gr.Component]:
@@ -53,7 +54,7 @@ class Page(RunSection):
 
 def build_page() -> Page:
     """The main page, top to bottom, inside the Blocks being built (the teaching sections follow it)."""
-    run_state, live_run = gr.State(None), gr.State(None)
+    run_state, live_run, session_runs = gr.State(None), gr.State(None), gr.State(None)
     run = build_run_section()
     charts = build_charts()
     runs_so_far = runs_page.build_runs_so_far()
@@ -63,5 +64,5 @@ def build_page() -> Page:
     with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
         explainer = gr.HTML(render.explain_html(None), elem_id="explainer")
     build_drafters_about()
-    return Page(**vars(run), charts=charts, run_state=run_state, live_run=live_run, replay=replay, inspector=inspector,
+    return Page(**vars(run), charts=charts, run_state=run_state, live_run=live_run, session_runs=session_runs, replay=replay, inspector=inspector,
                 explainer=explainer, runs_so_far=runs_so_far)

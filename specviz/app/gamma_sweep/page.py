@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from specviz.analysis.confidence import JudgedDraft
 from specviz.analysis.payoff import TIE_RULE, GammaAnswer, sweep_answer
 from specviz.app import plots_confidence, render, zerogpu
-from specviz.app.history import SweepRecord, run_history, sweep_key
+from specviz.app.history import SessionRuns, SweepRecord, sweep_key
 from specviz.app.gamma_sweep import measure
 from specviz.app.gamma_sweep.measure import SweepView
 from specviz.app.live import run_settings
@@ -89,17 +89,22 @@ def build_sweep(names: list[str]) -> SweepSection:
 
 # --- handlers -----------------------------------------------------------------------------------------------------
 
-RESTATED = 2  # keep_sweep's outputs: the run and its statistics
-AFTER_STATUS = 3 + RESTATED  # the sweep's outputs after its status: its chart, confidence chart and note, then those
+RESTATED = 2  # keep_sweep's outputs: the run and its statistics, then the visitor's runs so far (SessionRuns)
+AFTER_STATUS = 3 + RESTATED + 1  # the sweep's outputs after its status: its chart, confidence chart and note, then those
 
 
 def not_restated() -> tuple:
-    """keep_sweep's outputs where the sweep restates nothing there."""
+    """keep_sweep's run and statistics where the sweep restates nothing there."""
     return (gr.skip(),) * RESTATED
 
 
+def not_kept() -> tuple:
+    """keep_sweep's outputs while the sweep runs: nothing kept yet."""
+    return *not_restated(), gr.skip()
+
+
 def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
-                 run: render.RunView | None, *values) -> Iterator[tuple]:
+                 run: render.RunView | None, session_runs: SessionRuns | None, *values) -> Iterator[tuple]:
     """Time the page's setup at each γ; a sweep that finished is kept for this visitor (app.history), so the
     statistics of a run of its setup, the last one's at once, quote its recommended γ."""
     started = time.perf_counter()
@@ -123,11 +128,11 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
                                         most_drafted=progress.most_drafted())
                 note = time_limit_note("the sweep") if late and not finished else ""
                 drafts = progress.judged_drafts()
-                restated = keep_sweep(session, request, pair, view, run) if finished else not_restated()
+                kept = keep_sweep(session_runs or SessionRuns(), request, pair, view, run) if finished else not_kept()
                 values = (sweep_status_html(progress.num_done, progress.num_total,
                                             time.perf_counter() - started, view, note),
                           gamma_sweep(view, max(gammas)), sweep_confidence(drafts, progress.labels),
-                          plots_confidence.confidence_note_html(drafts, "the sweep's runs"), *restated)
+                          plots_confidence.confidence_note_html(drafts, "the sweep's runs"), *kept)
                 yield values if finished or late else still_going(values)
                 last_drawn = time.perf_counter()
             if late:
@@ -138,22 +143,22 @@ def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, lar
         yield render.status_html(describe_error(error), "error"), *[gr.skip()] * AFTER_STATUS
 
 
-def keep_sweep(session: str | None, request: Request, pair: ModelPair, view: measure.SweepView,
+def keep_sweep(session_runs: SessionRuns, request: Request, pair: ModelPair, view: measure.SweepView,
                run: render.RunView | None) -> tuple:
-    """Keep a finished sweep's verdict for the session; where it swept the last run's setup and the run has a
-    verdict to restate, the run and its statistics (the one section that gives "which γ") redrawn with the sweep's,
-    in the order of the sweep's last outputs. The run goes back as an output, not changed in place: on a ZeroGPU
-    Space this runs in another process."""
+    """Keep a finished sweep's verdict in the visitor's runs so far; where it swept the last run's setup and the run
+    has a verdict to restate, the run and its statistics (the one section that gives "which γ") redrawn with the
+    sweep's; in the order of the sweep's last outputs. Both go back as outputs, not changed in place only: on a
+    ZeroGPU Space this runs in another process."""
     if view.payoff is None:
-        return not_restated()
+        return not_kept()
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
-    run_history.add_sweep(session, SweepRecord(setup, view.payoff))
+    session_runs.sweep = SweepRecord(setup, view.payoff)
     if run is None or sweep_key(run.prompt_text, run.settings) != setup or not run.done or not same_text(run):
-        return not_restated()
+        return *not_restated(), session_runs
     # a new object, not the old one changed: gradio tells a state's change by the object's identity
     swept = copy.copy(run)
     swept.sweep = view.payoff
-    return swept, render.stats_html(swept)
+    return swept, render.stats_html(swept), session_runs
 
 
 def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
@@ -166,7 +171,7 @@ def on_sweep_stop(previous_status, visitor: gr.Request) -> str:
 def sweep_tokens(section: SweepSection):
     """The most tokens a sweep may generate (ZeroGPU's budget): both lanes at each γ, each repeat, and a tree's
     runs beside the chain's."""
-    def tokens_of(visitor, smallest_value, largest_value, repeats_value, run, *values) -> int:
+    def tokens_of(visitor, smallest_value, largest_value, repeats_value, run, session_runs, *values) -> int:
         named = dict(zip(section.names, values))
         num_gammas = zerogpu.count(largest_value, MAX_GAMMA) - zerogpu.count(smallest_value, 1) + 1
         shapes = 2 if zerogpu.count(named.get("tree"), 0) else 1
@@ -175,14 +180,16 @@ def sweep_tokens(section: SweepSection):
     return tokens_of
 
 
-def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, concurrency_id: str) -> None:
-    """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup."""
-    outputs = [*section.outputs, run_state, stats]  # keep_sweep's RESTATED last
+def wire_sweep(section: SweepSection, inputs: list, run_state: gr.State, stats: gr.HTML, session_runs: gr.State,
+               concurrency_id: str) -> None:
+    """Run streams the sweep into its chart, then restates the last run's "which γ" where it swept that setup, and
+    keeps its verdict in the visitor's runs so far (`session_runs`)."""
+    outputs = [*section.outputs, run_state, stats, session_runs]  # keep_sweep's outputs last
     queued = section.run_button.click(on_section_queued, None, section.status, queue=False, api_visibility="private",
                                       show_progress="hidden")
     sweep_event = queued.then(
         zerogpu.on_gpu(MethodType(on_sweep_run, section), outputs, section.status, sweep_tokens(section)),
-        [section.smallest, section.largest, section.repeats, run_state, *inputs], outputs,
+        [section.smallest, section.largest, section.repeats, run_state, session_runs, *inputs], outputs,
         api_visibility="private", concurrency_id=concurrency_id, show_progress="hidden",
     )
     section.stop_button.click(on_sweep_stop, [section.status], [section.status], cancels=[sweep_event], queue=False,
