@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -152,6 +154,19 @@ def test_a_run_stopped_before_its_first_round_says_no_speedup_will_come():
     assert not live_run.speculative.trace.rounds
     stats = stop_fn.fn(live_run, visitor)[page.stats]
     assert "the run was stopped before the speculative lane ran a round" in stats and "appears once" not in stats
+
+
+def test_downloads_are_named_by_their_run_and_the_newest_are_kept(monkeypatch, tmp_path):
+    """Each run's download file is its own (named by its run id, not by the id modulo the files kept, which on a
+    ZeroGPU Space, every worker numbering its own runs, gave two visitors' runs one file); the oldest go."""
+    monkeypatch.setattr(replay_page, "SAVED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(replay_page, "SAVED_RUNS_KEPT", 3)
+    saved = replay_page.load_replay(next(iter(replay_page.recorded_runs())), None)
+    paths = []
+    for _ in range(5):
+        paths.append(replay_page.save_for_download(render.RunView.replaying(saved, ui_handlers.new_run_id())))
+        time.sleep(0.01)  # distinct modification times
+    assert len(set(paths)) == 5 and sorted(tmp_path.iterdir()) == sorted(Path(path) for path in paths[-3:])
 
 
 def test_a_replay_puts_the_runs_settings_into_the_controls():

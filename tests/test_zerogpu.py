@@ -9,6 +9,7 @@ import inspect
 import json
 import multiprocessing
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,15 +174,19 @@ def test_the_runs_so_far_go_on_when_each_run_crosses_a_fresh_worker(demo):
     _, _, page = run_and_stop(demo)
     assert run_fn.inputs[0] is page.session_runs
     arguments = small_arguments(run_fn, reference=False)
-    session_runs = None
+    session_runs, run_ids = None, set()
     for number in (1, 2):
         arguments[1] = session_runs  # after the visitor: the runs so far the page's session holds
         updates = [zerogpu.to_components(value, run_fn.outputs) for value in across_a_fork(run_fn.fn.on_device,
                                                                                          *arguments)]
         session_runs = next(update[page.session_runs] for update in reversed(updates) if page.session_runs in update)
         assert [record.number for record in session_runs.runs()] == list(range(1, number + 1))
+        run_ids.add(re.search(r'data-run="(\d+)"', str(updates[-1][page.status])).group(1))
     table = next(update for update in reversed(updates) if page.runs_so_far[0] in update)[page.runs_so_far[0]]
     assert 'data-runs="2"' in table, table
+    # each fork numbered its run from the same count: the page took the second run for the first (data-run) and
+    # both named their download file alike
+    assert len(run_ids) == 2, run_ids
 
 
 def test_step_mode_goes_on_where_its_session_crossed_a_process(demo):

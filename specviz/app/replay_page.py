@@ -19,7 +19,7 @@ from specviz.models.presets import PRESETS, preset_name
 
 REPLAY_SPEEDS = {"0.25×": 0.25, "1× (as recorded)": 1.0, "4×": 4.0, "at once": float("inf")}
 SAVED_RUNS_DIR = Path(tempfile.gettempdir()) / "specviz-runs"
-SAVED_RUNS_KEPT = 200  # file names cycle, so a busy server's disk use stays bounded
+SAVED_RUNS_KEPT = 200  # the newest files kept, so a busy server's disk use stays bounded
 
 
 @dataclass
@@ -81,7 +81,20 @@ def replayed_controls(saved: Run) -> dict[str, object]:
 
 
 def save_for_download(run: RunView) -> str:
+    """The run's file for the page's download, named by its run id; the oldest beyond SAVED_RUNS_KEPT go. (Names
+    that cycled through the run id modulo SAVED_RUNS_KEPT relied on one process numbering the runs: on a ZeroGPU
+    Space every worker numbers its own, and two visitors' runs would have shared a file.)"""
     SAVED_RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    path = SAVED_RUNS_DIR / f"specviz-run-{run.run_id % SAVED_RUNS_KEPT}.json"
+    path = SAVED_RUNS_DIR / f"specviz-run-{run.run_id}.json"
     run.run.save(path)
+    saved = sorted(SAVED_RUNS_DIR.glob("specviz-run-*.json"), key=modified_at, reverse=True)
+    for old in saved[SAVED_RUNS_KEPT:]:
+        old.unlink(missing_ok=True)  # another process may have taken it first
     return str(path)
+
+
+def modified_at(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # gone meanwhile (another process's pruning): the oldest, so it goes first
+        return 0.0

@@ -8,7 +8,7 @@ plain values. Every bad input becomes a message in the page, never a traceback.
 
 from __future__ import annotations
 
-import itertools
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -31,12 +31,18 @@ from specviz.app.ui_sections import Page
 from specviz.app.run_section.page import lane_values
 from specviz.app.run_section.words import done_summary, running_summary
 
-run_numbers = itertools.count(1)  # data-run in the page: tells one run's output from the last
 QUEUED = "queued"  # Page.live_run between Run and the run's first drawing: a Stop then ends a run that drew nothing
 RUN_INPUTS = (*NAMES, "pace")  # on_run's values, in its order: every setting, then the on-screen pace
 
 
 # --- runs, without the page -----------------------------------------------------------------------
+
+
+def new_run_id() -> int:
+    """data-run in the page, which tells one run's output from the last, and the run's download name: drawn at
+    random, not counted, since on a ZeroGPU Space each run may go on in a fresh fork of this process, every one of
+    which would count from the same number (0 is no run's)."""
+    return secrets.randbelow(2**31 - 1) + 1
 
 
 NOTHING_TO_STOP = "Nothing to stop: no run is going. Run starts one."
@@ -209,7 +215,7 @@ def on_queued(page: Page) -> dict:
 def on_run(page: Page, request: gr.Request, session_runs: SessionRuns | None, *values):
     """Run the page's settings: `values` are RUN_INPUTS' controls, in its order; `session_runs` the visitor's runs
     so far (None before the first)."""
-    run_id = next(run_numbers)
+    run_id = new_run_id()
     started = time.perf_counter()
     session = session_of(request)
     named = dict(zip(RUN_INPUTS, values, strict=True))
@@ -237,7 +243,7 @@ def on_run(page: Page, request: gr.Request, session_runs: SessionRuns | None, *v
 
 
 def on_replay(page: Page, pick, upload, speed_name, request: gr.Request):
-    run_id = next(run_numbers)
+    run_id = new_run_id()
     started = time.perf_counter()
     session = session_of(request)
     try:

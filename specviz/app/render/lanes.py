@@ -241,7 +241,7 @@ class RunView:
         # the run's own fields, the same objects (the settings are one dict, whoever writes to it)
         self.prompt_text, self.prompt_ids, self.settings, self.chat = (
             self.run.prompt_text, self.run.prompt_ids, self.run.settings, self.run.chat)
-        self.run_id = run_id  # numbers the runs of a server, so a page (or a test) can tell them apart
+        self.run_id = run_id  # tells the runs apart, for a page (or a test): ui_handlers.new_run_id
         self.lane_names = tuple(lanes)  # the lanes this run will have, in order
         self.views: dict[str, LaneView] = {}
         # Speedups of this page's runs of the same setup, this one's included (specviz.app.history): with
