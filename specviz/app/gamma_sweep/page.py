@@ -89,8 +89,9 @@ def build_sweep(names: list[str]) -> SweepSection:
 
 # --- handlers -----------------------------------------------------------------------------------------------------
 
-RESTATED = 2  # keep_sweep's outputs: the run and its statistics, then the visitor's runs so far (SessionRuns)
-AFTER_STATUS = 3 + RESTATED + 1  # the sweep's outputs after its status: its chart, confidence chart and note, then those
+RESTATED = 2  # the run and its statistics, restated with the sweep's answer
+KEPT = RESTATED + 1  # keep_sweep's outputs: those, then the visitor's runs so far (SessionRuns)
+AFTER_STATUS = 3 + KEPT  # the sweep's outputs after its status: its chart, confidence chart and note, then those
 
 
 def not_restated() -> tuple:
@@ -100,7 +101,7 @@ def not_restated() -> tuple:
 
 def not_kept() -> tuple:
     """keep_sweep's outputs while the sweep runs: nothing kept yet."""
-    return *not_restated(), gr.skip()
+    return (gr.skip(),) * KEPT
 
 
 def on_sweep_run(section: SweepSection, visitor: gr.Request, smallest_value, largest_value, repeats_value,
@@ -147,8 +148,8 @@ def keep_sweep(session_runs: SessionRuns, request: Request, pair: ModelPair, vie
                run: render.RunView | None) -> tuple:
     """Keep a finished sweep's verdict in the visitor's runs so far; where it swept the last run's setup and the run
     has a verdict to restate, the run and its statistics (the one section that gives "which γ") redrawn with the
-    sweep's; in the order of the sweep's last outputs. Both go back as outputs, not changed in place only: on a
-    ZeroGPU Space this runs in another process."""
+    sweep's; in the order of the sweep's last outputs. Both go back as outputs (a change in place would stay where
+    this runs, which on a ZeroGPU Space is another process)."""
     if view.payoff is None:
         return not_kept()
     setup = sweep_key(request.prompt_text, run_settings(request, pair))
