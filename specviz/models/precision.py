@@ -66,9 +66,10 @@ def default_precision(device: torch.device) -> str:
     blocks, specviz.models.gguf_rows), which decode faster than oneDNN's bf16 kernels even where the CPU has
     native bf16 (2 cores, one thread, held-out prompts, against plain transformers' generate() in bfloat16):
     on an Intel Xeon with AMX specviz's target alone ran 1.45× plain in float32 (26.5 tok/s, 2026-12-05) and 1.20× in bfloat16
-    (22.0 tok/s, its products through oneDNN's packed kernel); with oneDNN held below AMX (AVX512-BF16, as on an AMD
-    EPYC with native bf16) 1.40× against 1.05× (0.83× before the products were packed); and plain transformers
-    itself ran about as fast in float32 as in bfloat16 on both such CPUs (assets/bench/)."""
+    (22.0 tok/s, its products through oneDNN's packed kernel); with oneDNN held below AMX (AVX512-BF16) 1.40× against
+    1.05× (0.83× before the products were packed); on an AMD EPYC with native bf16 (2026-12-07) 1.59× (27.5 tok/s)
+    against 1.52× (25.8 tok/s); and plain transformers itself ran about as fast in float32 as in bfloat16 on both
+    Xeon kinds (assets/bench/)."""
     from_env = os.environ.get(PRECISION_ENV, "").strip()
     if from_env:
         return from_env
